@@ -1,0 +1,80 @@
+// Package cli implements drover's command-line verbs. Each verb is a cobra
+// command built by a small constructor; the root command wires them together.
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/drover-dev/drover/internal/config"
+	"github.com/drover-dev/drover/internal/manifest"
+	"github.com/drover-dev/drover/internal/version"
+)
+
+// ExitError carries a process exit code through cobra.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("exit code %d", e.Code)
+	}
+	return e.Err.Error()
+}
+
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// Main runs the CLI with args and returns the process exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	config.RenderKustomize = manifest.RenderKustomizeDir
+	root := NewRoot(stdout, stderr)
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return 0
+	}
+	var exit *ExitError
+	if errors.As(err, &exit) {
+		if exit.Err != nil {
+			fmt.Fprintln(stderr, exit.Err)
+		}
+		return exit.Code
+	}
+	fmt.Fprintln(stderr, "error:", err)
+	return 1
+}
+
+// NewRoot builds the root command.
+func NewRoot(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "drover",
+		Short: "Intent-based continuous delivery",
+		Long: `drover continuously drives every environment to what you declared: which
+services run where, and under which conditions (release channel ordering,
+approvals, protections). It reads Prodvana-format configs (*.pvn.yaml).`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       version.Version,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(newValidateCmd(), newCompileCmd(), newVersionCmd())
+	return root
+}
+
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the drover version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fmt.Fprintln(cmd.OutOrStdout(), "drover", version.Version)
+			return nil
+		},
+	}
+}

@@ -1,0 +1,120 @@
+package cli
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/drover-dev/drover/internal/compiler"
+	"github.com/drover-dev/drover/internal/config"
+)
+
+// loadSet loads and indexes configs; located problems come back as an ErrorList.
+func loadSet(args []string) (*config.Set, error) {
+	sources, err := config.Load(args)
+	if err != nil {
+		return nil, err
+	}
+	set, errs := config.NewSet(sources)
+	if len(errs) > 0 {
+		return nil, errs.Err()
+	}
+	return set, nil
+}
+
+type validateResult struct {
+	Valid  bool             `json:"valid"`
+	Counts map[string]int   `json:"counts,omitempty"`
+	Errors config.ErrorList `json:"errors"`
+}
+
+func newValidateCmd() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "validate PATH...",
+		Short: "Check configs and report every problem with its file and line",
+		Long: `Validate reads drover configs (*.pvn.yaml) and reports every problem it finds,
+each as FILE:LINE:COL: field: message. It checks syntax, unknown fields, types,
+required fields, names and references between configs, label queries, and then
+compiles every service for every release channel (with placeholders for
+required parameters) to find template and rendering errors.
+
+PATH is a file, a directory (its *.pvn.yaml files, one level), or DIR/...
+(recursive). Exits 0 when everything is valid, 1 otherwise.`,
+		Example: `  drover validate examples/quickstart/...
+  drover validate app.pvn.yaml services/web.pvn.yaml -o json`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := outputFormat(output, "text", "json"); err != nil {
+				return err
+			}
+			res := validateResult{Errors: config.ErrorList{}}
+			set, err := loadSet(args)
+			if err != nil {
+				l, ok := config.AsErrorList(err)
+				if !ok {
+					return err
+				}
+				res.Errors = l
+			} else {
+				res.Errors = append(res.Errors, compiler.ValidateSet(set)...)
+				res.Counts = countKinds(set)
+			}
+			if err := res.Errors.Err(); err != nil {
+				res.Errors, _ = config.AsErrorList(err)
+			}
+			res.Valid = len(res.Errors) == 0
+			if output == "json" {
+				if err := writeJSON(cmd.OutOrStdout(), res); err != nil {
+					return err
+				}
+				if !res.Valid {
+					return &ExitError{Code: 1}
+				}
+				return nil
+			}
+			if !res.Valid {
+				for _, e := range res.Errors {
+					fmt.Fprintln(cmd.ErrOrStderr(), e.Error())
+				}
+				return &ExitError{Code: 1, Err: fmt.Errorf("%d %s", len(res.Errors), plural(len(res.Errors), "error"))}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "valid: %s\n", describeCounts(res.Counts))
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	return cmd
+}
+
+func countKinds(set *config.Set) map[string]int {
+	counts := map[string]int{}
+	for _, src := range set.Sources {
+		counts[src.Kind()]++
+	}
+	return counts
+}
+
+func describeCounts(counts map[string]int) string {
+	kinds := make([]string, 0, len(counts))
+	total := 0
+	for k, n := range counts {
+		kinds = append(kinds, k)
+		total += n
+	}
+	sort.Strings(kinds)
+	parts := make([]string, len(kinds))
+	for i, k := range kinds {
+		parts[i] = fmt.Sprintf("%d %s", counts[k], plural(counts[k], k))
+	}
+	return fmt.Sprintf("%d %s (%s)", total, plural(total, "config"), strings.Join(parts, ", "))
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
+}

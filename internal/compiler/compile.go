@@ -1,0 +1,884 @@
+package compiler
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"path"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/drover-dev/drover/internal/config"
+	"github.com/drover-dev/drover/internal/desiredstate"
+	"github.com/drover-dev/drover/internal/labelquery"
+	"github.com/drover-dev/drover/internal/manifest"
+)
+
+// Input is everything one compilation needs. The compiler is pure: it reads no
+// files (local references were resolved when the configs were loaded) and
+// calls no runtime.
+type Input struct {
+	Application        *config.Application
+	Runtimes           map[string]*config.Runtime
+	Protections        map[string]*config.Protection
+	DeliveryExtensions map[string]*config.DeliveryExtension
+	Service            *config.Service
+	Params             []ParamValue
+	// ReleaseChannels limits the release channels in the result (all when
+	// empty). The bundle version always covers every channel.
+	ReleaseChannels []string
+	// Placeholders fills required parameters that have no value with a
+	// placeholder of their type (for validation without a push).
+	Placeholders bool
+}
+
+// Result is the compiled service: one config per release channel, the bundle
+// version that identifies them together, and the desired state.
+type Result struct {
+	Application     string                     `json:"application"`
+	Service         string                     `json:"service"`
+	BundleVersion   string                     `json:"bundleVersion"`
+	BundleName      string                     `json:"bundleName,omitempty"`
+	ReleaseChannels []*CompiledReleaseChannel  `json:"releaseChannels"`
+	DesiredState    *desiredstate.DesiredState `json:"desiredState"`
+}
+
+// CompiledReleaseChannel is the self-contained config of a service in one
+// release channel.
+type CompiledReleaseChannel struct {
+	Name          string                `json:"name"`
+	Group         string                `json:"group,omitempty"`
+	Runtimes      []string              `json:"runtimes"`
+	Runtime       SelectedRuntime       `json:"runtime"`
+	Preconditions []config.Precondition `json:"preconditions"`
+	// DependsOn lists the release channels that must be stable first, with
+	// selectors resolved.
+	DependsOn []string `json:"dependsOn,omitempty"`
+	// Backend is "kubernetes" or "customRuntime".
+	Backend string `json:"backend"`
+	// Objects are the rendered objects: Kubernetes manifests, or one
+	// CustomRuntimeObject.
+	Objects               []any                         `json:"objects"`
+	Parameters            map[string]any                `json:"parameters,omitempty"`
+	Constants             map[string]string             `json:"constants,omitempty"`
+	Env                   map[string]config.EnvValue    `json:"env,omitempty"`
+	Protections           []CompiledProtection          `json:"protections,omitempty"`
+	ConvergenceExtensions []config.ConvergenceExtension `json:"convergenceExtensions,omitempty"`
+	AutoRollbackDisabled  bool                          `json:"autoRollbackDisabled,omitempty"`
+	ProgressDeadline      *config.Duration              `json:"progressDeadline,omitempty"`
+}
+
+// SelectedRuntime is the runtime connection the service uses in a channel.
+type SelectedRuntime struct {
+	Connection string `json:"connection"`
+	Name       string `json:"name"`
+	// Kind is fake, kubernetes, custom or terraformRunner.
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// CompiledProtection is a protection attached to a service instance.
+type CompiledProtection struct {
+	Attachment string                       `json:"attachment"`
+	Protection string                       `json:"protection"`
+	Source     string                       `json:"source"`
+	Lifecycle  []config.ProtectionLifecycle `json:"lifecycle"`
+}
+
+// CustomRuntimeObject is what a custom runtime (or terraform runner) converges:
+// its commands rendered with the service's parameter values.
+type CustomRuntimeObject struct {
+	Kind            string                  `json:"kind"`
+	Runtime         string                  `json:"runtime"`
+	ParameterValues map[string]any          `json:"parameterValues"`
+	Custom          *config.CustomRuntime   `json:"custom,omitempty"`
+	TerraformRunner *config.TerraformRunner `json:"terraformRunner,omitempty"`
+}
+
+// Error is one compilation problem. Field is a path in the config of Object
+// ("service/app/web", "application/app", "runtime/r"); File and Line are set
+// when the problem is inside a referenced file.
+type Error struct {
+	Object         string `json:"object"`
+	Field          string `json:"field,omitempty"`
+	File           string `json:"file,omitempty"`
+	Line           int    `json:"line,omitempty"`
+	ReleaseChannel string `json:"releaseChannel,omitempty"`
+	Msg            string `json:"message"`
+}
+
+func (e Error) Error() string {
+	var b strings.Builder
+	if e.File != "" {
+		b.WriteString(e.File)
+		if e.Line > 0 {
+			fmt.Fprintf(&b, ":%d", e.Line)
+		}
+		b.WriteString(": ")
+	}
+	if e.ReleaseChannel != "" {
+		fmt.Fprintf(&b, "release channel %s: ", e.ReleaseChannel)
+	}
+	if e.Field != "" && e.File == "" {
+		b.WriteString(e.Field + ": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Errors is every problem found in one compilation.
+type Errors []Error
+
+func (l Errors) Error() string {
+	lines := make([]string, len(l))
+	for i, e := range l {
+		lines[i] = e.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Compile compiles one service for every release channel of its application.
+func Compile(in Input) (*Result, error) {
+	if in.Application == nil || in.Service == nil {
+		return nil, fmt.Errorf("compile: application and service are required")
+	}
+	svcObj := "service/" + in.Service.Application + "/" + in.Service.Name
+	rcs, errs := ExpandReleaseChannels(in.Application, in.Runtimes)
+	if len(errs) > 0 {
+		return nil, Errors(errs)
+	}
+	byName := map[string]*ReleaseChannel{}
+	for i := range rcs {
+		byName[rcs[i].Name] = &rcs[i]
+	}
+	var all Errors
+	for i, prc := range in.Service.PerReleaseChannel {
+		if byName[prc.ReleaseChannel] == nil {
+			all = append(all, Error{Object: svcObj, Field: fmt.Sprintf("service.perReleaseChannel[%d].releaseChannel", i),
+				Msg: fmt.Sprintf("application %q has no release channel %q%s", in.Application.Name, prc.ReleaseChannel, rcHint(prc.ReleaseChannel, rcs))})
+		}
+	}
+	for _, pv := range in.Params {
+		if pv.ReleaseChannel != "" && byName[pv.ReleaseChannel] == nil {
+			all = append(all, Error{Object: svcObj, Msg: fmt.Sprintf("parameter %s given for unknown release channel %q%s", pv.Name, pv.ReleaseChannel, rcHint(pv.ReleaseChannel, rcs))})
+		}
+	}
+	for _, want := range in.ReleaseChannels {
+		if byName[want] == nil {
+			all = append(all, Error{Object: svcObj, Msg: fmt.Sprintf("application %q has no release channel %q%s", in.Application.Name, want, rcHint(want, rcs))})
+		}
+	}
+	if len(all) > 0 {
+		return nil, all
+	}
+	res := &Result{Application: in.Application.Name, Service: in.Service.Name}
+	bundleNames := map[string]bool{}
+	for i := range rcs {
+		c := &rcCompiler{in: &in, rc: &rcs[i], all: rcs}
+		out := c.compile()
+		all = append(all, c.errs...)
+		if out != nil {
+			res.ReleaseChannels = append(res.ReleaseChannels, out)
+			if c.bundleName != "" {
+				bundleNames[c.bundleName] = true
+			}
+		}
+	}
+	if len(all) > 0 {
+		return nil, all
+	}
+	if len(bundleNames) > 1 {
+		return nil, Errors{{Object: svcObj, Field: "service.bundleName", Msg: fmt.Sprintf("bundleName must render the same in every release channel, got %s", strings.Join(sortedKeys(bundleNames), ", "))}}
+	}
+	for n := range bundleNames {
+		res.BundleName = n
+	}
+	version, err := bundleVersion(res)
+	if err != nil {
+		return nil, err
+	}
+	res.BundleVersion = version
+	res.DesiredState = buildDesiredState(res)
+	if len(in.ReleaseChannels) > 0 {
+		keep := map[string]bool{}
+		for _, n := range in.ReleaseChannels {
+			keep[n] = true
+		}
+		filtered := res.ReleaseChannels[:0]
+		for _, rc := range res.ReleaseChannels {
+			if keep[rc.Name] {
+				filtered = append(filtered, rc)
+			}
+		}
+		res.ReleaseChannels = filtered
+	}
+	return res, nil
+}
+
+// bundleVersion hashes every compiled per-channel config: the same inputs give
+// the same version, and any change to what would be deployed gives a new one.
+func bundleVersion(res *Result) (string, error) {
+	h := sha256.New()
+	enc := json.NewEncoder(h)
+	if err := enc.Encode([]string{res.Application, res.Service, res.BundleName}); err != nil {
+		return "", err
+	}
+	for _, rc := range res.ReleaseChannels {
+		if err := enc.Encode(rc); err != nil {
+			return "", fmt.Errorf("hash %s: %w", rc.Name, err)
+		}
+	}
+	return "v-" + hex.EncodeToString(h.Sum(nil))[:16], nil
+}
+
+func rcHint(name string, rcs []ReleaseChannel) string {
+	names := make([]string, len(rcs))
+	for i, rc := range rcs {
+		names[i] = rc.Name
+	}
+	return nameSuggestion(name, names)
+}
+
+// rcCompiler compiles the service for one release channel.
+type rcCompiler struct {
+	in         *Input
+	rc         *ReleaseChannel
+	all        []ReleaseChannel
+	errs       Errors
+	bundleName string
+}
+
+func (c *rcCompiler) serviceObject() string {
+	return "service/" + c.in.Service.Application + "/" + c.in.Service.Name
+}
+
+func (c *rcCompiler) fail(e Error) {
+	e.ReleaseChannel = c.rc.Name
+	c.errs = append(c.errs, e)
+}
+
+func (c *rcCompiler) compile() *CompiledReleaseChannel {
+	svc := c.in.Service
+	merged, err := mergeService(svc, c.rc.Name)
+	if err != nil {
+		c.fail(Error{Object: c.serviceObject(), Field: "service.perReleaseChannel", Msg: err.Error()})
+		return nil
+	}
+	sel, rt, ok := c.selectRuntime(merged)
+	if !ok {
+		return nil
+	}
+	params, err := resolveParams(svc.Parameters, c.in.Params, c.rc.Name, c.in.Placeholders)
+	if err != nil {
+		c.fail(Error{Object: c.serviceObject(), Field: "service.parameters", Msg: err.Error()})
+		return nil
+	}
+	data := &Data{
+		Params:    params,
+		Constants: map[string]string{},
+		Builtins: Builtins{
+			ReleaseChannel: NameOnly{c.rc.Name},
+			Runtime:        RuntimeInfo{Name: rt.Name, Labels: map[string]string{}},
+			Group:          c.rc.FromGroup,
+			Service:        NameOnly{svc.Name},
+			Application:    NameOnly{c.in.Application.Name},
+		},
+	}
+	if data.Builtins.Group == "" {
+		data.Builtins.Group = c.rc.Group
+	}
+	for _, l := range rt.Labels {
+		data.Builtins.Runtime.Labels[l.Label] = l.Value
+	}
+	// Most specific wins: service per-channel > service > release channel.
+	for _, k := range c.rc.Constants {
+		data.Constants[k.Name] = constantValue(k)
+	}
+	for _, k := range merged.Constants {
+		data.Constants[k.Name] = constantValue(k)
+	}
+	out := &CompiledReleaseChannel{
+		Name:          c.rc.Name,
+		Group:         c.rc.Group,
+		Runtime:       sel,
+		Preconditions: c.rc.Preconditions,
+		Parameters:    params,
+		Constants:     data.Constants,
+		Env:           map[string]config.EnvValue{},
+		Objects:       []any{},
+	}
+	if out.Preconditions == nil {
+		out.Preconditions = []config.Precondition{}
+	}
+	for _, conn := range c.rc.Runtimes {
+		out.Runtimes = append(out.Runtimes, conn.Runtime)
+	}
+	if c.rc.Policy != nil {
+		for k, v := range c.rc.Policy.DefaultEnv {
+			out.Env[k] = v
+		}
+	}
+	for k, v := range merged.Env {
+		out.Env[k] = v
+	}
+	if len(out.Env) == 0 {
+		out.Env = nil
+	}
+	out.DependsOn = c.dependencies()
+	c.protections(out, merged)
+	out.ConvergenceExtensions = merged.ConvergenceExtensions
+	if svc.AutoRollback != nil && svc.AutoRollback.Disabled || rt.AutoRollback != nil && rt.AutoRollback.Disabled {
+		out.AutoRollbackDisabled = true
+	}
+	if !svc.ProgressDeadline.IsZero() {
+		d := svc.ProgressDeadline
+		out.ProgressDeadline = &d
+	}
+	if svc.BundleName != "" {
+		if name, ok := c.renderField("service.bundleName", svc.BundleName, data); ok {
+			c.bundleName = name
+		}
+	}
+	field := "service"
+	if merged.Field != "" {
+		field = merged.Field
+	}
+	switch {
+	case merged.Backend.KubernetesConfig != nil:
+		out.Backend = "kubernetes"
+		out.Objects = c.kubernetes(field+".kubernetesConfig", merged.Backend.KubernetesConfig, data)
+	case merged.Backend.CustomRuntime != nil:
+		out.Backend = "customRuntime"
+		if obj := c.customRuntime(field+".customRuntime", merged.Backend.CustomRuntime, rt, data); obj != nil {
+			out.Objects = []any{obj}
+		}
+	}
+	if len(c.errs) > 0 {
+		return nil
+	}
+	return out
+}
+
+func constantValue(k config.Constant) string {
+	if k.String == nil {
+		return ""
+	}
+	return k.String.Value
+}
+
+// RuntimeKind returns fake, kubernetes, custom or terraformRunner. A runtime
+// with no type is a Kubernetes runtime, as in Prodvana.
+func RuntimeKind(rt *config.Runtime) string {
+	switch {
+	case rt.Fake != nil:
+		return "fake"
+	case rt.Custom != nil:
+		return "custom"
+	case rt.TerraformRunner != nil:
+		return "terraformRunner"
+	}
+	return "kubernetes"
+}
+
+// accepts reports whether a runtime kind can run a backend.
+func accepts(kind, backend string) bool {
+	switch kind {
+	case "fake":
+		return true
+	case "kubernetes":
+		return backend == "kubernetesConfig"
+	case "custom", "terraformRunner":
+		return backend == "customRuntime"
+	}
+	return false
+}
+
+// selectRuntime picks the runtime connection: the one named by
+// runtimeConnection, else the only one whose runtime accepts the backend.
+func (c *rcCompiler) selectRuntime(m *serviceForRC) (SelectedRuntime, *config.Runtime, bool) {
+	backend := ""
+	switch {
+	case m.Backend.KubernetesConfig != nil:
+		backend = "kubernetesConfig"
+	case m.Backend.CustomRuntime != nil:
+		backend = "customRuntime"
+	default:
+		c.fail(Error{Object: c.serviceObject(), Field: "service", Msg: "no backend for this release channel: set kubernetesConfig or customRuntime (at the top level or in perReleaseChannel)"})
+		return SelectedRuntime{}, nil, false
+	}
+	var candidates []config.RuntimeConnection
+	for _, conn := range c.rc.Runtimes {
+		rt := c.in.Runtimes[conn.Runtime]
+		if rt == nil {
+			c.fail(Error{Object: "application/" + c.in.Application.Name, Field: c.rc.Field, Msg: fmt.Sprintf("unknown runtime %q", conn.Runtime)})
+			return SelectedRuntime{}, nil, false
+		}
+		if m.RuntimeConnection != "" {
+			if conn.ConnectionName() == m.RuntimeConnection {
+				candidates = append(candidates, conn)
+			}
+			continue
+		}
+		if accepts(RuntimeKind(rt), backend) {
+			candidates = append(candidates, conn)
+		}
+	}
+	switch {
+	case len(candidates) == 0 && m.RuntimeConnection != "":
+		c.fail(Error{Object: c.serviceObject(), Field: "service.runtimeConnection", Msg: fmt.Sprintf("release channel %s has no runtime connection named %q", c.rc.Name, m.RuntimeConnection)})
+		return SelectedRuntime{}, nil, false
+	case len(candidates) == 0:
+		c.fail(Error{Object: c.serviceObject(), Field: "service." + backend, Msg: fmt.Sprintf("no runtime of release channel %s can run a %s service (runtimes: %s)", c.rc.Name, backend, strings.Join(c.runtimeNames(), ", "))})
+		return SelectedRuntime{}, nil, false
+	case len(candidates) > 1:
+		names := make([]string, len(candidates))
+		for i, cand := range candidates {
+			names[i] = cand.ConnectionName()
+		}
+		c.fail(Error{Object: c.serviceObject(), Field: "service.runtimeConnection", Msg: fmt.Sprintf("several runtimes of release channel %s fit (%s): set runtimeConnection", c.rc.Name, strings.Join(names, ", "))})
+		return SelectedRuntime{}, nil, false
+	}
+	conn := candidates[0]
+	rt := c.in.Runtimes[conn.Runtime]
+	if !accepts(RuntimeKind(rt), backend) {
+		c.fail(Error{Object: c.serviceObject(), Field: "service.runtimeConnection", Msg: fmt.Sprintf("runtime %s (%s) cannot run a %s service", rt.Name, RuntimeKind(rt), backend)})
+		return SelectedRuntime{}, nil, false
+	}
+	sel := SelectedRuntime{Connection: conn.ConnectionName(), Name: rt.Name, Kind: RuntimeKind(rt)}
+	if co := conn.ContainerOrchestration; co != nil && co.K8s != nil {
+		sel.Namespace = co.K8s.Namespace
+	}
+	return sel, rt, true
+}
+
+func (c *rcCompiler) runtimeNames() []string {
+	var out []string
+	for _, conn := range c.rc.Runtimes {
+		kind := "unknown"
+		if rt := c.in.Runtimes[conn.Runtime]; rt != nil {
+			kind = RuntimeKind(rt)
+		}
+		out = append(out, conn.Runtime+" ("+kind+")")
+	}
+	return out
+}
+
+// dependencies resolves releaseChannelStable preconditions to channel names.
+func (c *rcCompiler) dependencies() []string {
+	var deps []string
+	for i, pc := range c.rc.Preconditions {
+		s := pc.ReleaseChannelStable
+		if s == nil {
+			continue
+		}
+		field := fmt.Sprintf("%s.preconditions[%d].releaseChannelStable", c.rc.Field, i)
+		if c.rc.FromGroup != "" {
+			field = c.rc.Field + ".template.preconditions"
+		}
+		appObj := "application/" + c.in.Application.Name
+		if s.ReleaseChannel != "" {
+			found := false
+			for _, other := range c.all {
+				found = found || other.Name == s.ReleaseChannel
+			}
+			if !found {
+				c.fail(Error{Object: appObj, Field: field + ".releaseChannel", Msg: fmt.Sprintf("unknown release channel %q%s", s.ReleaseChannel, rcHint(s.ReleaseChannel, c.all))})
+				continue
+			}
+			deps = append(deps, s.ReleaseChannel)
+			continue
+		}
+		q, err := labelquery.Parse(s.Selector)
+		if err != nil {
+			c.fail(Error{Object: appObj, Field: field + ".selector", Msg: err.Error()})
+			continue
+		}
+		matched := 0
+		for i := range c.all {
+			other := &c.all[i]
+			if other.Name == c.rc.Name || !q.Match(ReleaseChannelLabels(c.in.Application.Name, other)) {
+				continue
+			}
+			matched++
+			deps = append(deps, other.Name)
+		}
+		if matched == 0 && !s.AllowEmpty {
+			c.fail(Error{Object: appObj, Field: field + ".selector", Msg: fmt.Sprintf("selector %q matches no release channel (set allowEmpty: true to allow this)", s.Selector)})
+		}
+	}
+	return dedupe(deps)
+}
+
+func (c *rcCompiler) protections(out *CompiledReleaseChannel, m *serviceForRC) {
+	if c.rc.DisableAllProtections {
+		return
+	}
+	add := func(source string, atts []config.ProtectionAttachment) {
+		for _, a := range atts {
+			name := a.Name
+			if name == "" && a.Ref != nil {
+				name = a.Ref.Name
+			}
+			ref := ""
+			if a.Ref != nil {
+				ref = a.Ref.Name
+			}
+			if c.in.Protections[ref] == nil {
+				c.fail(Error{Object: c.serviceObject(), Msg: fmt.Sprintf("unknown protection %q", ref)})
+				continue
+			}
+			out.Protections = append(out.Protections, CompiledProtection{Attachment: name, Protection: ref, Source: source, Lifecycle: a.Lifecycle})
+		}
+	}
+	add("releaseChannel", c.rc.Protections)
+	add("serviceInstance", c.rc.ServiceInstanceProtections)
+	add("serviceInstance", m.Protections)
+	add("convergence", c.rc.ConvergenceProtections)
+	add("convergence", m.ConvergenceProtections)
+}
+
+// kubernetes renders the Kubernetes config: templates over the raw text, then
+// YAML decoding, then patches (whose values are templates too).
+func (c *rcCompiler) kubernetes(field string, kc *config.KubernetesConfig, data *Data) []any {
+	text := kc.Inlined
+	if kc.Tree != nil {
+		var ok bool
+		if text, ok = c.treeText(field, kc, data); !ok {
+			return nil
+		}
+	}
+	rendered, ok := c.renderText(field+".inlined", text, data)
+	if !ok {
+		return nil
+	}
+	objs, err := manifest.Decode([]byte(rendered))
+	if err != nil {
+		e := Error{Object: c.serviceObject(), Field: field, Msg: err.Error()}
+		if me, ok := err.(*manifest.Error); ok {
+			e.File, e.Line = config.LocateSource(rendered, me.Line)
+			e.Msg = "invalid Kubernetes YAML: " + me.Msg
+		}
+		c.fail(e)
+		return nil
+	}
+	var patches []manifest.Patch
+	for i, p := range kc.Patches {
+		pf := fmt.Sprintf("%s.patches[%d].replace", field, i)
+		mp := manifest.Patch{Path: p.Replace.Path}
+		if t := p.Target; t != nil {
+			mp.Target = &manifest.Target{Group: t.Group, Version: t.Version, Kind: t.Kind, Name: t.Name, Namespace: t.Namespace}
+		}
+		switch {
+		case p.Replace.String != nil:
+			s, ok := c.renderField(pf+".string", *p.Replace.String, data)
+			if !ok {
+				continue
+			}
+			mp.Value = s
+		case p.Replace.IntAsString != nil:
+			s, ok := c.renderField(pf+".intAsString", *p.Replace.IntAsString, data)
+			if !ok {
+				continue
+			}
+			n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+			if err != nil {
+				c.fail(Error{Object: c.serviceObject(), Field: pf + ".intAsString", Msg: fmt.Sprintf("%q is not an integer", s)})
+				continue
+			}
+			mp.Value = n
+		}
+		patches = append(patches, mp)
+	}
+	if len(c.errs) > 0 {
+		return nil
+	}
+	if err := manifest.ApplyPatches(objs, patches); err != nil {
+		c.fail(Error{Object: c.serviceObject(), Field: field + ".patches", Msg: err.Error()})
+		return nil
+	}
+	out := make([]any, len(objs))
+	for i, o := range objs {
+		out[i] = o
+	}
+	return out
+}
+
+// treeText resolves the templated subPath inside a directory read with
+// local.path+subPath: a file is taken as is; a directory contributes its YAML
+// files (one level, without *.pvn.yaml), or is rendered with kustomize.
+func (c *rcCompiler) treeText(field string, kc *config.KubernetesConfig, data *Data) (string, bool) {
+	sub, ok := c.renderField(field+".local.subPath", kc.Tree.SubPath, data)
+	if !ok {
+		return "", false
+	}
+	sub = strings.Trim(path.Clean("/"+sub), "/")
+	display := path.Join(kc.Tree.Root, sub)
+	if kc.Type == config.KubernetesTypeKustomize {
+		files := map[string][]byte{}
+		for k, v := range kc.Tree.Files {
+			files[k] = []byte(v)
+		}
+		if !manifest.IsKustomizationDir(files, sub) {
+			c.fail(Error{Object: c.serviceObject(), Field: field + ".local.subPath", Msg: fmt.Sprintf("%s has no kustomization.yaml", display)})
+			return "", false
+		}
+		out, err := manifest.RenderKustomize(files, sub)
+		if err != nil {
+			c.fail(Error{Object: c.serviceObject(), Field: field + ".local.subPath", Msg: fmt.Sprintf("kustomize %s: %v", display, err)})
+			return "", false
+		}
+		return config.SourceMarker(display) + string(out), true
+	}
+	if content, ok := kc.Tree.Files[sub]; ok {
+		return config.SourceMarker(display) + content, true
+	}
+	var names []string
+	for name := range kc.Tree.Files {
+		dir, base := path.Split(name)
+		if strings.TrimSuffix(dir, "/") != sub && !(sub == "" && dir == "") {
+			continue
+		}
+		if config.IsConfigFile(base) || !(strings.HasSuffix(base, ".yaml") || strings.HasSuffix(base, ".yml")) {
+			continue
+		}
+		names = append(names, name)
+	}
+	if len(names) == 0 {
+		c.fail(Error{Object: c.serviceObject(), Field: field + ".local.subPath", Msg: fmt.Sprintf("no Kubernetes configs found at %s", display)})
+		return "", false
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, n := range names {
+		content := kc.Tree.Files[n]
+		if !strings.HasSuffix(content, "\n") {
+			content += "\n"
+		}
+		parts[i] = config.SourceMarker(path.Join(kc.Tree.Root, n)) + content
+	}
+	return strings.Join(parts, "---\n"), true
+}
+
+// terraformRunnerParams are the implied parameters of a terraformRunner runtime.
+var terraformRunnerParams = []config.ParameterDefinition{
+	{Name: "path", Required: true, String: &config.StringParameter{}},
+	{Name: "image", String: &config.StringParameter{}},
+	{Name: "extraInitArgs", String: &config.StringParameter{}},
+}
+
+// customRuntime renders the service's parameter values (templates over the
+// service's data), resolves the runtime's parameters with them, and renders
+// the runtime's commands with the runtime parameters as .Params.
+func (c *rcCompiler) customRuntime(field string, cr *config.CustomRuntimeValues, rt *config.Runtime, data *Data) *CustomRuntimeObject {
+	var defs []config.ParameterDefinition
+	kind := RuntimeKind(rt)
+	switch kind {
+	case "custom":
+		defs = rt.Custom.Parameters
+	case "terraformRunner":
+		defs = terraformRunnerParams
+	}
+	obj := &CustomRuntimeObject{Kind: kind, Runtime: rt.Name, ParameterValues: map[string]any{}}
+	byName := map[string]*config.ParameterDefinition{}
+	for i := range defs {
+		byName[defs[i].Name] = &defs[i]
+	}
+	given := map[string]any{}
+	for i, pv := range cr.ParameterValues {
+		pf := fmt.Sprintf("%s.parameterValues[%d]", field, i)
+		if pv.String != nil {
+			s, ok := c.renderField(pf+".string", *pv.String, data)
+			if !ok {
+				continue
+			}
+			pv.String = &s
+		}
+		def := byName[pv.Name]
+		if def == nil {
+			if kind == "fake" {
+				given[pv.Name] = plainValue(pv)
+				continue
+			}
+			c.fail(Error{Object: c.serviceObject(), Field: pf + ".name", Msg: fmt.Sprintf("runtime %s has no parameter %q%s", rt.Name, pv.Name, nameHint(pv.Name, defs))})
+			continue
+		}
+		v, err := valueFromConfig(def, pv)
+		if err != nil {
+			c.fail(Error{Object: c.serviceObject(), Field: pf, Msg: err.Error()})
+			continue
+		}
+		given[pv.Name] = v
+	}
+	for i := range defs {
+		def := &defs[i]
+		if v, ok := given[def.Name]; ok {
+			obj.ParameterValues[def.Name] = v
+			continue
+		}
+		v, err := defaultValue(def)
+		if err != nil {
+			c.fail(Error{Object: "runtime/" + rt.Name, Field: "runtime.parameters", Msg: err.Error()})
+			continue
+		}
+		if v == nil {
+			if def.Required {
+				c.fail(Error{Object: c.serviceObject(), Field: field + ".parameterValues", Msg: fmt.Sprintf("runtime %s requires parameter %q", rt.Name, def.Name)})
+				continue
+			}
+			v = zeroValue(def)
+		}
+		obj.ParameterValues[def.Name] = v
+	}
+	if kind == "fake" {
+		for k, v := range given {
+			obj.ParameterValues[k] = v
+		}
+	}
+	if len(c.errs) > 0 {
+		return nil
+	}
+	rdata := &Data{Params: obj.ParameterValues, Constants: data.Constants, Builtins: data.Builtins}
+	switch kind {
+	case "custom":
+		var rendered config.CustomRuntime
+		if !c.renderConfig("runtime/"+rt.Name, "runtime.custom", withoutParameters(rt.Custom), &rendered, rdata) {
+			return nil
+		}
+		for _, kc := range []**config.KubernetesConfig{cmdKC(rendered.Apply), cmdKC(rendered.Fetch), cmdKC(rendered.GetInfo)} {
+			if kc != nil && *kc != nil {
+				if _, err := manifest.Decode([]byte((*kc).Inlined)); err != nil {
+					c.fail(Error{Object: "runtime/" + rt.Name, Field: "runtime.custom", Msg: "invalid Kubernetes YAML: " + err.Error()})
+				}
+			}
+		}
+		obj.Custom = &rendered
+	case "terraformRunner":
+		var rendered config.TerraformRunner
+		if !c.renderConfig("runtime/"+rt.Name, "runtime.terraformRunner", rt.TerraformRunner, &rendered, rdata) {
+			return nil
+		}
+		obj.TerraformRunner = &rendered
+	}
+	return obj
+}
+
+func cmdKC(cmd any) **config.KubernetesConfig {
+	switch x := cmd.(type) {
+	case *config.ApplyCommand:
+		if x != nil {
+			return &x.KubernetesConfig
+		}
+	case *config.FetchCommand:
+		if x != nil {
+			return &x.KubernetesConfig
+		}
+	case *config.GetInfoCommand:
+		if x != nil {
+			return &x.KubernetesConfig
+		}
+	}
+	return nil
+}
+
+func withoutParameters(c *config.CustomRuntime) *config.CustomRuntime {
+	cp := *c
+	cp.Parameters = nil
+	return &cp
+}
+
+func plainValue(pv config.ParameterValue) any {
+	switch {
+	case pv.String != nil:
+		return *pv.String
+	case pv.Int != nil:
+		return int64(*pv.Int)
+	case pv.DockerImageTag != nil:
+		return *pv.DockerImageTag
+	case pv.Commit != nil:
+		return *pv.Commit
+	}
+	return ""
+}
+
+// renderConfig renders every string of a config struct as a template.
+func (c *rcCompiler) renderConfig(object, field string, in, out any, data *Data) bool {
+	tree, err := toTree(in)
+	if err == nil {
+		var r any
+		r, err = renderStrings(tree, data)
+		if err == nil {
+			err = fromTree(r.(map[string]any), out)
+		}
+	}
+	if err != nil {
+		c.fail(Error{Object: object, Field: field, Msg: err.Error() + keysHint(err.Error(), data)})
+		return false
+	}
+	return true
+}
+
+var validNameRE = regexp.MustCompile(`^[a-z]([a-z0-9-]*[a-z0-9])?$`)
+
+func validName(s string) bool { return validNameRE.MatchString(s) }
+
+func dedupe(s []string) []string {
+	seen := map[string]bool{}
+	out := s[:0]
+	for _, x := range s {
+		if !seen[x] {
+			seen[x] = true
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func sortStrings(s []string) { sort.Strings(s) }
+
+func nameSuggestion(name string, candidates []string) string {
+	best, bestDist := "", 1<<30
+	for _, c := range candidates {
+		if d := distance(name, c); d < bestDist {
+			best, bestDist = c, d
+		}
+	}
+	if best != "" && bestDist <= max(2, len(name)/3) {
+		return fmt.Sprintf(" (did you mean %q?)", best)
+	}
+	if len(candidates) > 0 && len(candidates) <= 10 {
+		return " (release channels: " + strings.Join(candidates, ", ") + ")"
+	}
+	return ""
+}
+
+func distance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}

@@ -1,0 +1,318 @@
+package compiler
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/drover-dev/drover/internal/config"
+)
+
+// ParamValue is one parameter value given at push time (`--param NAME=VALUE`),
+// optionally for a single release channel.
+type ParamValue struct {
+	Name           string `json:"name"`
+	Value          string `json:"value"`
+	ReleaseChannel string `json:"releaseChannel,omitempty"`
+}
+
+// ParseParam parses NAME=VALUE.
+func ParseParam(s string) (ParamValue, error) {
+	name, value, ok := strings.Cut(s, "=")
+	if !ok || name == "" {
+		return ParamValue{}, fmt.Errorf("invalid parameter %q: want NAME=VALUE", s)
+	}
+	return ParamValue{Name: name, Value: value}, nil
+}
+
+// ParseReleaseChannelParam parses RC=NAME=VALUE (pvnctl's --param-by-release-channel).
+func ParseReleaseChannelParam(s string) (ParamValue, error) {
+	rc, rest, ok := strings.Cut(s, "=")
+	if !ok || rc == "" {
+		return ParamValue{}, fmt.Errorf("invalid parameter %q: want RELEASE_CHANNEL=NAME=VALUE", s)
+	}
+	p, err := ParseParam(rest)
+	if err != nil {
+		return ParamValue{}, fmt.Errorf("invalid parameter %q: want RELEASE_CHANNEL=NAME=VALUE", s)
+	}
+	p.ReleaseChannel = rc
+	return p, nil
+}
+
+// DockerImage is a dockerImage parameter's value. In templates,
+// {{.Params.image}} prints the full reference and {{.Params.image.Tag}} the tag.
+type DockerImage struct {
+	Registry   string `json:"registry"`
+	Repository string `json:"repository"`
+	// Tag is the tag, or the digest ("sha256:...") when pinned by digest.
+	Tag string `json:"tag"`
+}
+
+// String returns the full reference: registry/repository:tag or @sha256:...
+func (d DockerImage) String() string {
+	sep := ":"
+	if strings.HasPrefix(d.Tag, "sha256:") {
+		sep = "@"
+	}
+	return d.Registry + "/" + d.Repository + sep + d.Tag
+}
+
+// MarshalText makes JSON output show the full reference.
+func (d DockerImage) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// Secret is a secret parameter's value. It prints as a reference, never the secret.
+type Secret struct {
+	Key     string `json:"key,omitempty"`
+	Version string `json:"version,omitempty"`
+	raw     string
+}
+
+// String never reveals a raw secret.
+func (s Secret) String() string {
+	if s.Key != "" {
+		return "secret://" + s.Key + "@" + s.Version
+	}
+	return "(secret)"
+}
+
+// MarshalText redacts the secret.
+func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+var commitRE = regexp.MustCompile(`^[0-9a-f]{7,64}$`)
+
+// parseValue converts a command-line value to the parameter's type.
+func parseValue(def *config.ParameterDefinition, raw string) (any, error) {
+	switch {
+	case def.String != nil:
+		return raw, nil
+	case def.Int != nil:
+		i, err := strconv.ParseInt(strings.TrimSpace(raw), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("parameter %q is an int: %q is not an integer", def.Name, raw)
+		}
+		return i, nil
+	case def.DockerImage != nil:
+		return dockerImage(def, raw)
+	case def.Commit != nil:
+		c := strings.ToLower(strings.TrimSpace(raw))
+		if !commitRE.MatchString(c) {
+			return nil, fmt.Errorf("parameter %q is a commit: %q is not a commit SHA", def.Name, raw)
+		}
+		return c, nil
+	case def.Blob != nil:
+		return blobID(raw), nil
+	case def.Secret != nil:
+		return nil, fmt.Errorf("parameter %q is a secret: secrets cannot be passed as plain --param values", def.Name)
+	}
+	return nil, fmt.Errorf("parameter %q has no type", def.Name)
+}
+
+func blobID(content string) string {
+	sum := sha256.Sum256([]byte(content))
+	return "blob-" + hex.EncodeToString(sum[:8])
+}
+
+// dockerImage accepts a tag ("1.25"), a digest ("sha256:..."), or a full image
+// reference, of which only the tag or digest is kept, as pvnctl does.
+func dockerImage(def *config.ParameterDefinition, raw string) (DockerImage, error) {
+	info := def.DockerImage.ImageRegistryInfo
+	if info == nil {
+		return DockerImage{}, fmt.Errorf("parameter %q: imageRegistryInfo is required", def.Name)
+	}
+	host, err := config.RegistryHost(info)
+	if err != nil {
+		return DockerImage{}, fmt.Errorf("parameter %q: %w", def.Name, err)
+	}
+	tag := strings.TrimSpace(raw)
+	if !config.ValidDockerTag(tag) {
+		// A full reference: keep what follows @ or the last : after the last /.
+		if i := strings.LastIndex(tag, "@"); i >= 0 {
+			tag = tag[i+1:]
+		} else if i := strings.LastIndex(tag, ":"); i > strings.LastIndex(tag, "/") {
+			tag = tag[i+1:]
+		} else {
+			return DockerImage{}, fmt.Errorf("parameter %q is a docker image: %q has no tag or digest", def.Name, raw)
+		}
+	}
+	if !config.ValidDockerTag(tag) {
+		return DockerImage{}, fmt.Errorf("parameter %q is a docker image: %q is not a valid tag or sha256 digest", def.Name, tag)
+	}
+	return DockerImage{Registry: host, Repository: strings.TrimPrefix(info.ImageRepository, "/"), Tag: tag}, nil
+}
+
+// valueFromConfig converts a ParameterValue written in a config (custom runtime
+// values, protection and extension refs) to the definition's type.
+func valueFromConfig(def *config.ParameterDefinition, pv config.ParameterValue) (any, error) {
+	switch {
+	case pv.String != nil:
+		if def.String == nil {
+			return parseValue(def, *pv.String)
+		}
+		return *pv.String, nil
+	case pv.Int != nil:
+		if def.Int == nil {
+			return nil, fmt.Errorf("parameter %q is not an int", def.Name)
+		}
+		return int64(*pv.Int), nil
+	case pv.DockerImageTag != nil:
+		if def.DockerImage == nil {
+			return nil, fmt.Errorf("parameter %q is not a dockerImage", def.Name)
+		}
+		return dockerImage(def, *pv.DockerImageTag)
+	case pv.Commit != nil:
+		if def.Commit == nil {
+			return nil, fmt.Errorf("parameter %q is not a commit", def.Name)
+		}
+		return parseValue(def, *pv.Commit)
+	case pv.Blob != nil:
+		if def.Blob == nil {
+			return nil, fmt.Errorf("parameter %q is not a blob", def.Name)
+		}
+		content := pv.Blob.Inlined
+		if pv.Blob.InlinedBytes != "" {
+			b, err := base64.StdEncoding.DecodeString(pv.Blob.InlinedBytes)
+			if err != nil {
+				return nil, fmt.Errorf("parameter %q: inlinedBytes is not base64: %w", def.Name, err)
+			}
+			content = string(b)
+		}
+		return blobID(content), nil
+	case pv.Secret != nil:
+		if def.Secret == nil {
+			return nil, fmt.Errorf("parameter %q is not a secret", def.Name)
+		}
+		if pv.Secret.SecretRef != nil {
+			return Secret{Key: pv.Secret.SecretRef.Key, Version: pv.Secret.SecretRef.Version}, nil
+		}
+		return Secret{raw: pv.Secret.RawSecret}, nil
+	}
+	return nil, fmt.Errorf("parameter %q: no value", def.Name)
+}
+
+// defaultValue returns the definition's default, or nil when it has none
+// (an empty default counts as none).
+func defaultValue(def *config.ParameterDefinition) (any, error) {
+	switch {
+	case def.String != nil:
+		if def.String.DefaultValue == "" {
+			return nil, nil
+		}
+		return def.String.DefaultValue, nil
+	case def.Int != nil:
+		if def.Int.DefaultValue == nil {
+			return nil, nil
+		}
+		return int64(*def.Int.DefaultValue), nil
+	case def.DockerImage != nil:
+		if def.DockerImage.DefaultTag == "" {
+			return nil, nil
+		}
+		return dockerImage(def, def.DockerImage.DefaultTag)
+	case def.Blob != nil:
+		if def.Blob.DefaultValue == "" {
+			return nil, nil
+		}
+		return blobID(def.Blob.DefaultValue), nil
+	}
+	return nil, nil
+}
+
+// resolveParams returns the values of defs for one release channel: explicit
+// per-channel values beat top-level ones, then defaults; a required parameter
+// left without a value is an error. Unknown names are errors too.
+func resolveParams(defs []config.ParameterDefinition, given []ParamValue, rc string, placeholders bool) (map[string]any, error) {
+	byName := map[string]*config.ParameterDefinition{}
+	for i := range defs {
+		byName[defs[i].Name] = &defs[i]
+	}
+	explicit := map[string]string{}
+	for _, pv := range given {
+		if byName[pv.Name] == nil {
+			return nil, fmt.Errorf("unknown parameter %q%s", pv.Name, nameHint(pv.Name, defs))
+		}
+		if pv.ReleaseChannel == "" {
+			if _, set := explicit[pv.Name]; !set {
+				explicit[pv.Name] = pv.Value
+			}
+		}
+	}
+	for _, pv := range given {
+		if pv.ReleaseChannel == rc {
+			explicit[pv.Name] = pv.Value
+		}
+	}
+	out := map[string]any{}
+	var missing []string
+	for i := range defs {
+		def := &defs[i]
+		if raw, ok := explicit[def.Name]; ok {
+			v, err := parseValue(def, raw)
+			if err != nil {
+				return nil, err
+			}
+			out[def.Name] = v
+			continue
+		}
+		v, err := defaultValue(def)
+		if err != nil {
+			return nil, err
+		}
+		if v == nil {
+			switch {
+			case def.Required && placeholders:
+				v = placeholder(def)
+			case def.Required:
+				missing = append(missing, def.Name)
+				continue
+			default:
+				v = zeroValue(def)
+			}
+		}
+		out[def.Name] = v
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return nil, fmt.Errorf("required parameter %s has no value: pass --param %s=VALUE", strings.Join(missing, ", "), missing[0])
+	}
+	return out, nil
+}
+
+// placeholder is a value of the parameter's type used when validating configs.
+func placeholder(def *config.ParameterDefinition) any {
+	switch {
+	case def.Int != nil:
+		return int64(1)
+	case def.DockerImage != nil:
+		if img, err := dockerImage(def, "placeholder"); err == nil {
+			return img
+		}
+	case def.Commit != nil:
+		return "0000000"
+	case def.Secret != nil:
+		return Secret{Key: "placeholder"}
+	}
+	return "placeholder"
+}
+
+func zeroValue(def *config.ParameterDefinition) any {
+	if def.Int != nil {
+		return int64(0)
+	}
+	return ""
+}
+
+func nameHint(name string, defs []config.ParameterDefinition) string {
+	if len(defs) == 0 {
+		return " (the service has no parameters)"
+	}
+	names := make([]string, len(defs))
+	for i, d := range defs {
+		names[i] = d.Name
+	}
+	return " (parameters: " + strings.Join(names, ", ") + ")"
+}

@@ -1,0 +1,137 @@
+package compiler
+
+import (
+	"bytes"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"text/template"
+
+	"github.com/drover-dev/drover/internal/config"
+)
+
+// Data is what templates see: {{.Params.x}}, {{.Constants.y}}, {{.Builtins.z}}.
+type Data struct {
+	Params    map[string]any
+	Constants map[string]string
+	Builtins  Builtins
+}
+
+// Builtins are the values drover provides to every template.
+type Builtins struct {
+	ReleaseChannel NameOnly
+	Runtime        RuntimeInfo
+	// Group is the release channel group the channel was generated from, or "".
+	Group       string
+	Service     NameOnly
+	Application NameOnly
+}
+
+// NameOnly is an object templates know by name.
+type NameOnly struct{ Name string }
+
+// RuntimeInfo is the runtime of the release channel's selected connection.
+type RuntimeInfo struct {
+	Name   string
+	Labels map[string]string
+}
+
+// render executes s as a Go template with missingkey=error. Text without "{{"
+// is returned as is, which keeps large static manifests cheap.
+func render(name, s string, data any) (string, error) {
+	if !strings.Contains(s, "{{") {
+		return s, nil
+	}
+	t, err := template.New(name).Option("missingkey=error").Parse(s)
+	if err != nil {
+		return "", err
+	}
+	var b bytes.Buffer
+	if err := t.Execute(&b, data); err != nil {
+		return "", err
+	}
+	return b.String(), nil
+}
+
+// templateErrRE matches text/template errors: "template: NAME:LINE:COL: rest" or
+// "template: NAME:LINE: rest".
+var templateErrRE = regexp.MustCompile(`^template: (.*?):(\d+)(?::\d+)?: (.*)$`)
+
+// executingRE matches the execution prefix: `executing "NAME" at <.Params.x>: `.
+var executingRE = regexp.MustCompile(`^executing ".*?" at <(.*?)>: (.*)$`)
+
+var missingKeyRE = regexp.MustCompile(`map has no entry for key "(.*)"`)
+
+// templateError turns a text/template error into a readable message and the
+// line (1-based within the template text) it happened on.
+func templateError(err error) (line int, msg string) {
+	m := templateErrRE.FindStringSubmatch(err.Error())
+	if m == nil {
+		return 0, err.Error()
+	}
+	line, _ = strconv.Atoi(m[2])
+	msg = m[3]
+	if e := executingRE.FindStringSubmatch(msg); e != nil {
+		expr, rest := e[1], e[2]
+		if k := missingKeyRE.FindStringSubmatch(rest); k != nil {
+			return line, fmt.Sprintf("template %s: missing key %q", expr, k[1])
+		}
+		return line, fmt.Sprintf("template %s: %s", expr, rest)
+	}
+	return line, "template: " + msg
+}
+
+// renderField renders a templated config field; errors name the field.
+func (c *rcCompiler) renderField(field, s string, data any) (string, bool) {
+	out, err := render(field, s, data)
+	if err != nil {
+		_, msg := templateError(err)
+		c.fail(Error{Object: c.serviceObject(), Field: field, Msg: msg + keysHint(msg, data)})
+		return "", false
+	}
+	return out, true
+}
+
+// renderText renders referenced file content (inlined Kubernetes YAML); errors
+// name the referenced file and the line within it.
+func (c *rcCompiler) renderText(field, text string, data any) (string, bool) {
+	out, err := render(field, text, data)
+	if err != nil {
+		line, msg := templateError(err)
+		file, fline := config.LocateSource(text, line)
+		c.fail(Error{Object: c.serviceObject(), Field: field, File: file, Line: fline, Msg: msg + keysHint(msg, data)})
+		return "", false
+	}
+	return out, true
+}
+
+// keysHint lists the available keys when a template referenced a missing one.
+func keysHint(msg string, data any) string {
+	d, ok := data.(*Data)
+	if !ok || !strings.Contains(msg, "missing key") {
+		return ""
+	}
+	var avail []string
+	switch {
+	case strings.Contains(msg, ".Params."):
+		for k := range d.Params {
+			avail = append(avail, k)
+		}
+	case strings.Contains(msg, ".Constants."):
+		for k := range d.Constants {
+			avail = append(avail, k)
+		}
+	case strings.Contains(msg, ".Labels."):
+		for k := range d.Builtins.Runtime.Labels {
+			avail = append(avail, k)
+		}
+	default:
+		return ""
+	}
+	if len(avail) == 0 {
+		return " (none are defined)"
+	}
+	sortStrings(avail)
+	return " (defined: " + strings.Join(avail, ", ") + ")"
+}

@@ -1,0 +1,120 @@
+package compiler
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/drover-dev/drover/internal/config"
+)
+
+// InputFor builds the compile input of one service from a config set.
+func InputFor(set *config.Set, key config.ServiceKey) (Input, error) {
+	src, ok := set.Services[key]
+	if !ok {
+		var names []string
+		for _, k := range set.ServiceKeys() {
+			if k.Application == key.Application {
+				names = append(names, k.Service)
+			}
+		}
+		hint := ""
+		if len(names) > 0 {
+			hint = " (services: " + strings.Join(names, ", ") + ")"
+		}
+		return Input{}, fmt.Errorf("no service %q in application %q among the given configs%s", key.Service, key.Application, hint)
+	}
+	app := set.ApplicationConfig(key.Application)
+	if app == nil {
+		return Input{}, fmt.Errorf("no application %q among the given configs", key.Application)
+	}
+	return Input{
+		Application:        app,
+		Runtimes:           set.RuntimeConfigs(),
+		Protections:        set.ProtectionConfigs(),
+		DeliveryExtensions: set.DeliveryExtensionConfigs(),
+		Service:            src.File.Service,
+	}, nil
+}
+
+// ValidateSet runs the config checks and then compiles every service for every
+// release channel, with placeholder values for required parameters, so that
+// template errors, missing keys, group expansion and runtime selection are
+// found before anything is pushed. Every problem is returned, located.
+func ValidateSet(set *config.Set) config.ErrorList {
+	errs := set.Validate()
+	if len(errs) > 0 {
+		// Compiling a structurally broken set would mostly repeat these errors.
+		return errs
+	}
+	for _, src := range set.Applications {
+		app := set.ApplicationConfig(src.Name())
+		if _, cerrs := ExpandReleaseChannels(app, set.RuntimeConfigs()); len(cerrs) > 0 {
+			errs = append(errs, Locate(set, cerrs)...)
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	for _, key := range set.ServiceKeys() {
+		in, err := InputFor(set, key)
+		if err != nil {
+			errs = append(errs, set.Services[key].Errorf("service", "%v", err))
+			continue
+		}
+		in.Placeholders = true
+		if _, err := Compile(in); err != nil {
+			var cerrs Errors
+			if errors.As(err, &cerrs) {
+				errs = append(errs, Locate(set, cerrs)...)
+				continue
+			}
+			errs = append(errs, set.Services[key].Errorf("service", "%v", err))
+		}
+	}
+	return errs
+}
+
+// Locate turns compiler errors into located config errors. The same problem
+// found in several release channels is reported once.
+func Locate(set *config.Set, cerrs []Error) config.ErrorList {
+	var out config.ErrorList
+	seen := map[string]bool{}
+	for _, e := range cerrs {
+		key := e.Object + "\x00" + e.Field + "\x00" + e.File + "\x00" + fmt.Sprint(e.Line) + "\x00" + e.Msg
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		msg := e.Msg
+		if e.ReleaseChannel != "" {
+			msg = "release channel " + e.ReleaseChannel + ": " + msg
+		}
+		if e.File != "" {
+			out = append(out, &config.Error{File: e.File, Line: e.Line, Column: 1, Field: e.Field, Msg: msg})
+			continue
+		}
+		src := sourceOf(set, e.Object)
+		if src == nil {
+			out = append(out, &config.Error{File: e.Object, Field: e.Field, Msg: msg})
+			continue
+		}
+		ce := src.Errorf(e.Field, "%s", msg)
+		out = append(out, ce)
+	}
+	return out
+}
+
+func sourceOf(set *config.Set, object string) *config.Source {
+	kind, name, _ := strings.Cut(object, "/")
+	switch kind {
+	case "application":
+		return set.Applications[name]
+	case "runtime":
+		return set.Runtimes[name]
+	case "service":
+		app, svc, _ := strings.Cut(name, "/")
+		return set.Services[config.ServiceKey{Application: app, Service: svc}]
+	}
+	return nil
+}

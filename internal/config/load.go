@@ -1,0 +1,455 @@
+package config
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+
+	"github.com/bmatcuk/doublestar/v4"
+)
+
+// Limits on what a local reference may pull in, so a mistaken `path: /` fails
+// fast instead of reading a whole disk into a config.
+const (
+	maxTreeFiles = 5000
+	maxTreeBytes = 32 << 20
+)
+
+// Source is one config file: where it came from and what it holds.
+type Source struct {
+	// Path is the file as the user named it (relative paths stay relative).
+	Path string
+	*Decoded
+}
+
+// Kind is the config kind held by the file ("application", "service", ...).
+func (s *Source) Kind() string {
+	f := s.File
+	switch {
+	case f.Application != nil:
+		return "application"
+	case f.Service != nil:
+		return "service"
+	case f.Runtime != nil:
+		return "runtime"
+	case f.Protection != nil:
+		return "protection"
+	case f.DeliveryExtension != nil:
+		return "deliveryExtension"
+	case f.ReleaseChannel != nil:
+		return "releaseChannel"
+	}
+	return ""
+}
+
+// Name is the name of the object the file defines.
+func (s *Source) Name() string {
+	f := s.File
+	switch {
+	case f.Application != nil:
+		return f.Application.Name
+	case f.Service != nil:
+		return f.Service.Name
+	case f.Runtime != nil:
+		return f.Runtime.Name
+	case f.Protection != nil:
+		return f.Protection.Name
+	case f.DeliveryExtension != nil:
+		return f.DeliveryExtension.Name
+	case f.ReleaseChannel != nil:
+		return f.ReleaseChannel.Name
+	}
+	return ""
+}
+
+// Errorf returns a located error for field path of this file.
+func (s *Source) Errorf(path, format string, args ...any) *Error {
+	pos := s.Locate(path)
+	return &Error{File: s.Path, Line: pos.Line, Column: pos.Column, Field: path, Msg: fmt.Sprintf(format, args...)}
+}
+
+// IsConfigFile reports whether name is a drover/Prodvana config file name.
+func IsConfigFile(name string) bool {
+	return strings.HasSuffix(name, ".pvn.yaml") || strings.HasSuffix(name, ".pvn.yml")
+}
+
+// Discover expands path arguments the way pvnctl does: a file is taken as is, a
+// directory contributes its `*.pvn.yaml` files (one level), and `DIR/...` walks
+// DIR recursively. The result is sorted within each argument and deduplicated.
+func Discover(args []string) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	add := func(p string) {
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	for _, arg := range args {
+		if dir, ok := strings.CutSuffix(arg, "..."); ok {
+			dir = filepath.Clean(strings.TrimSuffix(dir, string(filepath.Separator)))
+			if dir == "" {
+				dir = "."
+			}
+			var found []string
+			err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+				if err != nil {
+					return err
+				}
+				if d.IsDir() && p != dir && strings.HasPrefix(d.Name(), ".") {
+					return filepath.SkipDir
+				}
+				if !d.IsDir() && IsConfigFile(d.Name()) {
+					found = append(found, p)
+				}
+				return nil
+			})
+			if err != nil {
+				return nil, fmt.Errorf("read %s: %w", arg, err)
+			}
+			sort.Strings(found)
+			for _, p := range found {
+				add(p)
+			}
+			continue
+		}
+		st, err := os.Stat(arg)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", arg, err)
+		}
+		if !st.IsDir() {
+			add(arg)
+			continue
+		}
+		entries, err := os.ReadDir(arg)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", arg, err)
+		}
+		for _, e := range entries {
+			if !e.IsDir() && IsConfigFile(e.Name()) {
+				add(filepath.Join(arg, e.Name()))
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w in %s", ErrNoConfigs, strings.Join(args, " "))
+	}
+	return out, nil
+}
+
+// Load discovers, decodes and resolves every config under args. It reads local
+// file references relative to each config file, so the returned sources are
+// self-contained. All problems are returned together as an ErrorList.
+func Load(args []string) ([]*Source, error) {
+	paths, err := Discover(args)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		sources []*Source
+		errs    ErrorList
+	)
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			errs = append(errs, &Error{File: p, Msg: err.Error()})
+			continue
+		}
+		dec, err := Decode(p, data)
+		if err != nil {
+			if l, ok := AsErrorList(err); ok {
+				errs = append(errs, l...)
+				continue
+			}
+			return nil, err
+		}
+		src := &Source{Path: p, Decoded: dec}
+		errs = append(errs, resolveLocal(src, filepath.Dir(p))...)
+		sources = append(sources, src)
+	}
+	if err := errs.Err(); err != nil {
+		return nil, err
+	}
+	return sources, nil
+}
+
+// KubernetesConfigs calls fn for every Kubernetes config in the file, with its field path.
+func KubernetesConfigs(f *File, fn func(path string, kc *KubernetesConfig)) {
+	walkKubernetesConfigs(reflect.ValueOf(f).Elem(), "", fn)
+}
+
+var kubernetesConfigType = reflect.TypeFor[KubernetesConfig]()
+
+func walkKubernetesConfigs(v reflect.Value, path string, fn func(string, *KubernetesConfig)) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
+			return
+		}
+		if v.Type().Elem() == kubernetesConfigType {
+			fn(path, v.Interface().(*KubernetesConfig))
+			return
+		}
+		walkKubernetesConfigs(v.Elem(), path, fn)
+	case reflect.Struct:
+		si := infoFor(v.Type())
+		for _, key := range si.keys {
+			fi := si.byKey[key]
+			walkKubernetesConfigs(v.FieldByIndex(fi.index), joinPath(path, fi.name), fn)
+		}
+	case reflect.Slice:
+		for i := range v.Len() {
+			walkKubernetesConfigs(v.Index(i), fmt.Sprintf("%s[%d]", path, i), fn)
+		}
+	case reflect.Map:
+		keys := v.MapKeys()
+		sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+		for _, k := range keys {
+			walkKubernetesConfigs(v.MapIndex(k), path+"."+k.String(), fn)
+		}
+	}
+}
+
+// resolveLocal replaces every `local` reference with the content it points to:
+// `inlined` text for path/paths (kustomize directories are rendered first), or a
+// file tree for path+subPath, whose templated subPath is resolved per release
+// channel by the compiler. Templates are not evaluated here.
+func resolveLocal(src *Source, baseDir string) ErrorList {
+	var errs ErrorList
+	KubernetesConfigs(src.File, func(path string, kc *KubernetesConfig) {
+		if kc.Local == nil {
+			return
+		}
+		lpath := path + ".local"
+		if err := resolveKubernetesLocal(kc, baseDir); err != nil {
+			errs = append(errs, src.Errorf(lpath, "%v", err))
+		}
+	})
+	return errs
+}
+
+func resolveKubernetesLocal(kc *KubernetesConfig, baseDir string) error {
+	l := kc.Local
+	if kc.Inlined != "" {
+		return fmt.Errorf("set only one of inlined and local")
+	}
+	if l.Path != "" && len(l.Paths) > 0 {
+		return fmt.Errorf("set only one of path and paths")
+	}
+	if l.Path == "" && len(l.Paths) == 0 {
+		return fmt.Errorf("path or paths is required")
+	}
+	if l.SubPath != "" {
+		if l.Path == "" {
+			return fmt.Errorf("subPath needs path (a directory), not paths")
+		}
+		dir := filepath.Join(baseDir, l.Path)
+		files, err := readTree(dir, l.IncludePatterns, l.ExcludePatterns)
+		if err != nil {
+			return err
+		}
+		kc.Tree = &FileTree{Root: filepath.ToSlash(dir), SubPath: l.SubPath, Files: files}
+		kc.Local = nil
+		return nil
+	}
+	if len(l.IncludePatterns) > 0 || len(l.ExcludePatterns) > 0 {
+		return fmt.Errorf("includePatterns and excludePatterns apply only with subPath")
+	}
+	paths := l.Paths
+	if l.Path != "" {
+		paths = []string{l.Path}
+	}
+	var docs []string
+	for _, p := range paths {
+		full := filepath.Join(baseDir, p)
+		if kc.Type == KubernetesTypeKustomize {
+			out, err := RenderKustomize(full)
+			if err != nil {
+				return fmt.Errorf("kustomize %s: %w", full, err)
+			}
+			docs = append(docs, SourceMarker(full)+string(out))
+			continue
+		}
+		found, err := readYAMLFiles(full)
+		if err != nil {
+			return err
+		}
+		docs = append(docs, found...)
+	}
+	kc.Inlined = strings.Join(docs, "---\n")
+	if kc.Type == KubernetesTypeKustomize {
+		kc.Type = KubernetesTypeKubernetes
+	}
+	kc.Local = nil
+	return nil
+}
+
+// RenderKustomize renders a kustomize directory on disk. It is a variable so the
+// config package does not depend on kustomize; package manifest installs it.
+var RenderKustomize = func(dir string) ([]byte, error) {
+	return nil, fmt.Errorf("kustomize support is not linked into this binary")
+}
+
+// sourcePrefix starts the comment line that records which file a part of an
+// inlined Kubernetes config came from, so later errors can name that file.
+const sourcePrefix = "# Source: "
+
+// SourceMarker is the first line of each file's part in resolved inlined text.
+func SourceMarker(path string) string {
+	return sourcePrefix + filepath.ToSlash(path) + "\n"
+}
+
+// LocateSource maps a 1-based line of resolved inlined text to the file it came
+// from and the line within that file. It returns "", line when there is no marker.
+func LocateSource(text string, line int) (string, int) {
+	file, start := "", 0
+	for i, l := range strings.SplitAfter(text, "\n") {
+		n := i + 1
+		if n > line {
+			break
+		}
+		if p, ok := strings.CutPrefix(l, sourcePrefix); ok {
+			file, start = strings.TrimSpace(p), n
+		}
+	}
+	if file == "" {
+		return "", line
+	}
+	return file, line - start
+}
+
+func readYAMLFiles(p string) ([]string, error) {
+	st, err := os.Stat(p)
+	if err != nil {
+		return nil, err
+	}
+	files := []string{p}
+	if st.IsDir() {
+		files = nil
+		entries, err := os.ReadDir(p)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range entries {
+			n := e.Name()
+			if e.IsDir() || IsConfigFile(n) || !(strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml")) {
+				continue
+			}
+			files = append(files, filepath.Join(p, n))
+		}
+		if len(files) == 0 {
+			return nil, fmt.Errorf("no Kubernetes configs found at %s", p)
+		}
+	}
+	var docs []string
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		text := string(data)
+		if text != "" && !strings.HasSuffix(text, "\n") {
+			text += "\n"
+		}
+		docs = append(docs, SourceMarker(f)+text)
+	}
+	return docs, nil
+}
+
+// readTree reads dir recursively, keeping files that match includes (all when
+// empty) and no excludes. Patterns are gitignore-style: without a slash they
+// match a name at any depth, a leading slash anchors them, a trailing slash
+// matches a directory and everything under it, and ** spans directories.
+func readTree(dir string, includes, excludes []string) (map[string]string, error) {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return nil, err
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("%s is not a directory (subPath needs a directory in path)", dir)
+	}
+	inc, err := compilePatterns(includes)
+	if err != nil {
+		return nil, fmt.Errorf("includePatterns: %w", err)
+	}
+	exc, err := compilePatterns(excludes)
+	if err != nil {
+		return nil, fmt.Errorf("excludePatterns: %w", err)
+	}
+	files := map[string]string{}
+	total := 0
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if p != dir && d.Name() == ".git" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if (len(inc) > 0 && !matchAny(inc, rel)) || matchAny(exc, rel) {
+			return nil
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		total += len(data)
+		if len(files) >= maxTreeFiles || total > maxTreeBytes {
+			return fmt.Errorf("%s holds more than %d files or %d MiB; narrow it with includePatterns/excludePatterns", dir, maxTreeFiles, maxTreeBytes>>20)
+		}
+		files[rel] = string(data)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return files, nil
+}
+
+func compilePatterns(patterns []string) ([]string, error) {
+	out := make([]string, 0, len(patterns))
+	for _, p := range patterns {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(p, "/"):
+			p = strings.TrimPrefix(p, "/")
+		case !strings.Contains(strings.TrimSuffix(p, "/"), "/"):
+			p = "**/" + p
+		}
+		if strings.HasSuffix(p, "/") {
+			p += "**"
+		}
+		if !doublestar.ValidatePattern(p) {
+			return nil, fmt.Errorf("invalid pattern %q", p)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func matchAny(patterns []string, rel string) bool {
+	for _, p := range patterns {
+		if ok, _ := doublestar.Match(p, rel); ok {
+			return true
+		}
+		// A pattern naming a directory matches everything under it.
+		if ok, _ := doublestar.Match(p+"/**", rel); ok {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,664 @@
+package config
+
+// The types in this file mirror Prodvana's config format (ProdvanaConfig) field by
+// field, with the same lowerCamelCase names, so `*.pvn.yaml` files decode unchanged.
+// Fields drover does not implement yet have the type Unsupported: setting one is an
+// error ("not supported yet: <field>"), never silently ignored. drover's own
+// additions carry a `drover:"extension"` tag and are documented in docs/config.md.
+//
+// Struct tags understood by the decoder (decode.go):
+//   json:"name,omitempty"   the canonical key; snake_case spellings are accepted too
+//   alias:"oldName"         a deprecated key with the same meaning
+//   drover:"internal"       set by drover itself (resolved files); rejected in input
+
+// File is one decoded `*.pvn.yaml` file: exactly one kind is set.
+type File struct {
+	Application         *Application         `json:"application,omitempty"`
+	ApplicationMetadata *ApplicationMetadata `json:"applicationMetadata,omitempty"`
+	Service             *Service             `json:"service,omitempty"`
+	ServiceMetadata     *ServiceMetadata     `json:"serviceMetadata,omitempty"`
+	Protection          *Protection          `json:"protection,omitempty"`
+	Runtime             *Runtime             `json:"runtime,omitempty"`
+	DeliveryExtension   *DeliveryExtension   `json:"deliveryExtension,omitempty"`
+	ReleaseChannel      *ReleaseChannel      `json:"releaseChannel,omitempty"`
+	Recipe              Unsupported          `json:"recipe,omitempty"`
+}
+
+// Application groups services that share release requirements.
+type Application struct {
+	Name                 string                `json:"name"`
+	ReleaseChannels      []ReleaseChannel      `json:"releaseChannels,omitempty"`
+	ReleaseChannelGroups []ReleaseChannelGroup `json:"releaseChannelGroups,omitempty"`
+	NoCleanupOnDelete    bool                  `json:"noCleanupOnDelete,omitempty"`
+	Notifications        Unsupported           `json:"notifications,omitempty"`
+	Annotations          Unsupported           `json:"annotations,omitempty"`
+	ReleaseSettings      Unsupported           `json:"releaseSettings,omitempty"`
+	Alerts               Unsupported           `json:"alerts,omitempty"`
+	Capabilities         Unsupported           `json:"capabilities,omitempty"`
+	CapabilityInstances  Unsupported           `json:"capabilityInstances,omitempty"`
+}
+
+// ApplicationMetadata is display-only information about an application.
+type ApplicationMetadata struct {
+	Description  string `json:"description,omitempty"`
+	Links        []Link `json:"links,omitempty"`
+	ServiceLinks []Link `json:"serviceLinks,omitempty"`
+}
+
+// Link is a named URL shown next to an application or service.
+type Link struct {
+	URL         string `json:"url,omitempty"`
+	DisplayName string `json:"displayName,omitempty"`
+}
+
+// ReleaseChannel is one environment or release stage of an application.
+type ReleaseChannel struct {
+	// Application attaches a standalone releaseChannel file to an application
+	// (drover extension; not allowed inside an application's releaseChannels).
+	Application                string                 `json:"application,omitempty" drover:"extension"`
+	Name                       string                 `json:"name"`
+	Group                      string                 `json:"group,omitempty"`
+	Runtimes                   []RuntimeConnection    `json:"runtimes,omitempty"`
+	Preconditions              []Precondition         `json:"preconditions,omitempty"`
+	Protections                []ProtectionAttachment `json:"protections,omitempty"`
+	ServiceInstanceProtections []ProtectionAttachment `json:"serviceInstanceProtections,omitempty"`
+	ConvergenceProtections     []ProtectionAttachment `json:"convergenceProtections,omitempty"`
+	Constants                  []Constant             `json:"constants,omitempty"`
+	Labels                     []Label                `json:"labels,omitempty"`
+	Policy                     *ReleaseChannelPolicy  `json:"policy,omitempty"`
+	DisableAllProtections      bool                   `json:"disableAllProtections,omitempty"`
+	Order                      Unsupported            `json:"order,omitempty"`
+	Maturity                   Unsupported            `json:"maturity,omitempty"`
+	DeployAnnotations          Unsupported            `json:"deployAnnotations,omitempty"`
+}
+
+// ReleaseChannelPolicy holds defaults injected into every service of the channel.
+type ReleaseChannelPolicy struct {
+	DefaultEnv map[string]EnvValue `json:"defaultEnv,omitempty"`
+}
+
+// RuntimeConnection attaches a runtime to a release channel.
+type RuntimeConnection struct {
+	Runtime                string                  `json:"runtime"`
+	Name                   string                  `json:"name,omitempty"`
+	ContainerOrchestration *ContainerOrchestration `json:"containerOrchestration,omitempty"`
+	Type                   RuntimeType             `json:"type,omitempty"`
+}
+
+// ConnectionName is the id services use in runtimeConnection; it defaults to the runtime name.
+func (c RuntimeConnection) ConnectionName() string {
+	if c.Name != "" {
+		return c.Name
+	}
+	return c.Runtime
+}
+
+// ContainerOrchestration selects the namespace (Kubernetes) or prefix (ECS) to use.
+type ContainerOrchestration struct {
+	K8s *K8sOrchestration `json:"k8s,omitempty"`
+	ECS Unsupported       `json:"ecs,omitempty"`
+}
+
+// K8sOrchestration names an existing namespace; drover never creates or deletes it.
+type K8sOrchestration struct {
+	Namespace  string `json:"namespace,omitempty"`
+	PvnManaged bool   `json:"pvnManaged,omitempty"`
+}
+
+// Precondition gates the rollout of a new version to a release channel.
+type Precondition struct {
+	ReleaseChannelStable *ReleaseChannelStable `json:"releaseChannelStable,omitempty"`
+	ManualApproval       *ManualApproval       `json:"manualApproval,omitempty"`
+	SharedManualApproval Unsupported           `json:"sharedManualApproval,omitempty"`
+	CustomTask           Unsupported           `json:"customTask,omitempty"`
+}
+
+// ReleaseChannelStable waits until the same service version is converged elsewhere.
+type ReleaseChannelStable struct {
+	ReleaseChannel string `json:"releaseChannel,omitempty"`
+	Selector       string `json:"selector,omitempty"`
+	AllowEmpty     bool   `json:"allowEmpty,omitempty"`
+}
+
+// ManualApproval waits for people to approve the rollout.
+type ManualApproval struct {
+	Name         string `json:"name,omitempty"`
+	Description  string `json:"description,omitempty"`
+	EveryAction  bool   `json:"everyAction,omitempty"`
+	MinApprovers int32  `json:"minApprovers,omitempty"`
+}
+
+// Constant is a fixed template variable (.Constants.<name>).
+type Constant struct {
+	Name   string          `json:"name"`
+	String *StringConstant `json:"string,omitempty"`
+}
+
+// StringConstant is the only constant type.
+type StringConstant struct {
+	Value string `json:"value"`
+}
+
+// Label is a key/value pair used by label queries.
+type Label struct {
+	Label string `json:"label"`
+	Value string `json:"value"`
+}
+
+// ReleaseChannelGroup expands to one release channel per runtime matched by RuntimeSelector.
+type ReleaseChannelGroup struct {
+	Name            string          `json:"name"`
+	RuntimeSelector string          `json:"runtimeSelector,omitempty"`
+	AllowEmpty      bool            `json:"allowEmpty,omitempty"`
+	Template        *ReleaseChannel `json:"template,omitempty"`
+}
+
+// EnvValue is an environment variable: a plain value or a reference to a secret.
+type EnvValue struct {
+	Value            string            `json:"value,omitempty"`
+	RawSecret        string            `json:"rawSecret,omitempty"`
+	Secret           *SecretRef        `json:"secret,omitempty"`
+	KubernetesSecret *KubernetesSecret `json:"kubernetesSecret,omitempty"`
+}
+
+// SecretRef names a secret stored by drover.
+type SecretRef struct {
+	Key     string `json:"key"`
+	Version string `json:"version,omitempty"`
+}
+
+// KubernetesSecret references a key of a Secret in the target namespace.
+type KubernetesSecret struct {
+	SecretName string `json:"secretName"`
+	Key        string `json:"key"`
+}
+
+// Service is the unit of deployment, released to every release channel of its application.
+type Service struct {
+	Name        string `json:"name"`
+	Application string `json:"application"`
+	ServiceBackend
+	PerReleaseChannel             []PerReleaseChannel            `json:"perReleaseChannel,omitempty"`
+	Parameters                    []ParameterDefinition          `json:"parameters,omitempty"`
+	Constants                     []Constant                     `json:"constants,omitempty"`
+	Env                           map[string]EnvValue            `json:"env,omitempty"`
+	RuntimeConnection             string                         `json:"runtimeConnection,omitempty"`
+	ConvergenceExtensions         []ConvergenceExtension         `json:"convergenceExtensions,omitempty" alias:"deliveryExtensions"`
+	ConvergenceExtensionInstances []ConvergenceExtensionInstance `json:"convergenceExtensionInstances,omitempty" alias:"deliveryExtensionInstances"`
+	ConvergenceProtections        []ProtectionAttachment         `json:"convergenceProtections,omitempty"`
+	ParametersAutogen             ParametersAutogen              `json:"parametersAutogen,omitempty"`
+	AutoRollback                  *AutoRollback                  `json:"autoRollback,omitempty"`
+	NoCleanupOnDelete             bool                           `json:"noCleanupOnDelete,omitempty"`
+	ProgressDeadline              Duration                       `json:"progressDeadline,omitempty"`
+	BundleName                    string                         `json:"bundleName,omitempty"`
+	Programs                      Unsupported                    `json:"programs,omitempty"`
+	Replicas                      Unsupported                    `json:"replicas,omitempty"`
+	ReleaseStrategy               Unsupported                    `json:"releaseStrategy,omitempty"`
+	Capabilities                  Unsupported                    `json:"capabilities,omitempty"`
+	DeliveryConfig                Unsupported                    `json:"deliveryConfig,omitempty"`
+	Volumes                       Unsupported                    `json:"volumes,omitempty"`
+	DeployAnnotations             Unsupported                    `json:"deployAnnotations,omitempty"`
+	RuntimeSpecific               Unsupported                    `json:"runtimeSpecific,omitempty"`
+	ParameterValues               Unsupported                    `json:"parameterValues,omitempty"`
+	AsyncSetDesiredState          Unsupported                    `json:"asyncSetDesiredState,omitempty"`
+	Maestro                       Unsupported                    `json:"maestro,omitempty"`
+}
+
+// ServiceBackend is the backend oneof shared by a service and its per-release-channel overrides.
+type ServiceBackend struct {
+	KubernetesConfig *KubernetesConfig    `json:"kubernetesConfig,omitempty" alias:"externalConfig"`
+	CustomRuntime    *CustomRuntimeValues `json:"customRuntime,omitempty" alias:"runtimeExtension"`
+	Helm             Unsupported          `json:"helm,omitempty"`
+	AwsEcs           Unsupported          `json:"awsEcs,omitempty"`
+	GoogleCloudRun   Unsupported          `json:"googleCloudRun,omitempty"`
+	Fly              Unsupported          `json:"fly,omitempty"`
+	Terraform        Unsupported          `json:"terraform,omitempty"`
+	Pulumi           Unsupported          `json:"pulumi,omitempty"`
+}
+
+// PerReleaseChannel overrides service fields for one release channel (deep-merged).
+type PerReleaseChannel struct {
+	ReleaseChannel string `json:"releaseChannel"`
+	ServiceBackend
+	Env                    map[string]EnvValue    `json:"env,omitempty"`
+	Constants              []Constant             `json:"constants,omitempty"`
+	Protections            []ProtectionAttachment `json:"protections,omitempty"`
+	ConvergenceProtections []ProtectionAttachment `json:"convergenceProtections,omitempty"`
+	ConvergenceExtensions  []ConvergenceExtension `json:"convergenceExtensions,omitempty" alias:"deliveryExtensions"`
+	RuntimeConnection      string                 `json:"runtimeConnection,omitempty"`
+	Replicas               Unsupported            `json:"replicas,omitempty"`
+	Programs               Unsupported            `json:"programs,omitempty"`
+	Volumes                Unsupported            `json:"volumes,omitempty"`
+	DeliveryConfig         Unsupported            `json:"deliveryConfig,omitempty"`
+	CustomHostnames        Unsupported            `json:"customHostnames,omitempty"`
+	Cert                   Unsupported            `json:"cert,omitempty"`
+	RuntimeSpecific        Unsupported            `json:"runtimeSpecific,omitempty"`
+}
+
+// KubernetesConfig references Kubernetes YAML or a kustomize directory.
+type KubernetesConfig struct {
+	Type             KubernetesConfigType `json:"type"`
+	Inlined          string               `json:"inlined,omitempty"`
+	Local            *LocalConfig         `json:"local,omitempty"`
+	Remote           Unsupported          `json:"remote,omitempty"`
+	EnvInjectionMode EnvInjectionMode     `json:"envInjectionMode,omitempty"`
+	Patches          []KubernetesPatch    `json:"patches,omitempty"`
+	// Tree holds a local directory referenced with subPath, read client-side;
+	// drover sets it in place of local (as pvnctl turns local into remote), and
+	// the compiler resolves the templated subPath inside it per release channel.
+	Tree *FileTree `json:"tree,omitempty" drover:"internal"`
+}
+
+// LocalConfig references files relative to the config file.
+type LocalConfig struct {
+	Path            string   `json:"path,omitempty"`
+	Paths           []string `json:"paths,omitempty"`
+	SubPath         string   `json:"subPath,omitempty"`
+	ExcludePatterns []string `json:"excludePatterns,omitempty"`
+	IncludePatterns []string `json:"includePatterns,omitempty"`
+}
+
+// FileTree is a directory read client-side: slash-separated relative paths to contents.
+type FileTree struct {
+	// Root is the directory as written in local.path, for messages.
+	Root    string            `json:"root"`
+	SubPath string            `json:"subPath"`
+	Files   map[string]string `json:"files"`
+}
+
+// KubernetesPatch replaces one JSON pointer in the rendered objects it targets.
+type KubernetesPatch struct {
+	Target  *PatchTarget  `json:"target,omitempty"`
+	Replace *PatchReplace `json:"replace,omitempty"`
+}
+
+// PatchTarget selects objects; empty fields match anything.
+type PatchTarget struct {
+	Group     string `json:"group,omitempty"`
+	Version   string `json:"version,omitempty"`
+	Kind      string `json:"kind,omitempty"`
+	Name      string `json:"name,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// PatchReplace sets Path to a (templated) string, or to an int given as a templated string.
+type PatchReplace struct {
+	Path        string  `json:"path"`
+	String      *string `json:"string,omitempty"`
+	IntAsString *string `json:"intAsString,omitempty"`
+}
+
+// CustomRuntimeValues are a service's values for its custom runtime's parameters.
+type CustomRuntimeValues struct {
+	ParameterValues               []ParameterValue `json:"parameterValues,omitempty"`
+	ClearOnPerReleaseChannelMerge bool             `json:"clearOnPerReleaseChannelMerge,omitempty"`
+}
+
+// ParameterDefinition declares a value chosen at push time.
+type ParameterDefinition struct {
+	Name        string                `json:"name"`
+	Description string                `json:"description,omitempty"`
+	Required    bool                  `json:"required,omitempty"`
+	String      *StringParameter      `json:"string,omitempty"`
+	Int         *IntParameter         `json:"int,omitempty"`
+	DockerImage *DockerImageParameter `json:"dockerImage,omitempty"`
+	Secret      *SecretParameter      `json:"secret,omitempty"`
+	Commit      *CommitParameter      `json:"commit,omitempty"`
+	Blob        *BlobParameter        `json:"blob,omitempty"`
+}
+
+// StringParameter is a free-form string parameter.
+type StringParameter struct {
+	DefaultValue string `json:"defaultValue,omitempty"`
+}
+
+// IntParameter is an integer parameter.
+type IntParameter struct {
+	DefaultValue *Int64      `json:"defaultValue,omitempty"`
+	Changes      Unsupported `json:"changes,omitempty"`
+}
+
+// DockerImageParameter is an image tag (or digest) in a fixed repository.
+type DockerImageParameter struct {
+	DefaultTag        string             `json:"defaultTag,omitempty"`
+	ImageRegistryInfo *ImageRegistryInfo `json:"imageRegistryInfo,omitempty"`
+	Changes           Unsupported        `json:"changes,omitempty"`
+}
+
+// ImageRegistryInfo names the registry and repository of an image.
+type ImageRegistryInfo struct {
+	ContainerRegistry   string `json:"containerRegistry,omitempty"`
+	ContainerRegistryID string `json:"containerRegistryId,omitempty"`
+	ImageRepository     string `json:"imageRepository,omitempty"`
+}
+
+// SecretParameter is a secret value; it never appears in output.
+type SecretParameter struct{}
+
+// CommitParameter is a commit SHA of a repository.
+type CommitParameter struct {
+	Repository string `json:"repository,omitempty"`
+	Branch     string `json:"branch,omitempty"`
+}
+
+// BlobParameter is an uploaded blob; templates see its id.
+type BlobParameter struct {
+	DefaultValue string `json:"defaultValue,omitempty"`
+}
+
+// ParameterValue is one value for a parameter (custom runtime values, push values).
+type ParameterValue struct {
+	Name           string       `json:"name"`
+	String         *string      `json:"string,omitempty"`
+	Int            *Int64       `json:"int,omitempty"`
+	DockerImageTag *string      `json:"dockerImageTag,omitempty"`
+	Secret         *SecretValue `json:"secret,omitempty"`
+	Commit         *string      `json:"commit,omitempty"`
+	Blob           *BlobValue   `json:"blob,omitempty"`
+}
+
+// SecretValue is a secret given inline or by reference.
+type SecretValue struct {
+	RawSecret string     `json:"rawSecret,omitempty"`
+	SecretRef *SecretRef `json:"secretRef,omitempty"`
+}
+
+// BlobValue is blob content given inline.
+type BlobValue struct {
+	Inlined      string `json:"inlined,omitempty"`
+	InlinedBytes string `json:"inlinedBytes,omitempty"`
+}
+
+// AutoRollback controls automatic rollback on failure.
+type AutoRollback struct {
+	Disabled bool `json:"disabled,omitempty"`
+}
+
+// ConvergenceExtension runs a job in one lifecycle phase of every service instance.
+type ConvergenceExtension struct {
+	Inlined      *DeliveryExtension               `json:"inlined,omitempty"`
+	Instance     string                           `json:"instance,omitempty"`
+	Ref          *DeliveryExtensionRef            `json:"ref,omitempty"`
+	Lifecycle    Lifecycle                        `json:"lifecycle"`
+	Dependencies []ConvergenceExtensionDependency `json:"dependencies,omitempty"`
+}
+
+// ConvergenceExtensionDependency names an extension that must succeed first.
+type ConvergenceExtensionDependency struct {
+	Name string `json:"name,omitempty"`
+}
+
+// ConvergenceExtensionInstance is a named extension shared by several references.
+type ConvergenceExtensionInstance struct {
+	Name         string                           `json:"name"`
+	Inlined      *DeliveryExtension               `json:"inlined,omitempty"`
+	Ref          *DeliveryExtensionRef            `json:"ref,omitempty"`
+	Dependencies []ConvergenceExtensionDependency `json:"dependencies,omitempty"`
+}
+
+// DeliveryExtensionRef references a global deliveryExtension by name.
+type DeliveryExtensionRef struct {
+	Name       string           `json:"name"`
+	Parameters []ParameterValue `json:"parameters,omitempty"`
+}
+
+// DeliveryExtension is a run-to-completion job (a "convergence extension").
+type DeliveryExtension struct {
+	Name              string                `json:"name,omitempty"`
+	TaskConfig        *TaskConfig           `json:"taskConfig,omitempty"`
+	KubernetesConfig  *KubernetesConfig     `json:"kubernetesConfig,omitempty"`
+	Parameters        []ParameterDefinition `json:"parameters,omitempty"`
+	Env               map[string]EnvValue   `json:"env,omitempty"`
+	RetryPolicy       *RetryPolicy          `json:"retryPolicy,omitempty"`
+	SharedInstanceKey string                `json:"sharedInstanceKey,omitempty"`
+}
+
+// Protection is a check that gates or fails rollouts.
+type Protection struct {
+	Name             string                `json:"name"`
+	TaskConfig       *TaskConfig           `json:"taskConfig,omitempty"`
+	KubernetesConfig *KubernetesConfig     `json:"kubernetesConfig,omitempty"`
+	Builtin          *BuiltinProtection    `json:"builtin,omitempty"`
+	PollInterval     Duration              `json:"pollInterval,omitempty"`
+	Timeout          Duration              `json:"timeout,omitempty"`
+	Parameters       []ParameterDefinition `json:"parameters,omitempty"`
+	Env              map[string]EnvValue   `json:"env,omitempty"`
+}
+
+// BuiltinProtection is one of drover's built-in checks.
+type BuiltinProtection struct {
+	AllowedTimes   *AllowedTimes   `json:"allowedTimes,omitempty"`
+	CommitDenylist *CommitDenylist `json:"commitDenylist,omitempty"`
+	AlwaysPassing  *struct{}       `json:"alwaysPassing,omitempty"`
+	AlwaysFailing  *AlwaysFailing  `json:"alwaysFailing,omitempty"`
+}
+
+// AllowedTimes passes only inside one of its windows.
+type AllowedTimes struct {
+	Windows []TimeWindow `json:"windows,omitempty"`
+}
+
+// TimeWindow is days + hours in a time zone, e.g. {days: mon-thu, hours: 9-17, tz: Europe/Paris}.
+type TimeWindow struct {
+	Days  string `json:"days,omitempty"`
+	Hours string `json:"hours,omitempty"`
+	TZ    string `json:"tz,omitempty"`
+}
+
+// CommitDenylist blocks listed commits or ranges.
+type CommitDenylist struct {
+	Repository string             `json:"repository,omitempty"`
+	Commits    []CommitDefinition `json:"commits,omitempty"`
+}
+
+// CommitDefinition is a single commit or a range (start exclusive, end inclusive).
+type CommitDefinition struct {
+	Commit string       `json:"commit,omitempty"`
+	Range  *CommitRange `json:"range,omitempty"`
+}
+
+// CommitRange is (StartCommit, EndCommit].
+type CommitRange struct {
+	StartCommit string `json:"startCommit,omitempty"`
+	EndCommit   string `json:"endCommit,omitempty"`
+}
+
+// AlwaysFailing fails with Message; for testing.
+type AlwaysFailing struct {
+	Message string `json:"message,omitempty"`
+}
+
+// ProtectionAttachment attaches a protection to a release channel, instance or convergence.
+type ProtectionAttachment struct {
+	Name      string                `json:"name,omitempty"`
+	Ref       *ProtectionRef        `json:"ref,omitempty"`
+	Lifecycle []ProtectionLifecycle `json:"lifecycle,omitempty"`
+}
+
+// ProtectionRef references a protection by name with parameter values.
+type ProtectionRef struct {
+	Name       string           `json:"name"`
+	Parameters []ParameterValue `json:"parameters,omitempty"`
+}
+
+// ProtectionLifecycle is one phase in which a protection is checked.
+type ProtectionLifecycle struct {
+	PreApproval    *struct{}            `json:"preApproval,omitempty"`
+	PostApproval   *struct{}            `json:"postApproval,omitempty"`
+	Deployment     *DeploymentCheck     `json:"deployment,omitempty"`
+	PostDeployment *PostDeploymentCheck `json:"postDeployment,omitempty"`
+}
+
+// DeploymentCheck runs during the deployment.
+type DeploymentCheck struct {
+	FailureBehavior FailureBehavior `json:"failureBehavior,omitempty"`
+}
+
+// PostDeploymentCheck must pass for CheckDuration after the deployment.
+type PostDeploymentCheck struct {
+	DelayCheckDuration Duration `json:"delayCheckDuration,omitempty"`
+	CheckDuration      Duration `json:"checkDuration,omitempty"`
+}
+
+// Runtime is a backend where services run.
+type Runtime struct {
+	Name                  string             `json:"name"`
+	Labels                []Label            `json:"labels,omitempty"`
+	AutoRollback          *AutoRollback      `json:"autoRollback,omitempty"`
+	Fake                  *FakeRuntime       `json:"fake,omitempty"`
+	Custom                *CustomRuntime     `json:"custom,omitempty" alias:"extension"`
+	TerraformRunner       *TerraformRunner   `json:"terraformRunner,omitempty"`
+	Kubernetes            *KubernetesRuntime `json:"kubernetes,omitempty" drover:"extension"`
+	PulumiRunner          Unsupported        `json:"pulumiRunner,omitempty"`
+	AwsEcs                Unsupported        `json:"awsEcs,omitempty"`
+	GoogleCloudRun        Unsupported        `json:"googleCloudRun,omitempty"`
+	Fly                   Unsupported        `json:"fly,omitempty"`
+	Kubecost              Unsupported        `json:"kubecost,omitempty"`
+	Datadog               Unsupported        `json:"datadog,omitempty"`
+	AlbIngress            Unsupported        `json:"albIngress,omitempty"`
+	ArgoRollouts          Unsupported        `json:"argoRollouts,omitempty"`
+	GkeIngress            Unsupported        `json:"gkeIngress,omitempty"`
+	SelfManagedGkeIngress Unsupported        `json:"selfManagedGkeIngress,omitempty"`
+	CloudProvider         Unsupported        `json:"cloudProvider,omitempty"`
+}
+
+// FakeRuntime emulates a runtime, for trying drover without infrastructure.
+type FakeRuntime struct {
+	CrashingPrograms Unsupported `json:"crashingPrograms,omitempty"`
+	// RolloutDuration is how long a simulated rollout takes (drover extension).
+	RolloutDuration Duration `json:"rolloutDuration,omitempty" drover:"extension"`
+	// FailVersions makes rollouts of matching versions fail (regular expression; drover extension).
+	FailVersions string `json:"failVersions,omitempty" drover:"extension"`
+}
+
+// KubernetesRuntime connects drover directly to a cluster (drover extension).
+// With neither field set, the in-cluster configuration is used.
+type KubernetesRuntime struct {
+	Kubeconfig string `json:"kubeconfig,omitempty"`
+	Context    string `json:"context,omitempty"`
+}
+
+// CustomRuntime deploys with user commands (Prodvana's ExtensionClusterConfig).
+type CustomRuntime struct {
+	ProxyRuntime               *ProxyRuntime         `json:"proxyRuntime,omitempty"`
+	Apply                      *ApplyCommand         `json:"apply,omitempty"`
+	Fetch                      *FetchCommand         `json:"fetch,omitempty"`
+	GetInfo                    *GetInfoCommand       `json:"getInfo,omitempty" alias:"debug"`
+	Parameters                 []ParameterDefinition `json:"parameters,omitempty"`
+	Type                       CustomRuntimeType     `json:"type,omitempty"`
+	RequireApprovalBeforeApply bool                  `json:"requireApprovalBeforeApply,omitempty"`
+	ConvergenceGracePeriod     Duration              `json:"convergenceGracePeriod,omitempty"`
+	ApplyID                    string                `json:"applyId,omitempty"`
+}
+
+// ProxyRuntime is the Kubernetes runtime whose Jobs run the commands.
+type ProxyRuntime struct {
+	Runtime                string                  `json:"runtime"`
+	ContainerOrchestration *ContainerOrchestration `json:"containerOrchestration,omitempty"`
+}
+
+// ApplyCommand drives a service instance to its desired state.
+type ApplyCommand struct {
+	TaskConfig         *TaskConfig         `json:"taskConfig,omitempty"`
+	KubernetesConfig   *KubernetesConfig   `json:"kubernetesConfig,omitempty"`
+	Timeout            Duration            `json:"timeout,omitempty"`
+	Env                map[string]EnvValue `json:"env,omitempty"`
+	RetryPolicy        *RetryPolicy        `json:"retryPolicy,omitempty"`
+	RetryableExitCodes []int32             `json:"retryableExitCodes,omitempty"`
+	MaxConcurrency     int32               `json:"maxConcurrency,omitempty"`
+}
+
+// FetchCommand reports the current state (exit code or structured output).
+type FetchCommand struct {
+	TaskConfig              *TaskConfig         `json:"taskConfig,omitempty"`
+	KubernetesConfig        *KubernetesConfig   `json:"kubernetesConfig,omitempty"`
+	PollInterval            Duration            `json:"pollInterval,omitempty"`
+	SteadyStatePollInterval Duration            `json:"steadyStatePollInterval,omitempty"`
+	Timeout                 Duration            `json:"timeout,omitempty"`
+	RetryPolicy             *RetryPolicy        `json:"retryPolicy,omitempty"`
+	Env                     map[string]EnvValue `json:"env,omitempty"`
+	FetchMode               FetchMode           `json:"fetchMode,omitempty"`
+}
+
+// GetInfoCommand produces display-only information.
+type GetInfoCommand struct {
+	TaskConfig                     *TaskConfig         `json:"taskConfig,omitempty"`
+	KubernetesConfig               *KubernetesConfig   `json:"kubernetesConfig,omitempty"`
+	PollInterval                   Duration            `json:"pollInterval,omitempty"`
+	RetryPolicy                    *RetryPolicy        `json:"retryPolicy,omitempty"`
+	Env                            map[string]EnvValue `json:"env,omitempty"`
+	TestOnlyDoNotRequirePvnWrapper bool                `json:"testOnlyDoNotRequirePvnWrapper,omitempty"`
+}
+
+// RetryPolicy is exponential backoff from BaseInterval to MaxInterval.
+type RetryPolicy struct {
+	BaseInterval Duration `json:"baseInterval,omitempty"`
+	MaxInterval  Duration `json:"maxInterval,omitempty"`
+	MaxAttempts  int32    `json:"maxAttempts,omitempty"`
+}
+
+// TerraformRunner runs terraform plan/apply for services on this runtime.
+type TerraformRunner struct {
+	ProxyRuntime               *ProxyRuntime       `json:"proxyRuntime,omitempty"`
+	Env                        map[string]EnvValue `json:"env,omitempty"`
+	PreRun                     []RunnerCommand     `json:"preRun,omitempty"`
+	PollInterval               Duration            `json:"pollInterval,omitempty"`
+	SteadyStatePollInterval    Duration            `json:"steadyStatePollInterval,omitempty"`
+	RequireApprovalBeforeApply bool                `json:"requireApprovalBeforeApply,omitempty"`
+	ConvergenceGracePeriod     Duration            `json:"convergenceGracePeriod,omitempty"`
+	FetchRetryPolicy           *RetryPolicy        `json:"fetchRetryPolicy,omitempty"`
+	ApplyRetryPolicy           *RetryPolicy        `json:"applyRetryPolicy,omitempty"`
+	DisableDriftDetection      bool                `json:"disableDriftDetection,omitempty"`
+	Volumes                    Unsupported         `json:"volumes,omitempty"`
+	TaskResources              Unsupported         `json:"taskResources,omitempty"`
+	ServiceAccount             Unsupported         `json:"serviceAccount,omitempty"`
+}
+
+// RunnerCommand is a shell command run before terraform.
+type RunnerCommand struct {
+	Cmd string `json:"cmd"`
+}
+
+// TaskConfig describes a run-to-completion program.
+type TaskConfig struct {
+	Program     *Program     `json:"program,omitempty"`
+	TTL         Duration     `json:"ttl,omitempty"`
+	RetryConfig *RetryConfig `json:"retryConfig,omitempty"`
+	K8s         *TaskK8s     `json:"k8s,omitempty"`
+	Volumes     Unsupported  `json:"volumes,omitempty"`
+}
+
+// TaskK8s holds Kubernetes specifics of a task.
+type TaskK8s struct {
+	ServiceAccount string `json:"serviceAccount,omitempty"`
+}
+
+// RetryConfig controls retries of a failed task.
+type RetryConfig struct {
+	MaxRetryDuration         Duration    `json:"maxRetryDuration,omitempty"`
+	RetryForever             bool        `json:"retryForever,omitempty"`
+	FirstFailureNotification Unsupported `json:"firstFailureNotification,omitempty"`
+}
+
+// Program is a command with its image and environment.
+type Program struct {
+	Name              string              `json:"name,omitempty"`
+	Image             string              `json:"image,omitempty"`
+	ImageTag          string              `json:"imageTag,omitempty"`
+	ImageRegistryInfo *ImageRegistryInfo  `json:"imageRegistryInfo,omitempty"`
+	Cmd               []string            `json:"cmd,omitempty"`
+	Entrypoint        []string            `json:"entrypoint,omitempty"`
+	Env               map[string]EnvValue `json:"env,omitempty"`
+	WorkingDirectory  string              `json:"workingDirectory,omitempty"`
+	Resources         Unsupported         `json:"resources,omitempty"`
+	HealthCheck       Unsupported         `json:"healthCheck,omitempty"`
+	Ports             Unsupported         `json:"ports,omitempty"`
+	TemplateComplete  Unsupported         `json:"templateComplete,omitempty"`
+}
+
+// ServiceMetadata is display-only information about a service.
+type ServiceMetadata struct {
+	Description      string      `json:"description,omitempty"`
+	Links            []Link      `json:"links,omitempty"`
+	FollowRepository Unsupported `json:"followRepository,omitempty"`
+}

@@ -1,0 +1,783 @@
+package config
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"text/template"
+
+	"github.com/drover-dev/drover/internal/labelquery"
+)
+
+var (
+	nameRE         = regexp.MustCompile(`^[a-z]([a-z0-9-]*[a-z0-9])?$`)
+	optionalNameRE = regexp.MustCompile(`^[a-z]?([a-z0-9-]*[a-z0-9])?$`)
+	labelRE        = regexp.MustCompile(`^[a-zA-Z0-9.\-_@+]*$`)
+	envKeyRE       = regexp.MustCompile(`^[a-zA-Z_]+[a-zA-Z0-9_]*$`)
+	dockerTagRE    = regexp.MustCompile(`^([A-Za-z0-9_][0-9A-Za-z_.-]{0,127}|sha256:[0-9a-f]{64})$`)
+)
+
+// ValidDockerTag reports whether tag is a valid image tag or sha256 digest.
+func ValidDockerTag(tag string) bool { return dockerTagRE.MatchString(tag) }
+
+// validator collects every problem of a set in one pass.
+type validator struct {
+	set  *Set
+	errs ErrorList
+}
+
+func (v *validator) add(src *Source, path, format string, args ...any) {
+	v.errs = append(v.errs, src.Errorf(path, format, args...))
+}
+
+// Validate checks each file and the references between them: names, required
+// fields, oneofs, label queries, template syntax, and that every application,
+// runtime, release channel, protection and delivery extension referenced exists.
+// Checks that need compilation (release channel groups, templates with their
+// values) are done by the compiler package.
+func (s *Set) Validate() ErrorList {
+	v := &validator{set: s}
+	for _, src := range s.Sources {
+		f := src.File
+		switch {
+		case f.Application != nil:
+			v.application(src, f.Application)
+		case f.Service != nil:
+			v.service(src, f.Service)
+		case f.Runtime != nil:
+			v.runtime(src, f.Runtime)
+		case f.Protection != nil:
+			v.protection(src, f.Protection)
+		case f.DeliveryExtension != nil:
+			v.deliveryExtension(src, "deliveryExtension", f.DeliveryExtension, true)
+		case f.ReleaseChannel != nil:
+			v.standaloneReleaseChannel(src, f.ReleaseChannel)
+		}
+	}
+	return v.errs
+}
+
+func (v *validator) name(src *Source, path, name, what string) {
+	switch {
+	case name == "":
+		v.add(src, path, "%s is required", what)
+	case len(name) > 63:
+		v.add(src, path, "%s %q is longer than 63 characters", what, name)
+	case !nameRE.MatchString(name):
+		v.add(src, path, "%s %q is not valid: use lower-case letters, digits and '-', starting with a letter", what, name)
+	}
+}
+
+func (v *validator) optionalName(src *Source, path, name string) {
+	if name != "" && (len(name) > 63 || !optionalNameRE.MatchString(name)) {
+		v.add(src, path, "name %q is not valid: use lower-case letters, digits and '-'", name)
+	}
+}
+
+func (v *validator) labels(src *Source, path string, labels []Label) {
+	seen := map[string]bool{}
+	for i, l := range labels {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		switch {
+		case l.Label == "":
+			v.add(src, p+".label", "label is required")
+		case strings.HasPrefix(l.Label, "@"):
+			v.add(src, p+".label", "labels starting with @ are set by drover (@type, @name, @id, @group, @application)")
+		case !labelRE.MatchString(l.Label):
+			v.add(src, p+".label", "label %q may only hold letters, digits and . - _ @ +", l.Label)
+		case seen[l.Label]:
+			v.add(src, p+".label", "duplicate label %q", l.Label)
+		}
+		seen[l.Label] = true
+		if !labelRE.MatchString(l.Value) {
+			v.add(src, p+".value", "label value %q may only hold letters, digits and . - _ @ +", l.Value)
+		}
+	}
+}
+
+func (v *validator) constants(src *Source, path string, cs []Constant) {
+	seen := map[string]bool{}
+	for i, c := range cs {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		if c.Name == "" {
+			v.add(src, p+".name", "name is required")
+		} else if !envKeyRE.MatchString(c.Name) {
+			v.add(src, p+".name", "constant name %q must be a template identifier (letters, digits, _)", c.Name)
+		} else if seen[c.Name] {
+			v.add(src, p+".name", "duplicate constant %q", c.Name)
+		}
+		seen[c.Name] = true
+		if c.String == nil {
+			v.add(src, p, "string is required (constants are strings: string: {value: ...})")
+		}
+	}
+}
+
+func (v *validator) env(src *Source, path string, env map[string]EnvValue) {
+	for k, e := range env {
+		p := path + "." + k
+		if !envKeyRE.MatchString(k) {
+			v.add(src, p, "environment variable name %q is not valid", k)
+		}
+		n := 0
+		if e.Value != "" {
+			n++
+		}
+		if e.RawSecret != "" {
+			n++
+		}
+		if e.Secret != nil {
+			n++
+			if e.Secret.Key == "" {
+				v.add(src, p+".secret.key", "key is required")
+			}
+		}
+		if e.KubernetesSecret != nil {
+			n++
+			if e.KubernetesSecret.SecretName == "" || e.KubernetesSecret.Key == "" {
+				v.add(src, p+".kubernetesSecret", "secretName and key are required")
+			}
+		}
+		if n > 1 {
+			v.add(src, p, "set only one of value, rawSecret, secret, kubernetesSecret")
+		}
+	}
+}
+
+// template checks that s parses as a Go template; values are checked at compile time.
+func (v *validator) template(src *Source, path, s string) {
+	if !strings.Contains(s, "{{") {
+		return
+	}
+	if _, err := template.New(path).Option("missingkey=error").Parse(s); err != nil {
+		v.add(src, path, "invalid template: %s", trimTemplateErr(err))
+	}
+}
+
+func trimTemplateErr(err error) string {
+	msg := err.Error()
+	// "template: NAME:LINE: message" -> "message"
+	if i := strings.LastIndex(msg, ": "); strings.HasPrefix(msg, "template: ") && i > 0 {
+		return msg[i+2:]
+	}
+	return msg
+}
+
+func (v *validator) labelQuery(src *Source, path, q string) {
+	if _, err := labelquery.Parse(q); err != nil {
+		v.add(src, path, "%v", err)
+	}
+}
+
+func (v *validator) application(src *Source, app *Application) {
+	v.name(src, "application.name", app.Name, "name")
+	names := map[string]int{}
+	for i, rc := range app.ReleaseChannels {
+		p := fmt.Sprintf("application.releaseChannels[%d]", i)
+		if rc.Application != "" {
+			v.add(src, p+".application", "application is only for standalone releaseChannel files")
+		}
+		v.releaseChannel(src, p, &rc, false)
+		if prev, ok := names[rc.Name]; ok && rc.Name != "" {
+			v.add(src, p+".name", "duplicate release channel %q (also releaseChannels[%d])", rc.Name, prev)
+		}
+		names[rc.Name] = i
+	}
+	for _, extra := range v.set.ReleaseChannels[app.Name] {
+		rc := extra.File.ReleaseChannel
+		if _, ok := names[rc.Name]; ok {
+			v.add(extra, "releaseChannel.name", "duplicate release channel %q (also in %s)", rc.Name, src.Path)
+		}
+	}
+	groups := map[string]bool{}
+	for i, g := range app.ReleaseChannelGroups {
+		p := fmt.Sprintf("application.releaseChannelGroups[%d]", i)
+		v.name(src, p+".name", g.Name, "name")
+		if groups[g.Name] {
+			v.add(src, p+".name", "duplicate release channel group %q", g.Name)
+		}
+		groups[g.Name] = true
+		if g.RuntimeSelector != "" {
+			v.labelQuery(src, p+".runtimeSelector", g.RuntimeSelector)
+		}
+		if g.Template != nil {
+			// Names in a template are usually templates themselves; they are
+			// checked after expansion by the compiler.
+			v.releaseChannel(src, p+".template", g.Template, true)
+		}
+	}
+	v.preconditionRefs(src, app, names, groups)
+}
+
+// preconditionRefs checks releaseChannelStable references by name and finds cycles.
+func (v *validator) preconditionRefs(src *Source, app *Application, names map[string]int, groups map[string]bool) {
+	deps := map[string][]string{}
+	for i, rc := range app.ReleaseChannels {
+		for j, pc := range rc.Preconditions {
+			s := pc.ReleaseChannelStable
+			if s == nil || s.ReleaseChannel == "" {
+				continue
+			}
+			p := fmt.Sprintf("application.releaseChannels[%d].preconditions[%d].releaseChannelStable.releaseChannel", i, j)
+			_, known := names[s.ReleaseChannel]
+			for _, extra := range v.set.ReleaseChannels[app.Name] {
+				known = known || extra.File.ReleaseChannel.Name == s.ReleaseChannel
+			}
+			switch {
+			case s.ReleaseChannel == rc.Name:
+				v.add(src, p, "release channel %q cannot wait for itself", rc.Name)
+			case !known && len(app.ReleaseChannelGroups) == 0:
+				v.add(src, p, "unknown release channel %q%s", s.ReleaseChannel, hint(s.ReleaseChannel, keys(names)))
+			}
+			deps[rc.Name] = append(deps[rc.Name], s.ReleaseChannel)
+		}
+	}
+	if cycle := findCycle(deps); cycle != nil {
+		v.errs = append(v.errs, src.Errorf("application.releaseChannels", "release channels wait for each other in a cycle: %s", strings.Join(cycle, " -> ")))
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func hint(s string, candidates []string) string {
+	if sug := suggest(s, candidates); sug != "" {
+		return fmt.Sprintf(" (did you mean %q?)", sug)
+	}
+	return ""
+}
+
+// findCycle returns one dependency cycle, or nil.
+func findCycle(deps map[string][]string) []string {
+	const (
+		unvisited = iota
+		active
+		done
+	)
+	state := map[string]int{}
+	var stack []string
+	var visit func(n string) []string
+	visit = func(n string) []string {
+		state[n] = active
+		stack = append(stack, n)
+		for _, d := range deps[n] {
+			switch state[d] {
+			case active:
+				for i, s := range stack {
+					if s == d {
+						return append(append([]string(nil), stack[i:]...), d)
+					}
+				}
+			case unvisited:
+				if c := visit(d); c != nil {
+					return c
+				}
+			}
+		}
+		stack = stack[:len(stack)-1]
+		state[n] = done
+		return nil
+	}
+	for _, n := range sortedKeys(deps) {
+		if state[n] == unvisited {
+			if c := visit(n); c != nil {
+				return c
+			}
+		}
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := keys(m)
+	sortStrings(out)
+	return out
+}
+
+func (v *validator) standaloneReleaseChannel(src *Source, rc *ReleaseChannel) {
+	if rc.Application == "" {
+		v.add(src, "releaseChannel.application", "application is required in a standalone releaseChannel file (drover extension: the application it belongs to)")
+	} else if v.set.Applications[rc.Application] == nil {
+		v.add(src, "releaseChannel.application", "unknown application %q%s", rc.Application, hint(rc.Application, keys(v.set.Applications)))
+	}
+	v.releaseChannel(src, "releaseChannel", rc, false)
+}
+
+func (v *validator) releaseChannel(src *Source, p string, rc *ReleaseChannel, inTemplate bool) {
+	if !inTemplate {
+		v.name(src, p+".name", rc.Name, "name")
+	} else {
+		v.template(src, p+".name", rc.Name)
+	}
+	if rc.Group != "" && !inTemplate {
+		v.name(src, p+".group", rc.Group, "group")
+	}
+	if len(rc.Runtimes) == 0 && !inTemplate {
+		v.add(src, p+".runtimes", "at least one runtime is required")
+	}
+	conns := map[string]bool{}
+	for i, c := range rc.Runtimes {
+		cp := fmt.Sprintf("%s.runtimes[%d]", p, i)
+		switch {
+		case c.Runtime == "":
+			v.add(src, cp+".runtime", "runtime is required")
+		case inTemplate && strings.Contains(c.Runtime, "{{"):
+			v.template(src, cp+".runtime", c.Runtime)
+		case v.set.Runtimes[c.Runtime] == nil:
+			v.add(src, cp+".runtime", "unknown runtime %q%s", c.Runtime, hint(c.Runtime, keys(v.set.Runtimes)))
+		}
+		v.optionalName(src, cp+".name", c.Name)
+		if conns[c.ConnectionName()] {
+			v.add(src, cp, "duplicate runtime connection %q: give each connection a distinct name", c.ConnectionName())
+		}
+		conns[c.ConnectionName()] = true
+		if co := c.ContainerOrchestration; co != nil && co.K8s != nil && co.K8s.Namespace != "" && !nameRE.MatchString(co.K8s.Namespace) {
+			v.add(src, cp+".containerOrchestration.k8s.namespace", "namespace %q is not a valid Kubernetes namespace name", co.K8s.Namespace)
+		}
+	}
+	for i, pc := range rc.Preconditions {
+		pp := fmt.Sprintf("%s.preconditions[%d]", p, i)
+		n := 0
+		if s := pc.ReleaseChannelStable; s != nil {
+			n++
+			switch {
+			case s.ReleaseChannel != "" && s.Selector != "":
+				v.add(src, pp+".releaseChannelStable", "set only one of releaseChannel and selector")
+			case s.ReleaseChannel == "" && s.Selector == "":
+				v.add(src, pp+".releaseChannelStable", "releaseChannel or selector is required")
+			case s.Selector != "":
+				v.labelQuery(src, pp+".releaseChannelStable.selector", s.Selector)
+			}
+		}
+		if a := pc.ManualApproval; a != nil {
+			n++
+			if a.MinApprovers < 0 {
+				v.add(src, pp+".manualApproval.minApprovers", "must not be negative")
+			}
+		}
+		if n != 1 {
+			v.add(src, pp, "set exactly one of releaseChannelStable, manualApproval")
+		}
+	}
+	v.attachments(src, p+".protections", rc.Protections)
+	v.attachments(src, p+".serviceInstanceProtections", rc.ServiceInstanceProtections)
+	v.attachments(src, p+".convergenceProtections", rc.ConvergenceProtections)
+	v.constants(src, p+".constants", rc.Constants)
+	v.labels(src, p+".labels", rc.Labels)
+	if rc.Policy != nil {
+		v.env(src, p+".policy.defaultEnv", rc.Policy.DefaultEnv)
+	}
+}
+
+func (v *validator) attachments(src *Source, path string, atts []ProtectionAttachment) {
+	names := map[string]bool{}
+	for i, a := range atts {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		if a.Ref == nil || a.Ref.Name == "" {
+			v.add(src, p+".ref.name", "ref.name is required (the protection to attach)")
+		} else if v.set.Protections[a.Ref.Name] == nil {
+			v.add(src, p+".ref.name", "unknown protection %q%s", a.Ref.Name, hint(a.Ref.Name, keys(v.set.Protections)))
+		}
+		name := a.Name
+		if name == "" && a.Ref != nil {
+			name = a.Ref.Name
+		}
+		if names[name] {
+			v.add(src, p+".name", "duplicate protection attachment %q: set name to tell them apart", name)
+		}
+		names[name] = true
+		v.optionalName(src, p+".name", a.Name)
+		if len(a.Lifecycle) == 0 {
+			v.add(src, p+".lifecycle", "at least one lifecycle is required (preApproval, postApproval, deployment, postDeployment)")
+		}
+		for j, l := range a.Lifecycle {
+			lp := fmt.Sprintf("%s.lifecycle[%d]", p, j)
+			n := 0
+			for _, set := range []bool{l.PreApproval != nil, l.PostApproval != nil, l.Deployment != nil, l.PostDeployment != nil} {
+				if set {
+					n++
+				}
+			}
+			if n != 1 {
+				v.add(src, lp, "set exactly one of preApproval, postApproval, deployment, postDeployment")
+			}
+			if pd := l.PostDeployment; pd != nil && pd.CheckDuration.IsZero() {
+				v.add(src, lp+".postDeployment.checkDuration", "checkDuration is required and must be positive")
+			}
+		}
+		if a.Ref != nil {
+			v.parameterValues(src, p+".ref.parameters", a.Ref.Parameters)
+		}
+	}
+}
+
+func (v *validator) service(src *Source, svc *Service) {
+	v.name(src, "service.name", svc.Name, "name")
+	switch {
+	case svc.Application == "":
+		v.add(src, "service.application", "application is required")
+	case v.set.Applications[svc.Application] == nil:
+		v.add(src, "service.application", "unknown application %q%s", svc.Application, hint(svc.Application, keys(v.set.Applications)))
+	}
+	v.backend(src, "service", &svc.ServiceBackend, len(svc.PerReleaseChannel) == 0)
+	v.parameters(src, "service.parameters", svc.Parameters)
+	v.constants(src, "service.constants", svc.Constants)
+	v.env(src, "service.env", svc.Env)
+	v.template(src, "service.bundleName", svc.BundleName)
+	app := v.set.ApplicationConfig(svc.Application)
+	rcNames := map[string]bool{}
+	conns := map[string]bool{}
+	if app != nil {
+		for _, rc := range app.ReleaseChannels {
+			rcNames[rc.Name] = true
+			for _, c := range rc.Runtimes {
+				conns[c.ConnectionName()] = true
+			}
+		}
+	}
+	checkConn := func(path, name string) {
+		if name != "" && app != nil && len(app.ReleaseChannelGroups) == 0 && !conns[name] {
+			v.add(src, path, "no release channel of %q has a runtime connection named %q%s", svc.Application, name, hint(name, keys(conns)))
+		}
+	}
+	checkConn("service.runtimeConnection", svc.RuntimeConnection)
+	seen := map[string]int{}
+	for i, prc := range svc.PerReleaseChannel {
+		p := fmt.Sprintf("service.perReleaseChannel[%d]", i)
+		switch {
+		case prc.ReleaseChannel == "":
+			v.add(src, p+".releaseChannel", "releaseChannel is required")
+		case app != nil && len(app.ReleaseChannelGroups) == 0 && !rcNames[prc.ReleaseChannel]:
+			v.add(src, p+".releaseChannel", "application %q has no release channel %q%s", svc.Application, prc.ReleaseChannel, hint(prc.ReleaseChannel, keys(rcNames)))
+		}
+		if prev, ok := seen[prc.ReleaseChannel]; ok {
+			v.add(src, p+".releaseChannel", "duplicate entry for release channel %q (also perReleaseChannel[%d])", prc.ReleaseChannel, prev)
+		}
+		seen[prc.ReleaseChannel] = i
+		v.backend(src, p, &prc.ServiceBackend, false)
+		v.constants(src, p+".constants", prc.Constants)
+		v.env(src, p+".env", prc.Env)
+		v.attachments(src, p+".protections", prc.Protections)
+		v.attachments(src, p+".convergenceProtections", prc.ConvergenceProtections)
+		v.extensions(src, p+".convergenceExtensions", prc.ConvergenceExtensions, svc)
+		checkConn(p+".runtimeConnection", prc.RuntimeConnection)
+	}
+	v.attachments(src, "service.convergenceProtections", svc.ConvergenceProtections)
+	v.extensions(src, "service.convergenceExtensions", svc.ConvergenceExtensions, svc)
+	instances := map[string]bool{}
+	for i, inst := range svc.ConvergenceExtensionInstances {
+		p := fmt.Sprintf("service.convergenceExtensionInstances[%d]", i)
+		v.name(src, p+".name", inst.Name, "name")
+		if instances[inst.Name] {
+			v.add(src, p+".name", "duplicate extension instance %q", inst.Name)
+		}
+		instances[inst.Name] = true
+		v.extensionDefinition(src, p, inst.Inlined, inst.Ref, "")
+	}
+}
+
+// backend checks the backend oneof. A backend may be set only per release
+// channel, so at the top level "none" is allowed when per-channel entries exist.
+func (v *validator) backend(src *Source, path string, b *ServiceBackend, required bool) {
+	var set []string
+	if b.KubernetesConfig != nil {
+		set = append(set, "kubernetesConfig")
+		v.kubernetesConfig(src, path+".kubernetesConfig", b.KubernetesConfig)
+	}
+	if b.CustomRuntime != nil {
+		set = append(set, "customRuntime")
+		v.parameterValues(src, path+".customRuntime.parameterValues", b.CustomRuntime.ParameterValues)
+		for i, pv := range b.CustomRuntime.ParameterValues {
+			if pv.String != nil {
+				v.template(src, fmt.Sprintf("%s.customRuntime.parameterValues[%d].string", path, i), *pv.String)
+			}
+		}
+	}
+	switch {
+	case len(set) > 1:
+		v.add(src, path+"."+set[1], "set only one backend (found %s)", strings.Join(set, " and "))
+	case len(set) == 0 && required:
+		v.add(src, path, "a backend is required: set kubernetesConfig or customRuntime")
+	}
+}
+
+func (v *validator) kubernetesConfig(src *Source, path string, kc *KubernetesConfig) {
+	if kc.Type == "" || kc.Type == "UNKNOWN" {
+		v.add(src, path+".type", "type is required (KUBERNETES or KUSTOMIZE)")
+	}
+	if kc.Inlined == "" && kc.Local == nil && kc.Tree == nil {
+		v.add(src, path, "set inlined or local")
+	}
+	if kc.Tree != nil {
+		v.template(src, path+".local.subPath", kc.Tree.SubPath)
+	}
+	for i, p := range kc.Patches {
+		pp := fmt.Sprintf("%s.patches[%d]", path, i)
+		r := p.Replace
+		if r == nil {
+			v.add(src, pp, "replace is required")
+			continue
+		}
+		if !strings.HasPrefix(r.Path, "/") {
+			v.add(src, pp+".replace.path", "path must be a JSON pointer starting with / (e.g. /spec/replicas)")
+		}
+		switch {
+		case r.String != nil && r.IntAsString != nil:
+			v.add(src, pp+".replace", "set only one of string and intAsString")
+		case r.String != nil:
+			v.template(src, pp+".replace.string", *r.String)
+		case r.IntAsString != nil:
+			v.template(src, pp+".replace.intAsString", *r.IntAsString)
+		default:
+			v.add(src, pp+".replace", "string or intAsString is required")
+		}
+	}
+}
+
+// parameters checks definitions and returns them by name.
+func (v *validator) parameters(src *Source, path string, defs []ParameterDefinition) map[string]*ParameterDefinition {
+	out := map[string]*ParameterDefinition{}
+	for i := range defs {
+		d := &defs[i]
+		p := fmt.Sprintf("%s[%d]", path, i)
+		if d.Name == "" {
+			v.add(src, p+".name", "name is required")
+		} else if !envKeyRE.MatchString(d.Name) {
+			v.add(src, p+".name", "parameter name %q must be a template identifier (letters, digits, _)", d.Name)
+		} else if out[d.Name] != nil {
+			v.add(src, p+".name", "duplicate parameter %q", d.Name)
+		}
+		out[d.Name] = d
+		types := d.types()
+		if len(types) != 1 {
+			v.add(src, p, "set exactly one type: string, int, dockerImage, secret, commit or blob")
+			continue
+		}
+		switch {
+		case d.DockerImage != nil:
+			di := d.DockerImage
+			if di.ImageRegistryInfo == nil || di.ImageRegistryInfo.ImageRepository == "" {
+				v.add(src, p+".dockerImage.imageRegistryInfo", "imageRegistryInfo with imageRepository is required")
+			} else if _, err := RegistryHost(di.ImageRegistryInfo); err != nil {
+				v.add(src, p+".dockerImage.imageRegistryInfo", "%v", err)
+			}
+			if di.DefaultTag != "" && !ValidDockerTag(di.DefaultTag) {
+				v.add(src, p+".dockerImage.defaultTag", "invalid image tag %q", di.DefaultTag)
+			}
+		case d.Commit != nil:
+			if d.Commit.Repository == "" {
+				v.add(src, p+".commit.repository", "repository is required")
+			}
+		}
+	}
+	return out
+}
+
+func (d *ParameterDefinition) types() []string {
+	var t []string
+	for name, set := range map[string]bool{"string": d.String != nil, "int": d.Int != nil, "dockerImage": d.DockerImage != nil, "secret": d.Secret != nil, "commit": d.Commit != nil, "blob": d.Blob != nil} {
+		if set {
+			t = append(t, name)
+		}
+	}
+	return t
+}
+
+func (v *validator) parameterValues(src *Source, path string, vals []ParameterValue) {
+	seen := map[string]bool{}
+	for i, pv := range vals {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		if pv.Name == "" {
+			v.add(src, p+".name", "name is required")
+		} else if seen[pv.Name] {
+			v.add(src, p+".name", "duplicate value for parameter %q", pv.Name)
+		}
+		seen[pv.Name] = true
+		n := 0
+		for _, set := range []bool{pv.String != nil, pv.Int != nil, pv.DockerImageTag != nil, pv.Secret != nil, pv.Commit != nil, pv.Blob != nil} {
+			if set {
+				n++
+			}
+		}
+		if n != 1 {
+			v.add(src, p, "set exactly one of string, int, dockerImageTag, secret, commit, blob")
+		}
+	}
+}
+
+func (v *validator) extensions(src *Source, path string, exts []ConvergenceExtension, svc *Service) {
+	for i, e := range exts {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		switch e.Lifecycle {
+		case "", "UNKNOWN_TASK_LIFECYCLE", "CONVERGENCE_START":
+			v.add(src, p+".lifecycle", "lifecycle is required: PRE_APPROVAL, APPROVAL, POST_APPROVAL, DEPLOYMENT or POST_DEPLOYMENT")
+		}
+		if e.Instance != "" {
+			if e.Inlined != nil || e.Ref != nil {
+				v.add(src, p, "set exactly one of inlined, instance, ref")
+			}
+			found := false
+			for _, inst := range svc.ConvergenceExtensionInstances {
+				found = found || inst.Name == e.Instance
+			}
+			if !found {
+				v.add(src, p+".instance", "unknown convergence extension instance %q (define it in convergenceExtensionInstances)", e.Instance)
+			}
+			continue
+		}
+		v.extensionDefinition(src, p, e.Inlined, e.Ref, "")
+	}
+}
+
+func (v *validator) extensionDefinition(src *Source, p string, inlined *DeliveryExtension, ref *DeliveryExtensionRef, _ string) {
+	switch {
+	case inlined != nil && ref != nil, inlined == nil && ref == nil:
+		v.add(src, p, "set exactly one of inlined, instance, ref")
+	case inlined != nil:
+		v.deliveryExtension(src, p+".inlined", inlined, false)
+	case ref.Name == "":
+		v.add(src, p+".ref.name", "name is required")
+	case v.set.DeliveryExtensions[ref.Name] == nil:
+		v.add(src, p+".ref.name", "unknown deliveryExtension %q%s", ref.Name, hint(ref.Name, keys(v.set.DeliveryExtensions)))
+	default:
+		v.parameterValues(src, p+".ref.parameters", ref.Parameters)
+	}
+}
+
+func (v *validator) deliveryExtension(src *Source, p string, de *DeliveryExtension, named bool) {
+	if named {
+		v.name(src, p+".name", de.Name, "name")
+	}
+	v.task(src, p, de.TaskConfig, de.KubernetesConfig, true)
+	v.parameters(src, p+".parameters", de.Parameters)
+	v.env(src, p+".env", de.Env)
+}
+
+// task checks a taskConfig/kubernetesConfig oneof.
+func (v *validator) task(src *Source, p string, tc *TaskConfig, kc *KubernetesConfig, required bool) {
+	switch {
+	case tc != nil && kc != nil:
+		v.add(src, p, "set only one of taskConfig and kubernetesConfig")
+	case tc == nil && kc == nil:
+		if required {
+			v.add(src, p, "taskConfig or kubernetesConfig is required")
+		}
+	case tc != nil:
+		if tc.Program == nil {
+			v.add(src, p+".taskConfig.program", "program is required")
+			return
+		}
+		prog := tc.Program
+		if len(prog.Cmd) == 0 && len(prog.Entrypoint) == 0 {
+			v.add(src, p+".taskConfig.program.cmd", "cmd or entrypoint is required")
+		}
+		for i, c := range prog.Cmd {
+			v.template(src, fmt.Sprintf("%s.taskConfig.program.cmd[%d]", p, i), c)
+		}
+		for i, c := range prog.Entrypoint {
+			v.template(src, fmt.Sprintf("%s.taskConfig.program.entrypoint[%d]", p, i), c)
+		}
+		v.env(src, p+".taskConfig.program.env", prog.Env)
+	default:
+		v.kubernetesConfig(src, p+".kubernetesConfig", kc)
+	}
+}
+
+func (v *validator) runtime(src *Source, rt *Runtime) {
+	v.name(src, "runtime.name", rt.Name, "name")
+	v.labels(src, "runtime.labels", rt.Labels)
+	var kinds []string
+	for name, set := range map[string]bool{"fake": rt.Fake != nil, "custom": rt.Custom != nil, "terraformRunner": rt.TerraformRunner != nil, "kubernetes": rt.Kubernetes != nil} {
+		if set {
+			kinds = append(kinds, name)
+		}
+	}
+	if len(kinds) > 1 {
+		sortStrings(kinds)
+		v.add(src, "runtime", "set only one runtime type (found %s)", strings.Join(kinds, ", "))
+	}
+	if f := rt.Fake; f != nil && f.FailVersions != "" {
+		if _, err := regexp.Compile(f.FailVersions); err != nil {
+			v.add(src, "runtime.fake.failVersions", "invalid regular expression: %v", err)
+		}
+	}
+	if c := rt.Custom; c != nil {
+		p := "runtime.custom"
+		v.proxy(src, p+".proxyRuntime", c.ProxyRuntime)
+		if c.Apply == nil {
+			v.add(src, p+".apply", "apply is required")
+		} else {
+			v.task(src, p+".apply", c.Apply.TaskConfig, c.Apply.KubernetesConfig, true)
+			v.env(src, p+".apply.env", c.Apply.Env)
+			if c.Apply.MaxConcurrency < 0 {
+				v.add(src, p+".apply.maxConcurrency", "must not be negative")
+			}
+		}
+		if c.Fetch != nil {
+			v.task(src, p+".fetch", c.Fetch.TaskConfig, c.Fetch.KubernetesConfig, true)
+			v.env(src, p+".fetch.env", c.Fetch.Env)
+		}
+		if c.GetInfo != nil {
+			v.task(src, p+".getInfo", c.GetInfo.TaskConfig, c.GetInfo.KubernetesConfig, true)
+			v.env(src, p+".getInfo.env", c.GetInfo.Env)
+		}
+		v.parameters(src, p+".parameters", c.Parameters)
+		v.template(src, p+".applyId", c.ApplyID)
+	}
+	if t := rt.TerraformRunner; t != nil {
+		v.proxy(src, "runtime.terraformRunner.proxyRuntime", t.ProxyRuntime)
+		v.env(src, "runtime.terraformRunner.env", t.Env)
+	}
+}
+
+func (v *validator) proxy(src *Source, p string, pr *ProxyRuntime) {
+	if pr == nil {
+		return // drover runs the commands on its own host (or agent)
+	}
+	if pr.Runtime == "" {
+		v.add(src, p+".runtime", "runtime is required")
+	} else if v.set.Runtimes[pr.Runtime] == nil {
+		v.add(src, p+".runtime", "unknown runtime %q%s", pr.Runtime, hint(pr.Runtime, keys(v.set.Runtimes)))
+	}
+}
+
+func (v *validator) protection(src *Source, pr *Protection) {
+	v.name(src, "protection.name", pr.Name, "name")
+	n := 0
+	if pr.TaskConfig != nil || pr.KubernetesConfig != nil {
+		n++
+		v.task(src, "protection", pr.TaskConfig, pr.KubernetesConfig, true)
+	}
+	if b := pr.Builtin; b != nil {
+		n++
+		k := 0
+		for _, set := range []bool{b.AllowedTimes != nil, b.CommitDenylist != nil, b.AlwaysPassing != nil, b.AlwaysFailing != nil} {
+			if set {
+				k++
+			}
+		}
+		if k != 1 {
+			v.add(src, "protection.builtin", "set exactly one of allowedTimes, commitDenylist, alwaysPassing, alwaysFailing")
+		}
+		if at := b.AllowedTimes; at != nil {
+			if len(at.Windows) == 0 {
+				v.add(src, "protection.builtin.allowedTimes.windows", "at least one window is required")
+			}
+			for i, w := range at.Windows {
+				if _, err := ParseTimeWindow(w); err != nil {
+					v.add(src, fmt.Sprintf("protection.builtin.allowedTimes.windows[%d]", i), "%v", err)
+				}
+			}
+		}
+	}
+	if n != 1 {
+		v.add(src, "protection", "set exactly one of taskConfig, kubernetesConfig, builtin")
+	}
+	v.parameters(src, "protection.parameters", pr.Parameters)
+	v.env(src, "protection.env", pr.Env)
+}
