@@ -146,15 +146,13 @@ func Compile(in Input) (*Result, error) {
 		return nil, fmt.Errorf("compile: application and service are required")
 	}
 	svcObj := "service/" + in.Service.Application + "/" + in.Service.Name
-	rcs, errs := ExpandReleaseChannels(in.Application, in.Runtimes)
-	if len(errs) > 0 {
-		return nil, Errors(errs)
-	}
+	// Keep going after expansion errors so one run reports every problem.
+	rcs, expandErrs := ExpandReleaseChannels(in.Application, in.Runtimes)
+	all := Errors(expandErrs)
 	byName := map[string]*ReleaseChannel{}
 	for i := range rcs {
 		byName[rcs[i].Name] = &rcs[i]
 	}
-	var all Errors
 	for i, prc := range in.Service.PerReleaseChannel {
 		if byName[prc.ReleaseChannel] == nil {
 			all = append(all, Error{Object: svcObj, Field: fmt.Sprintf("service.perReleaseChannel[%d].releaseChannel", i),
@@ -170,9 +168,6 @@ func Compile(in Input) (*Result, error) {
 		if byName[want] == nil {
 			all = append(all, Error{Object: svcObj, Msg: fmt.Sprintf("application %q has no release channel %q%s", in.Application.Name, want, rcHint(want, rcs))})
 		}
-	}
-	if len(all) > 0 {
-		return nil, all
 	}
 	res := &Result{Application: in.Application.Name, Service: in.Service.Name}
 	bundleNames := map[string]bool{}
@@ -476,7 +471,7 @@ func (c *rcCompiler) dependencies() []string {
 		}
 		field := fmt.Sprintf("%s.preconditions[%d].releaseChannelStable", c.rc.Field, i)
 		if c.rc.FromGroup != "" {
-			field = c.rc.Field + ".template.preconditions"
+			field = fmt.Sprintf("%s.template.preconditions[%d].releaseChannelStable", c.rc.Field, i)
 		}
 		appObj := "application/" + c.in.Application.Name
 		if s.ReleaseChannel != "" {

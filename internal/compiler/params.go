@@ -277,7 +277,10 @@ func resolveParams(defs []config.ParameterDefinition, given []ParamValue, rc str
 	}
 	if len(missing) > 0 {
 		sort.Strings(missing)
-		return nil, fmt.Errorf("required parameter %s has no value: pass --param %s=VALUE", strings.Join(missing, ", "), missing[0])
+		if len(missing) == 1 {
+			return nil, fmt.Errorf("required parameter %s has no value: pass --param %s=VALUE", missing[0], missing[0])
+		}
+		return nil, fmt.Errorf("required parameters %s have no value: pass --param NAME=VALUE for each", strings.Join(missing, ", "))
 	}
 	return out, nil
 }

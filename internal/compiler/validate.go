@@ -47,14 +47,11 @@ func ValidateSet(set *config.Set) config.ErrorList {
 		// Compiling a structurally broken set would mostly repeat these errors.
 		return errs
 	}
+	var cerrs Errors
 	for _, src := range set.Applications {
 		app := set.ApplicationConfig(src.Name())
-		if _, cerrs := ExpandReleaseChannels(app, set.RuntimeConfigs()); len(cerrs) > 0 {
-			errs = append(errs, Locate(set, cerrs)...)
-		}
-	}
-	if len(errs) > 0 {
-		return errs
+		_, expandErrs := ExpandReleaseChannels(app, set.RuntimeConfigs())
+		cerrs = append(cerrs, expandErrs...)
 	}
 	for _, key := range set.ServiceKeys() {
 		in, err := InputFor(set, key)
@@ -64,15 +61,15 @@ func ValidateSet(set *config.Set) config.ErrorList {
 		}
 		in.Placeholders = true
 		if _, err := Compile(in); err != nil {
-			var cerrs Errors
-			if errors.As(err, &cerrs) {
-				errs = append(errs, Locate(set, cerrs)...)
+			var ce Errors
+			if !errors.As(err, &ce) {
+				errs = append(errs, set.Services[key].Errorf("service", "%v", err))
 				continue
 			}
-			errs = append(errs, set.Services[key].Errorf("service", "%v", err))
+			cerrs = append(cerrs, ce...)
 		}
 	}
-	return errs
+	return append(errs, Locate(set, cerrs)...)
 }
 
 // Locate turns compiler errors into located config errors. The same problem
