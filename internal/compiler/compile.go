@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/drover-dev/drover/internal/config"
 	"github.com/drover-dev/drover/internal/desiredstate"
@@ -170,13 +172,28 @@ func Compile(in Input) (*Result, error) {
 		}
 	}
 	res := &Result{Application: in.Application.Name, Service: in.Service.Name}
-	bundleNames := map[string]bool{}
+	// Channels compile independently, so they compile in parallel; results
+	// keep the channels' order.
+	compilers := make([]*rcCompiler, len(rcs))
+	outs := make([]*CompiledReleaseChannel, len(rcs))
+	cache := &templateCache{}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
 	for i := range rcs {
-		c := &rcCompiler{in: &in, rc: &rcs[i], all: rcs}
-		out := c.compile()
+		compilers[i] = &rcCompiler{in: &in, rc: &rcs[i], all: rcs, templates: cache}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			outs[i] = compilers[i].compile()
+		}()
+	}
+	wg.Wait()
+	bundleNames := map[string]bool{}
+	for i, c := range compilers {
 		all = append(all, c.errs...)
-		if out != nil {
-			res.ReleaseChannels = append(res.ReleaseChannels, out)
+		if outs[i] != nil {
+			res.ReleaseChannels = append(res.ReleaseChannels, outs[i])
 			if c.bundleName != "" {
 				bundleNames[c.bundleName] = true
 			}
@@ -244,6 +261,7 @@ type rcCompiler struct {
 	all        []ReleaseChannel
 	errs       Errors
 	bundleName string
+	templates  *templateCache
 }
 
 func (c *rcCompiler) serviceObject() string {

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"text/template"
 
 	"github.com/drover-dev/drover/internal/config"
@@ -40,15 +41,41 @@ type RuntimeInfo struct {
 // render executes s as a Go template with missingkey=error. Text without "{{"
 // is returned as is, which keeps large static manifests cheap.
 func render(name, s string, data any) (string, error) {
+	return (*templateCache)(nil).render(name, s, data)
+}
+
+// templateCache parses each distinct template text once per compilation: the
+// same files are rendered for every release channel. It is safe for
+// concurrent use; a nil cache parses every time.
+type templateCache struct{ m sync.Map } // name+text -> *template.Template or error
+
+type parsed struct {
+	t   *template.Template
+	err error
+}
+
+func (c *templateCache) render(name, s string, data any) (string, error) {
 	if !strings.Contains(s, "{{") {
 		return s, nil
 	}
-	t, err := template.New(name).Option("missingkey=error").Parse(s)
-	if err != nil {
-		return "", err
+	var p parsed
+	key := name + "\x00" + s
+	if c != nil {
+		if v, ok := c.m.Load(key); ok {
+			p = v.(parsed)
+		}
+	}
+	if p.t == nil && p.err == nil {
+		p.t, p.err = template.New(name).Option("missingkey=error").Parse(s)
+		if c != nil {
+			c.m.Store(key, p)
+		}
+	}
+	if p.err != nil {
+		return "", p.err
 	}
 	var b bytes.Buffer
-	if err := t.Execute(&b, data); err != nil {
+	if err := p.t.Execute(&b, data); err != nil {
 		return "", err
 	}
 	return b.String(), nil
@@ -84,7 +111,7 @@ func templateError(err error) (line int, msg string) {
 
 // renderField renders a templated config field; errors name the field.
 func (c *rcCompiler) renderField(field, s string, data any) (string, bool) {
-	out, err := render(field, s, data)
+	out, err := c.templates.render(field, s, data)
 	if err != nil {
 		_, msg := templateError(err)
 		c.fail(Error{Object: c.serviceObject(), Field: field, Msg: msg + keysHint(msg, data)})
@@ -96,7 +123,7 @@ func (c *rcCompiler) renderField(field, s string, data any) (string, bool) {
 // renderText renders referenced file content (inlined Kubernetes YAML); errors
 // name the referenced file and the line within it.
 func (c *rcCompiler) renderText(field, text string, data any) (string, bool) {
-	out, err := render(field, text, data)
+	out, err := c.templates.render(field, text, data)
 	if err != nil {
 		line, msg := templateError(err)
 		file, fline := config.LocateSource(text, line)

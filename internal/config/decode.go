@@ -1,7 +1,10 @@
 package config
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"sort"
 	"strconv"
@@ -53,12 +56,12 @@ func DecodeInternal(name string, data []byte) (*Decoded, error) {
 }
 
 func decodeFile(name string, data []byte, internal bool) (*Decoded, error) {
-	d := &decoder{file: name, pos: map[string]Position{}, internal: internal}
-	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, ErrorList{yamlError(name, err)}
+	d := &decoder{file: name, pos: map[string]Position{}, internal: internal, budget: maxDecodeSteps(len(data))}
+	root, err := parseYAML(name, data)
+	if err != nil {
+		return nil, err
 	}
-	if len(root.Content) == 0 {
+	if root == nil || len(root.Content) == 0 {
 		return nil, ErrorList{{File: name, Line: 1, Column: 1, Msg: "empty file: expected one of " + strings.Join(kindNames(), ", ")}}
 	}
 	out := &Decoded{File: &File{}, Pos: d.pos}
@@ -71,6 +74,39 @@ func decodeFile(name string, data []byte, internal bool) (*Decoded, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// parseYAML parses the single YAML document of a config file. A second
+// document (after "---") would otherwise be dropped silently, so it is an
+// error; an empty trailing document is allowed.
+func parseYAML(name string, data []byte) (root *yaml.Node, err error) {
+	defer func() {
+		// yaml.v3 panics with "internal error" on a few malformed inputs.
+		if r := recover(); r != nil {
+			root, err = nil, ErrorList{{File: name, Msg: fmt.Sprintf("invalid YAML: %v", r)}}
+		}
+	}()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var first yaml.Node
+	if err := dec.Decode(&first); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, nil
+		}
+		return nil, ErrorList{yamlError(name, err)}
+	}
+	for {
+		var next yaml.Node
+		if err := dec.Decode(&next); err != nil {
+			if errors.Is(err, io.EOF) {
+				return &first, nil
+			}
+			return nil, ErrorList{yamlError(name, err)}
+		}
+		if len(next.Content) > 0 && !isNull(next.Content[0]) {
+			n := next.Content[0]
+			return nil, ErrorList{{File: name, Line: n.Line, Column: n.Column, Msg: "more than one YAML document: put each config in its own file"}}
+		}
+	}
 }
 
 func kindNames() []string {
@@ -134,7 +170,16 @@ type decoder struct {
 	pos      map[string]Position
 	errs     ErrorList
 	internal bool
+	// budget is how many more values decode may visit. YAML aliases can make
+	// a small file expand exponentially ("billion laughs"); the budget stops
+	// that long before it exhausts memory.
+	budget int
 }
+
+// maxDecodeSteps is the decode budget for a file of size n: far more than a
+// file without aliases can use (a value takes at least one byte), plus room
+// for ordinary reuse of anchors.
+func maxDecodeSteps(n int) int { return 100_000 + 10*n }
 
 func (d *decoder) fail(n *yaml.Node, path, format string, args ...any) {
 	d.errs = append(d.errs, &Error{File: d.file, Line: n.Line, Column: n.Column, Field: path, Msg: fmt.Sprintf(format, args...)})
@@ -176,6 +221,13 @@ func isNull(n *yaml.Node) bool {
 }
 
 func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
+	if d.budget <= 0 {
+		return
+	}
+	if d.budget--; d.budget == 0 {
+		d.fail(n, path, "too many values: YAML anchors and aliases expand this file too much")
+		return
+	}
 	if n.Kind == yaml.AliasNode {
 		n = n.Alias
 	}
@@ -202,7 +254,11 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 			d.fail(n, path, "expected an integer, got %s", describe(n))
 			return
 		}
-		i, err := strconv.ParseInt(strings.TrimSpace(n.Value), 10, 64)
+		base := 10
+		if n.ShortTag() == "!!int" {
+			base = 0 // as YAML resolved it: 0x1f, 0o17, 1_000
+		}
+		i, err := strconv.ParseInt(strings.TrimSpace(n.Value), base, 64)
 		if err != nil {
 			d.fail(n, path, "expected an integer, got %q", n.Value)
 			return
@@ -276,7 +332,12 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 			d.fail(n, path, "expected true or false, got %s", describe(n))
 			return
 		}
-		b, _ := strconv.ParseBool(strings.ToLower(n.Value))
+		b, err := strconv.ParseBool(strings.ToLower(n.Value))
+		if err != nil {
+			// Only an explicit !!bool tag gets here with another value.
+			d.fail(n, path, "expected true or false, got %q", n.Value)
+			return
+		}
 		v.SetBool(b)
 	case reflect.Int32, reflect.Int64, reflect.Int:
 		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
@@ -284,8 +345,11 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 			return
 		}
 		i, err := strconv.ParseInt(n.Value, 0, t.Bits())
-		if err != nil {
+		if errors.Is(err, strconv.ErrRange) {
 			d.fail(n, path, "integer %s out of range", n.Value)
+			return
+		} else if err != nil {
+			d.fail(n, path, "expected an integer, got %q", n.Value)
 			return
 		}
 		v.SetInt(i)

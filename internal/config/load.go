@@ -84,8 +84,9 @@ func Discover(args []string) ([]string, error) {
 	var out []string
 	seen := map[string]bool{}
 	add := func(p string) {
-		if !seen[p] {
-			seen[p] = true
+		// "./a.pvn.yaml" and "a.pvn.yaml" are the same file.
+		if key := filepath.Clean(p); !seen[key] {
+			seen[key] = true
 			out = append(out, p)
 		}
 	}
@@ -271,7 +272,7 @@ func resolveKubernetesLocal(kc *KubernetesConfig, baseDir string) error {
 			if err != nil {
 				return fmt.Errorf("kustomize %s: %w", full, err)
 			}
-			docs = append(docs, SourceMarker(full)+string(out))
+			docs = append(docs, SourceMarker(full)+withNewline(string(out)))
 			continue
 		}
 		found, err := readYAMLFiles(full)
@@ -351,13 +352,18 @@ func readYAMLFiles(p string) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		text := string(data)
-		if text != "" && !strings.HasSuffix(text, "\n") {
-			text += "\n"
-		}
-		docs = append(docs, SourceMarker(f)+text)
+		docs = append(docs, SourceMarker(f)+withNewline(string(data)))
 	}
 	return docs, nil
+}
+
+// withNewline ends non-empty text with a newline, so the "---" joining the
+// parts of inlined text starts a line of its own.
+func withNewline(text string) string {
+	if text != "" && !strings.HasSuffix(text, "\n") {
+		text += "\n"
+	}
+	return text
 }
 
 // readTree reads dir recursively, keeping files that match includes (all when

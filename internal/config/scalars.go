@@ -19,11 +19,8 @@ func ParseDuration(s string) (Duration, error) {
 	if s == "" {
 		return Duration{}, fmt.Errorf("empty duration")
 	}
-	if secs, ok := strings.CutSuffix(s, "s"); ok {
-		if f, err := strconv.ParseFloat(secs, 64); err == nil && !strings.ContainsAny(secs, "eE+-") {
-			return Duration{time.Duration(f * float64(time.Second))}, nil
-		}
-	}
+	// "<seconds>s" is a Go duration too; time.ParseDuration reads it exactly and
+	// rejects what a float parser would let through (NaN, Inf, 1e3, overflow).
 	d, err := time.ParseDuration(s)
 	if err != nil {
 		return Duration{}, fmt.Errorf("invalid duration %q: want seconds like \"30s\" or a Go duration like \"5m\"", s)
@@ -45,9 +42,20 @@ func (d Duration) Or(def time.Duration) time.Duration {
 	return d.Duration
 }
 
-// String renders the seconds form Prodvana uses.
+// String renders the seconds form Prodvana uses, exactly ("1.5s", "86400s").
 func (d Duration) String() string {
-	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"
+	sec, ns := d.Duration/time.Second, d.Duration%time.Second
+	s := strconv.FormatInt(int64(sec), 10)
+	if ns != 0 {
+		if ns < 0 {
+			ns = -ns
+			if sec == 0 {
+				s = "-0"
+			}
+		}
+		s += "." + strings.TrimRight(fmt.Sprintf("%09d", int64(ns)), "0")
+	}
+	return s + "s"
 }
 
 // MarshalJSON writes the seconds form.
@@ -55,6 +63,9 @@ func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()
 
 // UnmarshalJSON reads either accepted form.
 func (d *Duration) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
 		return fmt.Errorf("duration must be a string: %w", err)
@@ -78,7 +89,13 @@ func (i Int64) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON reads a number or a numeric string.
 func (i *Int64) UnmarshalJSON(b []byte) error {
-	s := strings.Trim(string(b), `"`)
+	s := string(b)
+	if s == "null" {
+		return nil
+	}
+	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
+		s = s[1 : len(s)-1]
+	}
 	v, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
 		return fmt.Errorf("invalid int64 %s", b)

@@ -41,7 +41,7 @@ func ParseTimeWindow(tw TimeWindow) (Window, error) {
 		return w, err
 	}
 	w.Location = loc
-	if strings.TrimSpace(tw.Days) == "" {
+	if len(splitList(tw.Days)) == 0 {
 		for i := range w.Days {
 			w.Days[i] = true
 		}
@@ -75,7 +75,7 @@ func ParseTimeWindow(tw TimeWindow) (Window, error) {
 			}
 		}
 	}
-	if strings.TrimSpace(tw.Hours) == "" {
+	if len(splitList(tw.Hours)) == 0 {
 		for i := range w.Hours {
 			w.Hours[i] = true
 		}

@@ -21,7 +21,7 @@ type File struct {
 	Runtime             *Runtime             `json:"runtime,omitempty"`
 	DeliveryExtension   *DeliveryExtension   `json:"deliveryExtension,omitempty"`
 	ReleaseChannel      *ReleaseChannel      `json:"releaseChannel,omitempty"`
-	Recipe              Unsupported          `json:"recipe,omitempty"`
+	Recipe              Unsupported          `json:"recipe,omitzero"`
 }
 
 // Application groups services that share release requirements.
@@ -30,12 +30,12 @@ type Application struct {
 	ReleaseChannels      []ReleaseChannel      `json:"releaseChannels,omitempty"`
 	ReleaseChannelGroups []ReleaseChannelGroup `json:"releaseChannelGroups,omitempty"`
 	NoCleanupOnDelete    bool                  `json:"noCleanupOnDelete,omitempty"`
-	Notifications        Unsupported           `json:"notifications,omitempty"`
-	Annotations          Unsupported           `json:"annotations,omitempty"`
-	ReleaseSettings      Unsupported           `json:"releaseSettings,omitempty"`
-	Alerts               Unsupported           `json:"alerts,omitempty"`
-	Capabilities         Unsupported           `json:"capabilities,omitempty"`
-	CapabilityInstances  Unsupported           `json:"capabilityInstances,omitempty"`
+	Notifications        Unsupported           `json:"notifications,omitzero"`
+	Annotations          Unsupported           `json:"annotations,omitzero"`
+	ReleaseSettings      Unsupported           `json:"releaseSettings,omitzero"`
+	Alerts               Unsupported           `json:"alerts,omitzero"`
+	Capabilities         Unsupported           `json:"capabilities,omitzero"`
+	CapabilityInstances  Unsupported           `json:"capabilityInstances,omitzero"`
 }
 
 // ApplicationMetadata is display-only information about an application.
@@ -67,9 +67,9 @@ type ReleaseChannel struct {
 	Labels                     []Label                `json:"labels,omitempty"`
 	Policy                     *ReleaseChannelPolicy  `json:"policy,omitempty"`
 	DisableAllProtections      bool                   `json:"disableAllProtections,omitempty"`
-	Order                      Unsupported            `json:"order,omitempty"`
-	Maturity                   Unsupported            `json:"maturity,omitempty"`
-	DeployAnnotations          Unsupported            `json:"deployAnnotations,omitempty"`
+	Order                      Unsupported            `json:"order,omitzero"`
+	Maturity                   Unsupported            `json:"maturity,omitzero"`
+	DeployAnnotations          Unsupported            `json:"deployAnnotations,omitzero"`
 }
 
 // ReleaseChannelPolicy holds defaults injected into every service of the channel.
@@ -96,7 +96,7 @@ func (c RuntimeConnection) ConnectionName() string {
 // ContainerOrchestration selects the namespace (Kubernetes) or prefix (ECS) to use.
 type ContainerOrchestration struct {
 	K8s *K8sOrchestration `json:"k8s,omitempty"`
-	ECS Unsupported       `json:"ecs,omitempty"`
+	ECS Unsupported       `json:"ecs,omitzero"`
 }
 
 // K8sOrchestration names an existing namespace; drover never creates or deletes it.
@@ -109,8 +109,8 @@ type K8sOrchestration struct {
 type Precondition struct {
 	ReleaseChannelStable *ReleaseChannelStable `json:"releaseChannelStable,omitempty"`
 	ManualApproval       *ManualApproval       `json:"manualApproval,omitempty"`
-	SharedManualApproval Unsupported           `json:"sharedManualApproval,omitempty"`
-	CustomTask           Unsupported           `json:"customTask,omitempty"`
+	SharedManualApproval Unsupported           `json:"sharedManualApproval,omitzero"`
+	CustomTask           Unsupported           `json:"customTask,omitzero"`
 }
 
 // ReleaseChannelStable waits until the same service version is converged elsewhere.
@@ -189,31 +189,31 @@ type Service struct {
 	ParametersAutogen             ParametersAutogen              `json:"parametersAutogen,omitempty"`
 	AutoRollback                  *AutoRollback                  `json:"autoRollback,omitempty"`
 	NoCleanupOnDelete             bool                           `json:"noCleanupOnDelete,omitempty"`
-	ProgressDeadline              Duration                       `json:"progressDeadline,omitempty"`
+	ProgressDeadline              Duration                       `json:"progressDeadline,omitzero"`
 	BundleName                    string                         `json:"bundleName,omitempty"`
-	Programs                      Unsupported                    `json:"programs,omitempty"`
-	Replicas                      Unsupported                    `json:"replicas,omitempty"`
-	ReleaseStrategy               Unsupported                    `json:"releaseStrategy,omitempty"`
-	Capabilities                  Unsupported                    `json:"capabilities,omitempty"`
-	DeliveryConfig                Unsupported                    `json:"deliveryConfig,omitempty"`
-	Volumes                       Unsupported                    `json:"volumes,omitempty"`
-	DeployAnnotations             Unsupported                    `json:"deployAnnotations,omitempty"`
-	RuntimeSpecific               Unsupported                    `json:"runtimeSpecific,omitempty"`
-	ParameterValues               Unsupported                    `json:"parameterValues,omitempty"`
-	AsyncSetDesiredState          Unsupported                    `json:"asyncSetDesiredState,omitempty"`
-	Maestro                       Unsupported                    `json:"maestro,omitempty"`
+	Programs                      Unsupported                    `json:"programs,omitzero"`
+	Replicas                      Unsupported                    `json:"replicas,omitzero"`
+	ReleaseStrategy               Unsupported                    `json:"releaseStrategy,omitzero"`
+	Capabilities                  Unsupported                    `json:"capabilities,omitzero"`
+	DeliveryConfig                Unsupported                    `json:"deliveryConfig,omitzero"`
+	Volumes                       Unsupported                    `json:"volumes,omitzero"`
+	DeployAnnotations             Unsupported                    `json:"deployAnnotations,omitzero"`
+	RuntimeSpecific               Unsupported                    `json:"runtimeSpecific,omitzero"`
+	ParameterValues               Unsupported                    `json:"parameterValues,omitzero"`
+	AsyncSetDesiredState          Unsupported                    `json:"asyncSetDesiredState,omitzero"`
+	Maestro                       Unsupported                    `json:"maestro,omitzero"`
 }
 
 // ServiceBackend is the backend oneof shared by a service and its per-release-channel overrides.
 type ServiceBackend struct {
 	KubernetesConfig *KubernetesConfig    `json:"kubernetesConfig,omitempty" alias:"externalConfig"`
 	CustomRuntime    *CustomRuntimeValues `json:"customRuntime,omitempty" alias:"runtimeExtension"`
-	Helm             Unsupported          `json:"helm,omitempty"`
-	AwsEcs           Unsupported          `json:"awsEcs,omitempty"`
-	GoogleCloudRun   Unsupported          `json:"googleCloudRun,omitempty"`
-	Fly              Unsupported          `json:"fly,omitempty"`
-	Terraform        Unsupported          `json:"terraform,omitempty"`
-	Pulumi           Unsupported          `json:"pulumi,omitempty"`
+	Helm             Unsupported          `json:"helm,omitzero"`
+	AwsEcs           Unsupported          `json:"awsEcs,omitzero"`
+	GoogleCloudRun   Unsupported          `json:"googleCloudRun,omitzero"`
+	Fly              Unsupported          `json:"fly,omitzero"`
+	Terraform        Unsupported          `json:"terraform,omitzero"`
+	Pulumi           Unsupported          `json:"pulumi,omitzero"`
 }
 
 // PerReleaseChannel overrides service fields for one release channel (deep-merged).
@@ -226,13 +226,13 @@ type PerReleaseChannel struct {
 	ConvergenceProtections []ProtectionAttachment `json:"convergenceProtections,omitempty"`
 	ConvergenceExtensions  []ConvergenceExtension `json:"convergenceExtensions,omitempty" alias:"deliveryExtensions"`
 	RuntimeConnection      string                 `json:"runtimeConnection,omitempty"`
-	Replicas               Unsupported            `json:"replicas,omitempty"`
-	Programs               Unsupported            `json:"programs,omitempty"`
-	Volumes                Unsupported            `json:"volumes,omitempty"`
-	DeliveryConfig         Unsupported            `json:"deliveryConfig,omitempty"`
-	CustomHostnames        Unsupported            `json:"customHostnames,omitempty"`
-	Cert                   Unsupported            `json:"cert,omitempty"`
-	RuntimeSpecific        Unsupported            `json:"runtimeSpecific,omitempty"`
+	Replicas               Unsupported            `json:"replicas,omitzero"`
+	Programs               Unsupported            `json:"programs,omitzero"`
+	Volumes                Unsupported            `json:"volumes,omitzero"`
+	DeliveryConfig         Unsupported            `json:"deliveryConfig,omitzero"`
+	CustomHostnames        Unsupported            `json:"customHostnames,omitzero"`
+	Cert                   Unsupported            `json:"cert,omitzero"`
+	RuntimeSpecific        Unsupported            `json:"runtimeSpecific,omitzero"`
 }
 
 // KubernetesConfig references Kubernetes YAML or a kustomize directory.
@@ -240,7 +240,7 @@ type KubernetesConfig struct {
 	Type             KubernetesConfigType `json:"type"`
 	Inlined          string               `json:"inlined,omitempty"`
 	Local            *LocalConfig         `json:"local,omitempty"`
-	Remote           Unsupported          `json:"remote,omitempty"`
+	Remote           Unsupported          `json:"remote,omitzero"`
 	EnvInjectionMode EnvInjectionMode     `json:"envInjectionMode,omitempty"`
 	Patches          []KubernetesPatch    `json:"patches,omitempty"`
 	// Tree holds a local directory referenced with subPath, read client-side;
@@ -315,14 +315,14 @@ type StringParameter struct {
 // IntParameter is an integer parameter.
 type IntParameter struct {
 	DefaultValue *Int64      `json:"defaultValue,omitempty"`
-	Changes      Unsupported `json:"changes,omitempty"`
+	Changes      Unsupported `json:"changes,omitzero"`
 }
 
 // DockerImageParameter is an image tag (or digest) in a fixed repository.
 type DockerImageParameter struct {
 	DefaultTag        string             `json:"defaultTag,omitempty"`
 	ImageRegistryInfo *ImageRegistryInfo `json:"imageRegistryInfo,omitempty"`
-	Changes           Unsupported        `json:"changes,omitempty"`
+	Changes           Unsupported        `json:"changes,omitzero"`
 }
 
 // ImageRegistryInfo names the registry and repository of an image.
@@ -419,8 +419,8 @@ type Protection struct {
 	TaskConfig       *TaskConfig           `json:"taskConfig,omitempty"`
 	KubernetesConfig *KubernetesConfig     `json:"kubernetesConfig,omitempty"`
 	Builtin          *BuiltinProtection    `json:"builtin,omitempty"`
-	PollInterval     Duration              `json:"pollInterval,omitempty"`
-	Timeout          Duration              `json:"timeout,omitempty"`
+	PollInterval     Duration              `json:"pollInterval,omitzero"`
+	Timeout          Duration              `json:"timeout,omitzero"`
 	Parameters       []ParameterDefinition `json:"parameters,omitempty"`
 	Env              map[string]EnvValue   `json:"env,omitempty"`
 }
@@ -496,8 +496,8 @@ type DeploymentCheck struct {
 
 // PostDeploymentCheck must pass for CheckDuration after the deployment.
 type PostDeploymentCheck struct {
-	DelayCheckDuration Duration `json:"delayCheckDuration,omitempty"`
-	CheckDuration      Duration `json:"checkDuration,omitempty"`
+	DelayCheckDuration Duration `json:"delayCheckDuration,omitzero"`
+	CheckDuration      Duration `json:"checkDuration,omitzero"`
 }
 
 // Runtime is a backend where services run.
@@ -509,24 +509,24 @@ type Runtime struct {
 	Custom                *CustomRuntime     `json:"custom,omitempty" alias:"extension"`
 	TerraformRunner       *TerraformRunner   `json:"terraformRunner,omitempty"`
 	Kubernetes            *KubernetesRuntime `json:"kubernetes,omitempty" drover:"extension"`
-	PulumiRunner          Unsupported        `json:"pulumiRunner,omitempty"`
-	AwsEcs                Unsupported        `json:"awsEcs,omitempty"`
-	GoogleCloudRun        Unsupported        `json:"googleCloudRun,omitempty"`
-	Fly                   Unsupported        `json:"fly,omitempty"`
-	Kubecost              Unsupported        `json:"kubecost,omitempty"`
-	Datadog               Unsupported        `json:"datadog,omitempty"`
-	AlbIngress            Unsupported        `json:"albIngress,omitempty"`
-	ArgoRollouts          Unsupported        `json:"argoRollouts,omitempty"`
-	GkeIngress            Unsupported        `json:"gkeIngress,omitempty"`
-	SelfManagedGkeIngress Unsupported        `json:"selfManagedGkeIngress,omitempty"`
-	CloudProvider         Unsupported        `json:"cloudProvider,omitempty"`
+	PulumiRunner          Unsupported        `json:"pulumiRunner,omitzero"`
+	AwsEcs                Unsupported        `json:"awsEcs,omitzero"`
+	GoogleCloudRun        Unsupported        `json:"googleCloudRun,omitzero"`
+	Fly                   Unsupported        `json:"fly,omitzero"`
+	Kubecost              Unsupported        `json:"kubecost,omitzero"`
+	Datadog               Unsupported        `json:"datadog,omitzero"`
+	AlbIngress            Unsupported        `json:"albIngress,omitzero"`
+	ArgoRollouts          Unsupported        `json:"argoRollouts,omitzero"`
+	GkeIngress            Unsupported        `json:"gkeIngress,omitzero"`
+	SelfManagedGkeIngress Unsupported        `json:"selfManagedGkeIngress,omitzero"`
+	CloudProvider         Unsupported        `json:"cloudProvider,omitzero"`
 }
 
 // FakeRuntime emulates a runtime, for trying drover without infrastructure.
 type FakeRuntime struct {
-	CrashingPrograms Unsupported `json:"crashingPrograms,omitempty"`
+	CrashingPrograms Unsupported `json:"crashingPrograms,omitzero"`
 	// RolloutDuration is how long a simulated rollout takes (drover extension).
-	RolloutDuration Duration `json:"rolloutDuration,omitempty" drover:"extension"`
+	RolloutDuration Duration `json:"rolloutDuration,omitzero" drover:"extension"`
 	// FailVersions makes rollouts of matching versions fail (regular expression; drover extension).
 	FailVersions string `json:"failVersions,omitempty" drover:"extension"`
 }
@@ -547,7 +547,7 @@ type CustomRuntime struct {
 	Parameters                 []ParameterDefinition `json:"parameters,omitempty"`
 	Type                       CustomRuntimeType     `json:"type,omitempty"`
 	RequireApprovalBeforeApply bool                  `json:"requireApprovalBeforeApply,omitempty"`
-	ConvergenceGracePeriod     Duration              `json:"convergenceGracePeriod,omitempty"`
+	ConvergenceGracePeriod     Duration              `json:"convergenceGracePeriod,omitzero"`
 	ApplyID                    string                `json:"applyId,omitempty"`
 }
 
@@ -561,7 +561,7 @@ type ProxyRuntime struct {
 type ApplyCommand struct {
 	TaskConfig         *TaskConfig         `json:"taskConfig,omitempty"`
 	KubernetesConfig   *KubernetesConfig   `json:"kubernetesConfig,omitempty"`
-	Timeout            Duration            `json:"timeout,omitempty"`
+	Timeout            Duration            `json:"timeout,omitzero"`
 	Env                map[string]EnvValue `json:"env,omitempty"`
 	RetryPolicy        *RetryPolicy        `json:"retryPolicy,omitempty"`
 	RetryableExitCodes []int32             `json:"retryableExitCodes,omitempty"`
@@ -572,9 +572,9 @@ type ApplyCommand struct {
 type FetchCommand struct {
 	TaskConfig              *TaskConfig         `json:"taskConfig,omitempty"`
 	KubernetesConfig        *KubernetesConfig   `json:"kubernetesConfig,omitempty"`
-	PollInterval            Duration            `json:"pollInterval,omitempty"`
-	SteadyStatePollInterval Duration            `json:"steadyStatePollInterval,omitempty"`
-	Timeout                 Duration            `json:"timeout,omitempty"`
+	PollInterval            Duration            `json:"pollInterval,omitzero"`
+	SteadyStatePollInterval Duration            `json:"steadyStatePollInterval,omitzero"`
+	Timeout                 Duration            `json:"timeout,omitzero"`
 	RetryPolicy             *RetryPolicy        `json:"retryPolicy,omitempty"`
 	Env                     map[string]EnvValue `json:"env,omitempty"`
 	FetchMode               FetchMode           `json:"fetchMode,omitempty"`
@@ -584,7 +584,7 @@ type FetchCommand struct {
 type GetInfoCommand struct {
 	TaskConfig                     *TaskConfig         `json:"taskConfig,omitempty"`
 	KubernetesConfig               *KubernetesConfig   `json:"kubernetesConfig,omitempty"`
-	PollInterval                   Duration            `json:"pollInterval,omitempty"`
+	PollInterval                   Duration            `json:"pollInterval,omitzero"`
 	RetryPolicy                    *RetryPolicy        `json:"retryPolicy,omitempty"`
 	Env                            map[string]EnvValue `json:"env,omitempty"`
 	TestOnlyDoNotRequirePvnWrapper bool                `json:"testOnlyDoNotRequirePvnWrapper,omitempty"`
@@ -592,8 +592,8 @@ type GetInfoCommand struct {
 
 // RetryPolicy is exponential backoff from BaseInterval to MaxInterval.
 type RetryPolicy struct {
-	BaseInterval Duration `json:"baseInterval,omitempty"`
-	MaxInterval  Duration `json:"maxInterval,omitempty"`
+	BaseInterval Duration `json:"baseInterval,omitzero"`
+	MaxInterval  Duration `json:"maxInterval,omitzero"`
 	MaxAttempts  int32    `json:"maxAttempts,omitempty"`
 }
 
@@ -602,16 +602,16 @@ type TerraformRunner struct {
 	ProxyRuntime               *ProxyRuntime       `json:"proxyRuntime,omitempty"`
 	Env                        map[string]EnvValue `json:"env,omitempty"`
 	PreRun                     []RunnerCommand     `json:"preRun,omitempty"`
-	PollInterval               Duration            `json:"pollInterval,omitempty"`
-	SteadyStatePollInterval    Duration            `json:"steadyStatePollInterval,omitempty"`
+	PollInterval               Duration            `json:"pollInterval,omitzero"`
+	SteadyStatePollInterval    Duration            `json:"steadyStatePollInterval,omitzero"`
 	RequireApprovalBeforeApply bool                `json:"requireApprovalBeforeApply,omitempty"`
-	ConvergenceGracePeriod     Duration            `json:"convergenceGracePeriod,omitempty"`
+	ConvergenceGracePeriod     Duration            `json:"convergenceGracePeriod,omitzero"`
 	FetchRetryPolicy           *RetryPolicy        `json:"fetchRetryPolicy,omitempty"`
 	ApplyRetryPolicy           *RetryPolicy        `json:"applyRetryPolicy,omitempty"`
 	DisableDriftDetection      bool                `json:"disableDriftDetection,omitempty"`
-	Volumes                    Unsupported         `json:"volumes,omitempty"`
-	TaskResources              Unsupported         `json:"taskResources,omitempty"`
-	ServiceAccount             Unsupported         `json:"serviceAccount,omitempty"`
+	Volumes                    Unsupported         `json:"volumes,omitzero"`
+	TaskResources              Unsupported         `json:"taskResources,omitzero"`
+	ServiceAccount             Unsupported         `json:"serviceAccount,omitzero"`
 }
 
 // RunnerCommand is a shell command run before terraform.
@@ -622,10 +622,10 @@ type RunnerCommand struct {
 // TaskConfig describes a run-to-completion program.
 type TaskConfig struct {
 	Program     *Program     `json:"program,omitempty"`
-	TTL         Duration     `json:"ttl,omitempty"`
+	TTL         Duration     `json:"ttl,omitzero"`
 	RetryConfig *RetryConfig `json:"retryConfig,omitempty"`
 	K8s         *TaskK8s     `json:"k8s,omitempty"`
-	Volumes     Unsupported  `json:"volumes,omitempty"`
+	Volumes     Unsupported  `json:"volumes,omitzero"`
 }
 
 // TaskK8s holds Kubernetes specifics of a task.
@@ -635,9 +635,9 @@ type TaskK8s struct {
 
 // RetryConfig controls retries of a failed task.
 type RetryConfig struct {
-	MaxRetryDuration         Duration    `json:"maxRetryDuration,omitempty"`
+	MaxRetryDuration         Duration    `json:"maxRetryDuration,omitzero"`
 	RetryForever             bool        `json:"retryForever,omitempty"`
-	FirstFailureNotification Unsupported `json:"firstFailureNotification,omitempty"`
+	FirstFailureNotification Unsupported `json:"firstFailureNotification,omitzero"`
 }
 
 // Program is a command with its image and environment.
@@ -650,15 +650,15 @@ type Program struct {
 	Entrypoint        []string            `json:"entrypoint,omitempty"`
 	Env               map[string]EnvValue `json:"env,omitempty"`
 	WorkingDirectory  string              `json:"workingDirectory,omitempty"`
-	Resources         Unsupported         `json:"resources,omitempty"`
-	HealthCheck       Unsupported         `json:"healthCheck,omitempty"`
-	Ports             Unsupported         `json:"ports,omitempty"`
-	TemplateComplete  Unsupported         `json:"templateComplete,omitempty"`
+	Resources         Unsupported         `json:"resources,omitzero"`
+	HealthCheck       Unsupported         `json:"healthCheck,omitzero"`
+	Ports             Unsupported         `json:"ports,omitzero"`
+	TemplateComplete  Unsupported         `json:"templateComplete,omitzero"`
 }
 
 // ServiceMetadata is display-only information about a service.
 type ServiceMetadata struct {
 	Description      string      `json:"description,omitempty"`
 	Links            []Link      `json:"links,omitempty"`
-	FollowRepository Unsupported `json:"followRepository,omitempty"`
+	FollowRepository Unsupported `json:"followRepository,omitzero"`
 }

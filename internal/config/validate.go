@@ -183,10 +183,15 @@ func (v *validator) application(src *Source, app *Application) {
 		}
 		names[rc.Name] = i
 	}
+	extraNames := map[string]*Source{}
 	for _, extra := range v.set.ReleaseChannels[app.Name] {
 		rc := extra.File.ReleaseChannel
 		if _, ok := names[rc.Name]; ok {
 			v.add(extra, "releaseChannel.name", "duplicate release channel %q (also in %s)", rc.Name, src.Path)
+		} else if prev, ok := extraNames[rc.Name]; ok && rc.Name != "" {
+			v.add(extra, "releaseChannel.name", "duplicate release channel %q (also in %s)", rc.Name, prev.Path)
+		} else {
+			extraNames[rc.Name] = extra
 		}
 	}
 	groups := map[string]bool{}
@@ -209,28 +214,39 @@ func (v *validator) application(src *Source, app *Application) {
 	v.preconditionRefs(src, app, names, groups)
 }
 
-// preconditionRefs checks releaseChannelStable references by name and finds cycles.
-func (v *validator) preconditionRefs(src *Source, app *Application, names map[string]int, groups map[string]bool) {
+// preconditionRefs checks releaseChannelStable references by name, in the
+// application and in its standalone releaseChannel files, and finds cycles.
+func (v *validator) preconditionRefs(src *Source, app *Application, names map[string]int, _ map[string]bool) {
+	extras := v.set.ReleaseChannels[app.Name]
+	known := map[string]bool{}
+	for n := range names {
+		known[n] = true
+	}
+	for _, extra := range extras {
+		known[extra.File.ReleaseChannel.Name] = true
+	}
 	deps := map[string][]string{}
-	for i, rc := range app.ReleaseChannels {
+	check := func(owner *Source, path string, rc *ReleaseChannel) {
 		for j, pc := range rc.Preconditions {
 			s := pc.ReleaseChannelStable
 			if s == nil || s.ReleaseChannel == "" {
 				continue
 			}
-			p := fmt.Sprintf("application.releaseChannels[%d].preconditions[%d].releaseChannelStable.releaseChannel", i, j)
-			_, known := names[s.ReleaseChannel]
-			for _, extra := range v.set.ReleaseChannels[app.Name] {
-				known = known || extra.File.ReleaseChannel.Name == s.ReleaseChannel
-			}
+			p := fmt.Sprintf("%s.preconditions[%d].releaseChannelStable.releaseChannel", path, j)
 			switch {
 			case s.ReleaseChannel == rc.Name:
-				v.add(src, p, "release channel %q cannot wait for itself", rc.Name)
-			case !known && len(app.ReleaseChannelGroups) == 0:
-				v.add(src, p, "unknown release channel %q%s", s.ReleaseChannel, hint(s.ReleaseChannel, keys(names)))
+				v.add(owner, p, "release channel %q cannot wait for itself", rc.Name)
+			case !known[s.ReleaseChannel] && len(app.ReleaseChannelGroups) == 0:
+				v.add(owner, p, "unknown release channel %q%s", s.ReleaseChannel, hint(s.ReleaseChannel, keys(known)))
 			}
 			deps[rc.Name] = append(deps[rc.Name], s.ReleaseChannel)
 		}
+	}
+	for i := range app.ReleaseChannels {
+		check(src, fmt.Sprintf("application.releaseChannels[%d]", i), &app.ReleaseChannels[i])
+	}
+	for _, extra := range extras {
+		check(extra, "releaseChannel", extra.File.ReleaseChannel)
 	}
 	if cycle := findCycle(deps); cycle != nil {
 		v.errs = append(v.errs, src.Errorf("application.releaseChannels", "release channels wait for each other in a cycle: %s", strings.Join(cycle, " -> ")))
@@ -246,6 +262,7 @@ func keys[V any](m map[string]V) []string {
 }
 
 func hint(s string, candidates []string) string {
+	sortStrings(candidates) // equally close candidates: pick the same one every run
 	if sug := suggest(s, candidates); sug != "" {
 		return fmt.Sprintf(" (did you mean %q?)", sug)
 	}
@@ -487,7 +504,8 @@ func (v *validator) backend(src *Source, path string, b *ServiceBackend, require
 	var set []string
 	if b.KubernetesConfig != nil {
 		set = append(set, "kubernetesConfig")
-		v.kubernetesConfig(src, path+".kubernetesConfig", b.KubernetesConfig)
+		// A per-channel entry is a partial config merged over the top level.
+		v.kubernetesConfig(src, path+".kubernetesConfig", b.KubernetesConfig, !required && path != "service")
 	}
 	if b.CustomRuntime != nil {
 		set = append(set, "customRuntime")
@@ -506,11 +524,11 @@ func (v *validator) backend(src *Source, path string, b *ServiceBackend, require
 	}
 }
 
-func (v *validator) kubernetesConfig(src *Source, path string, kc *KubernetesConfig) {
-	if kc.Type == "" || kc.Type == "UNKNOWN" {
+func (v *validator) kubernetesConfig(src *Source, path string, kc *KubernetesConfig, partial bool) {
+	if (kc.Type == "" && !partial) || kc.Type == "UNKNOWN" {
 		v.add(src, path+".type", "type is required (KUBERNETES or KUSTOMIZE)")
 	}
-	if kc.Inlined == "" && kc.Local == nil && kc.Tree == nil {
+	if kc.Inlined == "" && kc.Local == nil && kc.Tree == nil && !partial {
 		v.add(src, path, "set inlined or local")
 	}
 	if kc.Tree != nil {
@@ -684,7 +702,7 @@ func (v *validator) task(src *Source, p string, tc *TaskConfig, kc *KubernetesCo
 		}
 		v.env(src, p+".taskConfig.program.env", prog.Env)
 	default:
-		v.kubernetesConfig(src, p+".kubernetesConfig", kc)
+		v.kubernetesConfig(src, p+".kubernetesConfig", kc, false)
 	}
 }
 

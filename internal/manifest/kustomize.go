@@ -3,6 +3,7 @@ package manifest
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -82,25 +83,32 @@ func RenderKustomize(files map[string][]byte, dir string) ([]byte, error) {
 	if err != nil {
 		return fail(err)
 	}
-	if !IsKustomizationDir(files, root) {
-		return fail(fmt.Errorf("no kustomization.yaml, kustomization.yml or Kustomization in %s", displayDir(root)))
-	}
-	if err := checkNoRemote(files, root, map[string]bool{}); err != nil {
-		return fail(err)
-	}
-
-	fSys := filesys.MakeFsInMemory()
+	// Normalize the tree's names ("./a//b.yaml" is "a/b.yaml").
 	names := make([]string, 0, len(files))
 	for name := range files {
 		names = append(names, name)
 	}
-	slices.Sort(names) // deterministic error on conflicting names
+	slices.Sort(names) // deterministic errors
+	tree := make(map[string][]byte, len(files))
 	for _, name := range names {
 		clean, err := cleanRelPath(name)
 		if err != nil || clean == "." {
 			return fail(fmt.Errorf("invalid file name %q in tree", name))
 		}
-		if err := fSys.WriteFile("/"+clean, files[name]); err != nil {
+		if _, dup := tree[clean]; dup {
+			return fail(fmt.Errorf("file name %q names the same file as another entry", name))
+		}
+		tree[clean] = files[name]
+	}
+	if !IsKustomizationDir(tree, root) {
+		return fail(fmt.Errorf("no kustomization.yaml, kustomization.yml or Kustomization in %s", displayDir(root)))
+	}
+	if err := checkNoRemote(tree, root, map[string]bool{}); err != nil {
+		return fail(err)
+	}
+	fSys := filesys.MakeFsInMemory()
+	for _, name := range slices.Sorted(maps.Keys(tree)) {
+		if err := fSys.WriteFile("/"+name, tree[name]); err != nil {
 			return fail(fmt.Errorf("file %q: %w", name, err))
 		}
 	}
@@ -118,7 +126,7 @@ func RenderKustomize(files map[string][]byte, dir string) ([]byte, error) {
 	}
 	resMap, err := krusty.MakeKustomizer(opts).Run(fSys, fsRoot)
 	if err != nil {
-		return fail(errors.New(relativizePaths(err.Error(), names)))
+		return fail(errors.New(relativizePaths(err.Error(), tree)))
 	}
 	out, err := resMap.AsYaml()
 	if err != nil {
@@ -130,11 +138,11 @@ func RenderKustomize(files map[string][]byte, dir string) ([]byte, error) {
 // relativizePaths strips the leading "/" that the in-memory file system adds
 // to the paths kustomize quotes in its messages ('/base/x.yaml' becomes
 // 'base/x.yaml'), so they match the paths the user wrote.
-func relativizePaths(msg string, names []string) string {
+func relativizePaths(msg string, tree map[string][]byte) string {
 	seen := map[string]bool{}
 	var pairs []string
-	for _, name := range names {
-		top, _, _ := strings.Cut(path.Clean(name), "/")
+	for _, name := range slices.Sorted(maps.Keys(tree)) {
+		top, _, _ := strings.Cut(name, "/")
 		if seen[top] {
 			continue
 		}

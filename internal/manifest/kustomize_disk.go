@@ -11,8 +11,11 @@ import (
 // kustomize DIR` would; overlays may reference bases elsewhere on disk. It is
 // used when configs are loaded, before they are sent anywhere.
 func RenderKustomizeDir(dir string) ([]byte, error) {
-	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
-	resMap, err := k.Run(filesys.MakeFsOnDisk(), dir)
+	opts := krusty.MakeDefaultOptions()
+	opts.Reorder = krusty.ReorderOptionUnspecified // same order as RenderKustomize
+	kustomizeMu.Lock()                             // kustomize's OpenAPI schema is process-global
+	defer kustomizeMu.Unlock()
+	resMap, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), dir)
 	if err != nil {
 		return nil, fmt.Errorf("render %s: %w", dir, err)
 	}

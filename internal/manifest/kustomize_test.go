@@ -150,6 +150,42 @@ func TestRenderKustomizeRoot(t *testing.T) {
 	}
 }
 
+func TestRenderKustomizeNamespaceAndPatch(t *testing.T) {
+	t.Parallel()
+	files := baseOverlayTree()
+	files["./overlays/prod//kustomization.yaml"] = append(files["overlays/prod/kustomization.yaml"], []byte(`namespace: prod
+patches:
+- patch: |-
+    apiVersion: apps/v1
+    kind: Deployment
+    metadata:
+      name: web
+    spec:
+      template:
+        spec:
+          containers:
+          - name: web
+            resources: {limits: {cpu: "1"}}
+`)...)
+	delete(files, "overlays/prod/kustomization.yaml")
+	out, err := RenderKustomize(files, "overlays/prod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := Decode(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := names(objs), []string{"Service/prod/prod-web", "Deployment/prod/prod-web"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	podSpec := objs[1]["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+	web := podSpec["containers"].([]any)[0].(map[string]any)
+	if web["image"] != "nginx:1.27" || !reflect.DeepEqual(web["resources"], map[string]any{"limits": map[string]any{"cpu": "1"}}) {
+		t.Errorf("strategic merge patch not applied: %v", web)
+	}
+}
+
 func TestRenderKustomizeErrors(t *testing.T) {
 	t.Parallel()
 	cm := []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\n")
@@ -192,6 +228,8 @@ func TestRenderKustomizeErrors(t *testing.T) {
 		{"helm is disabled", map[string][]byte{"app/kustomization.yaml": []byte("helmCharts:\n- name: x\n  repo: https://example.com\n")}, "app",
 			[]string{"kustomize app", "enable-helm"}},
 		{"dir outside tree", baseOverlayTree(), "../x", []string{"kustomize ../x", "leaves the file tree"}},
+		{"same file twice", map[string][]byte{"app/kustomization.yaml": nil, "./app/kustomization.yaml": nil}, "app",
+			[]string{"same file"}},
 		{"absolute file name", map[string][]byte{"app/kustomization.yaml": []byte("resources: []\n"), "/etc/passwd": nil}, "app",
 			[]string{"invalid file name \"/etc/passwd\""}},
 	}

@@ -114,7 +114,7 @@ func ApplyPatches(objs []Object, patches []Patch) error {
 	opts.SupportNegativeIndices = false
 
 	for i, p := range patches {
-		what := fmt.Sprintf("patch %d (replace %s)", i, p.Path)
+		what := fmt.Sprintf("patches[%d] (replace %s)", i, p.Path)
 		if !strings.HasPrefix(p.Path, "/") {
 			return fmt.Errorf("%s: path must be a JSON pointer starting with \"/\"", what)
 		}

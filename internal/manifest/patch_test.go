@@ -157,7 +157,7 @@ func TestApplyPatchesErrors(t *testing.T) {
 		want    []string
 	}{
 		{"missing path", []Patch{{Target: &Target{Kind: "Service"}, Path: "/spec/replicas", Value: 3}},
-			[]string{"Service/prod/web", "/spec/replicas", "patch 0"}},
+			[]string{"Service/prod/web", "/spec/replicas", "patches[0]"}},
 		{"missing parent", []Patch{{Target: &Target{Kind: "CronJob"}, Path: "/spec/schedule", Value: "x"}},
 			[]string{"CronJob/nightly", "/spec/schedule"}},
 		{"index out of range", []Patch{{Target: &Target{Name: "web", Kind: "Deployment"}, Path: "/spec/template/spec/containers/1/image", Value: "x"}},
@@ -171,7 +171,7 @@ func TestApplyPatchesErrors(t *testing.T) {
 		{"second patch fails", []Patch{
 			{Path: "/metadata/labels/patched", Value: "yes"},
 			{Target: &Target{Namespace: "nowhere"}, Path: "/spec/replicas", Value: 1}},
-			[]string{"patch 1", "matches no object", `namespace="nowhere"`}},
+			[]string{"patches[1]", "matches no object", `namespace="nowhere"`}},
 		{"relative path", []Patch{{Path: "spec/replicas", Value: 3}}, []string{"JSON pointer"}},
 		{"unencodable value", []Patch{{Path: "/spec/replicas", Value: func() {}}}, []string{"cannot be encoded"}},
 	}

@@ -1,0 +1,202 @@
+// Package v1 defines drover's HTTP/JSON API, version 1: the request and
+// response types shared by the server and the Go client. Every endpoint is
+// under /v1; errors are {"error": {...}} with an HTTP status.
+//
+//	GET  /v1/health                                      Health
+//	POST /v1/configs:apply                               ApplyConfigsRequest -> ApplyConfigsResponse
+//	GET  /v1/configs?kind=KIND                           ConfigList
+//	GET  /v1/services                                    ServiceList
+//	POST /v1/apps/{app}/services/{svc}:push              PushRequest -> PushResponse
+//	GET  /v1/apps/{app}/services/{svc}                   ServiceStatus
+//	POST /v1/apps/{app}/services/{svc}:approve           ApproveRequest -> ServiceStatus
+//	POST /v1/apps/{app}/services/{svc}:pause             ChannelRequest -> ServiceStatus
+//	POST /v1/apps/{app}/services/{svc}:resume            ChannelRequest -> ServiceStatus
+//	POST /v1/apps/{app}/services/{svc}:rollback          ChannelRequest -> ServiceStatus
+//	GET  /v1/apps/{app}/services/{svc}/events?after=N    EventList
+//	GET  /v1/watch?app=APP&service=SVC&after=N           text/event-stream of Event
+package v1
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Error is the body of every non-2xx response.
+type Error struct {
+	// Code is machine-readable: invalid_argument, not_found,
+	// failed_precondition, conflict, internal.
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	// Details lists located config problems, when the error is about configs.
+	Details []ConfigError `json:"details,omitempty"`
+}
+
+// ErrorResponse wraps Error.
+type ErrorResponse struct {
+	Error Error `json:"error"`
+}
+
+// ConfigError is one config problem. Field is a path in the config of
+// Kind/Name; File/Line are set when known (the client fills them from its
+// own copy of the files).
+type ConfigError struct {
+	Kind    string `json:"kind,omitempty"`
+	Name    string `json:"name,omitempty"`
+	File    string `json:"file,omitempty"`
+	Line    int    `json:"line,omitempty"`
+	Column  int    `json:"column,omitempty"`
+	Field   string `json:"field,omitempty"`
+	Message string `json:"message"`
+}
+
+// Health reports that the server is up.
+type Health struct {
+	Status  string `json:"status"`
+	Version string `json:"version"`
+}
+
+// Config is one config file as sent by the client: local references
+// resolved, as a config.File in JSON.
+type Config struct {
+	Source string          `json:"source"`
+	Body   json.RawMessage `json:"body"`
+}
+
+// ApplyConfigsRequest stores configs. All are validated together with what the
+// server already has; if any is invalid, nothing is stored.
+type ApplyConfigsRequest struct {
+	Configs []Config `json:"configs"`
+	// DryRun validates without storing.
+	DryRun bool   `json:"dryRun,omitempty"`
+	User   string `json:"user,omitempty"`
+}
+
+// ApplyConfigsResponse lists what happened to each config, in request order.
+type ApplyConfigsResponse struct {
+	Results []ConfigResult `json:"results"`
+}
+
+// ConfigResult is one config's outcome.
+type ConfigResult struct {
+	Kind   string `json:"kind"`
+	Name   string `json:"name"`
+	Source string `json:"source,omitempty"`
+	// Action is created, configured or unchanged.
+	Action  string `json:"action"`
+	Version int64  `json:"version"`
+}
+
+// ConfigInfo describes a stored config.
+type ConfigInfo struct {
+	Kind      string          `json:"kind"`
+	Name      string          `json:"name"`
+	Version   int64           `json:"version"`
+	Source    string          `json:"source,omitempty"`
+	CreatedAt time.Time       `json:"createdAt"`
+	Body      json.RawMessage `json:"body,omitempty"`
+}
+
+// ConfigList is a list of configs.
+type ConfigList struct {
+	Configs []ConfigInfo `json:"configs"`
+}
+
+// Param is a parameter value for a push.
+type Param struct {
+	Name           string `json:"name"`
+	Value          string `json:"value"`
+	ReleaseChannel string `json:"releaseChannel,omitempty"`
+}
+
+// PushRequest compiles the service's latest config with params and makes it
+// the desired state.
+type PushRequest struct {
+	Params []Param `json:"params,omitempty"`
+	User   string  `json:"user,omitempty"`
+}
+
+// PushResponse names the new desired state.
+type PushResponse struct {
+	DesiredStateID string `json:"desiredStateId"`
+	BundleVersion  string `json:"bundleVersion"`
+	BundleName     string `json:"bundleName,omitempty"`
+	// Replaced is the desired state this push replaced, if any.
+	Replaced string `json:"replaced,omitempty"`
+}
+
+// ServiceStatus is a service's convergence status.
+type ServiceStatus struct {
+	Application    string `json:"application"`
+	Service        string `json:"service"`
+	Status         string `json:"status"`
+	DesiredStateID string `json:"desiredStateId"`
+	// DesiredVersion is the version of the active desired state.
+	DesiredVersion  string          `json:"desiredVersion"`
+	ReleaseChannels []ChannelStatus `json:"releaseChannels"`
+}
+
+// ChannelStatus is a service's status in one release channel.
+type ChannelStatus struct {
+	Name    string `json:"name"`
+	Status  string `json:"status"`
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+	// Version is what the channel runs converged now ("" before its first rollout).
+	Version string `json:"version"`
+	// DesiredVersion is what it converges to or waits to receive.
+	DesiredVersion string `json:"desiredVersion"`
+	// TargetVersion is what was last applied.
+	TargetVersion string `json:"targetVersion,omitempty"`
+	Runtime       string `json:"runtime,omitempty"`
+	Paused        bool   `json:"paused,omitempty"`
+	// Approvals lists approval gates and who approved.
+	Approvals []ApprovalStatus `json:"approvals,omitempty"`
+	UpdatedAt time.Time        `json:"updatedAt,omitzero"`
+}
+
+// ApprovalStatus is one manual approval gate of a channel.
+type ApprovalStatus struct {
+	Topic        string   `json:"topic"`
+	MinApprovers int      `json:"minApprovers"`
+	ApprovedBy   []string `json:"approvedBy,omitempty"`
+	RejectedBy   string   `json:"rejectedBy,omitempty"`
+}
+
+// ServiceList lists services with a desired state.
+type ServiceList struct {
+	Services []ServiceStatus `json:"services"`
+}
+
+// ApproveRequest approves (or rejects) a release channel's pending approval.
+type ApproveRequest struct {
+	ReleaseChannel string `json:"releaseChannel"`
+	// Topic defaults to the channel's only pending approval.
+	Topic   string `json:"topic,omitempty"`
+	Reject  bool   `json:"reject,omitempty"`
+	User    string `json:"user"`
+	Comment string `json:"comment,omitempty"`
+}
+
+// ChannelRequest targets one release channel, or all when empty.
+type ChannelRequest struct {
+	ReleaseChannel string `json:"releaseChannel,omitempty"`
+	User           string `json:"user,omitempty"`
+}
+
+// Event is one entry of a service's history.
+type Event struct {
+	Seq            int64     `json:"seq"`
+	Time           time.Time `json:"time"`
+	Application    string    `json:"application,omitempty"`
+	Service        string    `json:"service,omitempty"`
+	ReleaseChannel string    `json:"releaseChannel,omitempty"`
+	DesiredStateID string    `json:"desiredStateId,omitempty"`
+	Type           string    `json:"type"`
+	Actor          string    `json:"actor,omitempty"`
+	Message        string    `json:"message"`
+}
+
+// EventList is a page of events, oldest first.
+type EventList struct {
+	Events []Event `json:"events"`
+}

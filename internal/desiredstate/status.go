@@ -1,0 +1,57 @@
+package desiredstate
+
+// Status is where an entity stands, as in Prodvana's convergence engine.
+type Status string
+
+// Statuses. WAITING_MANUAL_APPROVAL is used only when an approval is the only
+// thing missing; other gates report WAITING_PRECONDITIONS.
+const (
+	StatusPending               Status = "PENDING"
+	StatusConverging            Status = "CONVERGING"
+	StatusConverged             Status = "CONVERGED"
+	StatusFailed                Status = "FAILED"
+	StatusWaitingPreconditions  Status = "WAITING_PRECONDITIONS"
+	StatusWaitingManualApproval Status = "WAITING_MANUAL_APPROVAL"
+	StatusPaused                Status = "PAUSED"
+	StatusReplaced              Status = "REPLACED"
+	StatusRollingBack           Status = "ROLLING_BACK"
+	StatusRolledBack            Status = "ROLLED_BACK"
+	StatusFailedRollback        Status = "FAILED_ROLLBACK"
+	StatusBlocked               Status = "BLOCKED"
+)
+
+// Terminal reports whether no more work is expected without a new push.
+func (s Status) Terminal() bool {
+	switch s {
+	case StatusConverged, StatusFailed, StatusReplaced, StatusRolledBack, StatusFailedRollback:
+		return true
+	}
+	return false
+}
+
+// Reason explains a status; the message beside it is for people.
+type Reason string
+
+// Status reasons (Prodvana's StatusExplanation reasons plus a few of drover's).
+const (
+	ReasonNone                          Reason = ""
+	ReasonNoCurrentState                Reason = "NO_CURRENT_STATE"
+	ReasonApplyFailed                   Reason = "APPLY_FAILED"
+	ReasonUpdatingPods                  Reason = "UPDATING_PODS"
+	ReasonUnhealthyPods                 Reason = "UNHEALTHY_PODS"
+	ReasonVersionMismatch               Reason = "VERSION_MISMATCH"
+	ReasonRuntimeObjectFailed           Reason = "RUNTIME_OBJECT_FAILED"
+	ReasonPreconditionsFailed           Reason = "PRECONDITIONS_FAILED"
+	ReasonManualApprovalRejected        Reason = "MANUAL_APPROVAL_REJECTED"
+	ReasonStuckEntity                   Reason = "STUCK_ENTITY"
+	ReasonVersionDirty                  Reason = "VERSION_DIRTY"
+	ReasonRuntimeObjectApplyNeeded      Reason = "RUNTIME_OBJECT_APPLY_NEEDED"
+	ReasonLifecycleCheckFailed          Reason = "LIFECYCLE_CHECK_FAILED"
+	ReasonLifecycleCheckPending         Reason = "LIFECYCLE_CHECK_PENDING"
+	ReasonConcurrencyLimitExceeded      Reason = "CONCURRENCY_LIMIT_EXCEEDED"
+	ReasonReleaseChannelDependencyUnmet Reason = "RELEASE_CHANNEL_DEPENDENCY_UNMET"
+	ReasonManualApprovalPending         Reason = "MANUAL_APPROVAL_PENDING"
+	ReasonProgressDeadlineExceeded      Reason = "PROGRESS_DEADLINE_EXCEEDED"
+	ReasonPaused                        Reason = "PAUSED"
+	ReasonFetchFailed                   Reason = "FETCH_FAILED"
+)

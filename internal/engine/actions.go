@@ -1,0 +1,139 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	ds "github.com/drover-dev/drover/internal/desiredstate"
+	"github.com/drover-dev/drover/internal/store"
+)
+
+// These functions are the engine's rules for requests people make (pause,
+// resume, rollback, approve). They are pure: the server reads the instance,
+// calls one, and writes the result with the instance's revision, so a
+// concurrent engine pass cannot overwrite it unnoticed.
+
+// ErrNothingToRollBack is returned when an instance has no earlier converged version.
+var ErrNothingToRollBack = errors.New("no earlier converged version to roll back to")
+
+// ErrNotWaitingForApproval is returned when an approval would change nothing.
+var ErrNotWaitingForApproval = errors.New("not waiting for an approval")
+
+// DecodeDesired decodes a stored desired state into the engine's model.
+func DecodeDesired(rec store.DesiredState) (*Desired, error) {
+	cs, err := decodeState(rec)
+	if err != nil {
+		return nil, err
+	}
+	return cs.desired, nil
+}
+
+func userEvent(inst store.Instance, typ, user, msg string, now time.Time) store.Event {
+	return store.Event{
+		Time: now, Application: inst.Application, Service: inst.Service, ReleaseChannel: inst.ReleaseChannel,
+		DesiredStateID: inst.DesiredStateID, Type: typ, Actor: user, Message: msg,
+	}
+}
+
+// Pause stops applies to the instance until Resume.
+func Pause(inst store.Instance, user string, now time.Time) (store.Instance, store.Event, bool) {
+	if inst.Paused {
+		return inst, store.Event{}, false
+	}
+	inst.Paused = true
+	inst.Status, inst.Reason, inst.Message = string(ds.StatusPaused), string(ds.ReasonPaused), "paused by "+user
+	inst.UpdatedAt = now
+	return inst, userEvent(inst, "paused", user, inst.ReleaseChannel+": paused by "+user, now), true
+}
+
+// Resume lets the engine apply to the instance again; its status is
+// recomputed on the next pass.
+func Resume(inst store.Instance, user string, now time.Time) (store.Instance, store.Event, bool) {
+	if !inst.Paused {
+		return inst, store.Event{}, false
+	}
+	inst.Paused = false
+	e := readExtra(inst)
+	switch {
+	case e.RollbackFrom != "" && inst.TargetVersion != "":
+		inst.Status = string(ds.StatusRollingBack)
+	case e.FailedVersion != "" && e.FailedVersion == inst.TargetVersion:
+		inst.Status = string(ds.StatusFailed)
+	default:
+		inst.Status = string(ds.StatusPending)
+	}
+	inst.Reason, inst.Message = "", "resumed by "+user
+	inst.UpdatedAt = now
+	return inst, userEvent(inst, "resumed", user, inst.ReleaseChannel+": resumed by "+user, now), true
+}
+
+// Rollback points the instance back at its last converged version (or the
+// one before, when the last converged version is the one to leave). The
+// instance stays there until the next push.
+func Rollback(inst store.Instance, user string, now time.Time) (store.Instance, store.Event, error) {
+	e := readExtra(inst)
+	from := inst.TargetVersion
+	if from == "" {
+		from = inst.CurrentVersion
+	}
+	toState, toVersion := inst.CurrentStateID, inst.CurrentVersion
+	if toVersion == "" || toVersion == from {
+		toState, toVersion = e.PreviousStateID, e.PreviousVersion
+	}
+	if toVersion == "" || toVersion == from {
+		return inst, store.Event{}, fmt.Errorf("release channel %s: %w", inst.ReleaseChannel, ErrNothingToRollBack)
+	}
+	e.RollbackFrom = from
+	writeExtra(&inst, e)
+	inst.TargetStateID, inst.TargetVersion = toState, toVersion
+	inst.ApplyAttempts = 0
+	inst.LastApplyAt = time.Time{}
+	inst.Status, inst.Reason = string(ds.StatusRollingBack), ""
+	inst.Message = fmt.Sprintf("rollback from %s to %s requested by %s", from, toVersion, user)
+	inst.UpdatedAt = now
+	return inst, userEvent(inst, "rollback", user, fmt.Sprintf("%s: rollback from %s to %s requested by %s", inst.ReleaseChannel, from, toVersion, user), now), nil
+}
+
+// PendingApproval returns the gate of ch that an approval by user would count
+// toward: the named topic, or the only gate still short of approvers.
+func PendingApproval(ch Channel, inst store.Instance, approvals []store.Approval, topic string) (Gate, error) {
+	if inst.TargetVersion == ch.Version && inst.TargetStateID == ch.StateID {
+		return Gate{}, fmt.Errorf("release channel %s already received %s: %w", ch.Name, ch.Version, ErrNotWaitingForApproval)
+	}
+	switch ds.Status(inst.Status) {
+	case ds.StatusFailed, ds.StatusRolledBack, ds.StatusRollingBack, ds.StatusFailedRollback:
+		return Gate{}, fmt.Errorf("release channel %s is %s: %w", ch.Name, inst.Status, ErrNotWaitingForApproval)
+	}
+	var open []Gate
+	for _, g := range ch.Approvals {
+		n := 0
+		seen := map[string]bool{}
+		for _, a := range approvals {
+			if a.ReleaseChannel == ch.Name && a.Topic == g.Topic && !a.Reject && !seen[a.User] {
+				seen[a.User] = true
+				n++
+			}
+		}
+		if topic != "" && g.Topic == topic {
+			if n >= g.MinApprovers {
+				return Gate{}, fmt.Errorf("approval %q of %s already has %d/%d approvals: %w", topic, ch.Name, n, g.MinApprovers, ErrNotWaitingForApproval)
+			}
+			return g, nil
+		}
+		if n < g.MinApprovers {
+			open = append(open, g)
+		}
+	}
+	switch {
+	case topic != "":
+		return Gate{}, fmt.Errorf("release channel %s has no approval %q: %w", ch.Name, topic, ErrNotWaitingForApproval)
+	case len(ch.Approvals) == 0:
+		return Gate{}, fmt.Errorf("release channel %s has no manual approval precondition: %w", ch.Name, ErrNotWaitingForApproval)
+	case len(open) == 0:
+		return Gate{}, fmt.Errorf("release channel %s has all its approvals: %w", ch.Name, ErrNotWaitingForApproval)
+	case len(open) > 1:
+		return Gate{}, fmt.Errorf("release channel %s waits for several approvals; name one with --topic", ch.Name)
+	}
+	return open[0], nil
+}

@@ -1,0 +1,294 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	ds "github.com/drover-dev/drover/internal/desiredstate"
+	"github.com/drover-dev/drover/internal/runtimes"
+	"github.com/drover-dev/drover/internal/store"
+)
+
+// RuntimeSource gives the engine the runtime named in a release channel.
+type RuntimeSource interface {
+	Runtime(ctx context.Context, name string) (runtimes.Runtime, error)
+}
+
+// Loop runs the convergence engine: workers take service keys from a queue,
+// observe, plan, write the plan, then apply.
+type Loop struct {
+	store    store.Store
+	runtimes RuntimeSource
+	settings Settings
+	now      func() time.Time
+	log      *slog.Logger
+	workers  int
+	queue    *queue
+	states   stateCache
+
+	// onWrite, when set, is called after each durable write (tests, SSE).
+	onWrite func()
+}
+
+// Config configures a Loop.
+type Config struct {
+	Store    store.Store
+	Runtimes RuntimeSource
+	Settings Settings
+	// Now is the clock (nil = time.Now).
+	Now func() time.Time
+	Log *slog.Logger
+	// Workers is the number of services reconciled in parallel (default 8).
+	Workers int
+	// OnWrite is called after every durable write of the engine.
+	OnWrite func()
+}
+
+// NewLoop builds a loop; call Run to start it.
+func NewLoop(cfg Config) *Loop {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 8
+	}
+	if cfg.Settings.MaxApplyAttempts == 0 {
+		cfg.Settings = DefaultSettings()
+	}
+	return &Loop{
+		store: cfg.Store, runtimes: cfg.Runtimes, settings: cfg.Settings, now: cfg.Now,
+		log: cfg.Log, workers: cfg.Workers, queue: newQueue(cfg.Now), onWrite: cfg.OnWrite,
+	}
+}
+
+func serviceKey(app, svc string) string { return app + "/" + svc }
+
+// Enqueue asks for a pass over a service.
+func (l *Loop) Enqueue(app, svc string) { l.queue.Add(serviceKey(app, svc)) }
+
+// Run enqueues every service with a desired state and reconciles until ctx ends.
+func (l *Loop) Run(ctx context.Context) error {
+	active, err := l.store.ListActiveDesiredStates(ctx)
+	if err != nil {
+		return fmt.Errorf("engine: list desired states: %w", err)
+	}
+	for _, d := range active {
+		l.Enqueue(d.Application, d.Service)
+	}
+	var wg sync.WaitGroup
+	for range l.workers {
+		wg.Go(func() { l.work(ctx) })
+	}
+	<-ctx.Done()
+	l.queue.Close()
+	wg.Wait()
+	return nil
+}
+
+func (l *Loop) work(ctx context.Context) {
+	for {
+		key, ok := l.queue.Get()
+		if !ok {
+			return
+		}
+		after, err := l.safeReconcile(ctx, key)
+		l.queue.Done(key)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			// Store or decoding trouble: retry later; the error is logged once here.
+			l.log.Error("reconcile failed", "service", key, "error", err)
+			l.queue.AddAfter(key, 5*time.Second)
+		case after > 0:
+			l.queue.AddAfter(key, after)
+		}
+	}
+}
+
+// safeReconcile turns a panic into an error so one bad service cannot stop the engine.
+func (l *Loop) safeReconcile(ctx context.Context, key string) (after time.Duration, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+		}
+	}()
+	app, svc, _ := strings.Cut(key, "/")
+	return l.Reconcile(ctx, app, svc)
+}
+
+// Reconcile makes one pass over a service: read, observe, plan, write, apply.
+// It returns when the service wants another pass.
+func (l *Loop) Reconcile(ctx context.Context, app, svc string) (time.Duration, error) {
+	rec, err := l.store.ActiveDesiredState(ctx, app, svc)
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	cs, err := l.states.get(rec)
+	if err != nil {
+		return 0, err
+	}
+	list, err := l.store.ListInstances(ctx, app, svc)
+	if err != nil {
+		return 0, err
+	}
+	instances := make(map[string]store.Instance, len(list))
+	for _, inst := range list {
+		instances[inst.ReleaseChannel] = inst
+	}
+	approvals, err := l.store.ListApprovals(ctx, rec.ID)
+	if err != nil {
+		return 0, err
+	}
+	observed := map[string]Observation{}
+	for _, ch := range cs.desired.Channels {
+		target, err := l.targetFor(ctx, cs, ch, instances[ch.Name])
+		if err != nil {
+			observed[ch.Name] = Observation{Err: err.Error()}
+			continue
+		}
+		rt, err := l.runtimes.Runtime(ctx, ch.Runtime)
+		if err != nil {
+			observed[ch.Name] = Observation{Err: err.Error()}
+			continue
+		}
+		st, err := rt.Fetch(ctx, target)
+		if err != nil {
+			observed[ch.Name] = Observation{Err: err.Error()}
+			continue
+		}
+		observed[ch.Name] = Observation{State: st}
+	}
+	now := l.now()
+	plan := PlanService(PlanInput{Now: now, Desired: cs.desired, Instances: instances, Observed: observed, Approvals: approvals, Settings: l.settings})
+	if len(plan.Instances) > 0 || len(plan.Events) > 0 {
+		b := &store.Batch{Instances: plan.Instances, Events: plan.Events}
+		if err := l.store.Write(ctx, b); err != nil {
+			if errors.Is(err, store.ErrConflict) {
+				return time.Millisecond, nil // changed under us (an API call); plan again
+			}
+			return 0, fmt.Errorf("write plan: %w", err)
+		}
+		l.written()
+		for _, inst := range b.Instances {
+			instances[inst.ReleaseChannel] = inst
+		}
+	}
+	for _, a := range plan.Applies {
+		l.apply(ctx, cs, a, instances[a.ReleaseChannel])
+	}
+	if len(plan.Applies) > 0 {
+		return time.Millisecond, nil // observe the effect now
+	}
+	return plan.RequeueAfter, nil
+}
+
+// targetFor is what to fetch for a channel: the instance's current target
+// when it has one, else the desired channel.
+func (l *Loop) targetFor(ctx context.Context, cs *compiledState, ch Channel, inst store.Instance) (runtimes.Target, error) {
+	stateID := ch.StateID
+	if inst.TargetStateID != "" {
+		stateID = inst.TargetStateID
+	}
+	return l.target(ctx, cs, stateID, ch.Name)
+}
+
+func (l *Loop) target(ctx context.Context, cs *compiledState, stateID, rc string) (runtimes.Target, error) {
+	if stateID != cs.desired.ID {
+		rec, err := l.store.GetDesiredState(ctx, stateID)
+		if err != nil {
+			return runtimes.Target{}, fmt.Errorf("load desired state %s: %w", stateID, err)
+		}
+		if cs, err = l.states.get(rec); err != nil {
+			return runtimes.Target{}, err
+		}
+	}
+	t, ok := cs.targets[rc]
+	if !ok {
+		return runtimes.Target{}, fmt.Errorf("desired state %s has no release channel %s", stateID, rc)
+	}
+	return t, nil
+}
+
+// apply performs one planned apply: the attempt is recorded before the
+// runtime is called, and its outcome after.
+func (l *Loop) apply(ctx context.Context, cs *compiledState, a Apply, inst store.Instance) {
+	log := l.log.With("app", inst.Application, "service", inst.Service, "release_channel", a.ReleaseChannel, "version", a.Version)
+	target, err := l.target(ctx, cs, a.StateID, a.ReleaseChannel)
+	var rt runtimes.Runtime
+	if err == nil {
+		rt, err = l.runtimes.Runtime(ctx, a.Runtime)
+	}
+	var id int64
+	if err == nil {
+		id, err = l.store.StartApply(ctx, store.ApplyAttempt{
+			Application: inst.Application, Service: inst.Service, ReleaseChannel: a.ReleaseChannel,
+			DesiredStateID: a.StateID, Version: a.Version, StartedAt: l.now(),
+		})
+	}
+	var res runtimes.ApplyResult
+	if err == nil {
+		res, err = rt.Apply(ctx, target)
+		outcome, msg := "succeeded", summarize(res)
+		if err != nil {
+			outcome, msg = "failed", err.Error()
+		}
+		if ferr := l.store.FinishApply(ctx, id, outcome, msg, l.now()); ferr != nil {
+			log.Error("record apply outcome failed", "error", ferr)
+		}
+	}
+	ev := store.Event{
+		Time: l.now(), Application: inst.Application, Service: inst.Service, ReleaseChannel: a.ReleaseChannel,
+		DesiredStateID: inst.DesiredStateID, Actor: "engine",
+	}
+	if err == nil {
+		ev.Type, ev.Message = "applied", fmt.Sprintf("%s: applied %s: %s", a.ReleaseChannel, a.Version, summarize(res))
+		if aerr := l.store.AppendEvents(ctx, ev); aerr != nil {
+			log.Error("append event failed", "error", aerr)
+		}
+		l.written()
+		return
+	}
+	log.Warn("apply failed", "error", err)
+	inst.Reason = string(ds.ReasonApplyFailed)
+	inst.Message = err.Error()
+	if runtimes.IsPermanent(err) {
+		inst.ApplyAttempts = l.settings.MaxApplyAttempts
+	}
+	inst.UpdatedAt = l.now()
+	ev.Type, ev.Message = "apply-failed", fmt.Sprintf("%s: apply of %s failed: %v", a.ReleaseChannel, a.Version, err)
+	if werr := l.store.Write(ctx, &store.Batch{Instances: []store.Instance{inst}, Events: []store.Event{ev}}); werr != nil && !errors.Is(werr, store.ErrConflict) {
+		log.Error("record apply failure failed", "error", werr)
+	}
+	l.written()
+}
+
+func (l *Loop) written() {
+	if l.onWrite != nil {
+		l.onWrite()
+	}
+}
+
+// summarize renders an apply's changes: "Deployment/web configured, Service/web unchanged".
+func summarize(res runtimes.ApplyResult) string {
+	if len(res.Changes) == 0 {
+		return "no changes reported"
+	}
+	parts := make([]string, 0, len(res.Changes))
+	for _, c := range res.Changes {
+		parts = append(parts, c.Object+" "+string(c.Action))
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,149 @@
+package engine
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/drover-dev/drover/internal/runtimes"
+	"github.com/drover-dev/drover/internal/store"
+)
+
+// Desired is the engine's view of a service's active desired state.
+type Desired struct {
+	ID          string
+	Application string
+	Service     string
+	Version     string
+	// Channels are the release channels in declaration order.
+	Channels []Channel
+}
+
+// Channel is what one release channel must converge to, and under which conditions.
+type Channel struct {
+	Name string
+	// Version and StateID name the compiled config to apply (StateID is the
+	// desired state that holds it).
+	Version string
+	StateID string
+	// Runtime is the runtime the service uses in this channel.
+	Runtime string
+	// DependsOn are channels that must run Version converged first.
+	DependsOn []string
+	// Approvals must each have MinApprovers distinct approvers.
+	Approvals []Gate
+	// AutoRollback rolls back to the last converged version on failure.
+	AutoRollback bool
+	// ProgressDeadline fails a rollout that has not converged in time (0 = default).
+	ProgressDeadline time.Duration
+}
+
+// Gate is a manual approval precondition.
+type Gate struct {
+	Topic        string
+	Description  string
+	MinApprovers int
+}
+
+// Observation is the last fetch of one instance.
+type Observation struct {
+	State runtimes.State
+	// Err is set when the fetch failed; State is then meaningless.
+	Err string
+}
+
+// Settings are the engine's timing and retry knobs.
+type Settings struct {
+	// MaxApplyAttempts is how many times an apply is tried (and re-tried
+	// when the runtime does not show the version) before the instance fails.
+	MaxApplyAttempts int
+	// ApplyBackoff is the base of the exponential backoff between attempts.
+	ApplyBackoff time.Duration
+	// MaxBackoff caps the backoff.
+	MaxBackoff time.Duration
+	// ConvergenceGrace is how long after an apply a runtime may still show
+	// the old version before the engine applies again.
+	ConvergenceGrace time.Duration
+	// ProgressDeadline fails a rollout that has not converged by then.
+	ProgressDeadline time.Duration
+	// PollInterval is the fetch interval while converging; SteadyPollInterval
+	// once converged (to catch drift). Runtimes that push changes are
+	// observed sooner.
+	PollInterval       time.Duration
+	SteadyPollInterval time.Duration
+}
+
+// DefaultSettings are the defaults of reference.md §4.7.
+func DefaultSettings() Settings {
+	return Settings{
+		MaxApplyAttempts:   5,
+		ApplyBackoff:       time.Second,
+		MaxBackoff:         time.Minute,
+		ConvergenceGrace:   10 * time.Minute,
+		ProgressDeadline:   10 * time.Minute,
+		PollInterval:       30 * time.Second,
+		SteadyPollInterval: 5 * time.Minute,
+	}
+}
+
+// PlanInput is everything the planner decides from.
+type PlanInput struct {
+	Now       time.Time
+	Desired   *Desired
+	Instances map[string]store.Instance
+	Observed  map[string]Observation
+	Approvals []store.Approval
+	Settings  Settings
+}
+
+// Apply is an action: apply a channel's target.
+type Apply struct {
+	ReleaseChannel string
+	StateID        string
+	Version        string
+	Runtime        string
+	Rollback       bool
+}
+
+// Plan is the planner's decision for one service.
+type Plan struct {
+	// Instances are the instance records to write (only changed ones).
+	Instances []store.Instance
+	// Events to append with them.
+	Events []store.Event
+	// Applies to perform after the writes are durable.
+	Applies []Apply
+	// RequeueAfter asks for another pass after this long (0 = only on a trigger).
+	RequeueAfter time.Duration
+}
+
+// extra is the engine-private part of an instance, stored as JSON.
+type extra struct {
+	// PreviousStateID and PreviousVersion were converged before the current
+	// version: the rollback target when the current version is the bad one.
+	PreviousStateID string `json:"previousStateId,omitempty"`
+	PreviousVersion string `json:"previousVersion,omitempty"`
+	// Satisfied lists release channels whose stability condition was met for
+	// this desired state (carried over when a push replaces it).
+	Satisfied []string `json:"satisfied,omitempty"`
+	// RollbackFrom is the version being rolled back from.
+	RollbackFrom string `json:"rollbackFrom,omitempty"`
+	// FailedVersion is the version that failed (not retried until a new push).
+	FailedVersion string `json:"failedVersion,omitempty"`
+	// Healed counts drift corrections since the last push.
+	Healed int `json:"healed,omitempty"`
+}
+
+func readExtra(inst store.Instance) extra {
+	var e extra
+	if len(inst.Extra) > 0 {
+		_ = json.Unmarshal(inst.Extra, &e) // a damaged extra resets bookkeeping, never blocks
+	}
+	return e
+}
+
+func writeExtra(inst *store.Instance, e extra) {
+	raw, err := json.Marshal(e)
+	if err == nil {
+		inst.Extra = raw
+	}
+}

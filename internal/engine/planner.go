@@ -1,0 +1,412 @@
+package engine
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	ds "github.com/drover-dev/drover/internal/desiredstate"
+	"github.com/drover-dev/drover/internal/store"
+)
+
+// PlanService decides, for every release channel of one service, what the
+// instance's status is and whether to apply. It is a pure function of its
+// input: no I/O, no clock (the time is in.Now), no goroutines. The executor
+// writes the returned instances and events, then performs the applies; the
+// next observation shows their effect.
+//
+// The rules, per channel:
+//   - A new push resets the instance's bookkeeping; release channel
+//     conditions already met for the replaced desired state carry over.
+//   - A paused instance is never applied.
+//   - While the target is not the desired version, the preconditions are
+//     checked (release channels stable at the same version, then approvals);
+//     only when all hold does the target move, and the version is applied.
+//   - Once the target is the desired version, the observation decides:
+//     converged, still rolling out (failed past the progress deadline),
+//     failed (rolled back to the last converged version unless disabled), or
+//     not showing the version (applied again: after the grace period, or at
+//     once when a converged instance drifted).
+//   - Applies are retried with exponential backoff; the instance fails after
+//     Settings.MaxApplyAttempts.
+func PlanService(in PlanInput) Plan {
+	p := &planner{in: in, next: map[string]store.Instance{}}
+	for k, v := range in.Instances {
+		p.next[k] = v
+	}
+	for _, ch := range in.Desired.Channels {
+		p.channel(ch)
+	}
+	return p.plan
+}
+
+type planner struct {
+	in   PlanInput
+	next map[string]store.Instance
+	plan Plan
+}
+
+// requeue asks for another pass within d (the smallest request wins).
+func (p *planner) requeue(d time.Duration) {
+	if d <= 0 {
+		d = time.Millisecond
+	}
+	if p.plan.RequeueAfter == 0 || d < p.plan.RequeueAfter {
+		p.plan.RequeueAfter = d
+	}
+}
+
+func (p *planner) event(inst *store.Instance, typ, format string, args ...any) {
+	p.plan.Events = append(p.plan.Events, store.Event{
+		Time:           p.in.Now,
+		Application:    inst.Application,
+		Service:        inst.Service,
+		ReleaseChannel: inst.ReleaseChannel,
+		DesiredStateID: p.in.Desired.ID,
+		Type:           typ,
+		Actor:          "engine",
+		Message:        fmt.Sprintf(format, args...),
+	})
+}
+
+// step is the state of one instance while it is being planned.
+type step struct {
+	inst *store.Instance
+	ex   extra
+	ch   Channel
+	// rollback is set while converging to a rollback target.
+	rollback bool
+}
+
+func (s *step) set(status ds.Status, reason ds.Reason, format string, args ...any) {
+	s.inst.Status = string(status)
+	s.inst.Reason = string(reason)
+	s.inst.Message = fmt.Sprintf(format, args...)
+}
+
+func (p *planner) channel(ch Channel) {
+	d := p.in.Desired
+	old, exists := p.in.Instances[ch.Name]
+	inst := old
+	if !exists {
+		inst = store.Instance{Application: d.Application, Service: d.Service, ReleaseChannel: ch.Name, Status: string(ds.StatusPending)}
+	}
+	s := &step{inst: &inst, ex: readExtra(inst), ch: ch}
+	defer func() {
+		writeExtra(s.inst, s.ex)
+		if !exists || instanceChanged(old, inst) {
+			inst.UpdatedAt = p.in.Now
+			p.plan.Instances = append(p.plan.Instances, inst)
+		}
+		p.next[ch.Name] = inst
+	}()
+
+	if inst.DesiredStateID != d.ID {
+		if inst.DesiredStateID != "" && !ds.Status(inst.Status).Terminal() && inst.Status != string(ds.StatusPaused) {
+			p.event(&inst, "replaced", "desired state %s replaced by %s (version %s)", inst.DesiredStateID, d.ID, d.Version)
+		}
+		inst.DesiredStateID = d.ID
+		inst.ApplyAttempts = 0
+		s.ex.RollbackFrom, s.ex.FailedVersion, s.ex.Healed = "", "", 0
+		switch ds.Status(inst.Status) {
+		case ds.StatusRollingBack, ds.StatusRolledBack, ds.StatusFailedRollback, ds.StatusFailed:
+			inst.Status = string(ds.StatusPending)
+		}
+	}
+	if inst.Paused {
+		s.set(ds.StatusPaused, ds.ReasonPaused, "paused; resume with drover resume")
+		return
+	}
+	switch ds.Status(inst.Status) {
+	case ds.StatusRollingBack:
+		s.rollback = true
+		p.converge(s, inst.TargetStateID, inst.TargetVersion)
+		return
+	case ds.StatusRolledBack, ds.StatusFailedRollback:
+		// Pinned until the next push; keep the running version healthy.
+		s.rollback = true
+		p.converge(s, inst.TargetStateID, inst.TargetVersion)
+		return
+	case ds.StatusFailed:
+		if s.ex.FailedVersion == ch.Version {
+			return // failed for this push; a new push or a rollback moves it
+		}
+	}
+	if inst.TargetStateID == ch.StateID && inst.TargetVersion == ch.Version {
+		p.converge(s, ch.StateID, ch.Version)
+		return
+	}
+	p.gate(s)
+}
+
+// gate checks the preconditions of moving the target to the desired version.
+func (p *planner) gate(s *step) {
+	ch := s.ch
+	var unmet []string
+	for _, dep := range ch.DependsOn {
+		if slices.Contains(s.ex.Satisfied, dep) {
+			continue
+		}
+		di, ok := p.next[dep]
+		if ok && di.Status == string(ds.StatusConverged) && di.CurrentVersion == ch.Version {
+			s.ex.Satisfied = append(s.ex.Satisfied, dep)
+			continue
+		}
+		switch {
+		case !ok:
+			unmet = append(unmet, dep+" (no rollout yet)")
+		case di.CurrentVersion == ch.Version:
+			unmet = append(unmet, fmt.Sprintf("%s (%s)", dep, strings.ToLower(di.Status)))
+		default:
+			what := di.Status
+			if di.Message != "" {
+				what += ": " + di.Message
+			}
+			unmet = append(unmet, fmt.Sprintf("%s (%s)", dep, what))
+		}
+	}
+	var pending []string
+	for _, g := range ch.Approvals {
+		approvers, rejection := p.approvals(ch.Name, g.Topic)
+		if rejection != nil {
+			s.ex.FailedVersion = ch.Version
+			msg := fmt.Sprintf("rejected by %s", rejection.User)
+			if rejection.Comment != "" {
+				msg += ": " + rejection.Comment
+			}
+			s.set(ds.StatusFailed, ds.ReasonManualApprovalRejected, "%s", msg)
+			p.event(s.inst, "failed", "%s: %s", ch.Name, msg)
+			return
+		}
+		if len(approvers) < g.MinApprovers {
+			pending = append(pending, fmt.Sprintf("%s: %d/%d approvals", g.Topic, len(approvers), g.MinApprovers))
+		}
+	}
+	switch {
+	case len(unmet) > 0:
+		msg := fmt.Sprintf("waiting for %s to run %s converged: %s", joinNames(ch.DependsOn), ch.Version, strings.Join(unmet, "; "))
+		if len(pending) > 0 {
+			msg += "; then approval (" + strings.Join(pending, ", ") + ")"
+		}
+		s.set(ds.StatusWaitingPreconditions, ds.ReasonReleaseChannelDependencyUnmet, "%s", msg)
+		return
+	case len(pending) > 0:
+		s.set(ds.StatusWaitingManualApproval, ds.ReasonManualApprovalPending, "waiting for approval (%s): drover approve %s --app %s --release-channel %s",
+			strings.Join(pending, ", "), s.inst.Service, s.inst.Application, ch.Name)
+		return
+	}
+	s.inst.TargetStateID, s.inst.TargetVersion = ch.StateID, ch.Version
+	s.inst.ApplyAttempts = 0
+	s.inst.LastApplyAt = time.Time{}
+	p.event(s.inst, "started", "%s: preconditions met, rolling out %s", ch.Name, ch.Version)
+	p.apply(s, ch.StateID, ch.Version)
+}
+
+// approvals returns the distinct users who approved topic, or a rejection.
+func (p *planner) approvals(rc, topic string) ([]string, *store.Approval) {
+	var users []string
+	for i := range p.in.Approvals {
+		a := &p.in.Approvals[i]
+		if a.DesiredStateID != p.in.Desired.ID || a.ReleaseChannel != rc || a.Topic != topic {
+			continue
+		}
+		if a.Reject {
+			return nil, a
+		}
+		if !slices.Contains(users, a.User) {
+			users = append(users, a.User)
+		}
+	}
+	return users, nil
+}
+
+// converge drives the instance to the target (stateID, version) from the observation.
+func (p *planner) converge(s *step, stateID, version string) {
+	inst := s.inst
+	st := p.in.Settings
+	obs, ok := p.in.Observed[s.ch.Name]
+	working := ds.StatusConverging
+	done := ds.StatusConverged
+	if s.rollback {
+		working, done = ds.StatusRollingBack, ds.StatusRolledBack
+		if ds.Status(inst.Status) == ds.StatusFailedRollback {
+			done = ds.StatusFailedRollback
+		}
+	}
+	switch {
+	case !ok:
+		if inst.Status != string(done) {
+			s.set(working, ds.ReasonNoCurrentState, "waiting for the first observation of %s", s.ch.Runtime)
+		}
+		p.requeue(st.PollInterval)
+		return
+	case obs.Err != "":
+		inst.Reason = string(ds.ReasonFetchFailed)
+		inst.Message = "fetch failed: " + obs.Err
+		p.requeue(st.PollInterval)
+		return
+	}
+	state := obs.State
+	switch {
+	case state.Version == version && state.Failed:
+		p.fail(s, version, ds.ReasonRuntimeObjectFailed, state.Message)
+	case state.Version == version && state.Converged && !state.Drifted:
+		if inst.Status != string(done) {
+			p.event(inst, "converged", "%s: %s converged", s.ch.Name, version)
+		}
+		if inst.CurrentVersion != version {
+			if inst.CurrentVersion != "" {
+				s.ex.PreviousStateID, s.ex.PreviousVersion = inst.CurrentStateID, inst.CurrentVersion
+			}
+			inst.CurrentStateID, inst.CurrentVersion = stateID, version
+		}
+		inst.ApplyAttempts = 0
+		if inst.ConvergedAt.IsZero() || inst.Status != string(done) {
+			inst.ConvergedAt = p.in.Now
+		}
+		msg := version + " converged"
+		if state.Message != "" {
+			msg = state.Message
+		}
+		if s.rollback && s.ex.RollbackFrom != "" {
+			msg = fmt.Sprintf("rolled back from %s to %s", s.ex.RollbackFrom, version)
+		}
+		s.set(done, ds.ReasonNone, "%s", msg)
+		p.requeue(st.SteadyPollInterval)
+	case state.Version == version && !state.Drifted:
+		deadline := s.ch.ProgressDeadline
+		if deadline == 0 {
+			deadline = st.ProgressDeadline
+		}
+		if !inst.LastApplyAt.IsZero() && p.in.Now.Sub(inst.LastApplyAt) > deadline {
+			p.fail(s, version, ds.ReasonProgressDeadlineExceeded, fmt.Sprintf("%s did not converge within %s: %s", version, deadline, state.Message))
+			return
+		}
+		reason := ds.ReasonUpdatingPods
+		for _, o := range state.Objects {
+			if o.Status == "FAILED" {
+				reason = ds.ReasonUnhealthyPods
+			}
+		}
+		s.set(working, reason, "%s", orDefault(state.Message, "rolling out "+version))
+		p.requeue(st.PollInterval)
+	default:
+		p.mismatch(s, stateID, version, state.Version, state.Drifted, working, done)
+	}
+}
+
+// mismatch handles a runtime that does not show the target version (or drifted).
+func (p *planner) mismatch(s *step, stateID, version, running string, drifted bool, working, done ds.Status) {
+	inst := s.inst
+	st := p.in.Settings
+	if inst.Status == string(done) {
+		// It was converged: someone changed it out of band. Heal it now.
+		s.ex.Healed++
+		what := fmt.Sprintf("runtime runs %q instead of %s", running, version)
+		if drifted {
+			what = fmt.Sprintf("%s was changed outside drover", version)
+		}
+		p.event(inst, "drift", "%s: %s; re-applying", s.ch.Name, what)
+		inst.ApplyAttempts = 0
+		p.apply(s, stateID, version)
+		return
+	}
+	if inst.ApplyAttempts > 0 {
+		since := p.in.Now.Sub(inst.LastApplyAt)
+		if inst.Reason == string(ds.ReasonApplyFailed) {
+			wait := backoff(st, inst.ApplyAttempts)
+			if since < wait {
+				p.requeue(wait - since)
+				return
+			}
+		} else if since < st.ConvergenceGrace {
+			s.set(working, ds.ReasonVersionMismatch, "applied %s; waiting for the runtime to report it (runs %q)", version, running)
+			p.requeue(min(st.PollInterval, st.ConvergenceGrace-since))
+			return
+		}
+	}
+	p.apply(s, stateID, version)
+}
+
+// apply schedules an apply of the target, or fails the instance when the
+// attempts are exhausted.
+func (p *planner) apply(s *step, stateID, version string) {
+	inst := s.inst
+	st := p.in.Settings
+	if inst.ApplyAttempts >= st.MaxApplyAttempts {
+		msg := fmt.Sprintf("gave up after %d apply attempts", inst.ApplyAttempts)
+		if inst.Message != "" && inst.Reason == string(ds.ReasonApplyFailed) {
+			msg += ": " + inst.Message
+		}
+		p.fail(s, version, ds.ReasonApplyFailed, msg)
+		return
+	}
+	inst.ApplyAttempts++
+	inst.LastApplyAt = p.in.Now
+	working := ds.StatusConverging
+	if s.rollback {
+		working = ds.StatusRollingBack
+	}
+	s.set(working, ds.ReasonRuntimeObjectApplyNeeded, "applying %s to %s (attempt %d)", version, s.ch.Runtime, inst.ApplyAttempts)
+	p.plan.Applies = append(p.plan.Applies, Apply{ReleaseChannel: s.ch.Name, StateID: stateID, Version: version, Runtime: s.ch.Runtime, Rollback: s.rollback})
+	p.event(inst, "applying", "%s: applying %s (attempt %d)", s.ch.Name, version, inst.ApplyAttempts)
+	p.requeue(st.PollInterval)
+}
+
+// fail marks the instance failed and starts an automatic rollback when allowed.
+func (p *planner) fail(s *step, version string, reason ds.Reason, msg string) {
+	inst := s.inst
+	if s.rollback {
+		s.set(ds.StatusFailedRollback, reason, "rollback to %s failed: %s", version, msg)
+		p.event(inst, "failed", "%s: rollback to %s failed: %s", s.ch.Name, version, msg)
+		return
+	}
+	s.ex.FailedVersion = version
+	s.set(ds.StatusFailed, reason, "%s", msg)
+	p.event(inst, "failed", "%s: %s failed: %s", s.ch.Name, version, msg)
+	toState, toVersion := inst.CurrentStateID, inst.CurrentVersion
+	if toVersion == version {
+		toState, toVersion = s.ex.PreviousStateID, s.ex.PreviousVersion
+	}
+	if !s.ch.AutoRollback || toVersion == "" {
+		return
+	}
+	p.event(inst, "rollback", "%s: rolling back from %s to %s (last converged)", s.ch.Name, version, toVersion)
+	s.ex.RollbackFrom = version
+	inst.TargetStateID, inst.TargetVersion = toState, toVersion
+	inst.ApplyAttempts = 0
+	s.rollback = true
+	p.apply(s, toState, toVersion)
+}
+
+// backoff is the wait before apply attempt n+1.
+func backoff(st Settings, attempts int) time.Duration {
+	d := st.ApplyBackoff
+	for i := 1; i < attempts && d < st.MaxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, st.MaxBackoff)
+}
+
+func instanceChanged(a, b store.Instance) bool {
+	return a.DesiredStateID != b.DesiredStateID || a.TargetStateID != b.TargetStateID || a.TargetVersion != b.TargetVersion ||
+		a.CurrentStateID != b.CurrentStateID || a.CurrentVersion != b.CurrentVersion || a.Status != b.Status ||
+		a.Reason != b.Reason || a.Message != b.Message || a.Paused != b.Paused || a.ApplyAttempts != b.ApplyAttempts ||
+		!a.LastApplyAt.Equal(b.LastApplyAt) || !a.ConvergedAt.Equal(b.ConvergedAt) || !bytes.Equal(a.Extra, b.Extra)
+}
+
+func joinNames(names []string) string {
+	sorted := append([]string(nil), names...)
+	sort.Strings(sorted)
+	return strings.Join(sorted, ", ")
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

@@ -1,0 +1,168 @@
+package engine
+
+import (
+	"container/heap"
+	"sync"
+	"time"
+)
+
+// queue is a level-triggered work queue of keys, in the manner of client-go's
+// workqueue: a key is queued at most once; a key added while it is being
+// processed is processed again afterwards (never concurrently); AddAfter
+// schedules a key for later, keeping only the earliest time.
+type queue struct {
+	mu         sync.Mutex
+	cond       *sync.Cond
+	ready      []string
+	queued     map[string]bool
+	processing map[string]bool
+	dirty      map[string]bool
+	delayed    delayHeap
+	delayedAt  map[string]time.Time
+	timer      *time.Timer
+	closed     bool
+	now        func() time.Time
+}
+
+func newQueue(now func() time.Time) *queue {
+	q := &queue{queued: map[string]bool{}, processing: map[string]bool{}, dirty: map[string]bool{}, delayedAt: map[string]time.Time{}, now: now}
+	q.cond = sync.NewCond(&q.mu)
+	return q
+}
+
+// Add queues key now.
+func (q *queue) Add(key string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.addLocked(key)
+}
+
+func (q *queue) addLocked(key string) {
+	if q.closed {
+		return
+	}
+	if q.processing[key] {
+		q.dirty[key] = true
+		return
+	}
+	if q.queued[key] {
+		return
+	}
+	q.queued[key] = true
+	q.ready = append(q.ready, key)
+	q.cond.Signal()
+}
+
+// AddAfter queues key after d, unless it is due earlier already.
+func (q *queue) AddAfter(key string, d time.Duration) {
+	if d <= 0 {
+		q.Add(key)
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return
+	}
+	at := q.now().Add(d)
+	if prev, ok := q.delayedAt[key]; ok && !at.Before(prev) {
+		return
+	}
+	q.delayedAt[key] = at
+	heap.Push(&q.delayed, delayItem{key: key, at: at})
+	q.armLocked()
+}
+
+// armLocked sets the timer for the earliest delayed key.
+func (q *queue) armLocked() {
+	for q.delayed.Len() > 0 {
+		top := q.delayed[0]
+		if at, ok := q.delayedAt[top.key]; !ok || !at.Equal(top.at) {
+			heap.Pop(&q.delayed) // superseded by an earlier schedule
+			continue
+		}
+		wait := top.at.Sub(q.now())
+		if wait <= 0 {
+			heap.Pop(&q.delayed)
+			delete(q.delayedAt, top.key)
+			q.addLocked(top.key)
+			continue
+		}
+		if q.timer == nil {
+			q.timer = time.AfterFunc(wait, q.fire)
+		} else {
+			q.timer.Reset(wait)
+		}
+		return
+	}
+}
+
+func (q *queue) fire() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.armLocked()
+}
+
+// Get blocks until a key is ready or the queue is closed (ok false).
+func (q *queue) Get() (string, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.ready) == 0 && !q.closed {
+		q.cond.Wait()
+	}
+	if q.closed {
+		return "", false
+	}
+	key := q.ready[0]
+	q.ready = q.ready[1:]
+	delete(q.queued, key)
+	q.processing[key] = true
+	return key, true
+}
+
+// Done marks key processed; if it was added meanwhile it is queued again.
+func (q *queue) Done(key string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	delete(q.processing, key)
+	if q.dirty[key] {
+		delete(q.dirty, key)
+		q.addLocked(key)
+	}
+}
+
+// Len is the number of keys ready to be processed.
+func (q *queue) Len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.ready)
+}
+
+// Close wakes every Get and drops pending work.
+func (q *queue) Close() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.closed = true
+	if q.timer != nil {
+		q.timer.Stop()
+	}
+	q.cond.Broadcast()
+}
+
+type delayItem struct {
+	key string
+	at  time.Time
+}
+
+type delayHeap []delayItem
+
+func (h delayHeap) Len() int           { return len(h) }
+func (h delayHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h delayHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *delayHeap) Push(x any)        { *h = append(*h, x.(delayItem)) }
+func (h *delayHeap) Pop() any {
+	old := *h
+	it := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return it
+}

@@ -1,0 +1,168 @@
+// Package runtimes defines the interface between the convergence engine and
+// the backends services run on. A Runtime is two calls: Fetch (what runs now)
+// and Apply (drive it to a target). Optional abilities are one-method
+// interfaces found by type assertion (Watcher, InfoGetter, Deleter). The
+// engine imports this package, never an implementation.
+package runtimes
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/drover-dev/drover/internal/config"
+)
+
+// InstanceKey names a service in a release channel.
+type InstanceKey struct {
+	Application    string `json:"application"`
+	Service        string `json:"service"`
+	ReleaseChannel string `json:"releaseChannel"`
+}
+
+func (k InstanceKey) String() string {
+	return k.Application + "/" + k.Service + "/" + k.ReleaseChannel
+}
+
+// Target is what one service instance must converge to.
+type Target struct {
+	InstanceKey
+	// Version is the service (bundle) version.
+	Version string `json:"version"`
+	// DesiredStateID is the desired state the version comes from.
+	DesiredStateID string `json:"desiredStateId"`
+	// Namespace is the Kubernetes namespace chosen by the release channel, if any.
+	Namespace string `json:"namespace,omitempty"`
+	// Objects are the compiled objects: Kubernetes manifests
+	// (map[string]any) or one custom runtime object, as JSON.
+	Objects []json.RawMessage `json:"objects"`
+	// Backend is "kubernetes" or "customRuntime".
+	Backend string `json:"backend"`
+}
+
+// ObjectStatus is the health of one runtime object.
+type ObjectStatus string
+
+// Object statuses.
+const (
+	ObjectPending   ObjectStatus = "PENDING"
+	ObjectSucceeded ObjectStatus = "SUCCEEDED"
+	ObjectFailed    ObjectStatus = "FAILED"
+)
+
+// Object is one object as the runtime sees it.
+type Object struct {
+	ObjectType string `json:"objectType"`
+	Namespace  string `json:"namespace,omitempty"`
+	Name       string `json:"name"`
+	// Version is the service version the object runs ("" = unknown owner).
+	Version           string       `json:"version,omitempty"`
+	Replicas          int32        `json:"replicas"`
+	AvailableReplicas int32        `json:"availableReplicas"`
+	TargetReplicas    int32        `json:"targetReplicas"`
+	Status            ObjectStatus `json:"status"`
+	Message           string       `json:"message,omitempty"`
+}
+
+// State is what runs for one instance, as fetched.
+type State struct {
+	// Version is the version running now ("" when nothing runs).
+	Version string `json:"version,omitempty"`
+	// Converged is true when Version runs healthy everywhere.
+	Converged bool `json:"converged"`
+	// Failed is true when the rollout of Version failed and will not recover by itself.
+	Failed bool `json:"failed,omitempty"`
+	// Drifted is true when the live objects differ from what was applied.
+	Drifted bool     `json:"drifted,omitempty"`
+	Message string   `json:"message,omitempty"`
+	Objects []Object `json:"objects,omitempty"`
+}
+
+// Action is the outcome of applying one object (Flux's ChangeSet vocabulary).
+type Action string
+
+// Apply actions.
+const (
+	ActionCreated    Action = "created"
+	ActionConfigured Action = "configured"
+	ActionUnchanged  Action = "unchanged"
+	ActionDeleted    Action = "deleted"
+	ActionSkipped    Action = "skipped"
+)
+
+// Change is one object's apply outcome.
+type Change struct {
+	Object string `json:"object"`
+	Action Action `json:"action"`
+}
+
+// ApplyResult is what an apply changed.
+type ApplyResult struct {
+	Changes []Change `json:"changes,omitempty"`
+}
+
+// Runtime fetches and applies service instances on one backend.
+//
+// Both calls must be idempotent and safe to retry: the engine may repeat an
+// apply after a crash. An error from Apply means the apply did not complete;
+// the engine retries with backoff and fails the instance after its attempts
+// are exhausted. Use Permanent to mark an error that retrying cannot fix.
+type Runtime interface {
+	// Fetch returns the current state of the instance that target describes.
+	Fetch(ctx context.Context, target Target) (State, error)
+	// Apply drives the instance toward target and returns what changed.
+	Apply(ctx context.Context, target Target) (ApplyResult, error)
+}
+
+// Watcher is implemented by runtimes that report changes themselves, so the
+// engine need not wait for its next poll: notify is called with the key of an
+// instance whose state may have changed. Watch blocks until ctx ends.
+type Watcher interface {
+	Watch(ctx context.Context, notify func(InstanceKey)) error
+}
+
+// Closer is implemented by runtimes holding resources.
+type Closer interface {
+	Close() error
+}
+
+// PermanentError marks an apply error that retrying will not fix.
+type PermanentError struct{ Err error }
+
+func (e *PermanentError) Error() string { return e.Err.Error() }
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// Permanent wraps err as a PermanentError.
+func Permanent(err error) error { return &PermanentError{Err: err} }
+
+// IsPermanent reports whether err is permanent.
+func IsPermanent(err error) bool {
+	var p *PermanentError
+	return errors.As(err, &p)
+}
+
+// Options are what every runtime constructor receives.
+type Options struct {
+	// DataDir is a directory the runtime may keep state in ("" = keep none).
+	DataDir string
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Factory builds a runtime from its config.
+type Factory func(cfg *config.Runtime, opts Options) (Runtime, error)
+
+// Registry maps runtime kinds ("fake", "kubernetes", "custom",
+// "terraformRunner") to factories.
+type Registry map[string]Factory
+
+// New builds the runtime for cfg, whose kind is given by kind.
+func (r Registry) New(kind string, cfg *config.Runtime, opts Options) (Runtime, error) {
+	f, ok := r[kind]
+	if !ok {
+		return nil, fmt.Errorf("runtime %s: %s runtimes are not supported yet", cfg.Name, kind)
+	}
+	return f(cfg, opts)
+}

@@ -1,0 +1,119 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/drover-dev/drover/internal/store"
+)
+
+const configColumns = "kind, name, version, body, hash, source, created_at"
+
+func scanConfig(row interface{ Scan(...any) error }) (store.ConfigObject, error) {
+	var c store.ConfigObject
+	err := row.Scan(&c.Kind, &c.Name, &c.Version, &c.Body, &c.Hash, &c.Source, scanTime{&c.CreatedAt})
+	return c, err
+}
+
+// PutConfig implements store.Store.
+func (s *Store) PutConfig(ctx context.Context, obj store.ConfigObject) (store.ConfigObject, bool, error) {
+	if obj.Kind == "" || obj.Name == "" || obj.Hash == "" {
+		return store.ConfigObject{}, false, fmt.Errorf("put config %s/%s: kind, name and hash are required", obj.Kind, obj.Name)
+	}
+	var (
+		out     store.ConfigObject
+		created bool
+	)
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		latest, err := scanConfig(tx.QueryRowContext(ctx,
+			"SELECT "+configColumns+" FROM configs WHERE kind = ? AND name = ? ORDER BY version DESC LIMIT 1",
+			obj.Kind, obj.Name))
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return err
+		case latest.Hash == obj.Hash:
+			out = latest
+			return nil
+		}
+		obj.Version = latest.Version + 1
+		obj.CreatedAt = now()
+		_, err = tx.ExecContext(ctx, "INSERT INTO configs ("+configColumns+") VALUES (?, ?, ?, ?, ?, ?, ?)",
+			obj.Kind, obj.Name, obj.Version, dbBytes(obj.Body), obj.Hash, obj.Source, dbTime(obj.CreatedAt))
+		if err != nil {
+			return err
+		}
+		out, created = obj, true
+		return nil
+	})
+	if err != nil {
+		return store.ConfigObject{}, false, fmt.Errorf("put config %s/%s: %w", obj.Kind, obj.Name, err)
+	}
+	return out, created, nil
+}
+
+// GetConfig implements store.Store.
+func (s *Store) GetConfig(ctx context.Context, kind, name string) (store.ConfigObject, error) {
+	c, err := scanConfig(s.read.QueryRowContext(ctx,
+		"SELECT "+configColumns+" FROM configs WHERE kind = ? AND name = ? ORDER BY version DESC LIMIT 1", kind, name))
+	if err != nil {
+		return store.ConfigObject{}, fmt.Errorf("get config %s/%s: %w", kind, name, notFound(err))
+	}
+	return c, nil
+}
+
+// GetConfigVersion implements store.Store.
+func (s *Store) GetConfigVersion(ctx context.Context, kind, name string, version int64) (store.ConfigObject, error) {
+	c, err := scanConfig(s.read.QueryRowContext(ctx,
+		"SELECT "+configColumns+" FROM configs WHERE kind = ? AND name = ? AND version = ?", kind, name, version))
+	if err != nil {
+		return store.ConfigObject{}, fmt.Errorf("get config %s/%s version %d: %w", kind, name, version, notFound(err))
+	}
+	return c, nil
+}
+
+// ListConfigs implements store.Store.
+func (s *Store) ListConfigs(ctx context.Context, kind string) ([]store.ConfigObject, error) {
+	q := "SELECT " + configColumns + " FROM configs c WHERE version = (SELECT MAX(version) FROM configs WHERE kind = c.kind AND name = c.name)"
+	var args []any
+	if kind != "" {
+		q += " AND kind = ?"
+		args = append(args, kind)
+	}
+	q += " ORDER BY kind, name"
+	out, err := queryAll(ctx, s.read, q, args, scanConfig)
+	if err != nil {
+		return nil, fmt.Errorf("list configs %q: %w", kind, err)
+	}
+	return out, nil
+}
+
+// notFound maps sql.ErrNoRows to store.ErrNotFound.
+func notFound(err error) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.ErrNotFound
+	}
+	return err
+}
+
+// queryAll runs a query and scans every row with scan.
+func queryAll[T any](ctx context.Context, db interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}, q string, args []any, scan func(interface{ Scan(...any) error }) (T, error)) ([]T, error) {
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}

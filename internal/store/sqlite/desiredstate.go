@@ -1,0 +1,185 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/drover-dev/drover/internal/store"
+)
+
+const desiredStateColumns = "id, application, service, version, config_version, compiled, params, rollback, release_channels, created_by, created_at, replaced_by"
+
+func scanDesiredState(row interface{ Scan(...any) error }) (store.DesiredState, error) {
+	var (
+		ds         store.DesiredState
+		channels   sql.NullString
+		replacedBy sql.NullString
+	)
+	err := row.Scan(&ds.ID, &ds.Application, &ds.Service, &ds.Version, &ds.ConfigVersion, &ds.Compiled, &ds.Params,
+		&ds.Rollback, &channels, &ds.CreatedBy, scanTime{&ds.CreatedAt}, &replacedBy)
+	if err != nil {
+		return store.DesiredState{}, err
+	}
+	if channels.Valid {
+		if err := json.Unmarshal([]byte(channels.String), &ds.ReleaseChannels); err != nil {
+			return store.DesiredState{}, fmt.Errorf("desired state %s: release_channels: %w", ds.ID, err)
+		}
+	}
+	ds.ReplacedBy = replacedBy.String
+	return ds, nil
+}
+
+// CreateDesiredState implements store.Store. A zero ds.CreatedAt is set to
+// the current time; ds.ReplacedBy is ignored (a new desired state is active).
+// An existing ds.ID fails with store.ErrConflict.
+func (s *Store) CreateDesiredState(ctx context.Context, ds store.DesiredState, events ...store.Event) error {
+	if ds.ID == "" || ds.Application == "" || ds.Service == "" {
+		return fmt.Errorf("create desired state %q of %s/%s: id, application and service are required", ds.ID, ds.Application, ds.Service)
+	}
+	var channels any
+	if len(ds.ReleaseChannels) > 0 {
+		b, err := json.Marshal(ds.ReleaseChannels)
+		if err != nil {
+			return fmt.Errorf("create desired state %s: %w", ds.ID, err)
+		}
+		channels = string(b)
+	}
+	t := now()
+	if ds.CreatedAt.IsZero() {
+		ds.CreatedAt = t
+	}
+	var seqs []int64
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		var exists int
+		err := tx.QueryRowContext(ctx, "SELECT 1 FROM desired_states WHERE id = ?", ds.ID).Scan(&exists)
+		if err == nil {
+			return fmt.Errorf("id already exists: %w", store.ErrConflict)
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		// The foreign key on replaced_by is deferred to the commit, so the
+		// previous active state can point at ds before ds is inserted (the
+		// unique index on active states forbids the reverse order).
+		if _, err := tx.ExecContext(ctx,
+			"UPDATE desired_states SET replaced_by = ? WHERE application = ? AND service = ? AND replaced_by IS NULL",
+			ds.ID, ds.Application, ds.Service); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, "INSERT INTO desired_states ("+desiredStateColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)",
+			ds.ID, ds.Application, ds.Service, ds.Version, ds.ConfigVersion, dbBytes(ds.Compiled), dbBytes(ds.Params),
+			ds.Rollback, channels, ds.CreatedBy, dbTime(ds.CreatedAt))
+		if err != nil {
+			return err
+		}
+		seqs, err = insertEvents(ctx, tx, events, t)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("create desired state %s of %s/%s: %w", ds.ID, ds.Application, ds.Service, err)
+	}
+	setSeqs(events, seqs, t)
+	return nil
+}
+
+// GetDesiredState implements store.Store.
+func (s *Store) GetDesiredState(ctx context.Context, id string) (store.DesiredState, error) {
+	ds, err := scanDesiredState(s.read.QueryRowContext(ctx,
+		"SELECT "+desiredStateColumns+" FROM desired_states WHERE id = ?", id))
+	if err != nil {
+		return store.DesiredState{}, fmt.Errorf("get desired state %s: %w", id, notFound(err))
+	}
+	return ds, nil
+}
+
+// ActiveDesiredState implements store.Store.
+func (s *Store) ActiveDesiredState(ctx context.Context, application, service string) (store.DesiredState, error) {
+	ds, err := scanDesiredState(s.read.QueryRowContext(ctx,
+		"SELECT "+desiredStateColumns+" FROM desired_states WHERE application = ? AND service = ? AND replaced_by IS NULL",
+		application, service))
+	if err != nil {
+		return store.DesiredState{}, fmt.Errorf("active desired state of %s/%s: %w", application, service, notFound(err))
+	}
+	return ds, nil
+}
+
+// ListActiveDesiredStates implements store.Store; they are ordered by
+// application and service.
+func (s *Store) ListActiveDesiredStates(ctx context.Context) ([]store.DesiredState, error) {
+	out, err := queryAll(ctx, s.read,
+		"SELECT "+desiredStateColumns+" FROM desired_states WHERE replaced_by IS NULL ORDER BY application, service",
+		nil, scanDesiredState)
+	if err != nil {
+		return nil, fmt.Errorf("list active desired states: %w", err)
+	}
+	return out, nil
+}
+
+// ListDesiredStates implements store.Store; limit <= 0 means no limit.
+func (s *Store) ListDesiredStates(ctx context.Context, application, service string, limit int) ([]store.DesiredState, error) {
+	out, err := queryAll(ctx, s.read,
+		"SELECT "+desiredStateColumns+" FROM desired_states WHERE application = ? AND service = ? ORDER BY ord DESC"+limitClause(limit),
+		[]any{application, service}, scanDesiredState)
+	if err != nil {
+		return nil, fmt.Errorf("list desired states of %s/%s: %w", application, service, err)
+	}
+	return out, nil
+}
+
+const approvalColumns = "desired_state_id, application, service, release_channel, topic, user_name, reject, comment, created_at"
+
+func scanApproval(row interface{ Scan(...any) error }) (store.Approval, error) {
+	var a store.Approval
+	err := row.Scan(&a.DesiredStateID, &a.Application, &a.Service, &a.ReleaseChannel, &a.Topic, &a.User, &a.Reject,
+		&a.Comment, scanTime{&a.CreatedAt})
+	return a, err
+}
+
+// AddApproval implements store.Store. A zero a.CreatedAt is set to the
+// current time. An unknown desired state fails with store.ErrNotFound.
+func (s *Store) AddApproval(ctx context.Context, a store.Approval, events ...store.Event) error {
+	if a.DesiredStateID == "" || a.Topic == "" || a.User == "" {
+		return fmt.Errorf("add approval of %q topic %q by %q: desired state, topic and user are required", a.DesiredStateID, a.Topic, a.User)
+	}
+	t := now()
+	if a.CreatedAt.IsZero() {
+		a.CreatedAt = t
+	}
+	var seqs []int64
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		var exists int
+		err := tx.QueryRowContext(ctx, "SELECT 1 FROM desired_states WHERE id = ?", a.DesiredStateID).Scan(&exists)
+		if err != nil {
+			return fmt.Errorf("desired state: %w", notFound(err))
+		}
+		res, err := tx.ExecContext(ctx, "INSERT INTO approvals ("+approvalColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"+
+			" ON CONFLICT (desired_state_id, topic, user_name) DO NOTHING",
+			a.DesiredStateID, a.Application, a.Service, a.ReleaseChannel, a.Topic, a.User, a.Reject, a.Comment, dbTime(a.CreatedAt))
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return err // already recorded: keep the first, append nothing
+		}
+		seqs, err = insertEvents(ctx, tx, events, t)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("add approval of %s topic %q by %s: %w", a.DesiredStateID, a.Topic, a.User, err)
+	}
+	setSeqs(events, seqs, t)
+	return nil
+}
+
+// ListApprovals implements store.Store.
+func (s *Store) ListApprovals(ctx context.Context, desiredStateID string) ([]store.Approval, error) {
+	out, err := queryAll(ctx, s.read, "SELECT "+approvalColumns+" FROM approvals WHERE desired_state_id = ? ORDER BY ord",
+		[]any{desiredStateID}, scanApproval)
+	if err != nil {
+		return nil, fmt.Errorf("list approvals of %s: %w", desiredStateID, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,143 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/drover-dev/drover/internal/store"
+)
+
+const instanceColumns = "application, service, release_channel, desired_state_id, target_state_id, target_version, " +
+	"current_state_id, current_version, status, reason, message, paused, apply_attempts, last_apply_at, converged_at, " +
+	"updated_at, revision"
+
+func scanInstance(row interface{ Scan(...any) error }) (store.Instance, error) {
+	var i store.Instance
+	err := row.Scan(&i.Application, &i.Service, &i.ReleaseChannel, &i.DesiredStateID, &i.TargetStateID, &i.TargetVersion,
+		&i.CurrentStateID, &i.CurrentVersion, &i.Status, &i.Reason, &i.Message, &i.Paused, &i.ApplyAttempts,
+		scanTime{&i.LastApplyAt}, scanTime{&i.ConvergedAt}, scanTime{&i.UpdatedAt}, &i.Revision)
+	return i, err
+}
+
+// GetInstance implements store.Store.
+func (s *Store) GetInstance(ctx context.Context, application, service, releaseChannel string) (store.Instance, error) {
+	i, err := scanInstance(s.read.QueryRowContext(ctx,
+		"SELECT "+instanceColumns+" FROM instances WHERE application = ? AND service = ? AND release_channel = ?",
+		application, service, releaseChannel))
+	if err != nil {
+		return store.Instance{}, fmt.Errorf("get instance %s/%s/%s: %w", application, service, releaseChannel, notFound(err))
+	}
+	return i, nil
+}
+
+// ListInstances implements store.Store. Each non-empty argument filters; the
+// result is ordered by application, service and release channel.
+func (s *Store) ListInstances(ctx context.Context, application, service string) ([]store.Instance, error) {
+	q := "SELECT " + instanceColumns + " FROM instances WHERE 1 = 1"
+	var args []any
+	if application != "" {
+		q += " AND application = ?"
+		args = append(args, application)
+	}
+	if service != "" {
+		q += " AND service = ?"
+		args = append(args, service)
+	}
+	q += " ORDER BY application, service, release_channel"
+	out, err := queryAll(ctx, s.read, q, args, scanInstance)
+	if err != nil {
+		return nil, fmt.Errorf("list instances of %s/%s: %w", application, service, err)
+	}
+	return out, nil
+}
+
+// Write implements store.Store. Instances are written in order, so the same
+// instance may appear twice with consecutive revisions. An instance given with
+// Revision > 0 that does not exist is a conflict too. On success a zero
+// UpdatedAt of an instance and the Seq and zero Time of the events are set
+// in b as well.
+func (s *Store) Write(ctx context.Context, b *store.Batch) error {
+	for _, in := range b.Instances {
+		if in.Application == "" || in.Service == "" || in.ReleaseChannel == "" {
+			return fmt.Errorf("write: instance %s/%s/%s: application, service and release channel are required",
+				in.Application, in.Service, in.ReleaseChannel)
+		}
+		if in.Revision < 0 {
+			return fmt.Errorf("write: instance %s/%s/%s: negative revision %d", in.Application, in.Service, in.ReleaseChannel, in.Revision)
+		}
+	}
+	t := now()
+	var seqs []int64
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		for _, in := range b.Instances {
+			if err := putInstance(ctx, tx, in, t); err != nil {
+				return err
+			}
+		}
+		var err error
+		seqs, err = insertEvents(ctx, tx, b.Events, t)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	for i := range b.Instances {
+		in := &b.Instances[i]
+		in.Revision++
+		if in.UpdatedAt.IsZero() {
+			in.UpdatedAt = t
+		}
+	}
+	setSeqs(b.Events, seqs, t)
+	return nil
+}
+
+// putInstance creates (Revision 0) or updates (Revision = the stored one) in.
+func putInstance(ctx context.Context, tx *sql.Tx, in store.Instance, t time.Time) error {
+	updatedAt := in.UpdatedAt
+	if updatedAt.IsZero() {
+		updatedAt = t
+	}
+	args := []any{in.Application, in.Service, in.ReleaseChannel, in.DesiredStateID, in.TargetStateID, in.TargetVersion,
+		in.CurrentStateID, in.CurrentVersion, in.Status, in.Reason, in.Message, in.Paused, in.ApplyAttempts,
+		dbTime(in.LastApplyAt), dbTime(in.ConvergedAt), dbTime(updatedAt), in.Revision + 1}
+	var (
+		res sql.Result
+		err error
+	)
+	if in.Revision == 0 {
+		res, err = tx.ExecContext(ctx, "INSERT INTO instances ("+instanceColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"+
+			" ON CONFLICT DO NOTHING", args...)
+	} else {
+		res, err = tx.ExecContext(ctx, "UPDATE instances SET desired_state_id = ?4, target_state_id = ?5, target_version = ?6,"+
+			" current_state_id = ?7, current_version = ?8, status = ?9, reason = ?10, message = ?11, paused = ?12,"+
+			" apply_attempts = ?13, last_apply_at = ?14, converged_at = ?15, updated_at = ?16, revision = ?17"+
+			" WHERE application = ?1 AND service = ?2 AND release_channel = ?3 AND revision = ?18",
+			append(args, in.Revision)...)
+	}
+	if err != nil {
+		return fmt.Errorf("instance %s/%s/%s: %w", in.Application, in.Service, in.ReleaseChannel, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 1 {
+		return nil
+	}
+	var stored int64
+	err = tx.QueryRowContext(ctx, "SELECT revision FROM instances WHERE application = ? AND service = ? AND release_channel = ?",
+		in.Application, in.Service, in.ReleaseChannel).Scan(&stored)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("instance %s/%s/%s: revision %d given but the instance does not exist: %w",
+			in.Application, in.Service, in.ReleaseChannel, in.Revision, store.ErrConflict)
+	case err != nil:
+		return err
+	}
+	return fmt.Errorf("instance %s/%s/%s: revision %d given, stored %d: %w",
+		in.Application, in.Service, in.ReleaseChannel, in.Revision, stored, store.ErrConflict)
+}

@@ -1,0 +1,225 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+
+	"github.com/drover-dev/drover/internal/store"
+)
+
+// MemoryPath opens a private in-memory database (for tests of other packages):
+// nothing is durable and reads share the single writer connection.
+const MemoryPath = ":memory:"
+
+// busyTimeout is how long a connection waits for a lock held by another
+// process (or by a checkpoint) before failing with SQLITE_BUSY. Writers of
+// this process never wait on each other inside SQLite: they queue for the
+// single write connection instead.
+const busyTimeout = 5 * time.Second
+
+// Store is the SQLite implementation of store.Store. It is safe for
+// concurrent use.
+type Store struct {
+	// write has exactly one connection: every write transaction of the
+	// process runs on it, one after another, so writers never contend for
+	// SQLite's lock. Its transactions begin IMMEDIATE, taking the write lock
+	// up front, so a transaction never has to upgrade a read lock (which can
+	// fail with SQLITE_BUSY against another process regardless of
+	// busy_timeout).
+	write *sql.DB
+	// read is a pool of query_only connections. In WAL mode readers see the
+	// last committed transaction and neither block nor are blocked by the
+	// writer. For MemoryPath it is the same pool as write.
+	read *sql.DB
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens (creating it if needed) the SQLite database at path and applies
+// any pending schema migrations. It fails if the database's schema is newer
+// than this binary knows. path is a file name or MemoryPath.
+func Open(ctx context.Context, path string) (*Store, error) {
+	s, err := open(ctx, path, migrations)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	return s, nil
+}
+
+func open(ctx context.Context, path string, ms []migration) (*Store, error) {
+	if path == "" {
+		return nil, errors.New("empty path")
+	}
+	params := []string{
+		fmt.Sprintf("_pragma=busy_timeout(%d)", busyTimeout.Milliseconds()),
+		"_pragma=foreign_keys(1)",
+	}
+	memory := path == MemoryPath
+	var name string
+	if memory {
+		name = MemoryPath
+	} else {
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return nil, err
+		}
+		name = "file:" + escapePath(filepath.ToSlash(abs))
+	}
+	writeParams := append(params[:len(params):len(params)],
+		"_pragma=journal_mode(WAL)",
+		"_pragma=synchronous(FULL)",
+		"_txlock=immediate",
+	)
+	write, err := sql.Open("sqlite", name+"?"+strings.Join(writeParams, "&"))
+	if err != nil {
+		return nil, err
+	}
+	write.SetMaxOpenConns(1)
+	write.SetMaxIdleConns(1)
+	write.SetConnMaxLifetime(0)
+	write.SetConnMaxIdleTime(0)
+	s := &Store{write: write, read: write}
+	if err := s.init(ctx, path, memory, ms); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	if memory {
+		return s, nil
+	}
+	read, err := sql.Open("sqlite", name+"?"+strings.Join(append(params, "_pragma=query_only(1)"), "&"))
+	if err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	n := max(4, runtime.GOMAXPROCS(0))
+	read.SetMaxOpenConns(n)
+	read.SetMaxIdleConns(n)
+	s.read = read
+	if err := read.PingContext(ctx); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// init checks the write connection's settings and migrates the schema.
+func (s *Store) init(ctx context.Context, path string, memory bool, ms []migration) error {
+	var mode string
+	if err := s.write.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return err
+	}
+	if !memory && !strings.EqualFold(mode, "wal") {
+		return fmt.Errorf("journal_mode is %q, want wal (does the file system support WAL?)", mode)
+	}
+	var sync int
+	if err := s.write.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&sync); err != nil {
+		return err
+	}
+	if sync != 2 { // FULL
+		return fmt.Errorf("synchronous is %d, want 2 (FULL)", sync)
+	}
+	return migrate(ctx, s.write, ms)
+}
+
+// escapePath escapes the characters that are special in a SQLite URI file name.
+func escapePath(p string) string {
+	return strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(p)
+}
+
+// Close closes the database. Outstanding calls may fail.
+func (s *Store) Close() error {
+	var err error
+	if s.read != nil && s.read != s.write {
+		err = s.read.Close()
+	}
+	// The write pool closes last: closing the last connection checkpoints the
+	// WAL into the database file.
+	if s.write != nil {
+		err = errors.Join(err, s.write.Close())
+	}
+	return err
+}
+
+// writeTx runs fn in a write transaction and commits it when fn succeeds.
+func (s *Store) writeTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// now is the store's clock, truncated to what the store keeps.
+func now() time.Time { return time.Now().UTC().Round(0) }
+
+// timeLayout formats times in UTC with a fixed nine-digit fraction so that the
+// text round-trips exactly and sorts chronologically.
+const timeLayout = "2006-01-02T15:04:05.000000000Z07:00"
+
+// dbTime encodes t for a TEXT column; the zero time is NULL.
+func dbTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UTC().Format(timeLayout)
+}
+
+// scanTime decodes a TEXT time column (NULL = zero time) into *t.
+type scanTime struct{ t *time.Time }
+
+func (s scanTime) Scan(src any) error {
+	var text string
+	switch v := src.(type) {
+	case nil:
+		*s.t = time.Time{}
+		return nil
+	case string:
+		text = v
+	case []byte:
+		text = string(v)
+	default:
+		return fmt.Errorf("time column: unexpected %T", src)
+	}
+	t, err := time.Parse(timeLayout, text)
+	if err != nil {
+		return fmt.Errorf("time column: %w", err)
+	}
+	*s.t = t.UTC()
+	return nil
+}
+
+// dbBytes keeps nil as NULL and stores everything else as a BLOB.
+func dbBytes(b []byte) any {
+	if b == nil {
+		return nil
+	}
+	return b
+}
+
+// dbNullString stores "" as NULL.
+func dbNullString(v string) any {
+	if v == "" {
+		return nil
+	}
+	return v
+}
+
+// limitClause returns " LIMIT n" for n > 0, or "".
+func limitClause(n int) string {
+	if n <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" LIMIT %d", n)
+}

@@ -1,0 +1,216 @@
+// Package store defines drover's durable state and the Store interface every
+// backend implements: the embedded SQLite store (the default, pure Go) and,
+// later, PostgreSQL. The conformance suite in storetest is the contract: every
+// implementation must pass it.
+//
+// The engine writes everything it depends on here before it acts (principle 2
+// of docs/architecture.md): desired states, approvals, instance states, apply
+// attempts and an append-only event history.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrNotFound is returned when a requested record does not exist.
+var ErrNotFound = errors.New("not found")
+
+// ErrConflict is returned when a write loses an optimistic-concurrency race
+// (PutInstance with a stale Revision).
+var ErrConflict = errors.New("conflict: the record was changed concurrently")
+
+// ConfigObject is one stored version of a config (application, service,
+// runtime, protection, deliveryExtension, releaseChannel).
+type ConfigObject struct {
+	Kind string `json:"kind"`
+	// Name is unique per kind; services and standalone release channels are
+	// named "<application>/<name>".
+	Name    string `json:"name"`
+	Version int64  `json:"version"`
+	// Body is the config (a config.File as JSON, local files resolved).
+	Body []byte `json:"body"`
+	// Hash identifies the content; a new version is created only when it changes.
+	Hash string `json:"hash"`
+	// Source is the file the config came from, as the client named it.
+	Source    string    `json:"source,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// DesiredState is one push: the compiled service and the version every release
+// channel converges to. It is immutable once created, except for ReplacedBy.
+type DesiredState struct {
+	ID          string `json:"id"`
+	Application string `json:"application"`
+	Service     string `json:"service"`
+	// Version is the bundle version.
+	Version string `json:"version"`
+	// ConfigVersion is the service config version it was compiled from.
+	ConfigVersion int64 `json:"configVersion"`
+	// Compiled is the compiler result as JSON (server-side only; may hold secrets).
+	Compiled []byte `json:"compiled"`
+	// Params are the push's parameter values as JSON.
+	Params []byte `json:"params,omitempty"`
+	// Rollback marks a desired state created by a rollback.
+	Rollback bool `json:"rollback,omitempty"`
+	// ReleaseChannels limits the push to these channels (empty = all).
+	ReleaseChannels []string  `json:"releaseChannels,omitempty"`
+	CreatedBy       string    `json:"createdBy,omitempty"`
+	CreatedAt       time.Time `json:"createdAt"`
+	// ReplacedBy is the id of the desired state that replaced this one, or "".
+	ReplacedBy string `json:"replacedBy,omitempty"`
+}
+
+// Approval is one person's approval (or rejection) of a topic of a desired state.
+type Approval struct {
+	DesiredStateID string    `json:"desiredStateId"`
+	Application    string    `json:"application"`
+	Service        string    `json:"service"`
+	ReleaseChannel string    `json:"releaseChannel"`
+	Topic          string    `json:"topic"`
+	User           string    `json:"user"`
+	Reject         bool      `json:"reject,omitempty"`
+	Comment        string    `json:"comment,omitempty"`
+	CreatedAt      time.Time `json:"createdAt"`
+}
+
+// Instance is the engine's durable state of a service in one release channel.
+type Instance struct {
+	Application    string `json:"application"`
+	Service        string `json:"service"`
+	ReleaseChannel string `json:"releaseChannel"`
+	// DesiredStateID is the desired state the instance is converging toward.
+	DesiredStateID string `json:"desiredStateId"`
+	// TargetStateID and TargetVersion are what was last applied (the target):
+	// the desired state once its preconditions held, an older one while
+	// waiting, or the rollback version.
+	TargetStateID string `json:"targetStateId,omitempty"`
+	TargetVersion string `json:"targetVersion,omitempty"`
+	// CurrentStateID and CurrentVersion are the last version seen converged.
+	CurrentStateID string `json:"currentStateId,omitempty"`
+	CurrentVersion string `json:"currentVersion,omitempty"`
+	Status         string `json:"status"`
+	Reason         string `json:"reason,omitempty"`
+	Message        string `json:"message,omitempty"`
+	Paused         bool   `json:"paused,omitempty"`
+	// ApplyAttempts counts applies of the target since it last changed or progressed.
+	ApplyAttempts int       `json:"applyAttempts,omitempty"`
+	LastApplyAt   time.Time `json:"lastApplyAt,omitzero"`
+	ConvergedAt   time.Time `json:"convergedAt,omitzero"`
+	UpdatedAt     time.Time `json:"updatedAt,omitzero"`
+	// Extra holds engine-private durable details as JSON (rollback bookkeeping,
+	// conditions already satisfied); the store keeps it opaque.
+	Extra []byte `json:"extra,omitempty"`
+	// Revision increases with every write; PutInstance with a Revision that
+	// does not match the stored one fails with ErrConflict (0 = create).
+	Revision int64 `json:"revision"`
+}
+
+// ApplyAttempt records one apply, written before the runtime is called.
+type ApplyAttempt struct {
+	ID             int64     `json:"id"`
+	Application    string    `json:"application"`
+	Service        string    `json:"service"`
+	ReleaseChannel string    `json:"releaseChannel"`
+	DesiredStateID string    `json:"desiredStateId"`
+	Version        string    `json:"version"`
+	StartedAt      time.Time `json:"startedAt"`
+	FinishedAt     time.Time `json:"finishedAt,omitzero"`
+	// Outcome is "" while running, then "succeeded" or "failed".
+	Outcome string `json:"outcome,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// Event is one entry of the append-only history.
+type Event struct {
+	// Seq is assigned by the store, strictly increasing.
+	Seq            int64     `json:"seq"`
+	Time           time.Time `json:"time"`
+	Application    string    `json:"application,omitempty"`
+	Service        string    `json:"service,omitempty"`
+	ReleaseChannel string    `json:"releaseChannel,omitempty"`
+	DesiredStateID string    `json:"desiredStateId,omitempty"`
+	// Type is a short word: configured, pushed, replaced, approved, rejected,
+	// applying, applied, converged, failed, drift, rollback, paused, resumed...
+	Type    string `json:"type"`
+	Actor   string `json:"actor,omitempty"`
+	Message string `json:"message"`
+	// Data is optional structured detail as JSON.
+	Data []byte `json:"data,omitempty"`
+}
+
+// EventFilter selects events; zero fields match everything.
+type EventFilter struct {
+	Application string
+	Service     string
+	AfterSeq    int64
+	// Limit caps the number returned (0 = no limit); events come oldest first.
+	Limit int
+}
+
+// Batch is a set of writes applied atomically.
+type Batch struct {
+	Instances []Instance
+	Events    []Event
+}
+
+// Store is drover's durable state. Implementations are safe for concurrent use.
+type Store interface {
+	// PutConfig stores obj as a new version when its Hash differs from the
+	// latest version's, and returns the stored object and whether a new
+	// version was created (Version and CreatedAt are assigned by the store).
+	PutConfig(ctx context.Context, obj ConfigObject) (ConfigObject, bool, error)
+	// GetConfig returns the latest version of a config, or ErrNotFound.
+	GetConfig(ctx context.Context, kind, name string) (ConfigObject, error)
+	// GetConfigVersion returns one version of a config, or ErrNotFound.
+	GetConfigVersion(ctx context.Context, kind, name string, version int64) (ConfigObject, error)
+	// ListConfigs returns the latest version of every config of kind ("" = all
+	// kinds), ordered by kind and name.
+	ListConfigs(ctx context.Context, kind string) ([]ConfigObject, error)
+
+	// CreateDesiredState stores ds and, in the same transaction, sets
+	// ReplacedBy on the service's previous active desired state and appends
+	// events. ds.ID must be set and unique.
+	CreateDesiredState(ctx context.Context, ds DesiredState, events ...Event) error
+	// GetDesiredState returns a desired state by id, or ErrNotFound.
+	GetDesiredState(ctx context.Context, id string) (DesiredState, error)
+	// ActiveDesiredState returns the service's newest desired state (the one
+	// not replaced), or ErrNotFound.
+	ActiveDesiredState(ctx context.Context, application, service string) (DesiredState, error)
+	// ListActiveDesiredStates returns every service's active desired state.
+	ListActiveDesiredStates(ctx context.Context) ([]DesiredState, error)
+	// ListDesiredStates returns a service's desired states, newest first.
+	ListDesiredStates(ctx context.Context, application, service string, limit int) ([]DesiredState, error)
+
+	// AddApproval records an approval or rejection and its events atomically.
+	// The same user approving the same topic twice keeps the first record.
+	AddApproval(ctx context.Context, a Approval, events ...Event) error
+	// ListApprovals returns the approvals of a desired state, oldest first.
+	ListApprovals(ctx context.Context, desiredStateID string) ([]Approval, error)
+
+	// GetInstance returns an instance, or ErrNotFound.
+	GetInstance(ctx context.Context, application, service, releaseChannel string) (Instance, error)
+	// ListInstances returns a service's instances ("" service = the
+	// application's; both "" = all), ordered by service and release channel.
+	ListInstances(ctx context.Context, application, service string) ([]Instance, error)
+	// Write applies a batch atomically: each instance is upserted with the
+	// Revision check of PutInstance, then events are appended. On ErrConflict
+	// nothing is written. Revisions of written instances are incremented in b.
+	Write(ctx context.Context, b *Batch) error
+
+	// StartApply records an apply attempt before it runs and returns its id.
+	StartApply(ctx context.Context, a ApplyAttempt) (int64, error)
+	// FinishApply records the outcome of an apply attempt.
+	FinishApply(ctx context.Context, id int64, outcome, message string, at time.Time) error
+	// ListApplies returns a service's apply attempts, newest first.
+	ListApplies(ctx context.Context, application, service string, limit int) ([]ApplyAttempt, error)
+
+	// AppendEvents appends events, assigning Seq (and Time when zero).
+	AppendEvents(ctx context.Context, events ...Event) error
+	// ListEvents returns events matching f, oldest first.
+	ListEvents(ctx context.Context, f EventFilter) ([]Event, error)
+
+	// Close releases the store.
+	Close() error
+}
