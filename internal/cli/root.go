@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/drover-dev/drover/api/client"
 	"github.com/drover-dev/drover/internal/config"
 	"github.com/drover-dev/drover/internal/manifest"
 	"github.com/drover-dev/drover/internal/version"
@@ -63,7 +64,20 @@ approvals, protections). It reads Prodvana-format configs (*.pvn.yaml).`,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newValidateCmd(), newCompileCmd(), newVersionCmd())
+	g := &globals{}
+	root.PersistentFlags().StringVar(&g.server, "server", defaultServer(), "drover server URL (env DROVER_SERVER)")
+	root.PersistentFlags().StringVar(&g.user, "user", defaultUser(), "who you are, recorded with approvals and events (env DROVER_USER)")
+	root.AddCommand(
+		newValidateCmd(), newCompileCmd(),
+		newServerCmd(), newDevCmd(),
+		newApplyCmd(g), newPushCmd(g), newStatusCmd(g), newWaitCmd(g),
+		newApproveCmd(g, false), newApproveCmd(g, true),
+		newChannelCmd(g, "pause", "Stop applying to a release channel (or all) until resumed", (*client.Client).Pause),
+		newChannelCmd(g, "resume", "Let drover apply to a paused release channel (or all) again", (*client.Client).Resume),
+		newChannelCmd(g, "rollback", "Roll a release channel (or all) back to its last converged version", (*client.Client).Rollback),
+		newEventsCmd(g),
+		newVersionCmd(),
+	)
 	return root
 }
 

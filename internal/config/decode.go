@@ -382,6 +382,9 @@ func (d *decoder) decodeEnum(n *yaml.Node, v reflect.Value, path string) {
 		}
 	}
 	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" {
+		if n.Value == "" {
+			return // unset, as drover writes an enum nobody set; validation requires it where needed
+		}
 		for _, val := range values {
 			if n.Value == val {
 				v.SetString(val)

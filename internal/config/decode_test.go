@@ -542,7 +542,7 @@ func TestDecodeScalarForms(t *testing.T) {
 	}
 
 	// Enums accept the name or the proto index.
-	for value, want := range map[string]KubernetesConfigType{"KUBERNETES": "KUBERNETES", "1": "KUBERNETES", "2": "KUSTOMIZE", "0": "UNKNOWN"} {
+	for value, want := range map[string]KubernetesConfigType{"KUBERNETES": "KUBERNETES", "1": "KUBERNETES", "2": "KUSTOMIZE", "0": "UNKNOWN", `""`: ""} {
 		src := "service:\n  name: a\n  kubernetesConfig:\n    type: " + value + "\n"
 		if got := mustDecode(t, src).File.Service.KubernetesConfig.Type; got != want {
 			t.Errorf("type: %s = %q, want %q", value, got, want)

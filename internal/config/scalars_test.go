@@ -137,6 +137,12 @@ func TestInt64JSON(t *testing.T) {
 			t.Errorf("Unmarshal(%s) = %d, want an error", in, got)
 		}
 	}
+	// Called directly, it still wants both quotes or none.
+	for _, in := range []string{`"42`, `42"`, `""42""`} {
+		if err := new(Int64).UnmarshalJSON([]byte(in)); err == nil {
+			t.Errorf("UnmarshalJSON(%s) succeeded", in)
+		}
+	}
 	got := Int64(5)
 	if err := json.Unmarshal([]byte(`null`), &got); err != nil || got != 5 {
 		t.Errorf("Unmarshal(null) = %d, %v; want unchanged", got, err)

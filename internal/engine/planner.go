@@ -125,11 +125,13 @@ func (p *planner) channel(ch Channel) {
 		s.rollback = true
 		p.converge(s, inst.TargetStateID, inst.TargetVersion)
 		return
-	case ds.StatusRolledBack, ds.StatusFailedRollback:
+	case ds.StatusRolledBack:
 		// Pinned until the next push; keep the running version healthy.
 		s.rollback = true
 		p.converge(s, inst.TargetStateID, inst.TargetVersion)
 		return
+	case ds.StatusFailedRollback:
+		return // needs a person: a new push or a manual rollback
 	case ds.StatusFailed:
 		if s.ex.FailedVersion == ch.Version {
 			return // failed for this push; a new push or a rollback moves it
@@ -232,9 +234,6 @@ func (p *planner) converge(s *step, stateID, version string) {
 	done := ds.StatusConverged
 	if s.rollback {
 		working, done = ds.StatusRollingBack, ds.StatusRolledBack
-		if ds.Status(inst.Status) == ds.StatusFailedRollback {
-			done = ds.StatusFailedRollback
-		}
 	}
 	switch {
 	case !ok:
@@ -359,6 +358,9 @@ func (p *planner) apply(s *step, stateID, version string) {
 // fail marks the instance failed and starts an automatic rollback when allowed.
 func (p *planner) fail(s *step, version string, reason ds.Reason, msg string) {
 	inst := s.inst
+	if msg == "" {
+		msg = "rollout of " + version + " failed"
+	}
 	if s.rollback {
 		s.set(ds.StatusFailedRollback, reason, "rollback to %s failed: %s", version, msg)
 		p.event(inst, "failed", "%s: rollback to %s failed: %s", s.ch.Name, version, msg)

@@ -27,7 +27,7 @@ func insertEvents(ctx context.Context, tx *sql.Tx, events []store.Event, t time.
 	stmt, err := tx.PrepareContext(ctx, "INSERT INTO events (time, application, service, release_channel, desired_state_id, type, actor, message, data)"+
 		" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
 	if err != nil {
-		return nil, fmt.Errorf("append events: %w", err)
+		return nil, fmt.Errorf("prepare event insert: %w", err)
 	}
 	defer stmt.Close()
 	seqs := make([]int64, len(events))
@@ -39,10 +39,10 @@ func insertEvents(ctx context.Context, tx *sql.Tx, events []store.Event, t time.
 		res, err := stmt.ExecContext(ctx, dbTime(at), e.Application, e.Service, e.ReleaseChannel, e.DesiredStateID,
 			e.Type, e.Actor, e.Message, dbBytes(e.Data))
 		if err != nil {
-			return nil, fmt.Errorf("append event %q: %w", e.Type, err)
+			return nil, fmt.Errorf("event %d (%s): %w", i, e.Type, err)
 		}
 		if seqs[i], err = res.LastInsertId(); err != nil {
-			return nil, fmt.Errorf("append event %q: %w", e.Type, err)
+			return nil, fmt.Errorf("event %d (%s): %w", i, e.Type, err)
 		}
 	}
 	return seqs, nil
@@ -73,7 +73,7 @@ func (s *Store) AppendEvents(ctx context.Context, events ...store.Event) error {
 		return err
 	})
 	if err != nil {
-		return err // insertEvents says "append event(s)"
+		return fmt.Errorf("append %d events: %w", len(events), err)
 	}
 	setSeqs(events, seqs, t)
 	return nil

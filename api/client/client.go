@@ -1,0 +1,224 @@
+// Package client is the Go client of drover's v1 API.
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	apiv1 "github.com/drover-dev/drover/api/v1"
+)
+
+// DefaultServer is where the CLI looks when neither --server nor DROVER_SERVER is set.
+const DefaultServer = "http://127.0.0.1:7420"
+
+// Client talks to a drover server.
+type Client struct {
+	base string
+	http *http.Client
+}
+
+// New returns a client for the server at base (e.g. http://127.0.0.1:7420).
+func New(base string) *Client {
+	return &Client{base: strings.TrimRight(base, "/"), http: &http.Client{}}
+}
+
+// Error is an error returned by the server.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+	Details []apiv1.ConfigError
+}
+
+func (e *Error) Error() string { return e.Message }
+
+func newError(status int, e apiv1.Error) *Error {
+	return &Error{Status: status, Code: e.Code, Message: e.Message, Details: e.Details}
+}
+
+// IsNotFound reports whether err is a not_found error from the server.
+func IsNotFound(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == "not_found"
+}
+
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		raw, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("cannot reach the drover server at %s (start one with drover server or drover dev, or set --server/DROVER_SERVER): %w", c.base, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode >= 300 {
+		var er apiv1.ErrorResponse
+		if json.Unmarshal(raw, &er) != nil || er.Error.Message == "" {
+			return newError(resp.StatusCode, apiv1.Error{Code: "internal", Message: fmt.Sprintf("%s %s: %s", method, path, resp.Status)})
+		}
+		return newError(resp.StatusCode, er.Error)
+	}
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return fmt.Errorf("decode %s response: %w", path, err)
+		}
+	}
+	return nil
+}
+
+func servicePath(app, svc string) string {
+	return "/v1/apps/" + url.PathEscape(app) + "/services/" + url.PathEscape(svc)
+}
+
+// Health checks the server.
+func (c *Client) Health(ctx context.Context) (*apiv1.Health, error) {
+	var out apiv1.Health
+	return &out, c.do(ctx, http.MethodGet, "/v1/health", nil, &out)
+}
+
+// ApplyConfigs stores configs.
+func (c *Client) ApplyConfigs(ctx context.Context, req apiv1.ApplyConfigsRequest) (*apiv1.ApplyConfigsResponse, error) {
+	var out apiv1.ApplyConfigsResponse
+	return &out, c.do(ctx, http.MethodPost, "/v1/configs:apply", req, &out)
+}
+
+// ListConfigs lists stored configs of kind ("" = all).
+func (c *Client) ListConfigs(ctx context.Context, kind string) (*apiv1.ConfigList, error) {
+	var out apiv1.ConfigList
+	return &out, c.do(ctx, http.MethodGet, "/v1/configs?kind="+url.QueryEscape(kind), nil, &out)
+}
+
+// Push creates a new desired state for a service.
+func (c *Client) Push(ctx context.Context, app, svc string, req apiv1.PushRequest) (*apiv1.PushResponse, error) {
+	var out apiv1.PushResponse
+	return &out, c.do(ctx, http.MethodPost, servicePath(app, svc)+":push", req, &out)
+}
+
+// Status returns a service's status.
+func (c *Client) Status(ctx context.Context, app, svc string) (*apiv1.ServiceStatus, error) {
+	var out apiv1.ServiceStatus
+	return &out, c.do(ctx, http.MethodGet, servicePath(app, svc), nil, &out)
+}
+
+// ListServices lists services with a desired state.
+func (c *Client) ListServices(ctx context.Context) (*apiv1.ServiceList, error) {
+	var out apiv1.ServiceList
+	return &out, c.do(ctx, http.MethodGet, "/v1/services", nil, &out)
+}
+
+// Approve approves or rejects a channel's pending approval.
+func (c *Client) Approve(ctx context.Context, app, svc string, req apiv1.ApproveRequest) (*apiv1.ServiceStatus, error) {
+	var out apiv1.ServiceStatus
+	return &out, c.do(ctx, http.MethodPost, servicePath(app, svc)+":approve", req, &out)
+}
+
+// Pause pauses a channel (or all).
+func (c *Client) Pause(ctx context.Context, app, svc string, req apiv1.ChannelRequest) (*apiv1.ServiceStatus, error) {
+	var out apiv1.ServiceStatus
+	return &out, c.do(ctx, http.MethodPost, servicePath(app, svc)+":pause", req, &out)
+}
+
+// Resume resumes a channel (or all).
+func (c *Client) Resume(ctx context.Context, app, svc string, req apiv1.ChannelRequest) (*apiv1.ServiceStatus, error) {
+	var out apiv1.ServiceStatus
+	return &out, c.do(ctx, http.MethodPost, servicePath(app, svc)+":resume", req, &out)
+}
+
+// Rollback rolls a channel (or all) back to the last converged version.
+func (c *Client) Rollback(ctx context.Context, app, svc string, req apiv1.ChannelRequest) (*apiv1.ServiceStatus, error) {
+	var out apiv1.ServiceStatus
+	return &out, c.do(ctx, http.MethodPost, servicePath(app, svc)+":rollback", req, &out)
+}
+
+// Events returns a service's events after seq.
+func (c *Client) Events(ctx context.Context, app, svc string, after int64, limit int) (*apiv1.EventList, error) {
+	var out apiv1.EventList
+	q := "?after=" + strconv.FormatInt(after, 10) + "&limit=" + strconv.Itoa(limit)
+	return &out, c.do(ctx, http.MethodGet, servicePath(app, svc)+"/events"+q, nil, &out)
+}
+
+// Watch streams events of a service (or all when app and svc are empty)
+// after seq, calling fn for each, until ctx ends or fn returns an error.
+// It reconnects after transient failures.
+func (c *Client) Watch(ctx context.Context, app, svc string, after int64, fn func(apiv1.Event) error) error {
+	for {
+		err := c.watchOnce(ctx, app, svc, &after, fn)
+		var stop *stopError
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.As(err, &stop):
+			return stop.err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+type stopError struct{ err error }
+
+func (e *stopError) Error() string { return e.err.Error() }
+
+func (c *Client) watchOnce(ctx context.Context, app, svc string, after *int64, fn func(apiv1.Event) error) error {
+	q := url.Values{"app": {app}, "service": {svc}, "after": {strconv.FormatInt(*after, 10)}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/watch?"+q.Encode(), nil)
+	if err != nil {
+		return &stopError{err}
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return &stopError{fmt.Errorf("watch: %s", resp.Status)}
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			continue
+		}
+		var ev apiv1.Event
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			continue
+		}
+		*after = ev.Seq
+		if err := fn(ev); err != nil {
+			return &stopError{err}
+		}
+	}
+	return sc.Err()
+}

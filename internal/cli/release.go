@@ -1,0 +1,507 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/drover-dev/drover/api/client"
+	apiv1 "github.com/drover-dev/drover/api/v1"
+	"github.com/drover-dev/drover/internal/compiler"
+	"github.com/drover-dev/drover/internal/config"
+)
+
+// globals are flags shared by every verb that talks to a server.
+type globals struct {
+	server string
+	user   string
+}
+
+func (g *globals) client() *client.Client { return client.New(g.server) }
+
+func defaultServer() string {
+	if s := os.Getenv("DROVER_SERVER"); s != "" {
+		return s
+	}
+	return client.DefaultServer
+}
+
+func defaultUser() string {
+	for _, k := range []string{"DROVER_USER", "USER", "LOGNAME"} {
+		if v := os.Getenv(k); v != "" {
+			return v
+		}
+	}
+	return "unknown"
+}
+
+// signalContext is cancelled on SIGINT/SIGTERM.
+func signalContext(parent context.Context) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+}
+
+// apiErr turns a server error into a CLI error with the right exit code.
+func apiErr(err error) error {
+	var ce *client.Error
+	if errors.As(err, &ce) {
+		msg := ce.Message
+		for _, d := range ce.Details {
+			msg += "\n" + formatDetail(d)
+		}
+		return &ExitError{Code: 1, Err: errors.New(msg)}
+	}
+	return err
+}
+
+func formatDetail(d apiv1.ConfigError) string {
+	var b strings.Builder
+	if d.File != "" {
+		b.WriteString(d.File)
+		if d.Line > 0 {
+			fmt.Fprintf(&b, ":%d:%d", d.Line, max(d.Column, 1))
+		}
+		b.WriteString(": ")
+	}
+	if d.Field != "" && !strings.Contains(d.Message, d.Field+":") {
+		b.WriteString(d.Field + ": ")
+	}
+	b.WriteString(d.Message)
+	return b.String()
+}
+
+func newApplyCmd(g *globals) *cobra.Command {
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "apply PATH...",
+		Short: "Send configs to the server (validated together; all or nothing)",
+		Long: `Apply reads configs (*.pvn.yaml) like validate does, resolves their local file
+references here, and sends them to the server, which validates them together
+with what it already stores. If anything is invalid nothing changes and every
+problem is listed with its file and line. A new version of a config is stored
+only when its content changed.
+
+Applying a service config does not deploy it: drover push does.`,
+		Example: `  drover apply examples/quickstart/...
+  drover apply runtimes/ apps/... --dry-run`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			sources, err := config.Load(args)
+			if err != nil {
+				return located(err)
+			}
+			req := apiv1.ApplyConfigsRequest{DryRun: dryRun, User: g.user}
+			bySource := map[string]*config.Source{}
+			for _, src := range sources {
+				body, err := json.Marshal(src.File)
+				if err != nil {
+					return err
+				}
+				req.Configs = append(req.Configs, apiv1.Config{Source: src.Path, Body: body})
+				bySource[src.Path] = src
+			}
+			resp, err := g.client().ApplyConfigs(cmd.Context(), req)
+			if err != nil {
+				var ce *client.Error
+				if errors.As(err, &ce) && len(ce.Details) > 0 {
+					return &ExitError{Code: 1, Err: errors.New(relocate(ce.Details, bySource))}
+				}
+				return apiErr(err)
+			}
+			w := cmd.OutOrStdout()
+			for _, r := range resp.Results {
+				suffix := ""
+				if dryRun {
+					suffix = " (dry run)"
+				}
+				fmt.Fprintf(w, "%s/%s: %s (version %d)%s\n", r.Kind, r.Name, r.Action, r.Version, suffix)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "validate on the server without storing anything")
+	return cmd
+}
+
+// relocate maps server-reported problems back to lines of the local files.
+func relocate(details []apiv1.ConfigError, sources map[string]*config.Source) string {
+	var l config.ErrorList
+	for _, d := range details {
+		e := &config.Error{File: d.File, Line: d.Line, Column: d.Column, Field: d.Field, Msg: d.Message}
+		if src, ok := sources[d.File]; ok && d.Line == 0 && d.Field != "" {
+			pos := src.Locate(d.Field)
+			e.Line, e.Column = pos.Line, pos.Column
+		}
+		l = append(l, e)
+	}
+	return l.Err().Error()
+}
+
+func newPushCmd(g *globals) *cobra.Command {
+	var (
+		app              string
+		params, rcParams []string
+		wait             bool
+		timeout          time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "push SERVICE --app APP [--param NAME=VALUE]...",
+		Short: "Compile the service's latest config and make it the desired state",
+		Long: `Push compiles the service's latest applied config with the given parameter
+values and sets the result as the service's desired state. The engine then
+rolls it out to every release channel in order, as preconditions allow. A push
+replaces any rollout still in progress.`,
+		Example: `  drover push web --app quickstart --param image=1.27
+  drover push web --app quickstart --param image=1.28 --wait
+  drover push api --app shop --param-by-release-channel staging=image=2.0-rc1`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if app == "" {
+				return &ExitError{Code: 2, Err: errors.New("--app is required")}
+			}
+			req := apiv1.PushRequest{User: g.user}
+			for _, p := range params {
+				pv, err := compiler.ParseParam(p)
+				if err != nil {
+					return &ExitError{Code: 2, Err: err}
+				}
+				req.Params = append(req.Params, apiv1.Param{Name: pv.Name, Value: pv.Value})
+			}
+			for _, p := range rcParams {
+				pv, err := compiler.ParseReleaseChannelParam(p)
+				if err != nil {
+					return &ExitError{Code: 2, Err: err}
+				}
+				req.Params = append(req.Params, apiv1.Param{Name: pv.Name, Value: pv.Value, ReleaseChannel: pv.ReleaseChannel})
+			}
+			resp, err := g.client().Push(cmd.Context(), app, args[0], req)
+			if err != nil {
+				return apiErr(err)
+			}
+			w := cmd.OutOrStdout()
+			name := resp.BundleVersion
+			if resp.BundleName != "" {
+				name = resp.BundleName + " (" + resp.BundleVersion + ")"
+			}
+			fmt.Fprintf(w, "pushed %s %s: desired state %s\n", args[0], name, resp.DesiredStateID)
+			if resp.Replaced != "" {
+				fmt.Fprintf(w, "replaces desired state %s\n", resp.Replaced)
+			}
+			if !wait {
+				return nil
+			}
+			return waitFor(cmd.Context(), g.client(), w, app, args[0], resp.DesiredStateID, timeout)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&app, "app", "", "application of the service (required)")
+	f.StringArrayVar(&params, "param", nil, "parameter value NAME=VALUE (repeatable)")
+	f.StringArrayVar(&rcParams, "param-by-release-channel", nil, "parameter value for one release channel RC=NAME=VALUE (repeatable)")
+	f.BoolVar(&wait, "wait", false, "wait until every release channel converged (see drover wait)")
+	f.DurationVar(&timeout, "timeout", 30*time.Minute, "with --wait: give up after this long (exit 3)")
+	return cmd
+}
+
+func newStatusCmd(g *globals) *cobra.Command {
+	var app, output string
+	cmd := &cobra.Command{
+		Use:   "status [SERVICE] --app APP",
+		Short: "Show per release channel what runs, what is coming, and why it waits",
+		Example: `  drover status web --app quickstart
+  drover status --app quickstart
+  drover status web --app quickstart -o json`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := outputFormat(output, "text", "json"); err != nil {
+				return err
+			}
+			c := g.client()
+			var list []apiv1.ServiceStatus
+			if len(args) == 1 {
+				if app == "" {
+					return &ExitError{Code: 2, Err: errors.New("--app is required")}
+				}
+				st, err := c.Status(cmd.Context(), app, args[0])
+				if err != nil {
+					return apiErr(err)
+				}
+				if output == "json" {
+					return writeJSON(cmd.OutOrStdout(), st)
+				}
+				list = []apiv1.ServiceStatus{*st}
+			} else {
+				all, err := c.ListServices(cmd.Context())
+				if err != nil {
+					return apiErr(err)
+				}
+				for _, s := range all.Services {
+					if app == "" || s.Application == app {
+						list = append(list, s)
+					}
+				}
+				if output == "json" {
+					return writeJSON(cmd.OutOrStdout(), apiv1.ServiceList{Services: append([]apiv1.ServiceStatus{}, list...)})
+				}
+				if len(list) == 0 {
+					fmt.Fprintln(cmd.OutOrStdout(), "no services pushed yet")
+					return nil
+				}
+			}
+			for i, st := range list {
+				if i > 0 {
+					fmt.Fprintln(cmd.OutOrStdout())
+				}
+				printStatus(cmd.OutOrStdout(), &st)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&app, "app", "", "application")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	return cmd
+}
+
+func printStatus(w io.Writer, st *apiv1.ServiceStatus) {
+	fmt.Fprintf(w, "%s/%s  %s  (desired %s, desired state %s)\n", st.Application, st.Service, st.Status, st.DesiredVersion, st.DesiredStateID)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RELEASE CHANNEL\tSTATUS\tVERSION\tDESIRED\tMESSAGE")
+	for _, c := range st.ReleaseChannels {
+		version := c.Version
+		if version == "" {
+			version = "-"
+		}
+		msg := c.Message
+		if c.Reason != "" && c.Status != "CONVERGED" {
+			msg = c.Reason + ": " + msg
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.Name, c.Status, version, c.DesiredVersion, msg)
+	}
+	_ = tw.Flush()
+}
+
+func newWaitCmd(g *globals) *cobra.Command {
+	var (
+		app     string
+		timeout time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "wait SERVICE --app APP",
+		Short: "Follow a rollout until every release channel converged",
+		Long: `Wait prints each release channel's progress as it changes and exits when the
+rollout is over: 0 when every channel converged (or the desired state was
+replaced by a newer push), 2 when a channel failed or was rolled back, 3 on
+timeout, 1 on other errors.`,
+		Example: `  drover wait web --app quickstart --timeout 10m`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if app == "" {
+				return &ExitError{Code: 2, Err: errors.New("--app is required")}
+			}
+			return waitFor(cmd.Context(), g.client(), cmd.OutOrStdout(), app, args[0], "", timeout)
+		},
+	}
+	cmd.Flags().StringVar(&app, "app", "", "application of the service (required)")
+	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Minute, "give up after this long (exit 3)")
+	return cmd
+}
+
+// waitFor follows a service until its rollout ends; dsID pins the desired
+// state to wait for ("" = the active one).
+func waitFor(ctx context.Context, c *client.Client, w io.Writer, app, svc, dsID string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	last := map[string]string{}
+	check := func() (bool, error) {
+		st, err := c.Status(ctx, app, svc)
+		if err != nil {
+			return false, apiErr(err)
+		}
+		if dsID == "" {
+			dsID = st.DesiredStateID
+		}
+		if st.DesiredStateID != dsID {
+			fmt.Fprintf(w, "desired state %s was replaced by %s\n", dsID, st.DesiredStateID)
+			return true, nil
+		}
+		for _, ch := range st.ReleaseChannels {
+			line := fmt.Sprintf("%s: %s", ch.Status, ch.Message)
+			if last[ch.Name] != line {
+				last[ch.Name] = line
+				fmt.Fprintf(w, "%s  %-14s %s\n", time.Now().Format("15:04:05"), ch.Name, line)
+			}
+		}
+		switch st.Status {
+		case "CONVERGED":
+			fmt.Fprintf(w, "%s/%s converged: every release channel runs %s\n", app, svc, st.DesiredVersion)
+			return true, nil
+		case "FAILED", "ROLLED_BACK":
+			return true, &ExitError{Code: 2, Err: fmt.Errorf("%s/%s %s", app, svc, strings.ToLower(strings.ReplaceAll(st.Status, "_", " ")))}
+		}
+		return false, nil
+	}
+	if done, err := check(); done || err != nil {
+		return err
+	}
+	watchErr := c.Watch(ctx, app, svc, 0, func(apiv1.Event) error {
+		done, err := check()
+		if err != nil {
+			return err
+		}
+		if done {
+			return errDone
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(watchErr, errDone):
+		return nil
+	case errors.Is(watchErr, context.DeadlineExceeded):
+		return &ExitError{Code: 3, Err: fmt.Errorf("timed out after %s waiting for %s/%s", timeout, app, svc)}
+	}
+	return watchErr
+}
+
+var errDone = errors.New("done")
+
+func newApproveCmd(g *globals, reject bool) *cobra.Command {
+	var app, rc, topic, comment string
+	verb, short := "approve", "Approve a release channel's pending manual approval"
+	if reject {
+		verb, short = "reject", "Reject a release channel's pending manual approval (the channel fails)"
+	}
+	cmd := &cobra.Command{
+		Use:     verb + " SERVICE --app APP --release-channel RC",
+		Short:   short,
+		Example: fmt.Sprintf("  drover %s web --app quickstart --release-channel prod", verb),
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if app == "" || rc == "" {
+				return &ExitError{Code: 2, Err: errors.New("--app and --release-channel are required")}
+			}
+			st, err := g.client().Approve(cmd.Context(), app, args[0], apiv1.ApproveRequest{ReleaseChannel: rc, Topic: topic, Reject: reject, User: g.user, Comment: comment})
+			if err != nil {
+				return apiErr(err)
+			}
+			past := "approved"
+			if reject {
+				past = "rejected"
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %s of %s/%s as %s\n", past, rc, app, args[0], g.user)
+			printStatus(cmd.OutOrStdout(), st)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&app, "app", "", "application of the service (required)")
+	f.StringVar(&rc, "release-channel", "", "release channel waiting for approval (required)")
+	f.StringVar(&topic, "topic", "", "which approval, when the channel has several")
+	f.StringVar(&comment, "comment", "", "a note kept with the approval")
+	return cmd
+}
+
+func newChannelCmd(g *globals, verb, short string, call func(*client.Client, context.Context, string, string, apiv1.ChannelRequest) (*apiv1.ServiceStatus, error)) *cobra.Command {
+	var app, rc string
+	cmd := &cobra.Command{
+		Use:     verb + " SERVICE --app APP [--release-channel RC]",
+		Short:   short,
+		Example: fmt.Sprintf("  drover %s web --app quickstart --release-channel prod", verb),
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if app == "" {
+				return &ExitError{Code: 2, Err: errors.New("--app is required")}
+			}
+			st, err := call(g.client(), cmd.Context(), app, args[0], apiv1.ChannelRequest{ReleaseChannel: rc, User: g.user})
+			if err != nil {
+				return apiErr(err)
+			}
+			printStatus(cmd.OutOrStdout(), st)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&app, "app", "", "application of the service (required)")
+	cmd.Flags().StringVar(&rc, "release-channel", "", "one release channel (default: all)")
+	return cmd
+}
+
+func newEventsCmd(g *globals) *cobra.Command {
+	var (
+		app, output string
+		follow      bool
+		limit       int
+	)
+	cmd := &cobra.Command{
+		Use:   "events SERVICE --app APP",
+		Short: "Show a service's history: pushes, approvals, applies, failures, rollbacks",
+		Example: `  drover events web --app quickstart
+  drover events web --app quickstart --follow`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := outputFormat(output, "text", "json"); err != nil {
+				return err
+			}
+			if app == "" {
+				return &ExitError{Code: 2, Err: errors.New("--app is required")}
+			}
+			c := g.client()
+			w := cmd.OutOrStdout()
+			print := func(e apiv1.Event) error {
+				if output == "json" {
+					return json.NewEncoder(w).Encode(e)
+				}
+				actor := ""
+				if e.Actor != "" && e.Actor != "engine" {
+					actor = " [" + e.Actor + "]"
+				}
+				fmt.Fprintf(w, "%s  %-12s %s%s\n", e.Time.Local().Format("2006-01-02 15:04:05"), e.Type, e.Message, actor)
+				return nil
+			}
+			list, err := c.Events(cmd.Context(), app, args[0], 0, limit)
+			if err != nil {
+				return apiErr(err)
+			}
+			var last int64
+			for _, e := range list.Events {
+				if err := print(e); err != nil {
+					return err
+				}
+				last = e.Seq
+			}
+			if !follow {
+				return nil
+			}
+			ctx, cancel := signalContext(cmd.Context())
+			defer cancel()
+			err = c.Watch(ctx, app, args[0], last, print)
+			if errors.Is(err, context.Canceled) {
+				return nil
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&app, "app", "", "application of the service (required)")
+	f.BoolVarP(&follow, "follow", "f", false, "keep printing new events")
+	f.IntVar(&limit, "limit", 0, "show at most this many past events (0 = all)")
+	f.StringVarP(&output, "output", "o", "text", "output format: text or json (one event per line)")
+	return cmd
+}
+
+// sortedKeys returns a map's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,271 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+
+
+	"github.com/spf13/cobra"
+
+	"github.com/drover-dev/drover/api/client"
+	apiv1 "github.com/drover-dev/drover/api/v1"
+	"github.com/drover-dev/drover/examples"
+	"github.com/drover-dev/drover/internal/config"
+	"github.com/drover-dev/drover/internal/engine"
+	"github.com/drover-dev/drover/internal/server"
+	"github.com/drover-dev/drover/internal/store/sqlite"
+)
+
+// serverFlags are the flags of drover server and drover dev.
+type serverFlags struct {
+	data, listen, logLevel string
+	settings               engine.Settings
+	workers                int
+}
+
+func (f *serverFlags) register(cmd *cobra.Command, defaultData string) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.data, "data", defaultData, "data directory (the embedded database and runtime state)")
+	fl.StringVar(&f.listen, "listen", "127.0.0.1:7420", "address to serve the API on")
+	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.settings = engine.DefaultSettings()
+	fl.DurationVar(&f.settings.PollInterval, "poll-interval", f.settings.PollInterval, "fetch interval while converging (runtimes that push changes are seen sooner)")
+	fl.DurationVar(&f.settings.SteadyPollInterval, "steady-poll-interval", f.settings.SteadyPollInterval, "fetch interval once converged, to catch drift")
+	fl.DurationVar(&f.settings.ProgressDeadline, "progress-deadline", f.settings.ProgressDeadline, "fail a rollout that has not converged in this long (service progressDeadline overrides)")
+	fl.IntVar(&f.settings.MaxApplyAttempts, "apply-attempts", f.settings.MaxApplyAttempts, "apply attempts before a release channel fails")
+	fl.IntVar(&f.workers, "workers", 8, "services reconciled in parallel")
+}
+
+func (f *serverFlags) logger(w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return nil, &ExitError{Code: 2, Err: fmt.Errorf("invalid --log-level %q: use debug, info, warn or error", f.logLevel)}
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})), nil
+}
+
+// start opens the store, listens, and runs the server in the background. The
+// returned function stops it and waits.
+func (f *serverFlags) start(ctx context.Context, log *slog.Logger) (addr string, stop func() error, err error) {
+	if err := os.MkdirAll(f.data, 0o700); err != nil {
+		return "", nil, fmt.Errorf("create data directory: %w", err)
+	}
+	st, err := sqlite.Open(ctx, filepath.Join(f.data, "drover.db"))
+	if err != nil {
+		return "", nil, err
+	}
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		_ = st.Close()
+		return "", nil, fmt.Errorf("listen on %s: %w (is another drover running? choose another address with --listen)", f.listen, err)
+	}
+	srv := server.New(server.Config{Store: st, DataDir: f.data, Settings: f.settings, Log: log, Workers: f.workers})
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx, ln) }()
+	return "http://" + ln.Addr().String(), func() error {
+		cancel()
+		err := <-done
+		if cerr := st.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	}, nil
+}
+
+func defaultDataDir(name string) string {
+	base := os.Getenv("XDG_DATA_HOME")
+	if base == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return filepath.Join(".", "drover-"+name)
+		}
+		base = filepath.Join(home, ".local", "share")
+	}
+	return filepath.Join(base, "drover", name)
+}
+
+func newServerCmd() *cobra.Command {
+	var f serverFlags
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run the drover server: the API and the convergence engine",
+		Long: `Server runs the API and the convergence engine in one process, on an embedded
+SQLite database in --data. It binds to 127.0.0.1 unless told otherwise. Stop it
+with Ctrl-C; it can also be killed at any moment and restarted: nothing
+acknowledged is lost and rollouts continue where they stopped.`,
+		Example: `  drover server --data /var/lib/drover --listen 127.0.0.1:7420`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := f.logger(cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			ctx, cancel := signalContext(cmd.Context())
+			defer cancel()
+			addr, stop, err := f.start(ctx, log)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "drover server listening on %s (data in %s)\n", addr, f.data)
+			<-ctx.Done()
+			return stop()
+		},
+	}
+	f.register(cmd, defaultDataDir("server"))
+	return cmd
+}
+
+func newDevCmd() *cobra.Command {
+	var (
+		f     serverFlags
+		image string
+	)
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run a server with the quickstart applied and a first version pushed",
+		Long: `Dev starts a server (like drover server) on a data directory of its own,
+applies the quickstart example (two fake runtimes, staging and prod, one
+service), pushes a first version, and prints the rollout as it happens: staging
+converges, prod waits for staging and for your approval. Run the printed
+commands in another terminal. Ctrl-C stops it; run it again to continue.`,
+		Example: `  drover dev
+  drover dev --listen 127.0.0.1:7421 --data /tmp/drover-dev`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			logFile, err := os.OpenFile(filepath.Join(ensureDir(f.data), "server.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = logFile.Close() }()
+			log, err := f.logger(logFile)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := signalContext(cmd.Context())
+			defer cancel()
+			addr, stop, err := f.start(ctx, log)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			err = devSetup(ctx, out, client.New(addr), addr, f.data, image)
+			if err == nil {
+				<-ctx.Done()
+			}
+			serr := stop()
+			if err != nil && !errors.Is(err, context.Canceled) {
+				return err
+			}
+			return serr
+		},
+	}
+	f.register(cmd, defaultDataDir("dev"))
+	cmd.Flags().StringVar(&image, "image", "1.27", "image tag of the first push")
+	return cmd
+}
+
+func ensureDir(dir string) string {
+	_ = os.MkdirAll(dir, 0o700)
+	return dir
+}
+
+// devSetup applies the embedded quickstart, pushes it once, and follows events.
+func devSetup(ctx context.Context, w io.Writer, c *client.Client, addr, data, image string) error {
+	dir := filepath.Join(data, "quickstart")
+	if err := extract(examples.Quickstart, "quickstart", dir); err != nil {
+		return fmt.Errorf("write the quickstart to %s: %w", dir, err)
+	}
+	fmt.Fprintf(w, "drover dev: server on %s, data in %s\n", addr, data)
+	sources, err := config.Load([]string{dir + "/..."})
+	if err != nil {
+		return err
+	}
+	req := apiv1.ApplyConfigsRequest{User: "drover-dev"}
+	for _, src := range sources {
+		body, err := jsonMarshal(src.File)
+		if err != nil {
+			return err
+		}
+		req.Configs = append(req.Configs, apiv1.Config{Source: src.Path, Body: body})
+	}
+	resp, err := c.ApplyConfigs(ctx, req)
+	if err != nil {
+		return apiErr(err)
+	}
+	var applied []string
+	for _, r := range resp.Results {
+		applied = append(applied, fmt.Sprintf("%s/%s %s", r.Kind, r.Name, r.Action))
+	}
+	fmt.Fprintf(w, "applied %s: %s\n", dir, strings.Join(applied, ", "))
+	var from int64
+	if _, err := c.Status(ctx, "quickstart", "web"); client.IsNotFound(err) {
+		push, err := c.Push(ctx, "quickstart", "web", apiv1.PushRequest{User: "drover-dev", Params: []apiv1.Param{{Name: "image", Value: image}}})
+		if err != nil {
+			return apiErr(err)
+		}
+		fmt.Fprintf(w, "pushed web with image=%s: version %s, desired state %s\n", image, push.BundleVersion, push.DesiredStateID)
+	} else if err != nil {
+		return apiErr(err)
+	} else {
+		fmt.Fprintln(w, "web was pushed in an earlier run; continuing where it stopped")
+		if evs, err := c.Events(ctx, "quickstart", "web", 0, 0); err == nil && len(evs.Events) > 0 {
+			from = evs.Events[len(evs.Events)-1].Seq
+		}
+	}
+	server := ""
+	if addr != client.DefaultServer {
+		server = " --server " + addr
+	}
+	fmt.Fprintf(w, `
+staging converges now; prod waits until staging runs the version and someone approves.
+In another terminal:
+  drover status web --app quickstart%[1]s
+  drover approve web --app quickstart --release-channel prod%[1]s
+  drover wait web --app quickstart%[1]s
+  drover push web --app quickstart --param image=1.28 --wait%[1]s
+Ctrl-C stops the server; drover dev again continues.
+
+`, server)
+	err = c.Watch(ctx, "quickstart", "", from, func(e apiv1.Event) error {
+		rc := e.ReleaseChannel
+		if rc == "" {
+			rc = "-"
+		}
+		fmt.Fprintf(w, "%s  %-10s %-8s %s\n", e.Time.Local().Format("15:04:05"), e.Type, rc, e.Message)
+		return nil
+	})
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// extract copies the embedded directory root of fsys into dir.
+func extract(fsys fs.FS, root, dir string) error {
+	return fs.WalkDir(fsys, root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		target := filepath.Join(dir, rel)
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		data, err := fs.ReadFile(fsys, p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(target, data, 0o644)
+	})
+}
+
+

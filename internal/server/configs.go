@@ -1,0 +1,289 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+
+	apiv1 "github.com/drover-dev/drover/api/v1"
+	"github.com/drover-dev/drover/internal/compiler"
+	"github.com/drover-dev/drover/internal/config"
+	"github.com/drover-dev/drover/internal/store"
+)
+
+type configRuntime = config.Runtime
+
+// storedName is the name a config is stored under: services and standalone
+// release channels are scoped by their application.
+func storedName(src *config.Source) string {
+	f := src.File
+	switch {
+	case f.Service != nil:
+		return f.Service.Application + "/" + f.Service.Name
+	case f.ReleaseChannel != nil:
+		return f.ReleaseChannel.Application + "/" + f.ReleaseChannel.Name
+	}
+	return src.Name()
+}
+
+// canonical returns the config's canonical JSON and its hash.
+func canonical(f *config.File) ([]byte, string, error) {
+	body, err := json.Marshal(f)
+	if err != nil {
+		return nil, "", err
+	}
+	sum := sha256.Sum256(body)
+	return body, hex.EncodeToString(sum[:]), nil
+}
+
+// decodeCache keeps decoded stored configs by kind, name and version.
+type decodeCache struct {
+	mu sync.Mutex
+	m  map[string]*config.Source
+}
+
+func (c *decodeCache) source(obj store.ConfigObject) (*config.Source, error) {
+	key := fmt.Sprintf("%s\x00%s\x00%d", obj.Kind, obj.Name, obj.Version)
+	c.mu.Lock()
+	src, ok := c.m[key]
+	c.mu.Unlock()
+	if ok {
+		return src, nil
+	}
+	name := obj.Source
+	if name == "" {
+		name = obj.Kind + "/" + obj.Name
+	}
+	dec, err := config.DecodeInternal(name, obj.Body)
+	if err != nil {
+		return nil, fmt.Errorf("stored %s %s version %d: %w", obj.Kind, obj.Name, obj.Version, err)
+	}
+	src = &config.Source{Path: name, Decoded: dec}
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = map[string]*config.Source{}
+	}
+	c.m[key] = src
+	c.mu.Unlock()
+	return src, nil
+}
+
+// storedSources returns the latest version of every stored config of kind ("" = all).
+func (s *Server) storedSources(ctx context.Context, kind string) ([]*config.Source, map[string]int64, error) {
+	objs, err := s.store.ListConfigs(ctx, kind)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]*config.Source, 0, len(objs))
+	versions := map[string]int64{}
+	for _, obj := range objs {
+		src, err := s.cache.source(obj)
+		if err != nil {
+			return nil, nil, err
+		}
+		out = append(out, src)
+		versions[obj.Kind+"/"+obj.Name] = obj.Version
+	}
+	return out, versions, nil
+}
+
+// applyConfigs validates the request's configs together with the stored ones
+// and stores them only when everything is valid.
+func (s *Server) applyConfigs(ctx context.Context, req apiv1.ApplyConfigsRequest) (*apiv1.ApplyConfigsResponse, error) {
+	if len(req.Configs) == 0 {
+		return nil, errorf("invalid_argument", "no configs given")
+	}
+	var (
+		incoming []*config.Source
+		details  []apiv1.ConfigError
+	)
+	seen := map[string]string{}
+	for i, c := range req.Configs {
+		name := c.Source
+		if name == "" {
+			name = fmt.Sprintf("configs[%d]", i)
+		}
+		dec, err := config.DecodeInternal(name, c.Body)
+		if err != nil {
+			details = append(details, toDetails(err)...)
+			continue
+		}
+		src := &config.Source{Path: name, Decoded: dec}
+		key := src.Kind() + "/" + storedName(src)
+		if prev, dup := seen[key]; dup {
+			details = append(details, apiv1.ConfigError{File: name, Field: src.Kind() + ".name", Message: fmt.Sprintf("%s %q is also defined in %s", src.Kind(), src.Name(), prev)})
+			continue
+		}
+		seen[key] = name
+		incoming = append(incoming, src)
+	}
+	if len(details) > 0 {
+		return nil, &validationError{details: details}
+	}
+	stored, _, err := s.storedSources(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	all := append([]*config.Source(nil), incoming...)
+	for _, src := range stored {
+		if _, replaced := seen[src.Kind()+"/"+storedName(src)]; !replaced {
+			all = append(all, src)
+		}
+	}
+	set, errs := config.NewSet(all)
+	if len(errs) == 0 {
+		errs = compiler.ValidateSet(set)
+	}
+	if len(errs) > 0 {
+		return nil, &validationError{details: toDetails(errs.Err())}
+	}
+	resp := &apiv1.ApplyConfigsResponse{}
+	for _, src := range incoming {
+		body, hash, err := canonical(src.File)
+		if err != nil {
+			return nil, err
+		}
+		res := apiv1.ConfigResult{Kind: src.Kind(), Name: storedName(src), Source: src.Path, Action: "unchanged"}
+		if req.DryRun {
+			prev, err := s.store.GetConfig(ctx, res.Kind, res.Name)
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+				res.Action = "created"
+			case err != nil:
+				return nil, err
+			case prev.Hash != hash:
+				res.Action, res.Version = "configured", prev.Version+1
+			default:
+				res.Version = prev.Version
+			}
+			resp.Results = append(resp.Results, res)
+			continue
+		}
+		obj, created, err := s.store.PutConfig(ctx, store.ConfigObject{Kind: res.Kind, Name: res.Name, Body: body, Hash: hash, Source: src.Path})
+		if err != nil {
+			return nil, err
+		}
+		res.Version = obj.Version
+		if created {
+			res.Action = "configured"
+			if obj.Version == 1 {
+				res.Action = "created"
+			}
+			app, _ := splitApp(res.Kind, res.Name)
+			ev := store.Event{Application: app, Type: "configured", Actor: req.User,
+				Message: fmt.Sprintf("%s/%s %s (version %d)", res.Kind, res.Name, res.Action, obj.Version)}
+			if res.Kind == "service" {
+				ev.Service = src.Name()
+			}
+			if err := s.store.AppendEvents(ctx, ev); err != nil {
+				return nil, err
+			}
+		}
+		resp.Results = append(resp.Results, res)
+	}
+	s.changed.notify()
+	return resp, nil
+}
+
+func splitApp(kind, name string) (string, string) {
+	switch kind {
+	case "application":
+		return name, ""
+	case "service", "releaseChannel":
+		for i := range len(name) {
+			if name[i] == '/' {
+				return name[:i], name[i+1:]
+			}
+		}
+	}
+	return "", name
+}
+
+// validationError carries located config problems to the client.
+type validationError struct {
+	details []apiv1.ConfigError
+}
+
+func (e *validationError) Error() string {
+	return fmt.Sprintf("%d config problem(s)", len(e.details))
+}
+
+func toDetails(err error) []apiv1.ConfigError {
+	l, ok := config.AsErrorList(err)
+	if !ok {
+		return []apiv1.ConfigError{{Message: err.Error()}}
+	}
+	out := make([]apiv1.ConfigError, len(l))
+	for i, e := range l {
+		// Positions refer to the JSON the server decoded, which the user never
+		// saw: the client maps Field back to its own file.
+		out[i] = apiv1.ConfigError{File: e.File, Field: e.Field, Message: e.Msg}
+	}
+	return out
+}
+
+func (s *Server) listConfigs(ctx context.Context, kind string) (*apiv1.ConfigList, error) {
+	objs, err := s.store.ListConfigs(ctx, kind)
+	if err != nil {
+		return nil, err
+	}
+	out := &apiv1.ConfigList{Configs: []apiv1.ConfigInfo{}}
+	for _, o := range objs {
+		out.Configs = append(out.Configs, apiv1.ConfigInfo{Kind: o.Kind, Name: o.Name, Version: o.Version, Source: o.Source, CreatedAt: o.CreatedAt})
+	}
+	sort.Slice(out.Configs, func(i, j int) bool {
+		a, b := out.Configs[i], out.Configs[j]
+		if a.Kind != b.Kind {
+			return a.Kind < b.Kind
+		}
+		return a.Name < b.Name
+	})
+	return out, nil
+}
+
+// compileInput gathers the stored configs one service's compilation needs.
+func (s *Server) compileInput(ctx context.Context, app, svc string) (compiler.Input, int64, error) {
+	var srcs []*config.Source
+	appObj, err := s.store.GetConfig(ctx, "application", app)
+	if errors.Is(err, store.ErrNotFound) {
+		return compiler.Input{}, 0, errorf("not_found", "application %q is not configured", app)
+	}
+	if err != nil {
+		return compiler.Input{}, 0, err
+	}
+	svcObj, err := s.store.GetConfig(ctx, "service", app+"/"+svc)
+	if errors.Is(err, store.ErrNotFound) {
+		return compiler.Input{}, 0, errorf("not_found", "service %q of application %q is not configured", svc, app)
+	}
+	if err != nil {
+		return compiler.Input{}, 0, err
+	}
+	for _, obj := range []store.ConfigObject{appObj, svcObj} {
+		src, err := s.cache.source(obj)
+		if err != nil {
+			return compiler.Input{}, 0, err
+		}
+		srcs = append(srcs, src)
+	}
+	for _, kind := range []string{"runtime", "protection", "deliveryExtension", "releaseChannel"} {
+		more, _, err := s.storedSources(ctx, kind)
+		if err != nil {
+			return compiler.Input{}, 0, err
+		}
+		srcs = append(srcs, more...)
+	}
+	set, errs := config.NewSet(srcs)
+	if len(errs) > 0 {
+		return compiler.Input{}, 0, &validationError{details: toDetails(errs.Err())}
+	}
+	in, err := compiler.InputFor(set, config.ServiceKey{Application: app, Service: svc})
+	if err != nil {
+		return compiler.Input{}, 0, errorf("not_found", "%v", err)
+	}
+	return in, svcObj.Version, nil
+}

@@ -1,0 +1,215 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	apiv1 "github.com/drover-dev/drover/api/v1"
+	"github.com/drover-dev/drover/internal/engine"
+	"github.com/drover-dev/drover/internal/store"
+	"github.com/drover-dev/drover/internal/version"
+)
+
+// maxBody bounds request bodies (configs carry referenced files).
+const maxBody = 64 << 20
+
+func (s *Server) routes() {
+	m := http.NewServeMux()
+	m.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, apiv1.Health{Status: "ok", Version: version.Version})
+	})
+	m.HandleFunc("POST /v1/configs:apply", handle(s, func(r *http.Request, req apiv1.ApplyConfigsRequest) (any, error) {
+		return s.applyConfigs(r.Context(), req)
+	}))
+	m.HandleFunc("GET /v1/configs", func(w http.ResponseWriter, r *http.Request) {
+		out, err := s.listConfigs(r.Context(), r.URL.Query().Get("kind"))
+		reply(w, s, out, err)
+	})
+	m.HandleFunc("GET /v1/services", func(w http.ResponseWriter, r *http.Request) {
+		out, err := s.listServices(r.Context())
+		reply(w, s, out, err)
+	})
+	m.HandleFunc("GET /v1/apps/{app}/services/{svc}", func(w http.ResponseWriter, r *http.Request) {
+		out, err := s.status(r.Context(), r.PathValue("app"), r.PathValue("svc"))
+		reply(w, s, out, err)
+	})
+	m.HandleFunc("POST /v1/apps/{app}/services/{svc}", func(w http.ResponseWriter, r *http.Request) {
+		// Verbs are "/v1/apps/A/services/S:push"; the mux sees "S:push" as {svc}.
+		s.serviceVerb(w, r)
+	})
+	m.HandleFunc("GET /v1/apps/{app}/services/{svc}/events", func(w http.ResponseWriter, r *http.Request) {
+		after, _ := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
+		limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
+		out, err := s.events(r.Context(), store.EventFilter{Application: r.PathValue("app"), Service: r.PathValue("svc"), AfterSeq: after, Limit: limit})
+		reply(w, s, out, err)
+	})
+	m.HandleFunc("GET /v1/watch", s.watch)
+	s.mux = m
+}
+
+func (s *Server) serviceVerb(w http.ResponseWriter, r *http.Request) {
+	app := r.PathValue("app")
+	svc, verb, ok := cutLast(r.PathValue("svc"), ":")
+	if !ok {
+		writeError(w, s, errorf("not_found", "unknown endpoint %s", r.URL.Path))
+		return
+	}
+	ctx := r.Context()
+	switch verb {
+	case "push":
+		handle(s, func(r *http.Request, req apiv1.PushRequest) (any, error) { return s.push(ctx, app, svc, req) })(w, r)
+	case "approve":
+		handle(s, func(r *http.Request, req apiv1.ApproveRequest) (any, error) { return s.approve(ctx, app, svc, req) })(w, r)
+	case "pause", "resume", "rollback":
+		handle(s, func(r *http.Request, req apiv1.ChannelRequest) (any, error) {
+			user := req.User
+			if user == "" {
+				user = "unknown"
+			}
+			return s.instanceAction(ctx, app, svc, req, func(inst store.Instance) (store.Instance, store.Event, bool, error) {
+				now := s.now()
+				switch verb {
+				case "pause":
+					next, ev, changed := engine.Pause(inst, user, now)
+					return next, ev, changed, nil
+				case "resume":
+					next, ev, changed := engine.Resume(inst, user, now)
+					return next, ev, changed, nil
+				}
+				next, ev, err := engine.Rollback(inst, user, now)
+				return next, ev, err == nil, err
+			})
+		})(w, r)
+	default:
+		writeError(w, s, errorf("not_found", "unknown verb %q: use push, approve, pause, resume or rollback", verb))
+	}
+}
+
+func cutLast(s, sep string) (string, string, bool) {
+	for i := len(s) - len(sep); i >= 0; i-- {
+		if s[i:i+len(sep)] == sep {
+			return s[:i], s[i+len(sep):], true
+		}
+	}
+	return s, "", false
+}
+
+// handle decodes a JSON request of type Req, calls fn and writes its result.
+func handle[Req any](s *Server, fn func(*http.Request, Req) (any, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req Req
+		body := http.MaxBytesReader(w, r.Body, maxBody)
+		dec := json.NewDecoder(body)
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil && !errors.Is(err, io.EOF) {
+			writeError(w, s, errorf("invalid_argument", "invalid request body: %v", err))
+			return
+		}
+		out, err := fn(r, req)
+		reply(w, s, out, err)
+	}
+}
+
+func reply(w http.ResponseWriter, s *Server, out any, err error) {
+	if err != nil {
+		writeError(w, s, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, s *Server, err error) {
+	body := apiv1.Error{Code: "internal", Message: err.Error()}
+	code := http.StatusInternalServerError
+	var ae *apiError
+	var ve *validationError
+	switch {
+	case errors.As(err, &ve):
+		body.Code, body.Message, body.Details = "invalid_argument", "invalid configs", ve.details
+		code = http.StatusBadRequest
+	case errors.As(err, &ae):
+		body.Code = ae.code
+		code = httpStatus(ae.code)
+	case errors.Is(err, store.ErrNotFound):
+		body.Code, code = "not_found", http.StatusNotFound
+	case errors.Is(err, store.ErrConflict):
+		body.Code, code = "conflict", http.StatusConflict
+	}
+	if code == http.StatusInternalServerError {
+		s.log.Error("request failed", "error", err)
+	}
+	writeJSON(w, code, apiv1.ErrorResponse{Error: body})
+}
+
+func httpStatus(code string) int {
+	switch code {
+	case "invalid_argument":
+		return http.StatusBadRequest
+	case "not_found":
+		return http.StatusNotFound
+	case "failed_precondition", "conflict":
+		return http.StatusConflict
+	}
+	return http.StatusInternalServerError
+}
+
+// watch streams events (server-sent events) after the given sequence number,
+// waking whenever something is written, with a heartbeat to keep proxies open.
+func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		writeError(w, s, errorf("internal", "streaming unsupported"))
+		return
+	}
+	q := r.URL.Query()
+	after, _ := strconv.ParseInt(q.Get("after"), 10, 64)
+	if lastID := r.Header.Get("Last-Event-ID"); lastID != "" {
+		after, _ = strconv.ParseInt(lastID, 10, 64)
+	}
+	f := store.EventFilter{Application: q.Get("app"), Service: q.Get("service"), AfterSeq: after, Limit: 500}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	flusher.Flush()
+	heartbeat := time.NewTicker(15 * time.Second)
+	defer heartbeat.Stop()
+	for {
+		wake := s.changed.wait()
+		evs, err := s.store.ListEvents(r.Context(), f)
+		if err != nil {
+			return
+		}
+		for _, e := range evs {
+			data, _ := json.Marshal(toAPIEvent(e))
+			fmt.Fprintf(w, "id: %d\nevent: event\ndata: %s\n\n", e.Seq, data)
+			f.AfterSeq = e.Seq
+		}
+		if len(evs) > 0 {
+			flusher.Flush()
+		}
+		if len(evs) == f.Limit {
+			continue
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-wake:
+		case <-heartbeat.C:
+			fmt.Fprint(w, ": ping\n\n")
+			flusher.Flush()
+		}
+	}
+}

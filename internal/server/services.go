@@ -1,0 +1,348 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	apiv1 "github.com/drover-dev/drover/api/v1"
+	"github.com/drover-dev/drover/internal/compiler"
+	ds "github.com/drover-dev/drover/internal/desiredstate"
+	"github.com/drover-dev/drover/internal/engine"
+	"github.com/drover-dev/drover/internal/store"
+)
+
+// push compiles the service's latest config with the request's parameters
+// and makes the result the service's desired state, replacing the previous one.
+func (s *Server) push(ctx context.Context, app, svc string, req apiv1.PushRequest) (*apiv1.PushResponse, error) {
+	in, configVersion, err := s.compileInput(ctx, app, svc)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range req.Params {
+		if p.Name == "" {
+			return nil, errorf("invalid_argument", "parameter without a name")
+		}
+		in.Params = append(in.Params, compiler.ParamValue{Name: p.Name, Value: p.Value, ReleaseChannel: p.ReleaseChannel})
+	}
+	res, err := compiler.Compile(in)
+	if err != nil {
+		var cerrs compiler.Errors
+		if errors.As(err, &cerrs) {
+			details := make([]apiv1.ConfigError, len(cerrs))
+			for i, e := range cerrs {
+				details[i] = apiv1.ConfigError{File: e.File, Line: e.Line, Field: e.Field, Message: e.Error()}
+			}
+			return nil, &validationError{details: details}
+		}
+		return nil, err
+	}
+	compiled, err := json.Marshal(res)
+	if err != nil {
+		return nil, err
+	}
+	params, err := json.Marshal(redactParams(in, req.Params))
+	if err != nil {
+		return nil, err
+	}
+	s.pushMu.Lock()
+	defer s.pushMu.Unlock()
+	now := s.now()
+	rec := store.DesiredState{
+		ID: newID("ds", now), Application: app, Service: svc, Version: res.BundleVersion,
+		ConfigVersion: configVersion, Compiled: compiled, Params: params, CreatedBy: req.User, CreatedAt: now,
+	}
+	replaced := ""
+	if prev, err := s.store.ActiveDesiredState(ctx, app, svc); err == nil {
+		replaced = prev.ID
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	msg := fmt.Sprintf("pushed %s (desired state %s)", res.BundleVersion, rec.ID)
+	if res.BundleName != "" {
+		msg = fmt.Sprintf("pushed %s %s (desired state %s)", res.BundleName, res.BundleVersion, rec.ID)
+	}
+	if replaced != "" {
+		msg += ", replacing " + replaced
+	}
+	ev := store.Event{Time: now, Application: app, Service: svc, DesiredStateID: rec.ID, Type: "pushed", Actor: req.User, Message: msg}
+	if err := s.store.CreateDesiredState(ctx, rec, ev); err != nil {
+		return nil, err
+	}
+	s.loop.Enqueue(app, svc)
+	s.changed.notify()
+	return &apiv1.PushResponse{DesiredStateID: rec.ID, BundleVersion: res.BundleVersion, BundleName: res.BundleName, Replaced: replaced}, nil
+}
+
+// redactParams keeps parameter values for the record, minus secrets.
+func redactParams(in compiler.Input, params []apiv1.Param) []apiv1.Param {
+	out := make([]apiv1.Param, len(params))
+	for i, p := range params {
+		for _, def := range in.Service.Parameters {
+			if def.Name == p.Name && def.Secret != nil {
+				p.Value = "(redacted)"
+			}
+		}
+		out[i] = p
+	}
+	return out
+}
+
+// status builds the service status from the active desired state and instances.
+func (s *Server) status(ctx context.Context, app, svc string) (*apiv1.ServiceStatus, error) {
+	rec, err := s.store.ActiveDesiredState(ctx, app, svc)
+	if errors.Is(err, store.ErrNotFound) {
+		if _, cerr := s.store.GetConfig(ctx, "service", app+"/"+svc); cerr == nil {
+			return nil, errorf("not_found", "service %s of %s has not been pushed yet: drover push %s --app %s", svc, app, svc, app)
+		}
+		return nil, errorf("not_found", "no service %q in application %q", svc, app)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.statusOf(ctx, rec)
+}
+
+func (s *Server) statusOf(ctx context.Context, rec store.DesiredState) (*apiv1.ServiceStatus, error) {
+	d, err := engine.DecodeDesired(rec)
+	if err != nil {
+		return nil, err
+	}
+	list, err := s.store.ListInstances(ctx, rec.Application, rec.Service)
+	if err != nil {
+		return nil, err
+	}
+	approvals, err := s.store.ListApprovals(ctx, rec.ID)
+	if err != nil {
+		return nil, err
+	}
+	insts := map[string]store.Instance{}
+	for _, i := range list {
+		insts[i.ReleaseChannel] = i
+	}
+	out := &apiv1.ServiceStatus{Application: rec.Application, Service: rec.Service, DesiredStateID: rec.ID, DesiredVersion: rec.Version, ReleaseChannels: []apiv1.ChannelStatus{}}
+	for _, ch := range d.Channels {
+		inst, ok := insts[ch.Name]
+		cs := apiv1.ChannelStatus{Name: ch.Name, DesiredVersion: ch.Version, Runtime: ch.Runtime, Status: string(ds.StatusPending), Message: "waiting for the engine"}
+		if ok {
+			cs.Status, cs.Reason, cs.Message = inst.Status, inst.Reason, inst.Message
+			cs.Version, cs.TargetVersion, cs.Paused, cs.UpdatedAt = inst.CurrentVersion, inst.TargetVersion, inst.Paused, inst.UpdatedAt
+			if inst.DesiredStateID != rec.ID {
+				cs.Status, cs.Reason, cs.Message = string(ds.StatusPending), "", "new desired state not yet planned"
+			}
+		}
+		for _, g := range ch.Approvals {
+			as := apiv1.ApprovalStatus{Topic: g.Topic, MinApprovers: g.MinApprovers}
+			for _, a := range approvals {
+				if a.ReleaseChannel != ch.Name || a.Topic != g.Topic {
+					continue
+				}
+				if a.Reject {
+					as.RejectedBy = a.User
+				} else if !slices.Contains(as.ApprovedBy, a.User) {
+					as.ApprovedBy = append(as.ApprovedBy, a.User)
+				}
+			}
+			cs.Approvals = append(cs.Approvals, as)
+		}
+		out.ReleaseChannels = append(out.ReleaseChannels, cs)
+	}
+	out.Status = aggregate(out.ReleaseChannels)
+	return out, nil
+}
+
+// aggregate summarizes channel statuses into the service's status.
+func aggregate(chs []apiv1.ChannelStatus) string {
+	has := map[ds.Status]bool{}
+	for _, c := range chs {
+		has[ds.Status(c.Status)] = true
+	}
+	all := func(set ...ds.Status) bool {
+		for _, c := range chs {
+			if !slices.Contains(set, ds.Status(c.Status)) {
+				return false
+			}
+		}
+		return len(chs) > 0
+	}
+	switch {
+	case has[ds.StatusFailed] || has[ds.StatusFailedRollback]:
+		return string(ds.StatusFailed)
+	case has[ds.StatusRollingBack]:
+		return string(ds.StatusRollingBack)
+	case all(ds.StatusConverged):
+		return string(ds.StatusConverged)
+	case all(ds.StatusConverged, ds.StatusRolledBack):
+		return string(ds.StatusRolledBack)
+	case has[ds.StatusPaused]:
+		return string(ds.StatusPaused)
+	case has[ds.StatusConverging] || has[ds.StatusPending]:
+		return string(ds.StatusConverging)
+	case has[ds.StatusWaitingManualApproval]:
+		return string(ds.StatusWaitingManualApproval)
+	case has[ds.StatusWaitingPreconditions]:
+		return string(ds.StatusWaitingPreconditions)
+	}
+	return string(ds.StatusConverging)
+}
+
+func (s *Server) listServices(ctx context.Context) (*apiv1.ServiceList, error) {
+	recs, err := s.store.ListActiveDesiredStates(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := &apiv1.ServiceList{Services: []apiv1.ServiceStatus{}}
+	for _, rec := range recs {
+		st, err := s.statusOf(ctx, rec)
+		if err != nil {
+			return nil, err
+		}
+		out.Services = append(out.Services, *st)
+	}
+	return out, nil
+}
+
+// channelOf returns the active desired state, its decoded form and the channel.
+func (s *Server) channelOf(ctx context.Context, app, svc, rc string) (store.DesiredState, *engine.Desired, *engine.Channel, error) {
+	rec, err := s.store.ActiveDesiredState(ctx, app, svc)
+	if errors.Is(err, store.ErrNotFound) {
+		return rec, nil, nil, errorf("not_found", "service %s of %s has no desired state (push it first)", svc, app)
+	}
+	if err != nil {
+		return rec, nil, nil, err
+	}
+	d, err := engine.DecodeDesired(rec)
+	if err != nil {
+		return rec, nil, nil, err
+	}
+	if rc == "" {
+		return rec, d, nil, nil
+	}
+	for i := range d.Channels {
+		if d.Channels[i].Name == rc {
+			return rec, d, &d.Channels[i], nil
+		}
+	}
+	var names []string
+	for _, c := range d.Channels {
+		names = append(names, c.Name)
+	}
+	return rec, d, nil, errorf("not_found", "service %s has no release channel %q (release channels: %v)", svc, rc, names)
+}
+
+// approve records an approval or rejection of a channel's pending approval.
+func (s *Server) approve(ctx context.Context, app, svc string, req apiv1.ApproveRequest) (*apiv1.ServiceStatus, error) {
+	if req.ReleaseChannel == "" {
+		return nil, errorf("invalid_argument", "releaseChannel is required")
+	}
+	if req.User == "" {
+		return nil, errorf("invalid_argument", "user is required (approvals count distinct users)")
+	}
+	rec, _, ch, err := s.channelOf(ctx, app, svc, req.ReleaseChannel)
+	if err != nil {
+		return nil, err
+	}
+	inst, err := s.store.GetInstance(ctx, app, svc, ch.Name)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	if inst.DesiredStateID != "" && inst.DesiredStateID != rec.ID {
+		inst = store.Instance{Status: string(ds.StatusPending)} // not yet planned for this push
+	}
+	approvals, err := s.store.ListApprovals(ctx, rec.ID)
+	if err != nil {
+		return nil, err
+	}
+	gate, err := engine.PendingApproval(*ch, inst, approvals, req.Topic)
+	if err != nil {
+		return nil, statusError("failed_precondition", err)
+	}
+	now := s.now()
+	typ, verb := "approved", "approved"
+	if req.Reject {
+		typ, verb = "rejected", "rejected"
+	}
+	msg := fmt.Sprintf("%s: %s %s by %s", ch.Name, rec.Version, verb, req.User)
+	if req.Comment != "" {
+		msg += ": " + req.Comment
+	}
+	a := store.Approval{DesiredStateID: rec.ID, Application: app, Service: svc, ReleaseChannel: ch.Name, Topic: gate.Topic, User: req.User, Reject: req.Reject, Comment: req.Comment, CreatedAt: now}
+	ev := store.Event{Time: now, Application: app, Service: svc, ReleaseChannel: ch.Name, DesiredStateID: rec.ID, Type: typ, Actor: req.User, Message: msg}
+	if err := s.store.AddApproval(ctx, a, ev); err != nil {
+		return nil, err
+	}
+	s.loop.Enqueue(app, svc)
+	s.changed.notify()
+	return s.statusOf(ctx, rec)
+}
+
+// instanceAction applies one of the engine's request rules (pause, resume,
+// rollback) to the selected channels, retrying on concurrent engine writes.
+func (s *Server) instanceAction(ctx context.Context, app, svc string, req apiv1.ChannelRequest, act func(store.Instance) (store.Instance, store.Event, bool, error)) (*apiv1.ServiceStatus, error) {
+	rec, d, ch, err := s.channelOf(ctx, app, svc, req.ReleaseChannel)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	if ch != nil {
+		names = []string{ch.Name}
+	} else {
+		for _, c := range d.Channels {
+			names = append(names, c.Name)
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		b := &store.Batch{}
+		var errs []error
+		for _, rc := range names {
+			inst, err := s.store.GetInstance(ctx, app, svc, rc)
+			if errors.Is(err, store.ErrNotFound) {
+				inst = store.Instance{Application: app, Service: svc, ReleaseChannel: rc, DesiredStateID: rec.ID, Status: string(ds.StatusPending)}
+			} else if err != nil {
+				return nil, err
+			}
+			next, ev, changed, err := act(inst)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if changed {
+				b.Instances = append(b.Instances, next)
+				b.Events = append(b.Events, ev)
+			}
+		}
+		if len(b.Instances) == 0 && len(errs) > 0 {
+			return nil, statusError("failed_precondition", errors.Join(errs...))
+		}
+		err := s.store.Write(ctx, b)
+		if errors.Is(err, store.ErrConflict) && attempt < 10 {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		break
+	}
+	s.loop.Enqueue(app, svc)
+	s.changed.notify()
+	return s.statusOf(ctx, rec)
+}
+
+func (s *Server) events(ctx context.Context, f store.EventFilter) (*apiv1.EventList, error) {
+	evs, err := s.store.ListEvents(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	out := &apiv1.EventList{Events: make([]apiv1.Event, len(evs))}
+	for i, e := range evs {
+		out.Events[i] = toAPIEvent(e)
+	}
+	return out, nil
+}
+
+func toAPIEvent(e store.Event) apiv1.Event {
+	return apiv1.Event{Seq: e.Seq, Time: e.Time, Application: e.Application, Service: e.Service, ReleaseChannel: e.ReleaseChannel,
+		DesiredStateID: e.DesiredStateID, Type: e.Type, Actor: e.Actor, Message: e.Message}
+}

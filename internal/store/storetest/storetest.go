@@ -1,0 +1,1279 @@
+// Package storetest is the conformance suite of store.Store: every backend
+// runs it from its tests,
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T) store.Store { ... })
+//	}
+//
+// The suite pins down the documented semantics of the interface, including
+// under concurrency. Its names are lowercase ASCII, so any byte-wise or "C"
+// collation orders them the same way (a PostgreSQL backend must compare with
+// COLLATE "C"); times are compared to the nanosecond and must come back in
+// UTC; JSON fields are compared as JSON values, not bytes.
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/drover-dev/drover/internal/store"
+)
+
+// Run runs the conformance suite. open must return a new, empty store each
+// time it is called; the suite closes it when the subtest ends. Subtests run
+// in parallel.
+func Run(t *testing.T, open func(t *testing.T) store.Store) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s store.Store)
+	}{
+		{"Config/PutVersions", testPutConfigVersions},
+		{"Config/NotFound", testConfigNotFound},
+		{"Config/Invalid", testConfigInvalid},
+		{"Config/ListLatest", testListConfigs},
+		{"Config/Concurrent", testConfigConcurrent},
+		{"DesiredState/CreateGet", testDesiredStateCreateGet},
+		{"DesiredState/NotFound", testDesiredStateNotFound},
+		{"DesiredState/ReplacedChain", testDesiredStateChain},
+		{"DesiredState/DuplicateID", testDesiredStateDuplicate},
+		{"DesiredState/Invalid", testDesiredStateInvalid},
+		{"DesiredState/Concurrent", testDesiredStateConcurrent},
+		{"Approval/Idempotent", testApprovals},
+		{"Approval/UnknownDesiredState", testApprovalUnknown},
+		{"Approval/Invalid", testApprovalInvalid},
+		{"Approval/Concurrent", testApprovalConcurrent},
+		{"Instance/CreateUpdate", testInstanceCreateUpdate},
+		{"Instance/NotFound", testInstanceNotFound},
+		{"Instance/Invalid", testInstanceInvalid},
+		{"Instance/BatchAtomic", testBatchAtomic},
+		{"Instance/BatchEvents", testBatchEvents},
+		{"Instance/List", testListInstances},
+		{"Instance/ConcurrentStaleWrites", testInstanceConcurrent},
+		{"Apply/StartFinishList", testApplies},
+		{"Apply/UnknownDesiredState", testApplyUnknown},
+		{"Event/AppendList", testAppendEvents},
+		{"Event/Filter", testEventFilter},
+		{"Event/Concurrent", testEventsConcurrent},
+		{"Context/Canceled", testCanceled},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := open(t)
+			t.Cleanup(func() {
+				if err := s.Close(); err != nil {
+					t.Errorf("Close: %v", err)
+				}
+			})
+			tc.fn(t, s)
+		})
+	}
+}
+
+// --- helpers ---
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func wantErr(t *testing.T, err, target error, what string) {
+	t.Helper()
+	if !errors.Is(err, target) {
+		t.Fatalf("%s: got error %v, want %v", what, err, target)
+	}
+}
+
+func wantInvalid(t *testing.T, err error, what string) {
+	t.Helper()
+	if err == nil || errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
+		t.Errorf("%s: got error %v, want a validation error", what, err)
+	}
+}
+
+// tz is a non-UTC zone: times given in it must come back equal, in UTC.
+var tz = time.FixedZone("UTC+5:30", 5*3600+1800)
+
+// ts returns a time with nanoseconds in tz.
+func ts(i int) time.Time {
+	return time.Date(2025, 3, 14, 15, 9, 26, 535897932, tz).Add(time.Duration(i) * time.Minute)
+}
+
+// same fails unless got and want are equal after normalization: times are
+// compared with time.Equal, JSON []byte fields as JSON values, empty and nil
+// slices alike. It also requires every time in got to be in UTC.
+func same[T any](t *testing.T, got, want T, what string) {
+	t.Helper()
+	if loc := nonUTC(reflect.ValueOf(got)); loc != "" {
+		t.Errorf("%s: time in location %s, want UTC: %+v", what, loc, got)
+	}
+	g, w := normalize(got), normalize(want)
+	if !reflect.DeepEqual(g, w) {
+		t.Errorf("%s:\n got  %s\n want %s", what, show(g), show(w))
+	}
+}
+
+func show(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprintf("%+v", v)
+	}
+	return string(b)
+}
+
+var timeType = reflect.TypeFor[time.Time]()
+
+func nonUTC(v reflect.Value) string {
+	switch v.Kind() {
+	case reflect.Struct:
+		if v.Type() == timeType {
+			if tm := v.Interface().(time.Time); tm.Location() != time.UTC {
+				return tm.Location().String()
+			}
+			return ""
+		}
+		for i := range v.NumField() {
+			if loc := nonUTC(v.Field(i)); loc != "" {
+				return loc
+			}
+		}
+	case reflect.Slice:
+		for i := range v.Len() {
+			if loc := nonUTC(v.Index(i)); loc != "" {
+				return loc
+			}
+		}
+	}
+	return ""
+}
+
+func normalize[T any](v T) T {
+	rv := reflect.New(reflect.TypeOf(v)).Elem()
+	rv.Set(reflect.ValueOf(v))
+	normValue(rv)
+	return rv.Interface().(T)
+}
+
+func normValue(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Struct:
+		if v.Type() == timeType {
+			v.Set(reflect.ValueOf(v.Interface().(time.Time).UTC().Round(0)))
+			return
+		}
+		for i := range v.NumField() {
+			normValue(v.Field(i))
+		}
+	case reflect.Slice:
+		if v.Len() == 0 {
+			v.SetZero()
+			return
+		}
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			v.SetBytes(canonicalJSON(v.Bytes()))
+			return
+		}
+		s := reflect.MakeSlice(v.Type(), v.Len(), v.Len())
+		reflect.Copy(s, v)
+		for i := range s.Len() {
+			normValue(s.Index(i))
+		}
+		v.Set(s)
+	}
+}
+
+func canonicalJSON(b []byte) []byte {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return b
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		return b
+	}
+	return out
+}
+
+// recent fails unless tm was assigned by the store during the test: within
+// [before, now] give or take a minute (the store's clock may be a server's).
+func recent(t *testing.T, tm, before time.Time, what string) {
+	t.Helper()
+	if tm.Before(before.Add(-time.Minute)) || tm.After(time.Now().Add(time.Minute)) {
+		t.Errorf("%s = %v, want the current time (test started %v)", what, tm, before)
+	}
+	if tm.Location() != time.UTC {
+		t.Errorf("%s in %v, want UTC", what, tm.Location())
+	}
+}
+
+func ids(dss []store.DesiredState) []string {
+	out := make([]string, len(dss))
+	for i, ds := range dss {
+		out[i] = ds.ID
+	}
+	return out
+}
+
+func seqs(evs []store.Event) []int64 {
+	out := make([]int64, len(evs))
+	for i, e := range evs {
+		out[i] = e.Seq
+	}
+	return out
+}
+
+func events(t *testing.T, s store.Store, f store.EventFilter) []store.Event {
+	t.Helper()
+	evs, err := s.ListEvents(t.Context(), f)
+	must(t, err)
+	return evs
+}
+
+func ev(app, svc, typ string) store.Event {
+	return store.Event{Application: app, Service: svc, Type: typ, Actor: "tester", Message: typ + " " + app + "/" + svc}
+}
+
+func desiredState(id, app, svc string, i int) store.DesiredState {
+	return store.DesiredState{
+		ID:              id,
+		Application:     app,
+		Service:         svc,
+		Version:         fmt.Sprintf("1.%d.0", i),
+		ConfigVersion:   int64(i + 1),
+		Compiled:        []byte(fmt.Sprintf(`{"service": %q, "n": %d}`, svc, i)),
+		Params:          []byte(`{"replicas": 3}`),
+		ReleaseChannels: []string{"canary", "production"},
+		CreatedBy:       "alice",
+		CreatedAt:       ts(i),
+	}
+}
+
+func create(t *testing.T, s store.Store, ds store.DesiredState, evs ...store.Event) {
+	t.Helper()
+	must(t, s.CreateDesiredState(t.Context(), ds, evs...))
+}
+
+func instance(app, svc, rc string) store.Instance {
+	return store.Instance{
+		Application:    app,
+		Service:        svc,
+		ReleaseChannel: rc,
+		DesiredStateID: "ds-2",
+		TargetStateID:  "ds-1",
+		TargetVersion:  "1.1.0",
+		CurrentStateID: "ds-0",
+		CurrentVersion: "1.0.0",
+		Status:         "progressing",
+		Reason:         "Applying",
+		Message:        "applying 1.1.0",
+		Paused:         true,
+		ApplyAttempts:  2,
+		LastApplyAt:    ts(1),
+		ConvergedAt:    ts(2),
+		UpdatedAt:      ts(3),
+	}
+}
+
+// write writes instances in one batch and returns them with their new revisions.
+func write(t *testing.T, s store.Store, ins ...store.Instance) []store.Instance {
+	t.Helper()
+	b := &store.Batch{Instances: ins}
+	must(t, s.Write(t.Context(), b))
+	return b.Instances
+}
+
+// --- configs ---
+
+func testPutConfigVersions(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	start := time.Now()
+	in := store.ConfigObject{Kind: "service", Name: "shop/web", Body: []byte(`{"a": 1}`), Hash: "h1", Source: "shop/web.yaml"}
+	v1, created, err := s.PutConfig(ctx, in)
+	must(t, err)
+	if !created || v1.Version != 1 {
+		t.Fatalf("first PutConfig: created %v, version %d; want true, 1", created, v1.Version)
+	}
+	recent(t, v1.CreatedAt, start, "CreatedAt")
+	want := in
+	want.Version, want.CreatedAt = 1, v1.CreatedAt
+	same(t, v1, want, "PutConfig result")
+	got, err := s.GetConfig(ctx, "service", "shop/web")
+	must(t, err)
+	same(t, got, v1, "GetConfig")
+
+	// Same hash: no new version, the stored object is returned.
+	again, created, err := s.PutConfig(ctx, store.ConfigObject{Kind: "service", Name: "shop/web", Body: []byte(`{"a": 1}`), Hash: "h1", Source: "elsewhere.yaml"})
+	must(t, err)
+	if created {
+		t.Error("PutConfig with an unchanged hash created a version")
+	}
+	same(t, again, v1, "PutConfig with an unchanged hash")
+
+	v2, created, err := s.PutConfig(ctx, store.ConfigObject{Kind: "service", Name: "shop/web", Body: []byte(`{"a": 2}`), Hash: "h2"})
+	must(t, err)
+	if !created || v2.Version != 2 {
+		t.Fatalf("changed PutConfig: created %v, version %d; want true, 2", created, v2.Version)
+	}
+	got, err = s.GetConfig(ctx, "service", "shop/web")
+	must(t, err)
+	same(t, got, v2, "GetConfig after the second version")
+	got, err = s.GetConfigVersion(ctx, "service", "shop/web", 1)
+	must(t, err)
+	same(t, got, v1, "GetConfigVersion 1")
+	got, err = s.GetConfigVersion(ctx, "service", "shop/web", 2)
+	must(t, err)
+	same(t, got, v2, "GetConfigVersion 2")
+	for _, v := range []int64{0, 3, -1} {
+		_, err = s.GetConfigVersion(ctx, "service", "shop/web", v)
+		wantErr(t, err, store.ErrNotFound, fmt.Sprintf("GetConfigVersion %d", v))
+	}
+
+	// Only the latest version counts: going back to h1 is a new version.
+	v3, created, err := s.PutConfig(ctx, in)
+	must(t, err)
+	if !created || v3.Version != 3 {
+		t.Errorf("PutConfig back to the first hash: created %v, version %d; want true, 3", created, v3.Version)
+	}
+
+	// Versions are per (kind, name).
+	for _, o := range []store.ConfigObject{
+		{Kind: "service", Name: "shop/api", Body: []byte(`{}`), Hash: "h1"},
+		{Kind: "application", Name: "shop/web", Body: []byte(`{}`), Hash: "h2"},
+	} {
+		got, created, err := s.PutConfig(ctx, o)
+		must(t, err)
+		if !created || got.Version != 1 {
+			t.Errorf("PutConfig %s/%s: created %v, version %d; want true, 1", o.Kind, o.Name, created, got.Version)
+		}
+	}
+}
+
+func testConfigNotFound(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	_, err := s.GetConfig(ctx, "service", "shop/web")
+	wantErr(t, err, store.ErrNotFound, "GetConfig of an empty store")
+	_, err = s.GetConfigVersion(ctx, "service", "shop/web", 1)
+	wantErr(t, err, store.ErrNotFound, "GetConfigVersion of an empty store")
+	_, _, err = s.PutConfig(ctx, store.ConfigObject{Kind: "service", Name: "shop/web", Body: []byte(`{}`), Hash: "h"})
+	must(t, err)
+	_, err = s.GetConfig(ctx, "application", "shop/web")
+	wantErr(t, err, store.ErrNotFound, "GetConfig of another kind")
+	_, err = s.GetConfig(ctx, "service", "shop/api")
+	wantErr(t, err, store.ErrNotFound, "GetConfig of another name")
+	list, err := s.ListConfigs(ctx, "runtime")
+	must(t, err)
+	if len(list) != 0 {
+		t.Errorf("ListConfigs of a kind without configs = %v, want none", list)
+	}
+}
+
+func testConfigInvalid(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	for _, o := range []store.ConfigObject{
+		{Name: "shop", Hash: "h", Body: []byte(`{}`)},
+		{Kind: "application", Hash: "h", Body: []byte(`{}`)},
+		{Kind: "application", Name: "shop", Body: []byte(`{}`)},
+	} {
+		_, created, err := s.PutConfig(ctx, o)
+		wantInvalid(t, err, fmt.Sprintf("PutConfig %+v", o))
+		if created {
+			t.Errorf("PutConfig %+v created a version", o)
+		}
+	}
+	list, err := s.ListConfigs(ctx, "")
+	must(t, err)
+	if len(list) != 0 {
+		t.Errorf("invalid configs were stored: %v", list)
+	}
+}
+
+func testListConfigs(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	puts := []struct{ kind, name, hash string }{
+		{"service", "shop/web", "h1"},
+		{"runtime", "k8s", "h1"},
+		{"service", "blog/web", "h1"},
+		{"service", "shop/web", "h2"},
+		{"application", "shop", "h1"},
+		{"runtime", "k8s", "h2"},
+		{"service", "shop/api", "h1"},
+		{"runtime", "k8s", "h3"},
+		{"runtime", "k8s", "h3"}, // unchanged
+		{"application", "blog", "h1"},
+	}
+	for _, p := range puts {
+		_, _, err := s.PutConfig(ctx, store.ConfigObject{Kind: p.kind, Name: p.name, Hash: p.hash,
+			Body: []byte(fmt.Sprintf(`{"name": %q, "hash": %q}`, p.name, p.hash))})
+		must(t, err)
+	}
+	type key struct {
+		kind, name string
+		version    int64
+		hash       string
+	}
+	check := func(kind string, want []key) {
+		t.Helper()
+		list, err := s.ListConfigs(ctx, kind)
+		must(t, err)
+		var got []key
+		for _, c := range list {
+			got = append(got, key{c.Kind, c.Name, c.Version, c.Hash})
+			latest, err := s.GetConfig(ctx, c.Kind, c.Name)
+			must(t, err)
+			same(t, c, latest, "ListConfigs entry")
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("ListConfigs(%q):\n got  %v\n want %v", kind, got, want)
+		}
+	}
+	check("", []key{
+		{"application", "blog", 1, "h1"},
+		{"application", "shop", 1, "h1"},
+		{"runtime", "k8s", 3, "h3"},
+		{"service", "blog/web", 1, "h1"},
+		{"service", "shop/api", 1, "h1"},
+		{"service", "shop/web", 2, "h2"},
+	})
+	check("service", []key{
+		{"service", "blog/web", 1, "h1"},
+		{"service", "shop/api", 1, "h1"},
+		{"service", "shop/web", 2, "h2"},
+	})
+	check("runtime", []key{{"runtime", "k8s", 3, "h3"}})
+	check("protection", nil)
+}
+
+func testConfigConcurrent(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	const n = 8
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		versions []int64
+		created  int
+	)
+	for i := range n {
+		wg.Go(func() {
+			// Distinct hashes: every put is a new version.
+			c, ok, err := s.PutConfig(ctx, store.ConfigObject{Kind: "service", Name: "shop/web", Hash: fmt.Sprint("h", i), Body: []byte(`{}`)})
+			if err != nil || !ok {
+				t.Errorf("PutConfig %d: created %v, %v", i, ok, err)
+				return
+			}
+			// The same hash: exactly one put creates it.
+			_, ok2, err := s.PutConfig(ctx, store.ConfigObject{Kind: "service", Name: "shop/api", Hash: "same", Body: []byte(`{}`)})
+			if err != nil {
+				t.Errorf("PutConfig same hash %d: %v", i, err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			versions = append(versions, c.Version)
+			if ok2 {
+				created++
+			}
+		})
+	}
+	wg.Wait()
+	slices.Sort(versions)
+	if want := []int64{1, 2, 3, 4, 5, 6, 7, 8}; !slices.Equal(versions, want) {
+		t.Errorf("concurrent versions = %v, want %v", versions, want)
+	}
+	if created != 1 {
+		t.Errorf("%d concurrent puts of the same hash created %d versions, want 1", n, created)
+	}
+	c, err := s.GetConfig(ctx, "service", "shop/api")
+	must(t, err)
+	if c.Version != 1 {
+		t.Errorf("latest version of the same-hash config = %d, want 1", c.Version)
+	}
+}
+
+// --- desired states ---
+
+func testDesiredStateCreateGet(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	start := time.Now()
+	ds := desiredState("ds-1", "shop", "web", 1)
+	ds.Rollback = true
+	evs := []store.Event{ev("shop", "web", "pushed")}
+	evs[0].DesiredStateID = "ds-1"
+	evs[0].Data = []byte(`{"version": "1.1.0"}`)
+	must(t, s.CreateDesiredState(ctx, ds, evs...))
+	if evs[0].Seq <= 0 {
+		t.Errorf("CreateDesiredState did not set the event's Seq: %+v", evs[0])
+	}
+	recent(t, evs[0].Time, start, "event Time")
+	got, err := s.GetDesiredState(ctx, "ds-1")
+	must(t, err)
+	same(t, got, ds, "GetDesiredState")
+	active, err := s.ActiveDesiredState(ctx, "shop", "web")
+	must(t, err)
+	same(t, active, ds, "ActiveDesiredState")
+	same(t, events(t, s, store.EventFilter{}), evs, "events of CreateDesiredState")
+
+	// Optional fields empty, CreatedAt assigned by the store.
+	minimal := store.DesiredState{ID: "ds-2", Application: "shop", Service: "api"}
+	create(t, s, minimal)
+	got, err = s.GetDesiredState(ctx, "ds-2")
+	must(t, err)
+	recent(t, got.CreatedAt, start, "assigned CreatedAt")
+	minimal.CreatedAt = got.CreatedAt
+	same(t, got, minimal, "GetDesiredState of a minimal desired state")
+}
+
+func testDesiredStateNotFound(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	_, err := s.GetDesiredState(ctx, "nope")
+	wantErr(t, err, store.ErrNotFound, "GetDesiredState")
+	_, err = s.ActiveDesiredState(ctx, "shop", "web")
+	wantErr(t, err, store.ErrNotFound, "ActiveDesiredState")
+	list, err := s.ListActiveDesiredStates(ctx)
+	must(t, err)
+	if len(list) != 0 {
+		t.Errorf("ListActiveDesiredStates of an empty store = %v", ids(list))
+	}
+	create(t, s, desiredState("ds-1", "shop", "web", 1))
+	_, err = s.ActiveDesiredState(ctx, "shop", "api")
+	wantErr(t, err, store.ErrNotFound, "ActiveDesiredState of another service")
+	_, err = s.ActiveDesiredState(ctx, "blog", "web")
+	wantErr(t, err, store.ErrNotFound, "ActiveDesiredState of another application")
+	list, err = s.ListDesiredStates(ctx, "blog", "web", 0)
+	must(t, err)
+	if len(list) != 0 {
+		t.Errorf("ListDesiredStates of a service without pushes = %v", ids(list))
+	}
+}
+
+func testDesiredStateChain(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	// CreatedAt goes backwards: order is the order of creation, not the clock.
+	ds1, ds2, ds3 := desiredState("ds-1", "shop", "web", 9), desiredState("ds-2", "shop", "web", 5), desiredState("ds-3", "shop", "web", 1)
+	other := desiredState("api-1", "shop", "api", 1)
+	blog := desiredState("blog-1", "blog", "web", 1)
+
+	chain := func(want map[string]string, active string) {
+		t.Helper()
+		for id, replacedBy := range want {
+			got, err := s.GetDesiredState(ctx, id)
+			must(t, err)
+			if got.ReplacedBy != replacedBy {
+				t.Errorf("%s.ReplacedBy = %q, want %q", id, got.ReplacedBy, replacedBy)
+			}
+		}
+		got, err := s.ActiveDesiredState(ctx, "shop", "web")
+		must(t, err)
+		if got.ID != active {
+			t.Errorf("active desired state = %s, want %s", got.ID, active)
+		}
+	}
+	create(t, s, ds1, ev("shop", "web", "pushed"))
+	create(t, s, other, ev("shop", "api", "pushed"))
+	chain(map[string]string{"ds-1": ""}, "ds-1")
+	create(t, s, ds2, ev("shop", "web", "pushed"), ev("shop", "web", "replaced"))
+	chain(map[string]string{"ds-1": "ds-2", "ds-2": ""}, "ds-2")
+	create(t, s, blog, ev("blog", "web", "pushed"))
+	create(t, s, ds3, ev("shop", "web", "pushed"), ev("shop", "web", "replaced"))
+	chain(map[string]string{"ds-1": "ds-2", "ds-2": "ds-3", "ds-3": ""}, "ds-3")
+
+	for _, id := range []string{"api-1", "blog-1"} {
+		got, err := s.GetDesiredState(ctx, id)
+		must(t, err)
+		if got.ReplacedBy != "" {
+			t.Errorf("%s of another service was replaced by %s", id, got.ReplacedBy)
+		}
+	}
+	ds3got, err := s.GetDesiredState(ctx, "ds-3")
+	must(t, err)
+	same(t, ds3got, ds3, "newest desired state")
+
+	for limit, want := range map[int][]string{0: {"ds-3", "ds-2", "ds-1"}, 2: {"ds-3", "ds-2"}, 1: {"ds-3"}, 5: {"ds-3", "ds-2", "ds-1"}} {
+		list, err := s.ListDesiredStates(ctx, "shop", "web", limit)
+		must(t, err)
+		if !slices.Equal(ids(list), want) {
+			t.Errorf("ListDesiredStates limit %d = %v, want %v", limit, ids(list), want)
+		}
+	}
+	list, err := s.ListDesiredStates(ctx, "shop", "web", 0)
+	must(t, err)
+	ds1.ReplacedBy, ds2.ReplacedBy = "ds-2", "ds-3"
+	same(t, list, []store.DesiredState{ds3, ds2, ds1}, "ListDesiredStates")
+
+	active, err := s.ListActiveDesiredStates(ctx)
+	must(t, err)
+	if got, want := ids(active), []string{"blog-1", "api-1", "ds-3"}; !slices.Equal(got, want) {
+		t.Errorf("ListActiveDesiredStates = %v, want %v (ordered by application and service)", got, want)
+	}
+
+	evs := events(t, s, store.EventFilter{Application: "shop", Service: "web"})
+	var types []string
+	for _, e := range evs {
+		types = append(types, e.Type)
+	}
+	if want := []string{"pushed", "pushed", "replaced", "pushed", "replaced"}; !slices.Equal(types, want) {
+		t.Errorf("events of the pushes = %v, want %v", types, want)
+	}
+}
+
+func testDesiredStateDuplicate(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	create(t, s, desiredState("ds-1", "shop", "web", 1), ev("shop", "web", "pushed"))
+	err := s.CreateDesiredState(ctx, desiredState("ds-1", "shop", "web", 2), ev("shop", "web", "pushed"))
+	wantErr(t, err, store.ErrConflict, "CreateDesiredState with an existing id")
+	err = s.CreateDesiredState(ctx, desiredState("ds-1", "shop", "api", 2), ev("shop", "api", "pushed"))
+	wantErr(t, err, store.ErrConflict, "CreateDesiredState with an existing id of another service")
+
+	// Nothing of the failed calls was written.
+	got, err := s.ActiveDesiredState(ctx, "shop", "web")
+	must(t, err)
+	same(t, got, desiredState("ds-1", "shop", "web", 1), "active desired state after a duplicate")
+	_, err = s.ActiveDesiredState(ctx, "shop", "api")
+	wantErr(t, err, store.ErrNotFound, "ActiveDesiredState of the service of the failed push")
+	if evs := events(t, s, store.EventFilter{}); len(evs) != 1 {
+		t.Errorf("events after failed pushes = %d, want 1", len(evs))
+	}
+}
+
+func testDesiredStateInvalid(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	for _, ds := range []store.DesiredState{
+		{Application: "shop", Service: "web"},
+		{ID: "x", Service: "web"},
+		{ID: "x", Application: "shop"},
+	} {
+		wantInvalid(t, s.CreateDesiredState(ctx, ds, ev("shop", "web", "pushed")), fmt.Sprintf("CreateDesiredState %+v", ds))
+	}
+	if evs := events(t, s, store.EventFilter{}); len(evs) != 0 {
+		t.Errorf("invalid pushes appended %d events", len(evs))
+	}
+}
+
+func testDesiredStateConcurrent(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	const n = 10
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			id := fmt.Sprint("ds-", i)
+			if err := s.CreateDesiredState(ctx, desiredState(id, "shop", "web", i), ev("shop", "web", "pushed")); err != nil {
+				t.Errorf("CreateDesiredState %s: %v", id, err)
+			}
+		})
+	}
+	wg.Wait()
+	list, err := s.ListDesiredStates(ctx, "shop", "web", 0)
+	must(t, err)
+	if len(list) != n {
+		t.Fatalf("ListDesiredStates = %d desired states, want %d", len(list), n)
+	}
+	// Newest first, each replaced by the one created after it: one linear chain.
+	if list[0].ReplacedBy != "" {
+		t.Errorf("newest desired state %s replaced by %q", list[0].ID, list[0].ReplacedBy)
+	}
+	for i := 1; i < n; i++ {
+		if list[i].ReplacedBy != list[i-1].ID {
+			t.Errorf("%s replaced by %q, want %s (the next one created)", list[i].ID, list[i].ReplacedBy, list[i-1].ID)
+		}
+	}
+	active, err := s.ActiveDesiredState(ctx, "shop", "web")
+	must(t, err)
+	if active.ID != list[0].ID {
+		t.Errorf("active = %s, newest = %s", active.ID, list[0].ID)
+	}
+	all, err := s.ListActiveDesiredStates(ctx)
+	must(t, err)
+	if len(all) != 1 {
+		t.Errorf("ListActiveDesiredStates = %v, want one", ids(all))
+	}
+	if evs := events(t, s, store.EventFilter{}); len(evs) != n {
+		t.Errorf("events = %d, want %d", len(evs), n)
+	}
+}
+
+// --- approvals ---
+
+func approval(ds, topic, user string) store.Approval {
+	return store.Approval{DesiredStateID: ds, Application: "shop", Service: "web", ReleaseChannel: "production",
+		Topic: topic, User: user, Comment: "lgtm " + user, CreatedAt: ts(len(user))}
+}
+
+func testApprovals(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	start := time.Now()
+	create(t, s, desiredState("ds-1", "shop", "web", 1))
+	create(t, s, desiredState("ds-2", "shop", "api", 1))
+	list := func(ds string, want ...store.Approval) {
+		t.Helper()
+		got, err := s.ListApprovals(ctx, ds)
+		must(t, err)
+		same(t, got, want, "ListApprovals "+ds)
+	}
+
+	a := approval("ds-1", "production", "alice")
+	evs := []store.Event{ev("shop", "web", "approved")}
+	must(t, s.AddApproval(ctx, a, evs...))
+	if evs[0].Seq <= 0 {
+		t.Errorf("AddApproval did not set the event's Seq")
+	}
+	list("ds-1", a)
+
+	// The same user and topic again, even changing their mind: first one kept, no event.
+	dup := a
+	dup.Reject, dup.Comment, dup.CreatedAt = true, "changed my mind", ts(9)
+	dupEvs := []store.Event{ev("shop", "web", "rejected")}
+	must(t, s.AddApproval(ctx, dup, dupEvs...))
+	if dupEvs[0].Seq != 0 {
+		t.Errorf("a duplicate approval's event got Seq %d", dupEvs[0].Seq)
+	}
+	list("ds-1", a)
+	same(t, events(t, s, store.EventFilter{}), evs, "events after a duplicate approval")
+
+	b := approval("ds-1", "production", "bob")
+	b.Reject = true
+	must(t, s.AddApproval(ctx, b, ev("shop", "web", "rejected")))
+	c := approval("ds-1", "staging", "alice")
+	must(t, s.AddApproval(ctx, c, ev("shop", "web", "approved")))
+	// The CreatedAt of the approvals is not their order: oldest (first added) first.
+	d := approval("ds-1", "production", "al")
+	must(t, s.AddApproval(ctx, d))
+	list("ds-1", a, b, c, d)
+
+	e := approval("ds-2", "production", "alice")
+	e.Service = "api"
+	e.CreatedAt = time.Time{}
+	must(t, s.AddApproval(ctx, e))
+	got, err := s.ListApprovals(ctx, "ds-2")
+	must(t, err)
+	if len(got) != 1 {
+		t.Fatalf("ListApprovals ds-2 = %v, want one", got)
+	}
+	recent(t, got[0].CreatedAt, start, "assigned CreatedAt")
+	e.CreatedAt = got[0].CreatedAt
+	list("ds-2", e)
+
+	if n := len(events(t, s, store.EventFilter{})); n != 3 {
+		t.Errorf("events = %d, want 3", n)
+	}
+}
+
+func testApprovalUnknown(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	err := s.AddApproval(ctx, approval("nope", "production", "alice"), ev("shop", "web", "approved"))
+	wantErr(t, err, store.ErrNotFound, "AddApproval of an unknown desired state")
+	if evs := events(t, s, store.EventFilter{}); len(evs) != 0 {
+		t.Errorf("a failed approval appended %d events", len(evs))
+	}
+	got, err := s.ListApprovals(ctx, "nope")
+	must(t, err)
+	if len(got) != 0 {
+		t.Errorf("ListApprovals of an unknown desired state = %v", got)
+	}
+}
+
+func testApprovalInvalid(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	create(t, s, desiredState("ds-1", "shop", "web", 1))
+	for _, a := range []store.Approval{
+		approval("", "production", "alice"),
+		approval("ds-1", "", "alice"),
+		approval("ds-1", "production", ""),
+	} {
+		wantInvalid(t, s.AddApproval(ctx, a), fmt.Sprintf("AddApproval %+v", a))
+	}
+	got, err := s.ListApprovals(ctx, "ds-1")
+	must(t, err)
+	if len(got) != 0 {
+		t.Errorf("invalid approvals were stored: %v", got)
+	}
+}
+
+func testApprovalConcurrent(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	create(t, s, desiredState("ds-1", "shop", "web", 1))
+	const n = 10
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			a := approval("ds-1", "production", "alice")
+			a.Comment = fmt.Sprint("attempt ", i)
+			if err := s.AddApproval(ctx, a, ev("shop", "web", "approved")); err != nil {
+				t.Errorf("AddApproval %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	got, err := s.ListApprovals(ctx, "ds-1")
+	must(t, err)
+	if len(got) != 1 {
+		t.Errorf("ListApprovals after %d concurrent identical approvals = %d records, want 1", n, len(got))
+	}
+	if evs := events(t, s, store.EventFilter{}); len(evs) != 1 {
+		t.Errorf("events after %d concurrent identical approvals = %d, want 1", n, len(evs))
+	}
+}
+
+// --- instances ---
+
+func testInstanceCreateUpdate(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	in := instance("shop", "web", "production")
+	got := write(t, s, in)
+	if got[0].Revision != 1 {
+		t.Fatalf("created instance revision = %d, want 1", got[0].Revision)
+	}
+	in.Revision = 1
+	same(t, got[0], in, "written instance")
+	stored, err := s.GetInstance(ctx, "shop", "web", "production")
+	must(t, err)
+	same(t, stored, in, "GetInstance")
+
+	// Revision 0 means create: conflict when it exists. The batch is untouched.
+	b := &store.Batch{Instances: []store.Instance{instance("shop", "web", "production")}}
+	wantErr(t, s.Write(ctx, b), store.ErrConflict, "Write revision 0 of an existing instance")
+	if b.Instances[0].Revision != 0 {
+		t.Errorf("failed Write changed the revision to %d", b.Instances[0].Revision)
+	}
+
+	upd := stored
+	upd.Status, upd.Reason, upd.Message, upd.Paused, upd.ApplyAttempts = "converged", "", "", false, 0
+	upd.CurrentStateID, upd.CurrentVersion, upd.ConvergedAt, upd.LastApplyAt = "ds-2", "1.2.0", ts(10), time.Time{}
+	got = write(t, s, upd)
+	if got[0].Revision != 2 {
+		t.Fatalf("updated instance revision = %d, want 2", got[0].Revision)
+	}
+	upd.Revision = 2
+	stored, err = s.GetInstance(ctx, "shop", "web", "production")
+	must(t, err)
+	same(t, stored, upd, "GetInstance after an update")
+
+	// A stale revision: conflict, nothing written.
+	stale := upd
+	stale.Revision, stale.Status = 1, "failed"
+	wantErr(t, s.Write(ctx, &store.Batch{Instances: []store.Instance{stale}}), store.ErrConflict, "Write with a stale revision")
+	stale.Revision = 3 // from the future
+	wantErr(t, s.Write(ctx, &store.Batch{Instances: []store.Instance{stale}}), store.ErrConflict, "Write with a future revision")
+	stored, err = s.GetInstance(ctx, "shop", "web", "production")
+	must(t, err)
+	same(t, stored, upd, "GetInstance after conflicts")
+
+	// A revision for an instance that does not exist.
+	ghost := instance("shop", "web", "canary")
+	ghost.Revision = 4
+	wantErr(t, s.Write(ctx, &store.Batch{Instances: []store.Instance{ghost}}), store.ErrConflict, "Write revision 4 of a missing instance")
+	_, err = s.GetInstance(ctx, "shop", "web", "canary")
+	wantErr(t, err, store.ErrNotFound, "GetInstance of the missing instance")
+
+	// A zero UpdatedAt is set by the store.
+	start := time.Now()
+	z := instance("shop", "web", "staging")
+	z.UpdatedAt = time.Time{}
+	got = write(t, s, z)
+	recent(t, got[0].UpdatedAt, start, "assigned UpdatedAt")
+	stored, err = s.GetInstance(ctx, "shop", "web", "staging")
+	must(t, err)
+	same(t, stored, got[0], "instance with an assigned UpdatedAt")
+
+	// Write of an empty batch is a no-op.
+	must(t, s.Write(ctx, &store.Batch{}))
+}
+
+func testInstanceNotFound(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	_, err := s.GetInstance(ctx, "shop", "web", "production")
+	wantErr(t, err, store.ErrNotFound, "GetInstance of an empty store")
+	write(t, s, instance("shop", "web", "production"))
+	for _, k := range [][3]string{{"shop", "web", "canary"}, {"shop", "api", "production"}, {"blog", "web", "production"}} {
+		_, err = s.GetInstance(ctx, k[0], k[1], k[2])
+		wantErr(t, err, store.ErrNotFound, fmt.Sprint("GetInstance ", k))
+	}
+}
+
+func testInstanceInvalid(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	for _, in := range []store.Instance{
+		instance("", "web", "production"),
+		instance("shop", "", "production"),
+		instance("shop", "web", ""),
+	} {
+		b := &store.Batch{Instances: []store.Instance{in}, Events: []store.Event{ev("shop", "web", "applied")}}
+		wantInvalid(t, s.Write(ctx, b), fmt.Sprintf("Write %s/%s/%s", in.Application, in.Service, in.ReleaseChannel))
+	}
+	list, err := s.ListInstances(ctx, "", "")
+	must(t, err)
+	if len(list) != 0 || len(events(t, s, store.EventFilter{})) != 0 {
+		t.Errorf("invalid writes were stored: %v", list)
+	}
+}
+
+func testBatchAtomic(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	xy := write(t, s, instance("shop", "web", "production"), instance("shop", "web", "canary"))
+	x, y := xy[0], xy[1]
+
+	newX := x
+	newX.Status = "changed"
+	newY := y
+	newY.Revision = 0 // conflicts: exists
+	z := instance("shop", "api", "production")
+	b := &store.Batch{
+		Instances: []store.Instance{newX, z, newY},
+		Events:    []store.Event{ev("shop", "web", "applying"), ev("shop", "api", "applying")},
+	}
+	wantErr(t, s.Write(ctx, b), store.ErrConflict, "Write of a batch with one conflict")
+	if revs := []int64{b.Instances[0].Revision, b.Instances[1].Revision, b.Instances[2].Revision}; !slices.Equal(revs, []int64{1, 0, 0}) {
+		t.Errorf("failed Write changed the batch's revisions to %v", revs)
+	}
+	if b.Events[0].Seq != 0 || b.Events[1].Seq != 0 {
+		t.Errorf("failed Write set event seqs %v", seqs(b.Events))
+	}
+	stored, err := s.GetInstance(ctx, "shop", "web", "production")
+	must(t, err)
+	same(t, stored, x, "instance of a failed batch")
+	_, err = s.GetInstance(ctx, "shop", "api", "production")
+	wantErr(t, err, store.ErrNotFound, "new instance of a failed batch")
+	if evs := events(t, s, store.EventFilter{}); len(evs) != 0 {
+		t.Errorf("failed batch appended %d events", len(evs))
+	}
+
+	// The same batch without the conflict goes through.
+	b.Instances = b.Instances[:2]
+	must(t, s.Write(ctx, b))
+	if revs := []int64{b.Instances[0].Revision, b.Instances[1].Revision}; !slices.Equal(revs, []int64{2, 1}) {
+		t.Errorf("revisions after Write = %v, want [2 1]", revs)
+	}
+}
+
+func testBatchEvents(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	start := time.Now()
+	evs := []store.Event{ev("shop", "web", "applying"), ev("shop", "web", "applied"), ev("shop", "api", "applying")}
+	evs[1].Time = ts(4)
+	evs[2].Data = []byte(`{"attempt": 1}`)
+	b := &store.Batch{
+		Instances: []store.Instance{instance("shop", "web", "production"), instance("shop", "api", "production")},
+		Events:    slices.Clone(evs),
+	}
+	must(t, s.Write(ctx, b))
+	for i, e := range b.Events {
+		if e.Seq <= 0 || (i > 0 && e.Seq <= b.Events[i-1].Seq) {
+			t.Errorf("batch event seqs = %v, want increasing", seqs(b.Events))
+			break
+		}
+	}
+	recent(t, b.Events[0].Time, start, "assigned event Time")
+	if !b.Events[1].Time.Equal(ts(4)) {
+		t.Errorf("given event Time changed to %v", b.Events[1].Time)
+	}
+	same(t, events(t, s, store.EventFilter{}), b.Events, "events of a batch")
+	list, err := s.ListInstances(ctx, "shop", "")
+	must(t, err)
+	if len(list) != 2 {
+		t.Errorf("ListInstances = %d instances, want 2", len(list))
+	}
+
+	// A batch with only events.
+	must(t, s.Write(ctx, &store.Batch{Events: []store.Event{ev("shop", "web", "converged")}}))
+	if n := len(events(t, s, store.EventFilter{})); n != 4 {
+		t.Errorf("events = %d, want 4", n)
+	}
+}
+
+func testListInstances(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	write(t, s, instance("shop", "web", "production"), instance("blog", "web", "production"))
+	write(t, s, instance("shop", "api", "production"))
+	write(t, s, instance("shop", "web", "canary"), instance("shop", "api", "canary"))
+	check := func(app, svc string, want ...string) {
+		t.Helper()
+		list, err := s.ListInstances(ctx, app, svc)
+		must(t, err)
+		var got []string
+		for _, in := range list {
+			got = append(got, in.Application+"/"+in.Service+"/"+in.ReleaseChannel)
+			stored, err := s.GetInstance(ctx, in.Application, in.Service, in.ReleaseChannel)
+			must(t, err)
+			same(t, in, stored, "ListInstances entry")
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("ListInstances(%q, %q) = %v, want %v", app, svc, got, want)
+		}
+	}
+	check("", "", "blog/web/production", "shop/api/canary", "shop/api/production", "shop/web/canary", "shop/web/production")
+	check("shop", "", "shop/api/canary", "shop/api/production", "shop/web/canary", "shop/web/production")
+	check("shop", "web", "shop/web/canary", "shop/web/production")
+	check("blog", "web", "blog/web/production")
+	check("blog", "api")
+	check("nope", "")
+}
+
+func testInstanceConcurrent(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	write(t, s, instance("shop", "web", "production"))
+	const n, rounds = 8, 5
+	for round := 1; round <= rounds; round++ {
+		var (
+			wg      sync.WaitGroup
+			mu      sync.Mutex
+			winners []int
+		)
+		for i := range n {
+			wg.Go(func() {
+				in := instance("shop", "web", "production")
+				in.Revision = int64(round)
+				in.Message = fmt.Sprint("writer ", i)
+				b := &store.Batch{Instances: []store.Instance{in}, Events: []store.Event{ev("shop", "web", in.Message)}}
+				err := s.Write(ctx, b)
+				switch {
+				case err == nil:
+					if b.Instances[0].Revision != int64(round+1) {
+						t.Errorf("winner's revision = %d, want %d", b.Instances[0].Revision, round+1)
+					}
+					mu.Lock()
+					winners = append(winners, i)
+					mu.Unlock()
+				case !errors.Is(err, store.ErrConflict):
+					t.Errorf("concurrent Write: %v, want nil or ErrConflict", err)
+				}
+			})
+		}
+		wg.Wait()
+		if len(winners) != 1 {
+			t.Fatalf("round %d: %d writers of revision %d succeeded (%v), want exactly 1", round, len(winners), round, winners)
+		}
+		got, err := s.GetInstance(ctx, "shop", "web", "production")
+		must(t, err)
+		if want := fmt.Sprint("writer ", winners[0]); got.Revision != int64(round+1) || got.Message != want {
+			t.Errorf("round %d: stored revision %d message %q, want %d %q", round, got.Revision, got.Message, round+1, want)
+		}
+	}
+	if n := len(events(t, s, store.EventFilter{})); n != rounds {
+		t.Errorf("events = %d, want one per successful write (%d)", n, rounds)
+	}
+}
+
+// --- apply attempts ---
+
+func testApplies(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	start := time.Now()
+	create(t, s, desiredState("ds-1", "shop", "web", 1))
+	create(t, s, desiredState("ds-2", "shop", "api", 1))
+	a1 := store.ApplyAttempt{Application: "shop", Service: "web", ReleaseChannel: "production", DesiredStateID: "ds-1", Version: "1.1.0", StartedAt: ts(1)}
+	a2 := store.ApplyAttempt{Application: "shop", Service: "web", ReleaseChannel: "canary", DesiredStateID: "ds-1", Version: "1.1.0", StartedAt: ts(2)}
+	a3 := store.ApplyAttempt{Application: "shop", Service: "api", ReleaseChannel: "production", DesiredStateID: "ds-2", Version: "1.1.0"}
+	var err error
+	for _, a := range []*store.ApplyAttempt{&a1, &a2, &a3} {
+		a.ID, err = s.StartApply(ctx, *a)
+		must(t, err)
+	}
+	if a1.ID <= 0 || a2.ID <= a1.ID || a3.ID <= a2.ID {
+		t.Errorf("apply ids %d %d %d, want positive and increasing", a1.ID, a2.ID, a3.ID)
+	}
+	list := func(svc string, limit int, want ...store.ApplyAttempt) {
+		t.Helper()
+		got, err := s.ListApplies(ctx, "shop", svc, limit)
+		must(t, err)
+		same(t, got, want, fmt.Sprintf("ListApplies %s limit %d", svc, limit))
+	}
+	list("web", 0, a2, a1)
+	list("web", 1, a2)
+
+	got, err := s.ListApplies(ctx, "shop", "api", 0)
+	must(t, err)
+	if len(got) != 1 {
+		t.Fatalf("ListApplies api = %v", got)
+	}
+	recent(t, got[0].StartedAt, start, "assigned StartedAt")
+	a3.StartedAt = got[0].StartedAt
+	list("api", 0, a3)
+
+	must(t, s.FinishApply(ctx, a1.ID, "succeeded", "applied 3 objects", ts(5)))
+	a1.Outcome, a1.Message, a1.FinishedAt = "succeeded", "applied 3 objects", ts(5)
+	must(t, s.FinishApply(ctx, a2.ID, "failed", "timeout", ts(6)))
+	a2.Outcome, a2.Message, a2.FinishedAt = "failed", "timeout", ts(6)
+	list("web", 0, a2, a1)
+	list("api", 0, a3)
+
+	wantErr(t, s.FinishApply(ctx, a3.ID+100, "failed", "", ts(7)), store.ErrNotFound, "FinishApply of an unknown id")
+	list("nope", 0)
+}
+
+func testApplyUnknown(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	_, err := s.StartApply(ctx, store.ApplyAttempt{Application: "shop", Service: "web", ReleaseChannel: "production", DesiredStateID: "nope", StartedAt: ts(1)})
+	wantErr(t, err, store.ErrNotFound, "StartApply of an unknown desired state")
+	got, err := s.ListApplies(ctx, "shop", "web", 0)
+	must(t, err)
+	if len(got) != 0 {
+		t.Errorf("a failed StartApply was stored: %v", got)
+	}
+}
+
+// --- events ---
+
+func testAppendEvents(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	start := time.Now()
+	must(t, s.AppendEvents(ctx)) // nothing to append
+	if evs := events(t, s, store.EventFilter{}); len(evs) != 0 {
+		t.Fatalf("ListEvents of an empty store = %v", evs)
+	}
+
+	evs := []store.Event{ev("shop", "web", "configured"), ev("shop", "web", "pushed"), ev("", "", "started")}
+	evs[0].Time = ts(1) // kept as given (in UTC)
+	evs[1].ReleaseChannel, evs[1].DesiredStateID = "production", "ds-1"
+	evs[1].Data = []byte(`{"version": "1.2.3", "params": {"a": [1, 2]}}`)
+	must(t, s.AppendEvents(ctx, evs...))
+	if evs[0].Seq <= 0 || evs[1].Seq <= evs[0].Seq || evs[2].Seq <= evs[1].Seq {
+		t.Errorf("seqs = %v, want positive and increasing", seqs(evs))
+	}
+	if !evs[0].Time.Equal(ts(1)) {
+		t.Errorf("given Time changed to %v", evs[0].Time)
+	}
+	recent(t, evs[1].Time, start, "assigned Time")
+	recent(t, evs[2].Time, start, "assigned Time")
+	same(t, events(t, s, store.EventFilter{}), evs, "ListEvents")
+
+	more := []store.Event{ev("shop", "api", "pushed")}
+	must(t, s.AppendEvents(ctx, more...))
+	if more[0].Seq <= evs[2].Seq {
+		t.Errorf("later append got seq %d, not after %d", more[0].Seq, evs[2].Seq)
+	}
+	same(t, events(t, s, store.EventFilter{}), append(slices.Clone(evs), more...), "ListEvents after a second append")
+}
+
+func testEventFilter(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	keys := [][2]string{
+		{"shop", "web"}, {"shop", "api"}, {"blog", "web"}, {"", ""}, {"shop", "web"},
+		{"blog", "web"}, {"shop", "api"}, {"shop", "web"}, {"shop", ""}, {"blog", "db"},
+	}
+	var all []store.Event
+	for i, k := range keys {
+		e := ev(k[0], k[1], fmt.Sprint("e", i))
+		e.Time = ts(i)
+		es := []store.Event{e}
+		must(t, s.AppendEvents(ctx, es...))
+		all = append(all, es[0])
+	}
+	pick := func(idx ...int) []store.Event {
+		var out []store.Event
+		for _, i := range idx {
+			out = append(out, all[i])
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		f    store.EventFilter
+		want []store.Event
+	}{
+		{store.EventFilter{}, all},
+		{store.EventFilter{Application: "shop"}, pick(0, 1, 4, 6, 7, 8)},
+		{store.EventFilter{Application: "shop", Service: "web"}, pick(0, 4, 7)},
+		{store.EventFilter{Application: "blog"}, pick(2, 5, 9)},
+		{store.EventFilter{Service: "web"}, pick(0, 2, 4, 5, 7)},
+		{store.EventFilter{Application: "nope"}, nil},
+		{store.EventFilter{AfterSeq: all[4].Seq}, all[5:]},
+		{store.EventFilter{AfterSeq: all[9].Seq}, nil},
+		{store.EventFilter{Limit: 3}, all[:3]},
+		{store.EventFilter{Limit: 100}, all},
+		{store.EventFilter{Application: "shop", AfterSeq: all[1].Seq, Limit: 2}, pick(4, 6)},
+		{store.EventFilter{Application: "shop", Service: "web", AfterSeq: all[0].Seq, Limit: 5}, pick(4, 7)},
+	} {
+		same(t, events(t, s, tc.f), tc.want, fmt.Sprintf("ListEvents(%+v)", tc.f))
+	}
+}
+
+func testEventsConcurrent(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	const n, m = 8, 25
+	var (
+		wg  sync.WaitGroup
+		mu  sync.Mutex
+		got []int64
+	)
+	for i := range n {
+		wg.Go(func() {
+			var last int64
+			for j := range m {
+				evs := []store.Event{ev("shop", "web", fmt.Sprint(i, "-", j, "a")), ev("shop", "web", fmt.Sprint(i, "-", j, "b"))}
+				if err := s.AppendEvents(ctx, evs...); err != nil {
+					t.Errorf("AppendEvents: %v", err)
+					return
+				}
+				if evs[0].Seq <= last || evs[1].Seq <= evs[0].Seq {
+					t.Errorf("writer %d: seqs %v after %d, want increasing", i, seqs(evs), last)
+				}
+				last = evs[1].Seq
+				mu.Lock()
+				got = append(got, seqs(evs)...)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	slices.Sort(got)
+	if len(slices.Compact(slices.Clone(got))) != len(got) {
+		t.Errorf("duplicate seqs among %d appended events", len(got))
+	}
+	list := events(t, s, store.EventFilter{})
+	if len(list) != n*m*2 {
+		t.Fatalf("ListEvents = %d events, want %d", len(list), n*m*2)
+	}
+	if !slices.Equal(seqs(list), got) {
+		t.Errorf("listed seqs differ from the assigned ones")
+	}
+	for i := 1; i < len(list); i++ {
+		if list[i].Seq <= list[i-1].Seq {
+			t.Fatalf("ListEvents not in seq order at %d: %d after %d", i, list[i].Seq, list[i-1].Seq)
+		}
+	}
+}
+
+// --- context ---
+
+func testCanceled(t *testing.T, s store.Store) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	check := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("%s with a canceled context: %v, want context.Canceled", what, err)
+		}
+	}
+	_, _, err := s.PutConfig(ctx, store.ConfigObject{Kind: "service", Name: "shop/web", Hash: "h", Body: []byte(`{}`)})
+	check("PutConfig", err)
+	check("CreateDesiredState", s.CreateDesiredState(ctx, desiredState("ds-1", "shop", "web", 1)))
+	check("Write", s.Write(ctx, &store.Batch{Instances: []store.Instance{instance("shop", "web", "production")}}))
+	check("AppendEvents", s.AppendEvents(ctx, ev("shop", "web", "x")))
+	_, err = s.GetConfig(ctx, "service", "shop/web")
+	check("GetConfig", err)
+	_, err = s.ListEvents(ctx, store.EventFilter{})
+	check("ListEvents", err)
+	_, err = s.ListInstances(ctx, "", "")
+	check("ListInstances", err)
+
+	// Nothing was written.
+	bg := t.Context()
+	if _, err := s.GetConfig(bg, "service", "shop/web"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetConfig after a canceled PutConfig: %v", err)
+	}
+	if _, err := s.GetDesiredState(bg, "ds-1"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetDesiredState after a canceled create: %v", err)
+	}
+	if evs := events(t, s, store.EventFilter{}); len(evs) != 0 {
+		t.Errorf("canceled appends wrote %d events", len(evs))
+	}
+}
