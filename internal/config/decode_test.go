@@ -659,3 +659,17 @@ func TestCamelCase(t *testing.T) {
 		}
 	}
 }
+
+func TestDecodeTrailingEmptyDocument(t *testing.T) {
+	t.Parallel()
+	for _, src := range []string{
+		"---\napplication:\n  name: a\n",
+		"application:\n  name: a\n---\n",
+		"application:\n  name: a\n---\n# nothing more\n",
+		"application:\n  name: a\n...\n",
+	} {
+		if d := mustDecode(t, src); d.File.Application == nil || d.File.Application.Name != "a" {
+			t.Errorf("%q decoded as %+v", src, d.File)
+		}
+	}
+}

@@ -221,19 +221,30 @@ func walkKubernetesConfigs(v reflect.Value, path string, fn func(string, *Kubern
 // channel by the compiler. Templates are not evaluated here.
 func resolveLocal(src *Source, baseDir string) ErrorList {
 	var errs ErrorList
+	// A perReleaseChannel kubernetesConfig may leave out type: it is merged over
+	// the service's, so its files are read as the service's are (kustomize or not).
+	var serviceType KubernetesConfigType
+	if svc := src.File.Service; svc != nil && svc.KubernetesConfig != nil {
+		serviceType = svc.KubernetesConfig.Type
+	}
 	KubernetesConfigs(src.File, func(path string, kc *KubernetesConfig) {
 		if kc.Local == nil {
 			return
 		}
+		typ := kc.Type
+		if typ == "" && strings.HasPrefix(path, "service.perReleaseChannel[") {
+			typ = serviceType
+		}
 		lpath := path + ".local"
-		if err := resolveKubernetesLocal(kc, baseDir); err != nil {
+		if err := resolveKubernetesLocal(kc, typ, baseDir); err != nil {
 			errs = append(errs, src.Errorf(lpath, "%v", err))
 		}
 	})
 	return errs
 }
 
-func resolveKubernetesLocal(kc *KubernetesConfig, baseDir string) error {
+// resolveKubernetesLocal resolves kc.Local; typ is kc's type, or the one it inherits.
+func resolveKubernetesLocal(kc *KubernetesConfig, typ KubernetesConfigType, baseDir string) error {
 	l := kc.Local
 	if kc.Inlined != "" {
 		return fmt.Errorf("set only one of inlined and local")
@@ -267,7 +278,7 @@ func resolveKubernetesLocal(kc *KubernetesConfig, baseDir string) error {
 	var docs []string
 	for _, p := range paths {
 		full := filepath.Join(baseDir, p)
-		if kc.Type == KubernetesTypeKustomize {
+		if typ == KubernetesTypeKustomize {
 			out, err := RenderKustomize(full)
 			if err != nil {
 				return fmt.Errorf("kustomize %s: %w", full, err)
@@ -282,8 +293,8 @@ func resolveKubernetesLocal(kc *KubernetesConfig, baseDir string) error {
 		docs = append(docs, found...)
 	}
 	kc.Inlined = strings.Join(docs, "---\n")
-	if kc.Type == KubernetesTypeKustomize {
-		kc.Type = KubernetesTypeKubernetes
+	if typ == KubernetesTypeKustomize {
+		kc.Type = KubernetesTypeKubernetes // rendered
 	}
 	kc.Local = nil
 	return nil

@@ -380,6 +380,42 @@ func TestLoadKustomize(t *testing.T) {
 	if tree := sources[1].File.Service.KubernetesConfig; tree.Type != KubernetesTypeKustomize || tree.Tree == nil {
 		t.Errorf("subPath config = %+v, want a KUSTOMIZE tree", tree)
 	}
+
+	// A per-release-channel kubernetesConfig may leave out type: it is merged
+	// over the service's, so its local directory is rendered with kustomize too.
+	dir = writeTree(t, t.TempDir(), map[string]string{
+		"svc.pvn.yaml": `service:
+  name: web
+  kubernetesConfig:
+    type: KUSTOMIZE
+    local: {path: overlays/staging}
+  perReleaseChannel:
+    - releaseChannel: prod
+      kubernetesConfig:
+        local: {path: overlays/prod}
+    - releaseChannel: dev
+      kubernetesConfig:
+        type: KUBERNETES
+        local: {path: dev.yaml}
+`,
+		"overlays/prod/kustomization.yaml": "resources: []\n",
+		"dev.yaml":                         "kind: ConfigMap\n",
+	})
+	rendered = nil
+	sources, err = Load([]string{dir})
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	svc := sources[0].File.Service
+	if want := []string{filepath.Join(dir, "overlays/staging"), filepath.Join(dir, "overlays/prod")}; !reflect.DeepEqual(rendered, want) {
+		t.Errorf("rendered %v, want %v", rendered, want)
+	}
+	if kc := svc.PerReleaseChannel[0].KubernetesConfig; kc.Type != KubernetesTypeKubernetes || kc.Inlined != SourceMarker(filepath.Join(dir, "overlays/prod"))+"kind: Rendered # prod\n" {
+		t.Errorf("per-channel kustomize config = %+v, want it rendered", kc)
+	}
+	if kc := svc.PerReleaseChannel[1].KubernetesConfig; kc.Type != KubernetesTypeKubernetes || kc.Inlined != SourceMarker(filepath.Join(dir, "dev.yaml"))+"kind: ConfigMap\n" {
+		t.Errorf("per-channel KUBERNETES config = %+v", kc)
+	}
 }
 
 func TestLoadReportsEveryFile(t *testing.T) {

@@ -20,14 +20,18 @@ var ErrNothingToRollBack = errors.New("no earlier converged version to roll back
 // ErrNotWaitingForApproval is returned when an approval would change nothing.
 var ErrNotWaitingForApproval = errors.New("not waiting for an approval")
 
-// DecodeDesired decodes a stored desired state into the engine's model.
+// DecodeDesired decodes a stored desired state into the engine's model. The
+// result is cached by id (desired states are immutable) and must not be modified.
 func DecodeDesired(rec store.DesiredState) (*Desired, error) {
-	cs, err := decodeState(rec)
+	cs, err := sharedStates.get(rec)
 	if err != nil {
 		return nil, err
 	}
 	return cs.desired, nil
 }
+
+// sharedStates caches decoded desired states for DecodeDesired.
+var sharedStates stateCache
 
 func userEvent(inst store.Instance, typ, user, msg string, now time.Time) store.Event {
 	return store.Event{

@@ -30,7 +30,6 @@ type Loop struct {
 	log      *slog.Logger
 	workers  int
 	queue    *queue
-	states   stateCache
 
 	// onWrite, when set, is called after each durable write (tests, SSE).
 	onWrite func()
@@ -136,7 +135,7 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (time.Duration, e
 	if err != nil {
 		return 0, err
 	}
-	cs, err := l.states.get(rec)
+	cs, err := sharedStates.get(rec)
 	if err != nil {
 		return 0, err
 	}
@@ -211,7 +210,7 @@ func (l *Loop) target(ctx context.Context, cs *compiledState, stateID, rc string
 		if err != nil {
 			return runtimes.Target{}, fmt.Errorf("load desired state %s: %w", stateID, err)
 		}
-		if cs, err = l.states.get(rec); err != nil {
+		if cs, err = sharedStates.get(rec); err != nil {
 			return runtimes.Target{}, err
 		}
 	}

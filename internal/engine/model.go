@@ -122,8 +122,9 @@ type extra struct {
 	// version: the rollback target when the current version is the bad one.
 	PreviousStateID string `json:"previousStateId,omitempty"`
 	PreviousVersion string `json:"previousVersion,omitempty"`
-	// Satisfied lists release channels whose stability condition was met for
-	// this desired state (carried over when a push replaces it).
+	// Satisfied lists release channel conditions already met, as
+	// "<channel>@<version>"; they carry over when a push of the same version
+	// replaces the desired state.
 	Satisfied []string `json:"satisfied,omitempty"`
 	// RollbackFrom is the version being rolled back from.
 	RollbackFrom string `json:"rollbackFrom,omitempty"`

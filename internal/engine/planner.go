@@ -149,12 +149,15 @@ func (p *planner) gate(s *step) {
 	ch := s.ch
 	var unmet []string
 	for _, dep := range ch.DependsOn {
-		if slices.Contains(s.ex.Satisfied, dep) {
+		// A condition met for this version stays met, even if the desired
+		// state carrying it was replaced (a re-push of the same version).
+		met := dep + "@" + ch.Version
+		if slices.Contains(s.ex.Satisfied, met) {
 			continue
 		}
 		di, ok := p.next[dep]
 		if ok && di.Status == string(ds.StatusConverged) && di.CurrentVersion == ch.Version {
-			s.ex.Satisfied = append(s.ex.Satisfied, dep)
+			s.ex.Satisfied = append(s.ex.Satisfied, met)
 			continue
 		}
 		switch {

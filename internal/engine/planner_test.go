@@ -309,6 +309,10 @@ func randomInput(r *rand.Rand) PlanInput {
 			if r.IntN(2) == 0 {
 				inst.TargetVersion, inst.TargetStateID = versions[r.IntN(3)], fmt.Sprintf("ds%d", r.IntN(3))
 			}
+			if r.IntN(3) == 0 {
+				// Conditions met earlier, for some version.
+				writeExtra(&inst, extra{Satisfied: []string{fmt.Sprintf("c%d@%s", r.IntN(3), versions[r.IntN(3)])}})
+			}
 			in.Instances[ch.Name] = inst
 		}
 		if r.IntN(5) > 0 {
@@ -343,7 +347,8 @@ func TestPropertyNoVersionBeforePreconditions(t *testing.T) {
 			}
 			for _, dep := range ch.DependsOn {
 				di := in.Instances[dep]
-				if !(di.Status == string(ds.StatusConverged) && di.CurrentVersion == ch.Version) && !dependencyConvergedInPlan(p, dep, ch.Version) {
+				metBefore := slices.Contains(readExtra(old).Satisfied, dep+"@"+ch.Version)
+				if !(di.Status == string(ds.StatusConverged) && di.CurrentVersion == ch.Version) && !dependencyConvergedInPlan(p, dep, ch.Version) && !metBefore {
 					t.Fatalf("case %d: %s received %s while %s is %s at %q\ninput: %+v", i, ch.Name, ch.Version, dep, di.Status, di.CurrentVersion, in)
 				}
 			}
@@ -414,5 +419,35 @@ func TestPropertyReplanAfterEffects(t *testing.T) {
 		if p3 := PlanService(next); len(p3.Applies) != 0 || len(p3.Instances) != 0 {
 			t.Fatalf("case %d: no fixpoint: %+v", i, p3)
 		}
+	}
+}
+
+// TestPlanRepushWaitsForStagingAgain is the regression for a new version
+// reaching prod while staging was still rolling it out: a condition met for
+// v1 must not count for v2.
+func TestPlanRepushWaitsForStagingAgain(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, twoChannels("ds1", "v1"))
+	w.observed["staging"], w.observed["prod"] = running("v1", true), running("v1", true)
+	w.approvals = []store.Approval{{DesiredStateID: "ds1", ReleaseChannel: "prod", Topic: "prod", User: "ana"}}
+	for range 4 {
+		w.plan()
+	}
+	if w.status("prod") != ds.StatusConverged {
+		t.Fatalf("setup: prod %s", w.status("prod"))
+	}
+	w.desired = twoChannels("ds2", "v2")
+	w.approvals = append(w.approvals, store.Approval{DesiredStateID: "ds2", ReleaseChannel: "prod", Topic: "prod", User: "ana"})
+	p := w.plan()
+	if got := applied(p); !slices.Equal(got, []string{"staging=v2"}) {
+		t.Fatalf("applies %v, want staging only", got)
+	}
+	w.observed["staging"] = running("v2", false)
+	if p := w.plan(); len(p.Applies) != 0 || w.status("prod") != ds.StatusWaitingPreconditions {
+		t.Fatalf("while staging rolls out v2: applies %v, prod %s", applied(p), w.status("prod"))
+	}
+	w.observed["staging"] = running("v2", true)
+	if got := applied(w.plan()); !slices.Equal(got, []string{"prod=v2"}) {
+		t.Fatalf("after staging converged v2: applies %v", got)
 	}
 }

@@ -2,15 +2,17 @@
 // simulated backend that needs no infrastructure. It keeps, per service
 // instance, the version being rolled out, when and for how long, and the
 // objects applied; Fetch derives the rollout's progress from the clock.
+// SetDrift simulates an out-of-band change, for exercising self-healing.
 //
-// # Clock and timers
+// # Clock, timers and notifications
 //
-// The clock is Options.Now. Every rollout with a duration queues its end in a
-// min-heap. With the wall clock (Options.Now == nil) one real timer is armed
-// at the earliest end and fires Tick, which notifies watchers of the
-// rollouts that finished. With an injected clock no real timer is armed (the
-// clock need not move with real time): tests advance their clock and call
-// Tick themselves.
+// The clock is Options.Now. Every rollout with a duration queues its end in
+// a min-heap. With the wall clock (Options.Now nil or time.Now) one real
+// timer is armed at the earliest end and fires Tick, which notifies watchers
+// of the rollouts that finished. With an injected clock no real timer is
+// armed (the clock need not move with real time): tests advance their clock
+// and call Tick themselves. Watchers are also notified after every Apply that
+// changed something and after SetDrift.
 //
 // # Persistence and durability
 //
@@ -35,6 +37,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"regexp"
 	"strconv"
 	"sync"
@@ -177,7 +180,7 @@ func Open(name string, s Settings, opts runtimes.Options) (*Runtime, error) {
 		name:      name,
 		settings:  s,
 		now:       opts.Now,
-		realClock: opts.Now == nil,
+		realClock: isWallClock(opts.Now),
 		insts:     map[runtimes.InstanceKey]*instance{},
 		done:      make(chan struct{}),
 	}
@@ -200,16 +203,35 @@ func Open(name string, s Settings, opts runtimes.Options) (*Runtime, error) {
 	return r, nil
 }
 
+// isWallClock reports whether now is the wall clock: nil or time.Now itself
+// (any other function, even one wrapping time.Now, counts as injected).
+func isWallClock(now func() time.Time) bool {
+	return now == nil || reflect.ValueOf(now).Pointer() == reflect.ValueOf(time.Now).Pointer()
+}
+
 // Name is the runtime's name.
 func (r *Runtime) Name() string { return r.name }
 
 // Apply starts rolling out target, or does nothing if target is what was
 // last applied (and has not drifted since). It never waits for the rollout.
+// Watchers are notified when it changed something: an apply that changes
+// nothing changes no state, and notifying it could feed a loop of
+// fetch-and-reapply in the engine.
 func (r *Runtime) Apply(ctx context.Context, t runtimes.Target) (runtimes.ApplyResult, error) {
 	if err := ctx.Err(); err != nil {
 		return runtimes.ApplyResult{}, err
 	}
-	h := targetHash(&t)
+	if t.Version == "" {
+		return runtimes.ApplyResult{}, runtimes.Permanent(fmt.Errorf("fake runtime %s: %s: target has no version", r.name, t.InstanceKey))
+	}
+	var stack [8]sum
+	var sums []sum
+	if n := len(t.Objects); n <= len(stack) {
+		sums = stack[:n]
+	} else {
+		sums = make([]sum, n)
+	}
+	h := targetHash(&t, sums)
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
@@ -217,13 +239,12 @@ func (r *Runtime) Apply(ctx context.Context, t runtimes.Target) (runtimes.ApplyR
 	}
 	if res, ok := r.unchangedLocked(&t, h); ok {
 		r.mu.Unlock()
-		r.notify(t.InstanceKey)
 		return res, nil
 	}
 	r.mu.Unlock()
 
 	// Decode the objects outside the lock; only a changed target pays for it.
-	objs, replicas, err := r.parseObjects(&t)
+	objs, replicas, err := r.parseObjects(&t, sums)
 	if err != nil {
 		return runtimes.ApplyResult{}, runtimes.Permanent(fmt.Errorf("fake runtime %s: %s: %w", r.name, t.InstanceKey, err))
 	}
@@ -236,7 +257,6 @@ func (r *Runtime) Apply(ctx context.Context, t runtimes.Target) (runtimes.ApplyR
 	// Someone may have applied the same target meanwhile.
 	if res, ok := r.unchangedLocked(&t, h); ok {
 		r.mu.Unlock()
-		r.notify(t.InstanceKey)
 		return res, nil
 	}
 	prev := r.insts[t.InstanceKey]
@@ -355,7 +375,7 @@ func (r *Runtime) Fetch(ctx context.Context, t runtimes.Target) (runtimes.State,
 	r.mu.Unlock()
 	// The same version with other objects: what runs is not what the
 	// target describes, as after an out-of-band edit.
-	mismatch := !in.drifted && t.Version == in.version && targetHash(&t) != in.hash
+	mismatch := !in.drifted && t.Version == in.version && targetHash(&t, nil) != in.hash
 	return in.state(now, mismatch), nil
 }
 
@@ -448,8 +468,9 @@ func (r *Runtime) Close() error {
 }
 
 // targetHash is the content hash of what t applies: its namespace, backend
-// and objects (the version is compared separately).
-func targetHash(t *runtimes.Target) sum {
+// and objects (the version is compared separately). If sums is not nil, it
+// receives the objects' own hashes (it has one entry per object).
+func targetHash(t *runtimes.Target, sums []sum) sum {
 	// Hash each object, then the list of object hashes: the per-object
 	// hashes are what diff compares. A stack buffer covers a few objects.
 	var stack [512]byte
@@ -458,9 +479,12 @@ func targetHash(t *runtimes.Target) sum {
 	buf = append(buf, t.Namespace...)
 	buf = binary.AppendUvarint(buf, uint64(len(t.Backend)))
 	buf = append(buf, t.Backend...)
-	for _, o := range t.Objects {
+	for i, o := range t.Objects {
 		h := sha256.Sum256(o)
 		buf = append(buf, h[:]...)
+		if sums != nil {
+			sums[i] = h
+		}
 	}
 	return sha256.Sum256(buf)
 }
@@ -480,7 +504,8 @@ type rawObject struct {
 	} `json:"spec"`
 }
 
-func (r *Runtime) parseObjects(t *runtimes.Target) ([]object, int32, error) {
+// parseObjects decodes t's objects; sums are their hashes.
+func (r *Runtime) parseObjects(t *runtimes.Target, sums []sum) ([]object, int32, error) {
 	objs := make([]object, len(t.Objects))
 	var total int64
 	for i, raw := range t.Objects {
@@ -489,7 +514,7 @@ func (r *Runtime) parseObjects(t *runtimes.Target) ([]object, int32, error) {
 			return nil, 0, fmt.Errorf("object %d: %w", i, err)
 		}
 		o := &objs[i]
-		o.hash = sha256.Sum256(raw)
+		o.hash = sums[i]
 		custom := t.Backend == "customRuntime" || t.Backend == "" && ro.APIVersion == "" && ro.Runtime != ""
 		if custom {
 			// Named like the desired state graph names it: its kind

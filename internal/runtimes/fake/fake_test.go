@@ -351,14 +351,31 @@ func TestInvalidObjects(t *testing.T) {
 		"not json":     `{"kind":`,
 		"no name":      `{"apiVersion":"v1","kind":"ConfigMap","metadata":{}}`,
 		"bad replicas": `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"x"},"spec":{"replicas":-1}}`,
+		"no version":   `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}`,
 	} {
 		tg := runtimes.Target{InstanceKey: key("bad", "staging"), Version: "v1", Backend: "kubernetes", Objects: []json.RawMessage{json.RawMessage(raw)}}
+		if name == "no version" {
+			tg.Version = ""
+		}
 		if _, err := m.Apply(t.Context(), tg); err == nil || !runtimes.IsPermanent(err) {
 			t.Errorf("%s: err = %v, want a permanent error", name, err)
 		}
 	}
 	if st := mustFetch(t, m, target(t, key("bad", "staging"), "v1")); st.Version != "" {
 		t.Errorf("a failed apply left state: %+v", st)
+	}
+}
+
+func TestIsWallClock(t *testing.T) {
+	t.Parallel()
+	clock := runtimestest.NewClock(time.Time{})
+	for _, c := range []struct {
+		now  func() time.Time
+		want bool
+	}{{nil, true}, {time.Now, true}, {clock.Now, false}, {func() time.Time { return time.Now() }, false}} {
+		if got := isWallClock(c.now); got != c.want {
+			t.Errorf("isWallClock(%p) = %v, want %v", c.now, got, c.want)
+		}
 	}
 }
 
@@ -486,14 +503,25 @@ func TestWatchManualClock(t *testing.T) {
 	}
 	expectNote(t, n1, b)
 	expectNote(t, n2, b)
+	// A re-apply that changes nothing notifies nobody: the next
+	// notification is for the next change.
+	mustApply(t, m, target(t, b, "v2"))
+	c := key("c", "staging")
+	mustApply(t, m, target(t, c, "v1"))
+	expectNote(t, n1, c)
+	expectNote(t, n2, c)
 	expectNoNote(t, n1)
 	expectNoNote(t, n2)
 }
 
 func TestWatchRealTimer(t *testing.T) {
 	t.Parallel()
-	r := NewWithSettings("sim", Settings{RolloutDuration: 30 * time.Millisecond}, runtimes.Options{})
+	// time.Now given explicitly is the wall clock too.
+	r := NewWithSettings("sim", Settings{RolloutDuration: 30 * time.Millisecond}, runtimes.Options{Now: time.Now})
 	defer r.Close()
+	if !r.realClock {
+		t.Fatal("time.Now not recognized as the wall clock")
+	}
 	notes := watch(t, r)
 	k := key("a", "staging")
 	tg := target(t, k, "v1")

@@ -75,7 +75,7 @@ func (s *Store) CreateDesiredState(ctx context.Context, ds store.DesiredState, e
 		if err != nil {
 			return err
 		}
-		seqs, err = insertEvents(ctx, tx, events, t)
+		seqs, err = s.insertEvents(ctx, tx, events, t)
 		return err
 	})
 	if err != nil {
@@ -164,7 +164,7 @@ func (s *Store) AddApproval(ctx context.Context, a store.Approval, events ...sto
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
 			return err // already recorded: keep the first, append nothing
 		}
-		seqs, err = insertEvents(ctx, tx, events, t)
+		seqs, err = s.insertEvents(ctx, tx, events, t)
 		return err
 	})
 	if err != nil {

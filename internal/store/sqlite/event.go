@@ -18,18 +18,16 @@ func scanEvent(row interface{ Scan(...any) error }) (store.Event, error) {
 	return e, err
 }
 
+const insertEvent = "INSERT INTO events (time, application, service, release_channel, desired_state_id, type, actor, message, data)" +
+	" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+
 // insertEvents appends events in tx and returns their sequence numbers. A
 // zero Time is stored as t.
-func insertEvents(ctx context.Context, tx *sql.Tx, events []store.Event, t time.Time) ([]int64, error) {
+func (s *Store) insertEvents(ctx context.Context, tx *sql.Tx, events []store.Event, t time.Time) ([]int64, error) {
 	if len(events) == 0 {
 		return nil, nil
 	}
-	stmt, err := tx.PrepareContext(ctx, "INSERT INTO events (time, application, service, release_channel, desired_state_id, type, actor, message, data)"+
-		" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
-	if err != nil {
-		return nil, fmt.Errorf("prepare event insert: %w", err)
-	}
-	defer stmt.Close()
+	stmt := tx.StmtContext(ctx, s.stmts.insertEvent)
 	seqs := make([]int64, len(events))
 	for i, e := range events {
 		at := e.Time
@@ -69,7 +67,7 @@ func (s *Store) AppendEvents(ctx context.Context, events ...store.Event) error {
 	var seqs []int64
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		seqs, err = insertEvents(ctx, tx, events, t)
+		seqs, err = s.insertEvents(ctx, tx, events, t)
 		return err
 	})
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/drover-dev/drover/internal/store"
@@ -12,13 +13,13 @@ import (
 
 const instanceColumns = "application, service, release_channel, desired_state_id, target_state_id, target_version, " +
 	"current_state_id, current_version, status, reason, message, paused, apply_attempts, last_apply_at, converged_at, " +
-	"updated_at, revision"
+	"updated_at, extra, revision"
 
 func scanInstance(row interface{ Scan(...any) error }) (store.Instance, error) {
 	var i store.Instance
 	err := row.Scan(&i.Application, &i.Service, &i.ReleaseChannel, &i.DesiredStateID, &i.TargetStateID, &i.TargetVersion,
 		&i.CurrentStateID, &i.CurrentVersion, &i.Status, &i.Reason, &i.Message, &i.Paused, &i.ApplyAttempts,
-		scanTime{&i.LastApplyAt}, scanTime{&i.ConvergedAt}, scanTime{&i.UpdatedAt}, &i.Revision)
+		scanTime{&i.LastApplyAt}, scanTime{&i.ConvergedAt}, scanTime{&i.UpdatedAt}, &i.Extra, &i.Revision)
 	return i, err
 }
 
@@ -73,12 +74,12 @@ func (s *Store) Write(ctx context.Context, b *store.Batch) error {
 	var seqs []int64
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
 		for _, in := range b.Instances {
-			if err := putInstance(ctx, tx, in, t); err != nil {
+			if err := s.putInstance(ctx, tx, in, t); err != nil {
 				return err
 			}
 		}
 		var err error
-		seqs, err = insertEvents(ctx, tx, b.Events, t)
+		seqs, err = s.insertEvents(ctx, tx, b.Events, t)
 		return err
 	})
 	if err != nil {
@@ -95,28 +96,41 @@ func (s *Store) Write(ctx context.Context, b *store.Batch) error {
 	return nil
 }
 
+var (
+	// insertInstance creates an instance unless it exists: ?1... are the
+	// instanceColumns.
+	insertInstance = "INSERT INTO instances (" + instanceColumns + ") VALUES (" +
+		strings.TrimSuffix(strings.Repeat("?, ", strings.Count(instanceColumns, ",")+1), ", ") + ") ON CONFLICT DO NOTHING"
+	// updateInstance updates an instance whose revision is the extra last
+	// argument: ?1, ?2, ?3 are the key, the other columns follow in order.
+	updateInstance = func() string {
+		cols := strings.Split(instanceColumns, ", ")
+		var set []string
+		for i, c := range cols[3:] {
+			set = append(set, fmt.Sprintf("%s = ?%d", c, i+4))
+		}
+		return fmt.Sprintf("UPDATE instances SET %s WHERE application = ?1 AND service = ?2 AND release_channel = ?3 AND revision = ?%d",
+			strings.Join(set, ", "), len(cols)+1)
+	}()
+)
+
 // putInstance creates (Revision 0) or updates (Revision = the stored one) in.
-func putInstance(ctx context.Context, tx *sql.Tx, in store.Instance, t time.Time) error {
+func (s *Store) putInstance(ctx context.Context, tx *sql.Tx, in store.Instance, t time.Time) error {
 	updatedAt := in.UpdatedAt
 	if updatedAt.IsZero() {
 		updatedAt = t
 	}
 	args := []any{in.Application, in.Service, in.ReleaseChannel, in.DesiredStateID, in.TargetStateID, in.TargetVersion,
 		in.CurrentStateID, in.CurrentVersion, in.Status, in.Reason, in.Message, in.Paused, in.ApplyAttempts,
-		dbTime(in.LastApplyAt), dbTime(in.ConvergedAt), dbTime(updatedAt), in.Revision + 1}
+		dbTime(in.LastApplyAt), dbTime(in.ConvergedAt), dbTime(updatedAt), dbBytes(in.Extra), in.Revision + 1}
 	var (
 		res sql.Result
 		err error
 	)
 	if in.Revision == 0 {
-		res, err = tx.ExecContext(ctx, "INSERT INTO instances ("+instanceColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"+
-			" ON CONFLICT DO NOTHING", args...)
+		res, err = tx.StmtContext(ctx, s.stmts.insertInstance).ExecContext(ctx, args...)
 	} else {
-		res, err = tx.ExecContext(ctx, "UPDATE instances SET desired_state_id = ?4, target_state_id = ?5, target_version = ?6,"+
-			" current_state_id = ?7, current_version = ?8, status = ?9, reason = ?10, message = ?11, paused = ?12,"+
-			" apply_attempts = ?13, last_apply_at = ?14, converged_at = ?15, updated_at = ?16, revision = ?17"+
-			" WHERE application = ?1 AND service = ?2 AND release_channel = ?3 AND revision = ?18",
-			append(args, in.Revision)...)
+		res, err = tx.StmtContext(ctx, s.stmts.updateInstance).ExecContext(ctx, append(args, in.Revision)...)
 	}
 	if err != nil {
 		return fmt.Errorf("instance %s/%s/%s: %w", in.Application, in.Service, in.ReleaseChannel, err)

@@ -39,6 +39,11 @@ type Store struct {
 	// last committed transaction and neither block nor are blocked by the
 	// writer. For MemoryPath it is the same pool as write.
 	read *sql.DB
+	// stmts are the hot write statements, prepared once on the write
+	// connection (tx.StmtContext reuses them instead of parsing again).
+	stmts struct {
+		insertEvent, insertInstance, updateInstance *sql.Stmt
+	}
 }
 
 var _ store.Store = (*Store)(nil)
@@ -48,12 +53,18 @@ var _ store.Store = (*Store)(nil)
 // than this binary knows. path is a file name or MemoryPath.
 func Open(ctx context.Context, path string) (*Store, error) {
 	s, err := open(ctx, path, migrations)
+	if err == nil {
+		if err = s.prepare(ctx); err != nil {
+			_ = s.Close()
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	return s, nil
 }
 
+// open opens the database and migrates it with ms.
 func open(ctx context.Context, path string, ms []migration) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("empty path")
@@ -82,8 +93,8 @@ func open(ctx context.Context, path string, ms []migration) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	write.SetMaxOpenConns(1)
-	write.SetMaxIdleConns(1)
+	write.SetMaxOpenConns(8)
+	write.SetMaxIdleConns(8)
 	write.SetConnMaxLifetime(0)
 	write.SetConnMaxIdleTime(0)
 	s := &Store{write: write, read: write}
@@ -129,6 +140,24 @@ func (s *Store) init(ctx context.Context, path string, memory bool, ms []migrati
 	return migrate(ctx, s.write, ms)
 }
 
+// prepare prepares the hot write statements on the write connection.
+func (s *Store) prepare(ctx context.Context) error {
+	for _, p := range []struct {
+		stmt **sql.Stmt
+		sql  string
+	}{
+		{&s.stmts.insertEvent, insertEvent},
+		{&s.stmts.insertInstance, insertInstance},
+		{&s.stmts.updateInstance, updateInstance},
+	} {
+		var err error
+		if *p.stmt, err = s.write.PrepareContext(ctx, p.sql); err != nil {
+			return fmt.Errorf("prepare %q: %w", p.sql, err)
+		}
+	}
+	return nil
+}
+
 // escapePath escapes the characters that are special in a SQLite URI file name.
 func escapePath(p string) string {
 	return strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(p)
@@ -139,6 +168,11 @@ func (s *Store) Close() error {
 	var err error
 	if s.read != nil && s.read != s.write {
 		err = s.read.Close()
+	}
+	for _, st := range []*sql.Stmt{s.stmts.insertEvent, s.stmts.insertInstance, s.stmts.updateInstance} {
+		if st != nil {
+			err = errors.Join(err, st.Close())
+		}
 	}
 	// The write pool closes last: closing the last connection checkpoints the
 	// WAL into the database file.

@@ -73,6 +73,7 @@ CREATE TABLE instances (
 	last_apply_at    TEXT,
 	converged_at     TEXT,
 	updated_at       TEXT,
+	extra            BLOB,
 	revision         INTEGER NOT NULL CHECK (revision > 0),
 	PRIMARY KEY (application, service, release_channel)
 ) WITHOUT ROWID;

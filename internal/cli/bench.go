@@ -1,0 +1,264 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/drover-dev/drover/api/client"
+	apiv1 "github.com/drover-dev/drover/api/v1"
+	"github.com/drover-dev/drover/internal/config"
+	"github.com/drover-dev/drover/internal/engine"
+	"github.com/drover-dev/drover/internal/runtimes"
+	"github.com/drover-dev/drover/internal/runtimes/fake"
+	"github.com/drover-dev/drover/internal/server"
+	"github.com/drover-dev/drover/internal/store/sqlite"
+)
+
+func newBenchCmd() *cobra.Command {
+	var (
+		services, channels, workers int
+		data                        string
+		timeout                     time.Duration
+		output, cpuProfile          string
+	)
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure the engine: N services x M release channels on zero-delay fake runtimes",
+		Long: `Bench starts an in-process server on a fresh embedded database, applies an
+application whose M release channels each follow the previous one
+(releaseChannelStable), one zero-delay fake runtime per channel and N services,
+pushes every service at once through the API, and measures the time until every
+service is converged in every channel, with the CPU time and peak memory of
+the process.`,
+		Example: `  drover bench --services 1000 --channels 10`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := outputFormat(output, "text", "json"); err != nil {
+				return err
+			}
+			if data == "" {
+				dir, err := os.MkdirTemp("", "drover-bench-")
+				if err != nil {
+					return err
+				}
+				defer func() { _ = os.RemoveAll(dir) }()
+				data = dir
+			}
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer func() { _ = f.Close() }()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
+			res, err := runBench(cmd.Context(), data, services, channels, workers, timeout)
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				return writeJSON(cmd.OutOrStdout(), res)
+			}
+			printBench(cmd.OutOrStdout(), res)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&services, "services", 1000, "number of services")
+	f.IntVar(&channels, "channels", 10, "release channels per service (a chain)")
+	f.IntVar(&workers, "workers", 8, "engine workers")
+	f.StringVar(&data, "data", "", "data directory (default: a temporary one, removed afterwards)")
+	f.DurationVar(&timeout, "timeout", 10*time.Minute, "give up after this long")
+	f.StringVarP(&output, "output", "o", "text", "output format: text or json")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile to this file")
+	return cmd
+}
+
+type benchResult struct {
+	Services        int     `json:"services"`
+	Channels        int     `json:"channels"`
+	Instances       int     `json:"instances"`
+	ApplySeconds    float64 `json:"applyConfigsSeconds"`
+	PushSeconds     float64 `json:"pushSeconds"`
+	ConvergeSeconds float64 `json:"convergeSeconds"`
+	CPUSeconds      float64 `json:"cpuSeconds"`
+	PeakRSSMiB      float64 `json:"peakRssMiB"`
+	InstancesPerSec float64 `json:"instancesPerSecond"`
+}
+
+func printBench(w io.Writer, r *benchResult) {
+	fmt.Fprintf(w, "services x channels:   %d x %d (%d instances)\n", r.Services, r.Channels, r.Instances)
+	fmt.Fprintf(w, "apply configs:         %.2fs\n", r.ApplySeconds)
+	fmt.Fprintf(w, "push all:              %.2fs\n", r.PushSeconds)
+	fmt.Fprintf(w, "push -> all converged: %.2fs (%.0f instances/s)\n", r.ConvergeSeconds, r.InstancesPerSec)
+	fmt.Fprintf(w, "CPU time:              %.2fs\n", r.CPUSeconds)
+	fmt.Fprintf(w, "peak RSS:              %.0f MiB\n", r.PeakRSSMiB)
+}
+
+func benchConfigs(services, channels int) ([]apiv1.Config, error) {
+	var files []*config.File
+	app := &config.Application{Name: "bench"}
+	for i := range channels {
+		name := fmt.Sprintf("rc-%d", i)
+		files = append(files, &config.File{Runtime: &config.Runtime{Name: name, Fake: &config.FakeRuntime{}}})
+		rc := config.ReleaseChannel{Name: name, Runtimes: []config.RuntimeConnection{{Runtime: name}}}
+		if i > 0 {
+			rc.Preconditions = []config.Precondition{{ReleaseChannelStable: &config.ReleaseChannelStable{ReleaseChannel: fmt.Sprintf("rc-%d", i-1)}}}
+		}
+		app.ReleaseChannels = append(app.ReleaseChannels, rc)
+	}
+	files = append(files, &config.File{Application: app})
+	manifest := `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: svc}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: svc}}
+  template:
+    metadata: {labels: {app: svc}}
+    spec:
+      containers: [{name: svc, image: "{{.Params.image}}"}]
+`
+	for s := range services {
+		files = append(files, &config.File{Service: &config.Service{
+			Name: fmt.Sprintf("svc-%d", s), Application: "bench",
+			ServiceBackend: config.ServiceBackend{KubernetesConfig: &config.KubernetesConfig{Type: config.KubernetesTypeKubernetes, Inlined: manifest}},
+			Parameters: []config.ParameterDefinition{{Name: "image", Required: true, DockerImage: &config.DockerImageParameter{
+				ImageRegistryInfo: &config.ImageRegistryInfo{ContainerRegistry: "ghcr.io", ImageRepository: "acme/svc"}}}},
+		}})
+	}
+	out := make([]apiv1.Config, len(files))
+	for i, f := range files {
+		body, err := json.Marshal(f)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = apiv1.Config{Source: fmt.Sprintf("bench-%d.pvn.yaml", i), Body: body}
+	}
+	return out, nil
+}
+
+func runBench(ctx context.Context, data string, services, channels, workers int, timeout time.Duration) (*benchResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	st, err := sqlite.Open(ctx, filepath.Join(data, "drover.db"))
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = st.Close() }()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	registry := runtimes.Registry{"fake": func(cfg *config.Runtime, opts runtimes.Options) (runtimes.Runtime, error) {
+		return fake.Open(cfg.Name, fake.Settings{}, opts) // zero-delay rollouts
+	}}
+	settings := engine.DefaultSettings()
+	srv := server.New(server.Config{Store: st, DataDir: data, Settings: settings, Registry: registry, Workers: workers, Log: slog.New(slog.DiscardHandler)})
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(runCtx, ln) }()
+	defer func() { stop(); <-done }()
+	c := client.New("http://" + ln.Addr().String())
+
+	configs, err := benchConfigs(services, channels)
+	if err != nil {
+		return nil, err
+	}
+	res := &benchResult{Services: services, Channels: channels, Instances: services * channels}
+	start := time.Now()
+	if _, err := c.ApplyConfigs(ctx, apiv1.ApplyConfigsRequest{Configs: configs}); err != nil {
+		return nil, apiErr(err)
+	}
+	res.ApplySeconds = time.Since(start).Seconds()
+
+	cpu0 := cpuTime()
+	pushStart := time.Now()
+	var (
+		wg    sync.WaitGroup
+		next  atomic.Int64
+		first atomic.Value
+	)
+	for range 16 {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= services {
+					return
+				}
+				_, err := c.Push(ctx, "bench", fmt.Sprintf("svc-%d", i), apiv1.PushRequest{Params: []apiv1.Param{{Name: "image", Value: "1.0"}}})
+				if err != nil {
+					first.CompareAndSwap(nil, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err, _ := first.Load().(error); err != nil {
+		return nil, apiErr(err)
+	}
+	res.PushSeconds = time.Since(pushStart).Seconds()
+	for {
+		list, err := c.ListServices(ctx)
+		if err != nil {
+			return nil, apiErr(err)
+		}
+		converged := 0
+		for _, s := range list.Services {
+			if s.Status == "CONVERGED" {
+				converged++
+			}
+		}
+		if converged == services {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("timed out with %d/%d services converged: %w", converged, services, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	res.ConvergeSeconds = time.Since(pushStart).Seconds()
+	res.CPUSeconds = (cpuTime() - cpu0).Seconds()
+	res.InstancesPerSec = float64(res.Instances) / res.ConvergeSeconds
+	res.PeakRSSMiB = peakRSSMiB()
+	if res.ConvergeSeconds <= 0 {
+		return nil, errors.New("bench measured no time")
+	}
+	return res, nil
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// peakRSSMiB is the process's maximum resident set size (Linux reports KiB).
+func peakRSSMiB() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Maxrss) / 1024
+}
