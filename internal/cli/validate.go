@@ -51,17 +51,18 @@ PATH is a file, a directory (its *.pvn.yaml files, one level), or DIR/...
 				return err
 			}
 			res := validateResult{Errors: config.ErrorList{}}
-			set, err := loadSet(args)
+			// Keep going past files that fail to load, so one run lists every problem.
+			sources, loadErrs, err := config.LoadPartial(args)
 			if err != nil {
-				l, ok := config.AsErrorList(err)
-				if !ok {
-					return err
-				}
-				res.Errors = l
-			} else {
-				res.Errors = append(res.Errors, compiler.ValidateSet(set)...)
-				res.Counts = countKinds(set)
+				return err
 			}
+			res.Errors = append(res.Errors, loadErrs...)
+			set, errs := config.NewSet(sources)
+			res.Errors = append(res.Errors, errs...)
+			if len(errs) == 0 {
+				res.Errors = append(res.Errors, withoutEchoes(compiler.ValidateSet(set), loadErrs)...)
+			}
+			res.Counts = countKinds(set)
 			if err := res.Errors.Err(); err != nil {
 				res.Errors, _ = config.AsErrorList(err)
 			}
@@ -87,6 +88,26 @@ PATH is a file, a directory (its *.pvn.yaml files, one level), or DIR/...
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	return cmd
+}
+
+// withoutEchoes drops problems that only repeat a load error: a field that
+// failed to decode was left unset, so "required" or "unknown" errors about
+// it (or anything under it) say nothing new.
+func withoutEchoes(errs, loadErrs config.ErrorList) config.ErrorList {
+	var out config.ErrorList
+	for _, e := range errs {
+		echo := false
+		for _, le := range loadErrs {
+			if le.File == e.File && le.Field != "" && (e.Field == le.Field || strings.HasPrefix(e.Field, le.Field+".") || strings.HasPrefix(e.Field, le.Field+"[") || strings.HasPrefix(le.Field, e.Field+".")) {
+				echo = true
+				break
+			}
+		}
+		if !echo {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 func countKinds(set *config.Set) map[string]int {

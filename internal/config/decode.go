@@ -45,14 +45,22 @@ func parentPath(p string) string {
 
 // Decode parses one config file. name is used in error messages only.
 func Decode(name string, data []byte) (*Decoded, error) {
-	return decodeFile(name, data, false)
+	dec, err := decodeFile(name, data, false)
+	if err != nil {
+		return nil, err
+	}
+	return dec, nil
 }
 
 // DecodeInternal decodes a config that drover itself produced (for example one
 // sent by the CLI with local files already resolved): fields marked
 // drover:"internal" are allowed.
 func DecodeInternal(name string, data []byte) (*Decoded, error) {
-	return decodeFile(name, data, true)
+	dec, err := decodeFile(name, data, true)
+	if err != nil {
+		return nil, err
+	}
+	return dec, nil
 }
 
 func decodeFile(name string, data []byte, internal bool) (*Decoded, error) {
@@ -68,12 +76,24 @@ func decodeFile(name string, data []byte, internal bool) (*Decoded, error) {
 	doc := root.Content[0]
 	d.decode(doc, reflect.ValueOf(out.File).Elem(), "")
 	if len(d.errs) > 0 {
+		if checkOneKind(name, doc, out.File) == nil && !d.exhausted() {
+			// The fields that decoded are usable for further checks (see
+			// DecodePartial); the others were left unset.
+			return out, d.errs.Err()
+		}
 		return nil, d.errs.Err()
 	}
 	if err := checkOneKind(name, doc, out.File); err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// DecodePartial is Decode for reporting: when a file has field errors but a
+// recognisable kind, it returns the partially decoded file (the bad fields
+// left unset) with the errors, so validation can go on and report more.
+func DecodePartial(name string, data []byte) (*Decoded, error) {
+	return decodeFile(name, data, false)
 }
 
 // parseYAML parses the single YAML document of a config file. A second
@@ -558,3 +578,6 @@ func levenshtein(a, b string) int {
 	}
 	return prev[len(b)]
 }
+
+// exhausted reports whether decoding stopped because the budget ran out.
+func (d *decoder) exhausted() bool { return d.budget <= 0 }

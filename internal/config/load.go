@@ -146,9 +146,24 @@ func Discover(args []string) ([]string, error) {
 // file references relative to each config file, so the returned sources are
 // self-contained. All problems are returned together as an ErrorList.
 func Load(args []string) ([]*Source, error) {
-	paths, err := Discover(args)
+	sources, errs, err := LoadPartial(args)
 	if err != nil {
 		return nil, err
+	}
+	if err := errs.Err(); err != nil {
+		return nil, err
+	}
+	return sources, nil
+}
+
+// LoadPartial is Load for reporting: it returns the files that loaded
+// (files with field errors partially, their bad fields unset) together with
+// every located problem, so a caller can go on validating what it has. err is set only when nothing can be read at
+// all (no configs found, unreadable path).
+func LoadPartial(args []string) ([]*Source, ErrorList, error) {
+	paths, err := Discover(args)
+	if err != nil {
+		return nil, nil, err
 	}
 	var (
 		sources []*Source
@@ -160,22 +175,25 @@ func Load(args []string) ([]*Source, error) {
 			errs = append(errs, &Error{File: p, Msg: err.Error()})
 			continue
 		}
-		dec, err := Decode(p, data)
+		dec, err := DecodePartial(p, data)
 		if err != nil {
-			if l, ok := AsErrorList(err); ok {
-				errs = append(errs, l...)
+			l, ok := AsErrorList(err)
+			if !ok {
+				return nil, nil, err
+			}
+			errs = append(errs, l...)
+			if dec == nil {
 				continue
 			}
-			return nil, err
 		}
 		src := &Source{Path: p, Decoded: dec}
-		errs = append(errs, resolveLocal(src, filepath.Dir(p))...)
+		if lerrs := resolveLocal(src, filepath.Dir(p)); len(lerrs) > 0 {
+			errs = append(errs, lerrs...)
+			continue
+		}
 		sources = append(sources, src)
 	}
-	if err := errs.Err(); err != nil {
-		return nil, err
-	}
-	return sources, nil
+	return sources, errs, nil
 }
 
 // KubernetesConfigs calls fn for every Kubernetes config in the file, with its field path.

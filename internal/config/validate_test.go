@@ -623,6 +623,7 @@ func TestLoadListsEveryDecodeError(t *testing.T) {
 		`runtimes/k8s.pvn.yaml:5:1: more than one YAML document: put each config in its own file`,
 		`services/api.pvn.yaml:6:12: service.kubernetesConfig.local: stat services/k8s: no such file or directory`,
 		`services/web.pvn.yaml:5:11: service.kubernetesConfig.type: invalid value "KUBERNETIS": expected one of UNKNOWN, KUBERNETES, KUSTOMIZE (did you mean KUBERNETES?)`,
+		`services/web.pvn.yaml:6:12: service.kubernetesConfig.local: stat services/missing: no such file or directory`,
 		`services/web.pvn.yaml:7:21: service.progressDeadline: expected a duration such as "30s", got an integer (quote it: "10")`,
 		`shop.pvn.yaml:6:7: application.releaseChannels[0].maturity: not supported yet: maturity`,
 		`shop.pvn.yaml:7:15: application.releaseChannels[0].labels: expected a list, got a mapping`,
