@@ -93,8 +93,8 @@ func open(ctx context.Context, path string, ms []migration) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	write.SetMaxOpenConns(8)
-	write.SetMaxIdleConns(8)
+	write.SetMaxOpenConns(1)
+	write.SetMaxIdleConns(1)
 	write.SetConnMaxLifetime(0)
 	write.SetConnMaxIdleTime(0)
 	s := &Store{write: write, read: write}

@@ -1,0 +1,65 @@
+// Package sqlite implements store.Store on an embedded SQLite database
+// (modernc.org/sqlite: pure Go, no cgo). It is drover's default store.
+//
+// # Durability
+//
+// The database runs in WAL mode with synchronous=FULL: a transaction's commit
+// fsyncs the write-ahead log before Commit returns, so every write that
+// returned survives a SIGKILL of the server and a power loss or kernel crash
+// (given storage that honours fsync). WAL lets readers proceed while a write
+// is in progress. Foreign keys are enforced. busy_timeout (5s) only matters
+// when another process (a second server, the sqlite3 shell, a backup) holds a
+// lock.
+//
+// # Connections and transactions
+//
+// Writes go through a pool of exactly one connection, so the process's write
+// transactions run one at a time, queued by database/sql in call order (and
+// honouring their contexts while they wait); they never fail with
+// SQLITE_BUSY against each other. Write transactions begin IMMEDIATE, taking
+// SQLite's write lock up front rather than upgrading a read lock mid-
+// transaction, which could fail against another process. Each Store method
+// that writes is one transaction: the records and their events commit
+// together or not at all. Reads use a separate pool of query_only connections
+// and see the last committed state. Hot statements (event insert, instance
+// insert/update) are prepared once on the write connection.
+//
+// Opening MemoryPath gives a private in-memory database on a single
+// connection, for tests of other packages; it is not durable.
+//
+// # Schema
+//
+// The schema is versioned: migrations/NNNN_description.sql are embedded and
+// applied in order at Open, each in its own transaction together with its row
+// in schema_migrations(version, applied_at); a migration that fails leaves
+// the database at the previous version. Opening a database whose schema is
+// newer than the binary knows fails, naming both versions. Published
+// migrations are never edited: changes are new files. (A migration that
+// rebuilds a table must account for foreign_keys being on, which cannot be
+// switched off inside a transaction.)
+//
+// Tables:
+//
+//   - configs: every version of every config object, primary key (kind, name,
+//     version). PutConfig compares the hash with the latest version only.
+//   - desired_states: every push. ord (an INTEGER PRIMARY KEY) is the order
+//     of creation, which "newest first" uses (never the clock). A partial
+//     unique index allows one active (replaced_by IS NULL) desired state per
+//     (application, service); replaced_by references the replacing id with a
+//     deferred foreign key.
+//   - approvals: unique (desired_state_id, topic, user_name); a second
+//     approval of the same topic by the same user is ignored, and so are its
+//     events.
+//   - instances: primary key (application, service, release_channel) and a
+//     revision for optimistic concurrency: a write updates the row only where
+//     revision matches (or inserts only where no row exists, for revision 0).
+//   - apply_attempts: AUTOINCREMENT id, references desired_states.
+//   - events: seq INTEGER PRIMARY KEY AUTOINCREMENT, so sequence numbers
+//     increase strictly and are never reused.
+//
+// Times are stored as TEXT in UTC with nine fractional digits
+// ("2006-01-02T15:04:05.000000000Z"): exact to the nanosecond, readable in the
+// sqlite3 shell and sortable; NULL is the zero time. They come back in UTC.
+// JSON fields (config bodies, compiled desired states, params, instance extra,
+// event data) are BLOBs kept byte for byte; nil is NULL.
+package sqlite
