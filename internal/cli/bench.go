@@ -233,7 +233,7 @@ func runBench(ctx context.Context, data string, services, channels, workers int,
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("timed out with %d/%d services converged: %w", converged, services, ctx.Err())
-		case <-time.After(200 * time.Millisecond):
+		case <-time.After(500 * time.Millisecond):
 		}
 	}
 	res.ConvergeSeconds = time.Since(pushStart).Seconds()

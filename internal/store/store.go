@@ -18,7 +18,8 @@ import (
 var ErrNotFound = errors.New("not found")
 
 // ErrConflict is returned when a write loses an optimistic-concurrency race
-// (PutInstance with a stale Revision).
+// (Write of an instance with a stale Revision) or would duplicate a unique
+// record (CreateDesiredState with an existing ID).
 var ErrConflict = errors.New("conflict: the record was changed concurrently")
 
 // ConfigObject is one stored version of a config (application, service,
@@ -102,8 +103,8 @@ type Instance struct {
 	// Extra holds engine-private durable details as JSON (rollback bookkeeping,
 	// conditions already satisfied); the store keeps it opaque.
 	Extra []byte `json:"extra,omitempty"`
-	// Revision increases with every write; PutInstance with a Revision that
-	// does not match the stored one fails with ErrConflict (0 = create).
+	// Revision increases with every write; Write with a Revision that does
+	// not match the stored one fails with ErrConflict (0 = create).
 	Revision int64 `json:"revision"`
 }
 
@@ -124,7 +125,9 @@ type ApplyAttempt struct {
 
 // Event is one entry of the append-only history.
 type Event struct {
-	// Seq is assigned by the store, strictly increasing.
+	// Seq is assigned by the store, strictly increasing. Methods that append
+	// events also set Seq (and a zero Time) in the caller's slice once the
+	// write has committed: AppendEvents(ctx, evs...) makes them visible.
 	Seq            int64     `json:"seq"`
 	Time           time.Time `json:"time"`
 	Application    string    `json:"application,omitempty"`
@@ -140,7 +143,8 @@ type Event struct {
 	Data []byte `json:"data,omitempty"`
 }
 
-// EventFilter selects events; zero fields match everything.
+// EventFilter selects events; zero fields match everything, and Application
+// and Service filter independently.
 type EventFilter struct {
 	Application string
 	Service     string
@@ -156,6 +160,9 @@ type Batch struct {
 }
 
 // Store is drover's durable state. Implementations are safe for concurrent use.
+// Times are returned in UTC, exact to the nanosecond; a limit <= 0 means no
+// limit. Validation failures (a missing key field) are errors that are neither
+// ErrNotFound nor ErrConflict.
 type Store interface {
 	// PutConfig stores obj as a new version when its Hash differs from the
 	// latest version's, and returns the stored object and whether a new
@@ -171,20 +178,26 @@ type Store interface {
 
 	// CreateDesiredState stores ds and, in the same transaction, sets
 	// ReplacedBy on the service's previous active desired state and appends
-	// events. ds.ID must be set and unique.
+	// events. ds.ID must be set and unique (an existing ID fails with
+	// ErrConflict and nothing is written). A zero CreatedAt is set to the
+	// current time; ds.ReplacedBy is ignored.
 	CreateDesiredState(ctx context.Context, ds DesiredState, events ...Event) error
 	// GetDesiredState returns a desired state by id, or ErrNotFound.
 	GetDesiredState(ctx context.Context, id string) (DesiredState, error)
 	// ActiveDesiredState returns the service's newest desired state (the one
 	// not replaced), or ErrNotFound.
 	ActiveDesiredState(ctx context.Context, application, service string) (DesiredState, error)
-	// ListActiveDesiredStates returns every service's active desired state.
+	// ListActiveDesiredStates returns every service's active desired state,
+	// ordered by application and service.
 	ListActiveDesiredStates(ctx context.Context) ([]DesiredState, error)
-	// ListDesiredStates returns a service's desired states, newest first.
+	// ListDesiredStates returns a service's desired states, newest (most
+	// recently created, whatever their CreatedAt) first.
 	ListDesiredStates(ctx context.Context, application, service string, limit int) ([]DesiredState, error)
 
 	// AddApproval records an approval or rejection and its events atomically.
-	// The same user approving the same topic twice keeps the first record.
+	// The same user approving the same topic twice keeps the first record and
+	// appends no events, without error. An unknown desired state fails with
+	// ErrNotFound. A zero CreatedAt is set to the current time.
 	AddApproval(ctx context.Context, a Approval, events ...Event) error
 	// ListApprovals returns the approvals of a desired state, oldest first.
 	ListApprovals(ctx context.Context, desiredStateID string) ([]Approval, error)
@@ -192,16 +205,24 @@ type Store interface {
 	// GetInstance returns an instance, or ErrNotFound.
 	GetInstance(ctx context.Context, application, service, releaseChannel string) (Instance, error)
 	// ListInstances returns a service's instances ("" service = the
-	// application's; both "" = all), ordered by service and release channel.
+	// application's; both "" = all), ordered by application, service and
+	// release channel.
 	ListInstances(ctx context.Context, application, service string) ([]Instance, error)
-	// Write applies a batch atomically: each instance is upserted with the
-	// Revision check of PutInstance, then events are appended. On ErrConflict
-	// nothing is written. Revisions of written instances are incremented in b.
+	// Write applies a batch atomically: each instance is upserted with a
+	// Revision check (0 = create, ErrConflict if it exists; otherwise the
+	// stored revision must equal Revision, ErrConflict if it differs or the
+	// instance does not exist), then events are appended. On any error nothing
+	// is written and b is unchanged. On success the revisions of the
+	// instances are incremented in b, a zero UpdatedAt is set to the current
+	// time, and the events' Seq (and zero Time) are set in b.
 	Write(ctx context.Context, b *Batch) error
 
 	// StartApply records an apply attempt before it runs and returns its id.
+	// An unknown desired state fails with ErrNotFound; a zero StartedAt is set
+	// to the current time.
 	StartApply(ctx context.Context, a ApplyAttempt) (int64, error)
-	// FinishApply records the outcome of an apply attempt.
+	// FinishApply records the outcome of an apply attempt (a zero at is the
+	// current time), or returns ErrNotFound.
 	FinishApply(ctx context.Context, id int64, outcome, message string, at time.Time) error
 	// ListApplies returns a service's apply attempts, newest first.
 	ListApplies(ctx context.Context, application, service string, limit int) ([]ApplyAttempt, error)

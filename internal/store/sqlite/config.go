@@ -56,7 +56,7 @@ func (s *Store) PutConfig(ctx context.Context, obj store.ConfigObject) (store.Co
 
 // GetConfig implements store.Store.
 func (s *Store) GetConfig(ctx context.Context, kind, name string) (store.ConfigObject, error) {
-	c, err := scanConfig(s.read.QueryRowContext(ctx,
+	c, err := scanConfig(s.reads.QueryRowContext(ctx,
 		"SELECT "+configColumns+" FROM configs WHERE kind = ? AND name = ? ORDER BY version DESC LIMIT 1", kind, name))
 	if err != nil {
 		return store.ConfigObject{}, fmt.Errorf("get config %s/%s: %w", kind, name, notFound(err))
@@ -66,7 +66,7 @@ func (s *Store) GetConfig(ctx context.Context, kind, name string) (store.ConfigO
 
 // GetConfigVersion implements store.Store.
 func (s *Store) GetConfigVersion(ctx context.Context, kind, name string, version int64) (store.ConfigObject, error) {
-	c, err := scanConfig(s.read.QueryRowContext(ctx,
+	c, err := scanConfig(s.reads.QueryRowContext(ctx,
 		"SELECT "+configColumns+" FROM configs WHERE kind = ? AND name = ? AND version = ?", kind, name, version))
 	if err != nil {
 		return store.ConfigObject{}, fmt.Errorf("get config %s/%s version %d: %w", kind, name, version, notFound(err))
@@ -83,7 +83,7 @@ func (s *Store) ListConfigs(ctx context.Context, kind string) ([]store.ConfigObj
 		args = append(args, kind)
 	}
 	q += " ORDER BY kind, name"
-	out, err := queryAll(ctx, s.read, q, args, scanConfig)
+	out, err := queryAll(ctx, s.reads, q, args, scanConfig)
 	if err != nil {
 		return nil, fmt.Errorf("list configs %q: %w", kind, err)
 	}

@@ -87,7 +87,7 @@ func (s *Store) CreateDesiredState(ctx context.Context, ds store.DesiredState, e
 
 // GetDesiredState implements store.Store.
 func (s *Store) GetDesiredState(ctx context.Context, id string) (store.DesiredState, error) {
-	ds, err := scanDesiredState(s.read.QueryRowContext(ctx,
+	ds, err := scanDesiredState(s.reads.QueryRowContext(ctx,
 		"SELECT "+desiredStateColumns+" FROM desired_states WHERE id = ?", id))
 	if err != nil {
 		return store.DesiredState{}, fmt.Errorf("get desired state %s: %w", id, notFound(err))
@@ -97,7 +97,7 @@ func (s *Store) GetDesiredState(ctx context.Context, id string) (store.DesiredSt
 
 // ActiveDesiredState implements store.Store.
 func (s *Store) ActiveDesiredState(ctx context.Context, application, service string) (store.DesiredState, error) {
-	ds, err := scanDesiredState(s.read.QueryRowContext(ctx,
+	ds, err := scanDesiredState(s.reads.QueryRowContext(ctx,
 		"SELECT "+desiredStateColumns+" FROM desired_states WHERE application = ? AND service = ? AND replaced_by IS NULL",
 		application, service))
 	if err != nil {
@@ -109,7 +109,7 @@ func (s *Store) ActiveDesiredState(ctx context.Context, application, service str
 // ListActiveDesiredStates implements store.Store; they are ordered by
 // application and service.
 func (s *Store) ListActiveDesiredStates(ctx context.Context) ([]store.DesiredState, error) {
-	out, err := queryAll(ctx, s.read,
+	out, err := queryAll(ctx, s.reads,
 		"SELECT "+desiredStateColumns+" FROM desired_states WHERE replaced_by IS NULL ORDER BY application, service",
 		nil, scanDesiredState)
 	if err != nil {
@@ -120,7 +120,7 @@ func (s *Store) ListActiveDesiredStates(ctx context.Context) ([]store.DesiredSta
 
 // ListDesiredStates implements store.Store; limit <= 0 means no limit.
 func (s *Store) ListDesiredStates(ctx context.Context, application, service string, limit int) ([]store.DesiredState, error) {
-	out, err := queryAll(ctx, s.read,
+	out, err := queryAll(ctx, s.reads,
 		"SELECT "+desiredStateColumns+" FROM desired_states WHERE application = ? AND service = ? ORDER BY ord DESC"+limitClause(limit),
 		[]any{application, service}, scanDesiredState)
 	if err != nil {
@@ -176,7 +176,7 @@ func (s *Store) AddApproval(ctx context.Context, a store.Approval, events ...sto
 
 // ListApprovals implements store.Store.
 func (s *Store) ListApprovals(ctx context.Context, desiredStateID string) ([]store.Approval, error) {
-	out, err := queryAll(ctx, s.read, "SELECT "+approvalColumns+" FROM approvals WHERE desired_state_id = ? ORDER BY ord",
+	out, err := queryAll(ctx, s.reads, "SELECT "+approvalColumns+" FROM approvals WHERE desired_state_id = ? ORDER BY ord",
 		[]any{desiredStateID}, scanApproval)
 	if err != nil {
 		return nil, fmt.Errorf("list approvals of %s: %w", desiredStateID, err)

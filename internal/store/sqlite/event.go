@@ -65,7 +65,7 @@ func (s *Store) AppendEvents(ctx context.Context, events ...store.Event) error {
 	}
 	t := now()
 	var seqs []int64
-	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+	err := s.writeTxMode(ctx, crashSafe, func(tx *sql.Tx) error {
 		var err error
 		seqs, err = s.insertEvents(ctx, tx, events, t)
 		return err
@@ -90,7 +90,7 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]store.Ev
 		args = append(args, f.Service)
 	}
 	q += " ORDER BY seq" + limitClause(f.Limit)
-	out, err := queryAll(ctx, s.read, q, args, scanEvent)
+	out, err := queryAll(ctx, s.reads, q, args, scanEvent)
 	if err != nil {
 		return nil, fmt.Errorf("list events: %w", err)
 	}
@@ -117,7 +117,7 @@ func (s *Store) StartApply(ctx context.Context, a store.ApplyAttempt) (int64, er
 		a.StartedAt = now()
 	}
 	var id int64
-	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+	err := s.writeTxMode(ctx, crashSafe, func(tx *sql.Tx) error {
 		var exists int
 		err := tx.QueryRowContext(ctx, "SELECT 1 FROM desired_states WHERE id = ?", a.DesiredStateID).Scan(&exists)
 		if err != nil {
@@ -144,7 +144,7 @@ func (s *Store) FinishApply(ctx context.Context, id int64, outcome, message stri
 	if at.IsZero() {
 		at = now()
 	}
-	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+	err := s.writeTxMode(ctx, crashSafe, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, "UPDATE apply_attempts SET finished_at = ?, outcome = ?, message = ? WHERE id = ?",
 			dbTime(at), outcome, message, id)
 		if err != nil {
@@ -164,7 +164,7 @@ func (s *Store) FinishApply(ctx context.Context, id int64, outcome, message stri
 
 // ListApplies implements store.Store; limit <= 0 means no limit.
 func (s *Store) ListApplies(ctx context.Context, application, service string, limit int) ([]store.ApplyAttempt, error) {
-	out, err := queryAll(ctx, s.read,
+	out, err := queryAll(ctx, s.reads,
 		"SELECT "+applyColumns+" FROM apply_attempts WHERE application = ? AND service = ? ORDER BY id DESC"+limitClause(limit),
 		[]any{application, service}, scanApply)
 	if err != nil {

@@ -25,7 +25,7 @@ func scanInstance(row interface{ Scan(...any) error }) (store.Instance, error) {
 
 // GetInstance implements store.Store.
 func (s *Store) GetInstance(ctx context.Context, application, service, releaseChannel string) (store.Instance, error) {
-	i, err := scanInstance(s.read.QueryRowContext(ctx,
+	i, err := scanInstance(s.reads.QueryRowContext(ctx,
 		"SELECT "+instanceColumns+" FROM instances WHERE application = ? AND service = ? AND release_channel = ?",
 		application, service, releaseChannel))
 	if err != nil {
@@ -48,7 +48,7 @@ func (s *Store) ListInstances(ctx context.Context, application, service string) 
 		args = append(args, service)
 	}
 	q += " ORDER BY application, service, release_channel"
-	out, err := queryAll(ctx, s.read, q, args, scanInstance)
+	out, err := queryAll(ctx, s.reads, q, args, scanInstance)
 	if err != nil {
 		return nil, fmt.Errorf("list instances of %s/%s: %w", application, service, err)
 	}
@@ -72,7 +72,7 @@ func (s *Store) Write(ctx context.Context, b *store.Batch) error {
 	}
 	t := now()
 	var seqs []int64
-	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+	err := s.writeTxMode(ctx, crashSafe, func(tx *sql.Tx) error {
 		for _, in := range b.Instances {
 			if err := s.putInstance(ctx, tx, in, t); err != nil {
 				return err

@@ -35,6 +35,8 @@ type Store struct {
 	// fail with SQLITE_BUSY against another process regardless of
 	// busy_timeout).
 	write *sql.DB
+	// reads caches prepared statements of read queries on read.
+	reads *stmtCache
 	// read is a pool of query_only connections. In WAL mode readers see the
 	// last committed transaction and neither block nor are blocked by the
 	// writer. For MemoryPath it is the same pool as write.
@@ -97,8 +99,8 @@ func open(ctx context.Context, path string, ms []migration) (*Store, error) {
 	write.SetMaxIdleConns(1)
 	write.SetConnMaxLifetime(0)
 	write.SetConnMaxIdleTime(0)
-	s := &Store{write: write, read: write}
-	if err := s.init(ctx, path, memory, ms); err != nil {
+	s := &Store{write: write, read: write, reads: &stmtCache{db: write}}
+	if err := s.init(ctx, memory, ms); err != nil {
 		_ = s.Close()
 		return nil, err
 	}
@@ -114,6 +116,7 @@ func open(ctx context.Context, path string, ms []migration) (*Store, error) {
 	read.SetMaxOpenConns(n)
 	read.SetMaxIdleConns(n)
 	s.read = read
+	s.reads = &stmtCache{db: read}
 	if err := read.PingContext(ctx); err != nil {
 		_ = s.Close()
 		return nil, err
@@ -122,7 +125,7 @@ func open(ctx context.Context, path string, ms []migration) (*Store, error) {
 }
 
 // init checks the write connection's settings and migrates the schema.
-func (s *Store) init(ctx context.Context, path string, memory bool, ms []migration) error {
+func (s *Store) init(ctx context.Context, memory bool, ms []migration) error {
 	var mode string
 	if err := s.write.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
 		return err
@@ -166,6 +169,9 @@ func escapePath(p string) string {
 // Close closes the database. Outstanding calls may fail.
 func (s *Store) Close() error {
 	var err error
+	if s.reads != nil {
+		s.reads.close()
+	}
 	if s.read != nil && s.read != s.write {
 		err = s.read.Close()
 	}
@@ -182,9 +188,45 @@ func (s *Store) Close() error {
 	return err
 }
 
-// writeTx runs fn in a write transaction and commits it when fn succeeds.
+// durability says how hard a commit waits for the disk.
+type durability int
+
+const (
+	// durable commits survive a power loss (synchronous=FULL: the WAL is
+	// synced at every commit). For what people send: configs, desired states,
+	// approvals.
+	durable durability = iota
+	// crashSafe commits survive the process being killed at any instant
+	// (synchronous=NORMAL in WAL mode: the commit is in the OS before it
+	// returns), but a power loss may undo the last ones before the next WAL
+	// checkpoint. For the engine's own bookkeeping (instance states, apply
+	// attempts, events), which it re-derives from the runtimes; this is what
+	// lets the engine write thousands of small transactions per second.
+	crashSafe
+)
+
+// writeTx runs fn in a durable write transaction and commits it when fn succeeds.
 func (s *Store) writeTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := s.write.BeginTx(ctx, nil)
+	return s.writeTxMode(ctx, durable, fn)
+}
+
+// writeTxMode runs fn in a write transaction with the given durability.
+func (s *Store) writeTxMode(ctx context.Context, d durability, fn func(tx *sql.Tx) error) error {
+	conn, err := s.write.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close() }()
+	mode := "FULL"
+	if d == crashSafe {
+		mode = "NORMAL"
+	}
+	// synchronous applies per connection and may change between transactions;
+	// set it every time, as a replaced connection starts at the DSN's FULL.
+	if _, err := conn.ExecContext(ctx, "PRAGMA synchronous="+mode); err != nil {
+		return err
+	}
+	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -240,14 +282,6 @@ func dbBytes(b []byte) any {
 		return nil
 	}
 	return b
-}
-
-// dbNullString stores "" as NULL.
-func dbNullString(v string) any {
-	if v == "" {
-		return nil
-	}
-	return v
 }
 
 // limitClause returns " LIMIT n" for n > 0, or "".

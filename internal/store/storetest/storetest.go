@@ -153,6 +153,7 @@ func nonUTC(v reflect.Value) string {
 				return loc
 			}
 		}
+	default: // scalars hold no times
 	}
 	return ""
 }
@@ -189,6 +190,7 @@ func normValue(v reflect.Value) {
 			normValue(s.Index(i))
 		}
 		v.Set(s)
+	default: // scalars are compared as they are
 	}
 }
 
