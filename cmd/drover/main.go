@@ -3,9 +3,9 @@ package main
 
 import (
 	"os"
+	_ "time/tzdata" // time zones for allowedTimes windows on hosts without tzdata
 
 	"github.com/drover-dev/drover/internal/cli"
-	_ "time/tzdata" // time zones for allowedTimes windows on hosts without tzdata
 )
 
 func main() {

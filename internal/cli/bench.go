@@ -155,7 +155,7 @@ spec:
 	return out, nil
 }
 
-func runBench(ctx context.Context, data string, services, channels, workers int, timeout time.Duration) (*benchResult, error) {
+func runBench(ctx context.Context, data string, services, channels, workers int, timeout time.Duration) (res *benchResult, err error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	st, err := sqlite.Open(ctx, filepath.Join(data, "drover.db"))
@@ -175,14 +175,19 @@ func runBench(ctx context.Context, data string, services, channels, workers int,
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(runCtx, ln) }()
-	defer func() { stop(); <-done }()
+	defer func() {
+		stop()
+		if serr := <-done; serr != nil && err == nil {
+			res, err = nil, fmt.Errorf("bench server: %w", serr)
+		}
+	}()
 	c := client.New("http://" + ln.Addr().String())
 
 	configs, err := benchConfigs(services, channels)
 	if err != nil {
 		return nil, err
 	}
-	res := &benchResult{Services: services, Channels: channels, Instances: services * channels}
+	res = &benchResult{Services: services, Channels: channels, Instances: services * channels}
 	start := time.Now()
 	if _, err := c.ApplyConfigs(ctx, apiv1.ApplyConfigsRequest{Configs: configs}); err != nil {
 		return nil, apiErr(err)

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"sort"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -454,7 +453,7 @@ func newEventsCmd(g *globals) *cobra.Command {
 			}
 			c := g.client()
 			w := cmd.OutOrStdout()
-			print := func(e apiv1.Event) error {
+			printEvent := func(e apiv1.Event) error {
 				if output == "json" {
 					return json.NewEncoder(w).Encode(e)
 				}
@@ -471,7 +470,7 @@ func newEventsCmd(g *globals) *cobra.Command {
 			}
 			var last int64
 			for _, e := range list.Events {
-				if err := print(e); err != nil {
+				if err := printEvent(e); err != nil {
 					return err
 				}
 				last = e.Seq
@@ -481,7 +480,7 @@ func newEventsCmd(g *globals) *cobra.Command {
 			}
 			ctx, cancel := signalContext(cmd.Context())
 			defer cancel()
-			err = c.Watch(ctx, app, args[0], last, print)
+			err = c.Watch(ctx, app, args[0], last, printEvent)
 			if errors.Is(err, context.Canceled) {
 				return nil
 			}
@@ -494,14 +493,4 @@ func newEventsCmd(g *globals) *cobra.Command {
 	f.IntVar(&limit, "limit", 0, "show at most this many past events (0 = all)")
 	f.StringVarP(&output, "output", "o", "text", "output format: text or json (one event per line)")
 	return cmd
-}
-
-// sortedKeys returns a map's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

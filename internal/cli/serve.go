@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 
-
 	"github.com/spf13/cobra"
 
 	"github.com/drover-dev/drover/api/client"
@@ -258,14 +257,12 @@ func extract(fsys fs.FS, root, dir string) error {
 		rel, _ := filepath.Rel(root, p)
 		target := filepath.Join(dir, rel)
 		if d.IsDir() {
-			return os.MkdirAll(target, 0o755)
+			return os.MkdirAll(target, 0o750)
 		}
 		data, err := fs.ReadFile(fsys, p)
 		if err != nil {
 			return err
 		}
-		return os.WriteFile(target, data, 0o644)
+		return os.WriteFile(target, data, 0o600)
 	})
 }
-
-

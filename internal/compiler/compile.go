@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path"
 	"regexp"
@@ -570,7 +571,8 @@ func (c *rcCompiler) kubernetes(field string, kc *config.KubernetesConfig, data 
 	objs, err := manifest.Decode([]byte(rendered))
 	if err != nil {
 		e := Error{Object: c.serviceObject(), Field: field, Msg: err.Error()}
-		if me, ok := err.(*manifest.Error); ok {
+		var me *manifest.Error
+		if errors.As(err, &me) {
 			e.File, e.Line = config.LocateSource(rendered, me.Line)
 			e.Msg = "invalid Kubernetes YAML: " + me.Msg
 		}
@@ -651,10 +653,10 @@ func (c *rcCompiler) treeText(field string, kc *config.KubernetesConfig, data *D
 	var names []string
 	for name := range kc.Tree.Files {
 		dir, base := path.Split(name)
-		if strings.TrimSuffix(dir, "/") != sub && !(sub == "" && dir == "") {
+		if strings.TrimSuffix(dir, "/") != sub && (sub != "" || dir != "") {
 			continue
 		}
-		if config.IsConfigFile(base) || !(strings.HasSuffix(base, ".yaml") || strings.HasSuffix(base, ".yml")) {
+		if config.IsConfigFile(base) || (!strings.HasSuffix(base, ".yaml") && !strings.HasSuffix(base, ".yml")) {
 			continue
 		}
 		names = append(names, name)
@@ -715,7 +717,7 @@ func (c *rcCompiler) customRuntime(field string, cr *config.CustomRuntimeValues,
 				given[pv.Name] = plainValue(pv)
 				continue
 			}
-			c.fail(Error{Object: c.serviceObject(), Field: pf + ".name", Msg: fmt.Sprintf("runtime %s has no parameter %q%s", rt.Name, pv.Name, nameHint(pv.Name, defs))})
+			c.fail(Error{Object: c.serviceObject(), Field: pf + ".name", Msg: fmt.Sprintf("runtime %s has no parameter %q%s", rt.Name, pv.Name, nameHint(defs))})
 			continue
 		}
 		v, err := valueFromConfig(def, pv)

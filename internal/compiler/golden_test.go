@@ -22,11 +22,11 @@ func init() { config.RenderKustomize = manifest.RenderKustomizeDir }
 
 // goldenCase is testdata/<name>/case.yaml: what to compile in that tree.
 type goldenCase struct {
-	App                   string   `json:"app"`
-	Service               string   `json:"service"`
-	Params                []string `json:"params"`
-	ReleaseChannelParams  []string `json:"releaseChannelParams"`
-	ReleaseChannels       []string `json:"releaseChannels"`
+	App                  string   `json:"app"`
+	Service              string   `json:"service"`
+	Params               []string `json:"params"`
+	ReleaseChannelParams []string `json:"releaseChannelParams"`
+	ReleaseChannels      []string `json:"releaseChannels"`
 	// Validate runs ValidateSet on the tree instead of compiling one service.
 	Validate bool `json:"validate"`
 }

@@ -86,7 +86,7 @@ func ExpandReleaseChannels(app *config.Application, runtimes map[string]*config.
 				continue
 			}
 			matched++
-			rc, err := expandGroup(g, rt, labels)
+			rc, err := expandGroup(g, rt)
 			if err != nil {
 				errs = append(errs, Error{Object: obj, Field: field + ".template", Msg: fmt.Sprintf("runtime %s: %v", rt.Name, err)})
 				continue
@@ -107,7 +107,7 @@ func ExpandReleaseChannels(app *config.Application, runtimes map[string]*config.
 	return out, errs
 }
 
-func expandGroup(g config.ReleaseChannelGroup, rt *config.Runtime, labels labelquery.Labels) (*config.ReleaseChannel, error) {
+func expandGroup(g config.ReleaseChannelGroup, rt *config.Runtime) (*config.ReleaseChannel, error) {
 	var data groupData
 	data.Builtins.Group = g.Name
 	data.Builtins.Runtime = RuntimeInfo{Name: rt.Name, Labels: map[string]string{}}

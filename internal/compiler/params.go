@@ -233,7 +233,7 @@ func resolveParams(defs []config.ParameterDefinition, given []ParamValue, rc str
 	explicit := map[string]string{}
 	for _, pv := range given {
 		if byName[pv.Name] == nil {
-			return nil, fmt.Errorf("unknown parameter %q%s", pv.Name, nameHint(pv.Name, defs))
+			return nil, fmt.Errorf("unknown parameter %q%s", pv.Name, nameHint(defs))
 		}
 		if pv.ReleaseChannel == "" {
 			if _, set := explicit[pv.Name]; !set {
@@ -309,7 +309,7 @@ func zeroValue(def *config.ParameterDefinition) any {
 	return ""
 }
 
-func nameHint(name string, defs []config.ParameterDefinition) string {
+func nameHint(defs []config.ParameterDefinition) string {
 	if len(defs) == 0 {
 		return " (the service has no parameters)"
 	}

@@ -232,8 +232,9 @@ func describe(n *yaml.Node) string {
 			return "a string"
 		}
 		return "a " + strings.TrimPrefix(n.ShortTag(), "!!")
+	default:
+		return "an unexpected node"
 	}
-	return "an unexpected node"
 }
 
 func isNull(n *yaml.Node) bool {

@@ -97,11 +97,13 @@ func TestDecodeErrors(t *testing.T) {
 			src:  "servise:\n  name: a\n",
 			want: []string{`f.pvn.yaml:1:1: servise: unknown field "servise" (did you mean "service"?)`},
 		},
+		//nolint:misspell // deliberate typo: the test checks the suggestion for it
 		{
 			name: "unknown key with suggestion",
 			src:  "service:\n  name: a\n  aplication: b\n",
 			want: []string{`f.pvn.yaml:3:3: service.aplication: unknown field "aplication" (did you mean "application"?)`},
 		},
+		//nolint:misspell // deliberate typo: the test checks the suggestion for it
 		{
 			name: "unknown snake_case key suggests the canonical key",
 			src:  "service:\n  name: a\n  runtime_conection: b\n",
@@ -311,8 +313,8 @@ func TestDecodeAliasBombIsBounded(t *testing.T) {
 	if !ok {
 		t.Fatalf("Decode: %v, want located errors", err)
 	}
-	if max := maxDecodeSteps(len(src)); len(l) > max {
-		t.Errorf("%d errors, want at most %d", len(l), max)
+	if limit := maxDecodeSteps(len(src)); len(l) > limit {
+		t.Errorf("%d errors, want at most %d", len(l), limit)
 	}
 	if !strings.Contains(err.Error(), "too many values: YAML anchors and aliases expand this file too much") {
 		t.Errorf("error does not explain the alias expansion:\n%.500s", err)
@@ -341,6 +343,7 @@ func TestDecodeAliasesWithinBudget(t *testing.T) {
 
 func TestDecodeReportsAllErrorsSorted(t *testing.T) {
 	t.Parallel()
+	//nolint:misspell // deliberate typo: the test checks the suggestion for it
 	src := `service:
   name: 5
   aplication: shop
@@ -353,6 +356,7 @@ func TestDecodeReportsAllErrorsSorted(t *testing.T) {
     - name: x
       required: "yes"
 `
+	//nolint:misspell // deliberate typo: the test checks the suggestion for it
 	want := []string{
 		`f.pvn.yaml:2:9: service.name: expected a string, got an integer (quote it: "5")`,
 		`f.pvn.yaml:3:3: service.aplication: unknown field "aplication" (did you mean "application"?)`,
@@ -630,6 +634,7 @@ func TestDecodeJSONInput(t *testing.T) {
 func TestSuggest(t *testing.T) {
 	t.Parallel()
 	keys := []string{"application", "name", "parameters", "runtimeConnection"}
+	//nolint:misspell // deliberate typo: the test checks the suggestion for it
 	tests := map[string]string{
 		"aplication":         "application",
 		"Name":               "name",

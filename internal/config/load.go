@@ -230,6 +230,8 @@ func walkKubernetesConfigs(v reflect.Value, path string, fn func(string, *Kubern
 		for _, k := range keys {
 			walkKubernetesConfigs(v.MapIndex(k), path+"."+k.String(), fn)
 		}
+	default:
+		// Scalars and other kinds hold no Kubernetes config.
 	}
 }
 
@@ -320,7 +322,7 @@ func resolveKubernetesLocal(kc *KubernetesConfig, typ KubernetesConfigType, base
 
 // RenderKustomize renders a kustomize directory on disk. It is a variable so the
 // config package does not depend on kustomize; package manifest installs it.
-var RenderKustomize = func(dir string) ([]byte, error) {
+var RenderKustomize = func(_ string) ([]byte, error) {
 	return nil, fmt.Errorf("kustomize support is not linked into this binary")
 }
 
@@ -366,7 +368,7 @@ func readYAMLFiles(p string) ([]string, error) {
 		}
 		for _, e := range entries {
 			n := e.Name()
-			if e.IsDir() || IsConfigFile(n) || !(strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml")) {
+			if e.IsDir() || IsConfigFile(n) || (!strings.HasSuffix(n, ".yaml") && !strings.HasSuffix(n, ".yml")) {
 				continue
 			}
 			files = append(files, filepath.Join(p, n))
@@ -435,7 +437,7 @@ func readTree(dir string, includes, excludes []string) (map[string]string, error
 		if (len(inc) > 0 && !matchAny(inc, rel)) || matchAny(exc, rel) {
 			return nil
 		}
-		data, err := os.ReadFile(p)
+		data, err := os.ReadFile(p) //nolint:gosec // G122: the user's own config tree is read on purpose; symlinks in it are followed as before
 		if err != nil {
 			return err
 		}

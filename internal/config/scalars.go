@@ -138,7 +138,7 @@ type EnvInjectionMode string
 
 // Env injection modes.
 const (
-	EnvInjectNonSecret EnvInjectionMode = "ENV_INJECT_NON_SECRET_ENV"
+	EnvInjectNonSecret EnvInjectionMode = "ENV_INJECT_NON_SECRET_ENV" //nolint:gosec // G101 false positive: an enum value naming an injection mode, not a credential
 	EnvInjectDisabled  EnvInjectionMode = "ENV_INJECT_DISABLED"
 )
 

@@ -634,6 +634,8 @@ func (v *validator) extensions(src *Source, path string, exts []ConvergenceExten
 		switch e.Lifecycle {
 		case "", "UNKNOWN_TASK_LIFECYCLE", "CONVERGENCE_START":
 			v.add(src, p+".lifecycle", "lifecycle is required: PRE_APPROVAL, APPROVAL, POST_APPROVAL, DEPLOYMENT or POST_DEPLOYMENT")
+		case LifecyclePreApproval, LifecycleApproval, LifecyclePostApproval, LifecycleDeployment, LifecyclePostDeployment:
+			// valid
 		}
 		if e.Instance != "" {
 			if e.Inlined != nil || e.Ref != nil {

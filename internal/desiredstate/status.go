@@ -25,8 +25,9 @@ func (s Status) Terminal() bool {
 	switch s {
 	case StatusConverged, StatusFailed, StatusReplaced, StatusRolledBack, StatusFailedRollback:
 		return true
+	default:
+		return false
 	}
-	return false
 }
 
 // Reason explains a status; the message beside it is for people.

@@ -108,6 +108,8 @@ func PendingApproval(ch Channel, inst store.Instance, approvals []store.Approval
 	switch ds.Status(inst.Status) {
 	case ds.StatusFailed, ds.StatusRolledBack, ds.StatusRollingBack, ds.StatusFailedRollback:
 		return Gate{}, fmt.Errorf("release channel %s is %s: %w", ch.Name, inst.Status, ErrNotWaitingForApproval)
+	default:
+		// Any other status may be waiting for an approval.
 	}
 	var open []Gate
 	for _, g := range ch.Approvals {

@@ -114,6 +114,8 @@ func (p *planner) channel(ch Channel) {
 		switch ds.Status(inst.Status) {
 		case ds.StatusRollingBack, ds.StatusRolledBack, ds.StatusFailedRollback, ds.StatusFailed:
 			inst.Status = string(ds.StatusPending)
+		default:
+			// Other statuses carry over to the new desired state.
 		}
 	}
 	if inst.Paused {
@@ -136,6 +138,8 @@ func (p *planner) channel(ch Channel) {
 		if s.ex.FailedVersion == ch.Version {
 			return // failed for this push; a new push or a rollback moves it
 		}
+	default:
+		// Other statuses converge or gate below.
 	}
 	if inst.TargetStateID == ch.StateID && inst.TargetVersion == ch.Version {
 		p.converge(s, ch.StateID, ch.Version)

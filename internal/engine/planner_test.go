@@ -138,8 +138,8 @@ func TestPlanScenarios(t *testing.T) {
 			reason:    map[string]ds.Reason{"prod": ds.ReasonManualApprovalRejected},
 		},
 		{
-			name:      "approval of an older desired state does not count",
-			desired:   twoChannels("ds2", "v2"),
+			name:    "approval of an older desired state does not count",
+			desired: twoChannels("ds2", "v2"),
 			instances: []store.Instance{func() store.Instance {
 				i := converged("staging", "v2")
 				i.DesiredStateID, i.TargetStateID, i.CurrentStateID = "ds2", "ds2", "ds2"
@@ -348,7 +348,7 @@ func TestPropertyNoVersionBeforePreconditions(t *testing.T) {
 			for _, dep := range ch.DependsOn {
 				di := in.Instances[dep]
 				metBefore := slices.Contains(readExtra(old).Satisfied, dep+"@"+ch.Version)
-				if !(di.Status == string(ds.StatusConverged) && di.CurrentVersion == ch.Version) && !dependencyConvergedInPlan(p, dep, ch.Version) && !metBefore {
+				if (di.Status != string(ds.StatusConverged) || di.CurrentVersion != ch.Version) && !dependencyConvergedInPlan(p, dep, ch.Version) && !metBefore {
 					t.Fatalf("case %d: %s received %s while %s is %s at %q\ninput: %+v", i, ch.Name, ch.Version, dep, di.Status, di.CurrentVersion, in)
 				}
 			}

@@ -198,6 +198,8 @@ func (g *group) writeTerms(b *strings.Builder) {
 		if i > 0 {
 			b.WriteByte(' ')
 			switch t.op {
+			case opAnd:
+				// whitespace alone
 			case opOr:
 				b.WriteByte('+')
 			case opDiff:

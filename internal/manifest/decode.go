@@ -109,7 +109,7 @@ func appendObjects(objs []Object, v any, n *yaml.Node, listAPIVersion, itemKind 
 		return nil, err
 	}
 	items, hasItems := obj["items"]
-	if kind != "List" && !(strings.HasSuffix(kind, "List") && hasItems) {
+	if kind != "List" && (!strings.HasSuffix(kind, "List") || !hasItems) {
 		return append(objs, obj), nil
 	}
 	if items == nil {

@@ -205,7 +205,7 @@ func checkNoRemote(files map[string][]byte, dir string, seen map[string]bool) er
 	var k map[string]any
 	if err := yaml.Unmarshal(files[file], &k); err != nil {
 		// Leave it to kustomize to report malformed kustomizations.
-		return nil
+		return nil //nolint:nilerr // deliberate: kustomize itself reports the malformed file with better context
 	}
 	// Fields that kustomize loads as directories (git URLs are cloned) or
 	// files (http URLs are fetched).

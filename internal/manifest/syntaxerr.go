@@ -196,9 +196,10 @@ func completions(prefix []byte, problem string) []string {
 			}
 			continue
 		case double:
-			if c == '\\' {
+			switch c {
+			case '\\':
 				i++
-			} else if c == '"' {
+			case '"':
 				state, tokenStart, prevSpace = normal, false, false
 			}
 			continue

@@ -20,7 +20,7 @@ const maxBody = 64 << 20
 
 func (s *Server) routes() {
 	m := http.NewServeMux()
-	m.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) {
+	m.HandleFunc("GET /v1/health", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, apiv1.Health{Status: "ok", Version: version.Version})
 	})
 	m.HandleFunc("POST /v1/configs:apply", handle(s, func(r *http.Request, req apiv1.ApplyConfigsRequest) (any, error) {
@@ -62,11 +62,11 @@ func (s *Server) serviceVerb(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	switch verb {
 	case "push":
-		handle(s, func(r *http.Request, req apiv1.PushRequest) (any, error) { return s.push(ctx, app, svc, req) })(w, r)
+		handle(s, func(_ *http.Request, req apiv1.PushRequest) (any, error) { return s.push(ctx, app, svc, req) })(w, r)
 	case "approve":
-		handle(s, func(r *http.Request, req apiv1.ApproveRequest) (any, error) { return s.approve(ctx, app, svc, req) })(w, r)
+		handle(s, func(_ *http.Request, req apiv1.ApproveRequest) (any, error) { return s.approve(ctx, app, svc, req) })(w, r)
 	case "pause", "resume", "rollback":
-		handle(s, func(r *http.Request, req apiv1.ChannelRequest) (any, error) {
+		handle(s, func(_ *http.Request, req apiv1.ChannelRequest) (any, error) {
 			user := req.User
 			if user == "" {
 				user = "unknown"

@@ -389,7 +389,7 @@ func (in *instance) state(now time.Time, mismatch bool) runtimes.State {
 		o := &in.objects[i]
 		a := o.replicas
 		if !done {
-			a = int32(int64(o.replicas) * int64(elapsed) / int64(in.duration))
+			a = int32(int64(o.replicas) * int64(elapsed) / int64(in.duration)) //nolint:gosec // G115: 0 <= elapsed < duration here, so the result is below o.replicas and fits int32
 		}
 		if in.fails {
 			// The last replica never becomes available.

@@ -110,7 +110,7 @@ func TestConformance(t *testing.T) {
 				return m.Runtime
 			},
 			Target: tgt,
-			Settle: func(t *testing.T, rt runtimes.Runtime) {
+			Settle: func(_ *testing.T, rt runtimes.Runtime) {
 				c, _ := clocks.Load(rt)
 				c.(*runtimestest.Clock).Advance(500 * time.Millisecond)
 				rt.(*Runtime).Tick()

@@ -68,7 +68,7 @@ func statePath(dir, name string) (string, error) {
 // load reads the state file, if any, and re-arms the rollouts in progress.
 func (r *Runtime) load() error {
 	dir := filepath.Dir(r.path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return fmt.Errorf("fake runtime %s: %w", r.name, err)
 	}
 	// Temporary files of writes cut short by a crash: the rename never
@@ -256,7 +256,7 @@ func writeFileAtomic(path string, data []byte) (err error) {
 	if err = f.Close(); err != nil {
 		return err
 	}
-	if err = os.Chmod(f.Name(), 0o644); err != nil {
+	if err = os.Chmod(f.Name(), 0o600); err != nil {
 		return err
 	}
 	if err = os.Rename(f.Name(), path); err != nil {

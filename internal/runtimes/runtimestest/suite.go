@@ -13,6 +13,7 @@ package runtimestest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -138,7 +139,7 @@ func (s *suite) waitConverged(t *testing.T, rt runtimes.Runtime, target runtimes
 	})
 }
 
-func (s *suite) apply(t *testing.T, ctx context.Context, rt runtimes.Runtime, target runtimes.Target) runtimes.ApplyResult {
+func (s *suite) apply(ctx context.Context, t *testing.T, rt runtimes.Runtime, target runtimes.Target) runtimes.ApplyResult {
 	t.Helper()
 	res, err := rt.Apply(ctx, target)
 	if err != nil {
@@ -147,7 +148,7 @@ func (s *suite) apply(t *testing.T, ctx context.Context, rt runtimes.Runtime, ta
 	return res
 }
 
-func (s *suite) fetch(t *testing.T, ctx context.Context, rt runtimes.Runtime, target runtimes.Target) runtimes.State {
+func (s *suite) fetch(ctx context.Context, t *testing.T, rt runtimes.Runtime, target runtimes.Target) runtimes.State {
 	t.Helper()
 	st, err := rt.Fetch(ctx, target)
 	if err != nil {
@@ -158,7 +159,7 @@ func (s *suite) fetch(t *testing.T, ctx context.Context, rt runtimes.Runtime, ta
 
 func (s *suite) fetchBeforeApply(t *testing.T) {
 	rt, ctx := s.h.New(t), s.ctx(t)
-	st := s.fetch(t, ctx, rt, s.h.Target(Key("fresh", "staging"), "v1"))
+	st := s.fetch(ctx, t, rt, s.h.Target(Key("fresh", "staging"), "v1"))
 	if st.Version != "" || st.Converged || st.Failed {
 		t.Errorf("before any apply: got %+v, want nothing deployed (no version, not converged)", st)
 	}
@@ -167,7 +168,7 @@ func (s *suite) fetchBeforeApply(t *testing.T) {
 func (s *suite) applyConverges(t *testing.T) {
 	rt, ctx := s.h.New(t), s.ctx(t)
 	target := s.h.Target(Key("web", "staging"), "v1")
-	res := s.apply(t, ctx, rt, target)
+	res := s.apply(ctx, t, rt, target)
 	if len(res.Changes) == 0 {
 		t.Errorf("first apply reported no changes")
 	}
@@ -187,17 +188,17 @@ func (s *suite) applyConverges(t *testing.T) {
 func (s *suite) reapplyIsIdempotent(t *testing.T) {
 	rt, ctx := s.h.New(t), s.ctx(t)
 	target := s.h.Target(Key("web", "staging"), "v1")
-	s.apply(t, ctx, rt, target)
+	s.apply(ctx, t, rt, target)
 	s.waitConverged(t, rt, target)
 	for i := range 3 {
-		res := s.apply(t, ctx, rt, s.h.Target(target.InstanceKey, "v1"))
+		res := s.apply(ctx, t, rt, s.h.Target(target.InstanceKey, "v1"))
 		for _, c := range res.Changes {
 			if c.Action != runtimes.ActionUnchanged {
 				t.Errorf("re-apply %d: %s %s, want %s", i+1, c.Object, c.Action, runtimes.ActionUnchanged)
 			}
 		}
 		// No restart: still converged right after the re-apply.
-		if st := s.fetch(t, ctx, rt, target); !Converged(st, "v1") {
+		if st := s.fetch(ctx, t, rt, target); !Converged(st, "v1") {
 			t.Fatalf("re-apply %d restarted the rollout: %+v", i+1, st)
 		}
 	}
@@ -207,9 +208,9 @@ func (s *suite) upgradeConverges(t *testing.T) {
 	rt, ctx := s.h.New(t), s.ctx(t)
 	key := Key("web", "staging")
 	v1, v2 := s.h.Target(key, "v1"), s.h.Target(key, "v2")
-	s.apply(t, ctx, rt, v1)
+	s.apply(ctx, t, rt, v1)
 	s.waitConverged(t, rt, v1)
-	res := s.apply(t, ctx, rt, v2)
+	res := s.apply(ctx, t, rt, v2)
 	changed := false
 	for _, c := range res.Changes {
 		changed = changed || c.Action == runtimes.ActionCreated || c.Action == runtimes.ActionConfigured
@@ -217,7 +218,7 @@ func (s *suite) upgradeConverges(t *testing.T) {
 	if !changed {
 		t.Errorf("apply of v2 over v1 changed nothing: %+v", res.Changes)
 	}
-	if st := s.fetch(t, ctx, rt, v2); st.Version != "v2" && st.Version != "v1" {
+	if st := s.fetch(ctx, t, rt, v2); st.Version != "v2" && st.Version != "v1" {
 		t.Errorf("during the upgrade: version %q, want v1 or v2", st.Version)
 	}
 	s.waitConverged(t, rt, v2)
@@ -227,17 +228,17 @@ func (s *suite) instancesAreIndependent(t *testing.T) {
 	rt, ctx := s.h.New(t), s.ctx(t)
 	a, b := Key("api", "staging"), Key("api", "production")
 	a1, b2 := s.h.Target(a, "v1"), s.h.Target(b, "v2")
-	s.apply(t, ctx, rt, a1)
-	s.apply(t, ctx, rt, b2)
+	s.apply(ctx, t, rt, a1)
+	s.apply(ctx, t, rt, b2)
 	s.waitConverged(t, rt, a1)
 	s.waitConverged(t, rt, b2)
 	a3 := s.h.Target(a, "v3")
-	s.apply(t, ctx, rt, a3)
-	if st := s.fetch(t, ctx, rt, b2); !Converged(st, "v2") {
+	s.apply(ctx, t, rt, a3)
+	if st := s.fetch(ctx, t, rt, b2); !Converged(st, "v2") {
 		t.Errorf("applying %s disturbed %s: %+v", a, b, st)
 	}
 	s.waitConverged(t, rt, a3)
-	if st := s.fetch(t, ctx, rt, b2); !Converged(st, "v2") {
+	if st := s.fetch(ctx, t, rt, b2); !Converged(st, "v2") {
 		t.Errorf("after %s converged, %s: %+v", a, b, st)
 	}
 }
@@ -245,7 +246,7 @@ func (s *suite) instancesAreIndependent(t *testing.T) {
 func (s *suite) fetchUnknownKey(t *testing.T) {
 	rt, ctx := s.h.New(t), s.ctx(t)
 	known := s.h.Target(Key("known", "staging"), "v1")
-	s.apply(t, ctx, rt, known)
+	s.apply(ctx, t, rt, known)
 	st, err := rt.Fetch(ctx, s.h.Target(Key("unknown", "staging"), "v1"))
 	if err != nil {
 		t.Fatalf("Fetch of an unknown key: %v, want no error", err)
@@ -316,7 +317,7 @@ func (s *suite) watchNotifies(t *testing.T) {
 	deadline := time.Now().Add(s.h.Timeout)
 	wait := 10 * time.Millisecond
 	for i := 1; ; i++ {
-		s.apply(t, ctx, rt, s.h.Target(key, fmt.Sprintf("v%d", i)))
+		s.apply(ctx, t, rt, s.h.Target(key, fmt.Sprintf("v%d", i)))
 		if waitKey(got, key, wait) {
 			break
 		}
@@ -331,7 +332,7 @@ func (s *suite) watchNotifies(t *testing.T) {
 	cancel()
 	select {
 	case err := <-watchDone:
-		if err != nil && err != context.Canceled {
+		if err != nil && !errors.Is(err, context.Canceled) {
 			t.Errorf("Watch returned %v after its context ended", err)
 		}
 	case <-time.After(s.h.Timeout):
