@@ -757,13 +757,11 @@ func (v *validator) runtime(src *Source, rt *Runtime) {
 
 func (v *validator) proxy(src *Source, p string, pr *ProxyRuntime) {
 	if pr == nil {
-		return // drover runs the commands on its own host (or agent)
+		return // drover runs the commands on its own host
 	}
-	if pr.Runtime == "" {
-		v.add(src, p+".runtime", "runtime is required")
-	} else if v.set.Runtimes[pr.Runtime] == nil {
-		v.add(src, p+".runtime", "unknown runtime %q%s", pr.Runtime, hint(pr.Runtime, keys(v.set.Runtimes)))
-	}
+	// Running commands as Jobs on a Kubernetes proxy runtime comes with the
+	// Kubernetes runtime; until then say so rather than run them elsewhere.
+	v.add(src, p, "not supported yet: proxyRuntime (drover runs these commands on its own host: remove proxyRuntime)")
 }
 
 func (v *validator) protection(src *Source, pr *Protection) {

@@ -102,6 +102,12 @@ func Rollback(inst store.Instance, user string, now time.Time) (store.Instance, 
 // PendingApproval returns the gate of ch that an approval by user would count
 // toward: the named topic, or the only gate still short of approvers.
 func PendingApproval(ch Channel, inst store.Instance, approvals []store.Approval, topic string) (Gate, error) {
+	if e := readExtra(inst); e.ActionPending && inst.DesiredStateID == ch.StateID {
+		action := ActionTopic(ch.Name, e.ActionSeq)
+		if topic == "" || topic == action {
+			return Gate{Topic: action, Description: "apply after drift", MinApprovers: 1}, nil
+		}
+	}
 	if inst.TargetVersion == ch.Version && inst.TargetStateID == ch.StateID {
 		return Gate{}, fmt.Errorf("release channel %s already received %s: %w", ch.Name, ch.Version, ErrNotWaitingForApproval)
 	}

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/drover-dev/drover/internal/compiler"
+	"github.com/drover-dev/drover/internal/config"
 	ds "github.com/drover-dev/drover/internal/desiredstate"
 	"github.com/drover-dev/drover/internal/runtimes"
 	"github.com/drover-dev/drover/internal/store"
@@ -61,12 +63,14 @@ func decodeState(rec store.DesiredState) (*compiledState, error) {
 		return nil, fmt.Errorf("decode desired state %s: %w", rec.ID, err)
 	}
 	approvals := map[string][]Gate{}
+	everyAction := map[string]bool{}
 	if res.DesiredState != nil {
 		for _, e := range res.DesiredState.Entities {
 			if e.ID.Type == ds.TypeManualApproval && e.ManualApproval != nil {
 				approvals[e.ReleaseChannel] = append(approvals[e.ReleaseChannel], Gate{
 					Topic: e.ManualApproval.Topic, Description: e.ManualApproval.Description, MinApprovers: int(e.ManualApproval.MinApprovers),
 				})
+				everyAction[e.ReleaseChannel] = everyAction[e.ReleaseChannel] || e.ManualApproval.EveryAction
 			}
 		}
 	}
@@ -87,6 +91,11 @@ func decodeState(rec store.DesiredState) (*compiledState, error) {
 		if rc.ProgressDeadline != nil {
 			ch.ProgressDeadline = rc.ProgressDeadline.Duration
 		}
+		if i < len(raw.ReleaseChannels) {
+			var approveEach bool
+			ch.ConvergenceGrace, approveEach = runnerSettings(raw.ReleaseChannels[i].Objects)
+			ch.EveryAction = everyAction[rc.Name] || approveEach
+		}
 		cs.desired.Channels = append(cs.desired.Channels, ch)
 		t := runtimes.Target{
 			InstanceKey:    runtimes.InstanceKey{Application: rec.Application, Service: rec.Service, ReleaseChannel: rc.Name},
@@ -94,6 +103,7 @@ func decodeState(rec store.DesiredState) (*compiledState, error) {
 			DesiredStateID: rec.ID,
 			Namespace:      rc.Runtime.Namespace,
 			Backend:        rc.Backend,
+			Env:            plainEnv(rc.Env),
 		}
 		if i < len(raw.ReleaseChannels) {
 			t.Objects = raw.ReleaseChannels[i].Objects
@@ -101,4 +111,49 @@ func decodeState(rec store.DesiredState) (*compiledState, error) {
 		cs.targets[rc.Name] = t
 	}
 	return cs, nil
+}
+
+// runnerSettings reads a custom runtime's (or terraform runner's)
+// convergenceGracePeriod and requireApprovalBeforeApply from its compiled object.
+func runnerSettings(objects []json.RawMessage) (time.Duration, bool) {
+	if len(objects) != 1 {
+		return 0, false
+	}
+	type settings struct {
+		Grace   config.Duration `json:"convergenceGracePeriod"`
+		Approve bool            `json:"requireApprovalBeforeApply"`
+	}
+	var obj struct {
+		Custom          *settings `json:"custom"`
+		TerraformRunner *settings `json:"terraformRunner"`
+	}
+	if json.Unmarshal(objects[0], &obj) != nil {
+		return 0, false
+	}
+	switch {
+	case obj.Custom != nil:
+		return obj.Custom.Grace.Duration, obj.Custom.Approve
+	case obj.TerraformRunner != nil:
+		return obj.TerraformRunner.Grace.Duration, obj.TerraformRunner.Approve
+	}
+	return 0, false
+}
+
+// plainEnv keeps the values a runtime can pass on: plain values and raw
+// secrets. References to stored or Kubernetes secrets are resolved by the
+// runtimes that support them.
+func plainEnv(env map[string]config.EnvValue) map[string]string {
+	if len(env) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(env))
+	for k, v := range env {
+		switch {
+		case v.RawSecret != "":
+			out[k] = v.RawSecret
+		case v.Secret == nil && v.KubernetesSecret == nil:
+			out[k] = v.Value
+		}
+	}
+	return out
 }

@@ -31,6 +31,13 @@ type Loop struct {
 	workers  int
 	queue    *queue
 
+	// applying holds the instances whose apply is running, with its start.
+	mu       sync.Mutex
+	applying map[string]time.Time
+	applies  sync.WaitGroup
+	// applySlots bounds the applies running at once.
+	applySlots chan struct{}
+
 	// onWrite, when set, is called after each durable write (tests, SSE).
 	onWrite func()
 }
@@ -45,6 +52,9 @@ type Config struct {
 	Log *slog.Logger
 	// Workers is the number of services reconciled in parallel (default 8).
 	Workers int
+	// MaxApplies bounds the applies running at once (default 64). Applies run
+	// beside the workers, so a slow one never holds up other services.
+	MaxApplies int
 	// OnWrite is called after every durable write of the engine.
 	OnWrite func()
 }
@@ -63,9 +73,13 @@ func NewLoop(cfg Config) *Loop {
 	if cfg.Settings.MaxApplyAttempts == 0 {
 		cfg.Settings = DefaultSettings()
 	}
+	if cfg.MaxApplies <= 0 {
+		cfg.MaxApplies = 64
+	}
 	return &Loop{
 		store: cfg.Store, runtimes: cfg.Runtimes, settings: cfg.Settings, now: cfg.Now,
 		log: cfg.Log, workers: cfg.Workers, queue: newQueue(cfg.Now), onWrite: cfg.OnWrite,
+		applying: map[string]time.Time{}, applySlots: make(chan struct{}, cfg.MaxApplies),
 	}
 }
 
@@ -90,6 +104,7 @@ func (l *Loop) Run(ctx context.Context) error {
 	<-ctx.Done()
 	l.queue.Close()
 	wg.Wait()
+	l.applies.Wait()
 	return nil
 }
 
@@ -153,6 +168,10 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (time.Duration, e
 	}
 	observed := map[string]Observation{}
 	for _, ch := range cs.desired.Channels {
+		if l.isApplying(app, svc, ch.Name) {
+			observed[ch.Name] = Observation{Applying: true}
+			continue
+		}
 		target, err := l.targetFor(ctx, cs, ch, instances[ch.Name])
 		if err != nil {
 			observed[ch.Name] = Observation{Err: err.Error()}
@@ -186,12 +205,51 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (time.Duration, e
 		}
 	}
 	for _, a := range plan.Applies {
-		l.apply(ctx, cs, a, instances[a.ReleaseChannel])
-	}
-	if len(plan.Applies) > 0 {
-		return time.Millisecond, nil // observe the effect now
+		l.startApply(ctx, cs, a, instances[a.ReleaseChannel])
 	}
 	return plan.RequeueAfter, nil
+}
+
+func instanceKey(app, svc, rc string) string { return app + "/" + svc + "/" + rc }
+
+func (l *Loop) isApplying(app, svc, rc string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.applying[instanceKey(app, svc, rc)]
+	return ok
+}
+
+// startApply runs an apply beside the workers; when it returns, the service
+// is queued again so its effect is observed.
+func (l *Loop) startApply(ctx context.Context, cs *compiledState, a Apply, inst store.Instance) {
+	key := instanceKey(inst.Application, inst.Service, a.ReleaseChannel)
+	l.mu.Lock()
+	if _, busy := l.applying[key]; busy {
+		l.mu.Unlock()
+		return // the planner saw it running; never two applies of one instance
+	}
+	l.applying[key] = l.now()
+	l.mu.Unlock()
+	l.applies.Add(1)
+	go func() {
+		defer l.applies.Done()
+		defer func() {
+			if r := recover(); r != nil {
+				l.log.Error("apply panicked", "instance", key, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			}
+			l.mu.Lock()
+			delete(l.applying, key)
+			l.mu.Unlock()
+			l.Enqueue(inst.Application, inst.Service)
+		}()
+		select {
+		case l.applySlots <- struct{}{}:
+			defer func() { <-l.applySlots }()
+		case <-ctx.Done():
+			return
+		}
+		l.apply(ctx, cs, a, inst)
+	}()
 }
 
 // targetFor is what to fetch for a channel: the instance's current target
@@ -254,24 +312,55 @@ func (l *Loop) apply(ctx context.Context, cs *compiledState, a Apply, inst store
 	}
 	if err == nil {
 		ev.Type, ev.Message = "applied", fmt.Sprintf("%s: applied %s: %s", a.ReleaseChannel, a.Version, summarize(res))
-		if aerr := l.store.AppendEvents(ctx, ev); aerr != nil {
-			log.Error("append event failed", "error", aerr)
+		// Record that the apply returned, so a later pass can tell a finished
+		// apply (wait for the runtime) from an interrupted one (apply again).
+		if werr := l.recordOutcome(ctx, inst, ev, func(i *store.Instance) {
+			ex := readExtra(*i)
+			ex.AppliedAt = l.now()
+			writeExtra(i, ex)
+		}); werr != nil {
+			log.Error("record apply failed", "error", werr)
 		}
-		l.written()
 		return
 	}
 	log.Warn("apply failed", "error", err)
-	inst.Reason = string(ds.ReasonApplyFailed)
-	inst.Message = err.Error()
-	if runtimes.IsPermanent(err) {
-		inst.ApplyAttempts = l.settings.MaxApplyAttempts
-	}
-	inst.UpdatedAt = l.now()
 	ev.Type, ev.Message = "apply-failed", fmt.Sprintf("%s: apply of %s failed: %v", a.ReleaseChannel, a.Version, err)
-	if werr := l.store.Write(ctx, &store.Batch{Instances: []store.Instance{inst}, Events: []store.Event{ev}}); werr != nil && !errors.Is(werr, store.ErrConflict) {
+	if werr := l.recordOutcome(ctx, inst, ev, func(i *store.Instance) {
+		i.Reason = string(ds.ReasonApplyFailed)
+		i.Message = err.Error()
+		if runtimes.IsPermanent(err) {
+			i.ApplyAttempts = l.settings.MaxApplyAttempts
+		}
+	}); werr != nil {
 		log.Error("record apply failure failed", "error", werr)
 	}
-	l.written()
+}
+
+// recordOutcome writes an apply's outcome onto the instance with its event.
+// Passes may have rewritten the instance while the apply ran, so on a
+// revision conflict it re-reads the instance and tries again; the outcome is
+// dropped only if the instance moved on to another target meanwhile.
+func (l *Loop) recordOutcome(ctx context.Context, inst store.Instance, ev store.Event, change func(*store.Instance)) error {
+	target := inst.TargetStateID + "/" + inst.TargetVersion
+	for attempt := 0; ; attempt++ {
+		change(&inst)
+		inst.UpdatedAt = l.now()
+		err := l.store.Write(ctx, &store.Batch{Instances: []store.Instance{inst}, Events: []store.Event{ev}})
+		if !errors.Is(err, store.ErrConflict) || attempt == 10 {
+			l.written()
+			return err
+		}
+		fresh, gerr := l.store.GetInstance(ctx, inst.Application, inst.Service, inst.ReleaseChannel)
+		if gerr != nil {
+			return gerr
+		}
+		if fresh.TargetStateID+"/"+fresh.TargetVersion != target {
+			err := l.store.AppendEvents(ctx, ev)
+			l.written()
+			return err
+		}
+		inst = fresh
+	}
 }
 
 func (l *Loop) written() {

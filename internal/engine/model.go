@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/drover-dev/drover/internal/runtimes"
@@ -35,6 +36,13 @@ type Channel struct {
 	AutoRollback bool
 	// ProgressDeadline fails a rollout that has not converged in time (0 = default).
 	ProgressDeadline time.Duration
+	// EveryAction requires a fresh approval before each apply that heals
+	// drift (manualApproval.everyAction, requireApprovalBeforeApply).
+	EveryAction bool
+	// ConvergenceGrace is how long after an apply the runtime may still not
+	// show the version before it is applied again (0 = default); a custom
+	// runtime's convergenceGracePeriod.
+	ConvergenceGrace time.Duration
 }
 
 // Gate is a manual approval precondition.
@@ -49,6 +57,8 @@ type Observation struct {
 	State runtimes.State
 	// Err is set when the fetch failed; State is then meaningless.
 	Err string
+	// Applying is set while an apply of the instance is running.
+	Applying bool
 }
 
 // Settings are the engine's timing and retry knobs.
@@ -132,6 +142,13 @@ type extra struct {
 	FailedVersion string `json:"failedVersion,omitempty"`
 	// Healed counts drift corrections since the last push.
 	Healed int `json:"healed,omitempty"`
+	// ActionSeq numbers the applies that needed their own approval
+	// (everyAction); ActionPending is set while one waits for it.
+	ActionSeq     int  `json:"actionSeq,omitempty"`
+	ActionPending bool `json:"actionPending,omitempty"`
+	// AppliedAt is when the last apply call returned successfully; an apply
+	// started (LastApplyAt) but never finished was interrupted (a restart).
+	AppliedAt time.Time `json:"appliedAt,omitzero"`
 }
 
 func readExtra(inst store.Instance) extra {
@@ -148,3 +165,7 @@ func writeExtra(inst *store.Instance, e extra) {
 		inst.Extra = raw
 	}
 }
+
+// ActionTopic is the approval topic of the n-th apply of a channel that needs
+// its own approval (everyAction).
+func ActionTopic(rc string, n int) string { return fmt.Sprintf("%s/apply-%d", rc, n) }

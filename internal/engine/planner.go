@@ -255,6 +255,11 @@ func (p *planner) converge(s *step, stateID, version string) {
 		p.requeue(st.PollInterval)
 		return
 	}
+	if obs.Applying {
+		s.set(working, ds.ReasonRuntimeObjectApplyNeeded, "applying %s to %s (attempt %d, started %s)", version, s.ch.Runtime, inst.ApplyAttempts, inst.LastApplyAt.UTC().Format(time.TimeOnly))
+		p.requeue(st.PollInterval)
+		return
+	}
 	state := obs.State
 	switch {
 	case state.Version == version && state.Failed:
@@ -315,6 +320,10 @@ func (p *planner) mismatch(s *step, stateID, version, running string, drifted bo
 		if drifted {
 			what = fmt.Sprintf("%s was changed outside drover", version)
 		}
+		if s.ch.EveryAction && !s.rollback && !p.actionApproved(s) {
+			p.awaitAction(s, what)
+			return
+		}
 		p.event(inst, "drift", "%s: %s; re-applying", s.ch.Name, what)
 		inst.ApplyAttempts = 0
 		p.apply(s, stateID, version)
@@ -322,19 +331,52 @@ func (p *planner) mismatch(s *step, stateID, version, running string, drifted bo
 	}
 	if inst.ApplyAttempts > 0 {
 		since := p.in.Now.Sub(inst.LastApplyAt)
-		if inst.Reason == string(ds.ReasonApplyFailed) {
+		grace := s.ch.ConvergenceGrace
+		if grace == 0 {
+			grace = st.ConvergenceGrace
+		}
+		switch {
+		case inst.Reason == string(ds.ReasonApplyFailed):
 			wait := backoff(st, inst.ApplyAttempts)
 			if since < wait {
 				p.requeue(wait - since)
 				return
 			}
-		} else if since < st.ConvergenceGrace {
+		case s.ex.AppliedAt.Before(inst.LastApplyAt):
+			// The apply started but never returned, and none is running:
+			// the server stopped mid-apply. Apply again now.
+		case since < grace:
 			s.set(working, ds.ReasonVersionMismatch, "applied %s; waiting for the runtime to report it (runs %q)", version, running)
-			p.requeue(min(st.PollInterval, st.ConvergenceGrace-since))
+			p.requeue(min(st.PollInterval, grace-since))
 			return
 		}
 	}
 	p.apply(s, stateID, version)
+}
+
+// awaitAction asks for an approval of one apply (everyAction) and waits.
+func (p *planner) awaitAction(s *step, what string) {
+	if !s.ex.ActionPending {
+		s.ex.ActionPending = true
+		s.ex.ActionSeq++
+		p.event(s.inst, "drift", "%s: %s; waiting for approval to apply (%s)", s.ch.Name, what, ActionTopic(s.ch.Name, s.ex.ActionSeq))
+	}
+	s.set(ds.StatusWaitingManualApproval, ds.ReasonManualApprovalPending, "%s; approve the apply: drover approve %s --app %s --release-channel %s",
+		what, s.inst.Service, s.inst.Application, s.ch.Name)
+}
+
+// actionApproved reports whether the pending everyAction apply is approved,
+// and consumes the approval.
+func (p *planner) actionApproved(s *step) bool {
+	if !s.ex.ActionPending {
+		return false
+	}
+	users, rejection := p.approvals(s.ch.Name, ActionTopic(s.ch.Name, s.ex.ActionSeq))
+	if rejection != nil || len(users) == 0 {
+		return false
+	}
+	s.ex.ActionPending = false
+	return true
 }
 
 // apply schedules an apply of the target, or fails the instance when the

@@ -451,3 +451,38 @@ func TestPlanRepushWaitsForStagingAgain(t *testing.T) {
 		t.Fatalf("after staging converged v2: applies %v", got)
 	}
 }
+
+// TestPlanEveryActionNeedsApprovalPerDrift: with everyAction, drift is not
+// healed until someone approves that apply, and the next drift needs a new
+// approval.
+func TestPlanEveryActionNeedsApprovalPerDrift(t *testing.T) {
+	t.Parallel()
+	d := twoChannels("ds1", "v1")
+	d.Channels[0].EveryAction = true
+	w := newWorld(t, d)
+	w.instances["staging"] = store.Instance{Application: "app", Service: "web", ReleaseChannel: "staging", DesiredStateID: "ds1",
+		TargetStateID: "ds1", TargetVersion: "v1", CurrentStateID: "ds1", CurrentVersion: "v1", Status: string(ds.StatusConverged)}
+	w.observed["staging"] = Observation{State: runtimes.State{Version: "v1", Drifted: true, Message: "fetch reports drift"}}
+	for range 2 {
+		if p := w.plan(); len(p.Applies) != 0 {
+			t.Fatalf("drift applied without approval: %v", applied(p))
+		}
+	}
+	if w.status("staging") != ds.StatusWaitingManualApproval {
+		t.Fatalf("staging %s", w.status("staging"))
+	}
+	w.approvals = append(w.approvals, store.Approval{DesiredStateID: "ds1", ReleaseChannel: "staging", Topic: ActionTopic("staging", 1), User: "ana"})
+	if got := applied(w.plan()); !slices.Equal(got, []string{"staging=v1"}) {
+		t.Fatalf("after approval applies %v", got)
+	}
+	w.observed["staging"] = running("v1", true)
+	w.plan()
+	if w.status("staging") != ds.StatusConverged {
+		t.Fatalf("staging %s: %s", w.status("staging"), w.instances["staging"].Message)
+	}
+	// A second drift needs a second approval: the first one was used.
+	w.observed["staging"] = Observation{State: runtimes.State{Version: "v1", Drifted: true}}
+	if p := w.plan(); len(p.Applies) != 0 || w.status("staging") != ds.StatusWaitingManualApproval {
+		t.Fatalf("second drift: applies %v, staging %s", applied(p), w.status("staging"))
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/drover-dev/drover/internal/config"
@@ -40,6 +41,10 @@ type Target struct {
 	Objects []json.RawMessage `json:"objects"`
 	// Backend is "kubernetes" or "customRuntime".
 	Backend string `json:"backend"`
+	// Env is the service's environment in this channel (release channel
+	// defaults, then service env), secrets resolved. Custom runtime commands
+	// receive it; it never appears in logs or API responses.
+	Env map[string]string `json:"-"`
 }
 
 // ObjectStatus is the health of one runtime object.
@@ -123,6 +128,46 @@ type Watcher interface {
 	Watch(ctx context.Context, notify func(InstanceKey)) error
 }
 
+// InfoOutput is one piece of display-only information about an instance
+// (a custom runtime's getInfo output).
+type InfoOutput struct {
+	Name string `json:"name"`
+	Text string `json:"text"`
+}
+
+// InfoGetter is implemented by runtimes that can describe an instance for
+// people (shown by drover status); it never affects convergence.
+type InfoGetter interface {
+	Info(ctx context.Context, key InstanceKey) ([]InfoOutput, error)
+}
+
+// Run is one command a runtime ran for an instance (fetch, apply, getInfo,
+// plan), kept so people can read its output.
+type Run struct {
+	InstanceKey
+	Runtime string `json:"runtime"`
+	// Kind is fetch, apply, getInfo or plan.
+	Kind    string   `json:"kind"`
+	Version string   `json:"version,omitempty"`
+	Command []string `json:"command,omitempty"`
+	// ExitCode is the process exit code, or -1 when it did not start, was
+	// killed or timed out (Error says which).
+	ExitCode   int       `json:"exitCode"`
+	Error      string    `json:"error,omitempty"`
+	StartedAt  time.Time `json:"startedAt"`
+	FinishedAt time.Time `json:"finishedAt"`
+	// Stdout and Stderr are kept separately, each limited in size (the
+	// end is kept; Truncated says something was dropped).
+	Stdout    string `json:"stdout,omitempty"`
+	Stderr    string `json:"stderr,omitempty"`
+	Truncated bool   `json:"truncated,omitempty"`
+}
+
+// RunRecorder stores runs; the server gives one to runtimes through Options.
+type RunRecorder interface {
+	RecordRun(ctx context.Context, r Run) error
+}
+
 // Closer is implemented by runtimes holding resources.
 type Closer interface {
 	Close() error
@@ -149,6 +194,10 @@ type Options struct {
 	DataDir string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Runs records the commands a runtime runs (nil = keep none).
+	Runs RunRecorder
+	// Log is the runtime's logger (nil = discard).
+	Log *slog.Logger
 }
 
 // Factory builds a runtime from its config.

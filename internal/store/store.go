@@ -143,6 +143,37 @@ type Event struct {
 	Data []byte `json:"data,omitempty"`
 }
 
+// TaskRun is one command a runtime ran for an instance, with its output.
+type TaskRun struct {
+	// ID is assigned by the store.
+	ID             int64    `json:"id"`
+	Application    string   `json:"application"`
+	Service        string   `json:"service"`
+	ReleaseChannel string   `json:"releaseChannel"`
+	Runtime        string   `json:"runtime"`
+	Kind           string   `json:"kind"`
+	Version        string   `json:"version,omitempty"`
+	Command        []string `json:"command,omitempty"`
+	// ExitCode is -1 when the command did not start, was killed or timed out.
+	ExitCode   int       `json:"exitCode"`
+	Error      string    `json:"error,omitempty"`
+	StartedAt  time.Time `json:"startedAt"`
+	FinishedAt time.Time `json:"finishedAt"`
+	Stdout     string    `json:"stdout,omitempty"`
+	Stderr     string    `json:"stderr,omitempty"`
+	Truncated  bool      `json:"truncated,omitempty"`
+}
+
+// RunFilter selects task runs; zero fields match everything.
+type RunFilter struct {
+	Application    string
+	Service        string
+	ReleaseChannel string
+	Kind           string
+	// Limit caps the number returned (0 = no limit); newest first.
+	Limit int
+}
+
 // EventFilter selects events; zero fields match everything, and Application
 // and Service filter independently.
 type EventFilter struct {
@@ -226,6 +257,14 @@ type Store interface {
 	FinishApply(ctx context.Context, id int64, outcome, message string, at time.Time) error
 	// ListApplies returns a service's apply attempts, newest first.
 	ListApplies(ctx context.Context, application, service string, limit int) ([]ApplyAttempt, error)
+
+	// RecordRun stores a finished task run and returns its id. The store
+	// keeps at most the newest 200 runs per instance and kind.
+	RecordRun(ctx context.Context, r TaskRun) (int64, error)
+	// ListRuns returns task runs matching f, newest first.
+	ListRuns(ctx context.Context, f RunFilter) ([]TaskRun, error)
+	// GetRun returns one task run, or ErrNotFound.
+	GetRun(ctx context.Context, id int64) (TaskRun, error)
 
 	// AppendEvents appends events, assigning Seq (and Time when zero).
 	AppendEvents(ctx context.Context, events ...Event) error
