@@ -313,8 +313,9 @@ func (p *planner) converge(s *step, stateID, version string) {
 func (p *planner) mismatch(s *step, stateID, version, running string, drifted bool, working, done ds.Status) {
 	inst := s.inst
 	st := p.in.Settings
-	if inst.Status == string(done) {
-		// It was converged: someone changed it out of band. Heal it now.
+	if inst.Status == string(done) || s.ex.ActionPending {
+		// It was converged: someone changed it out of band. Heal it now
+		// (with everyAction, once that apply is approved).
 		s.ex.Healed++
 		what := fmt.Sprintf("runtime runs %q instead of %s", running, version)
 		if drifted {
