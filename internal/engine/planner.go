@@ -275,6 +275,7 @@ func (p *planner) converge(s *step, stateID, version string) {
 			inst.CurrentStateID, inst.CurrentVersion = stateID, version
 		}
 		inst.ApplyAttempts = 0
+		s.ex.ActionPending = false // drift went away by itself
 		if inst.ConvergedAt.IsZero() || inst.Status != string(done) {
 			inst.ConvergedAt = p.in.Now
 		}

@@ -258,12 +258,16 @@ type Store interface {
 	// ListApplies returns a service's apply attempts, newest first.
 	ListApplies(ctx context.Context, application, service string, limit int) ([]ApplyAttempt, error)
 
-	// RecordRun stores a finished task run and returns its id. The store
-	// keeps at most the newest 200 runs per instance and kind.
+	// RecordRun stores a finished task run and returns its id (r.ID is
+	// ignored; ids increase). Application, service, release channel and kind
+	// are required. A zero StartedAt or FinishedAt is set to the current
+	// time. In the same transaction the store deletes the runs of the same
+	// instance and kind beyond the newest 200.
 	RecordRun(ctx context.Context, r TaskRun) (int64, error)
-	// ListRuns returns task runs matching f, newest first.
+	// ListRuns returns task runs matching f, newest (most recently recorded,
+	// whatever their times) first.
 	ListRuns(ctx context.Context, f RunFilter) ([]TaskRun, error)
-	// GetRun returns one task run, or ErrNotFound.
+	// GetRun returns one task run by id, or ErrNotFound.
 	GetRun(ctx context.Context, id int64) (TaskRun, error)
 
 	// AppendEvents appends events, assigning Seq (and Time when zero).

@@ -22,7 +22,8 @@
 // that writes is one transaction: the records and their events commit
 // together or not at all. Reads use a separate pool of query_only connections
 // and see the last committed state. Hot statements (event insert, instance
-// insert/update) are prepared once on the write connection.
+// insert/update, task run insert/prune) are prepared once on the write
+// connection.
 //
 // Opening MemoryPath gives a private in-memory database on a single
 // connection, for tests of other packages; it is not durable.
@@ -56,6 +57,11 @@
 //   - apply_attempts: AUTOINCREMENT id, references desired_states.
 //   - events: seq INTEGER PRIMARY KEY AUTOINCREMENT, so sequence numbers
 //     increase strictly and are never reused.
+//   - task_runs (0002): AUTOINCREMENT id; the command as a JSON array, the
+//     output as TEXT kept byte for byte. RecordRun deletes, in the same
+//     transaction, the runs of the instance and kind older than the newest
+//     200, using the index on (application, service, release_channel, kind,
+//     id DESC), which also serves listing newest first.
 //
 // Times are stored as TEXT in UTC with nine fractional digits
 // ("2006-01-02T15:04:05.000000000Z"): exact to the nanosecond, readable in the

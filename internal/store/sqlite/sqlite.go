@@ -44,7 +44,7 @@ type Store struct {
 	// stmts are the hot write statements, prepared once on the write
 	// connection (tx.StmtContext reuses them instead of parsing again).
 	stmts struct {
-		insertEvent, insertInstance, updateInstance *sql.Stmt
+		insertEvent, insertInstance, updateInstance, insertRun, pruneRuns *sql.Stmt
 	}
 }
 
@@ -152,6 +152,8 @@ func (s *Store) prepare(ctx context.Context) error {
 		{&s.stmts.insertEvent, insertEvent},
 		{&s.stmts.insertInstance, insertInstance},
 		{&s.stmts.updateInstance, updateInstance},
+		{&s.stmts.insertRun, insertRun},
+		{&s.stmts.pruneRuns, pruneRuns},
 	} {
 		var err error
 		if *p.stmt, err = s.write.PrepareContext(ctx, p.sql); err != nil {
@@ -175,7 +177,8 @@ func (s *Store) Close() error {
 	if s.read != nil && s.read != s.write {
 		err = s.read.Close()
 	}
-	for _, st := range []*sql.Stmt{s.stmts.insertEvent, s.stmts.insertInstance, s.stmts.updateInstance} {
+	for _, st := range []*sql.Stmt{s.stmts.insertEvent, s.stmts.insertInstance, s.stmts.updateInstance,
+		s.stmts.insertRun, s.stmts.pruneRuns} {
 		if st != nil {
 			err = errors.Join(err, st.Close())
 		}
@@ -200,8 +203,9 @@ const (
 	// (synchronous=NORMAL in WAL mode: the commit is in the OS before it
 	// returns), but a power loss may undo the last ones before the next WAL
 	// checkpoint. For the engine's own bookkeeping (instance states, apply
-	// attempts, events), which it re-derives from the runtimes; this is what
-	// lets the engine write thousands of small transactions per second.
+	// attempts, events), which it re-derives from the runtimes, and for task
+	// runs, whose last few can be lost; this is what lets the engine write
+	// thousands of small transactions per second.
 	crashSafe
 )
 

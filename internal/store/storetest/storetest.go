@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -59,6 +60,12 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Instance/ConcurrentStaleWrites", testInstanceConcurrent},
 		{"Apply/StartFinishList", testApplies},
 		{"Apply/UnknownDesiredState", testApplyUnknown},
+		{"Run/RoundTrip", testRunsRoundTrip},
+		{"Run/Filter", testRunsFilter},
+		{"Run/Prune", testRunsPrune},
+		{"Run/NotFound", testRunNotFound},
+		{"Run/Invalid", testRunsInvalid},
+		{"Run/Concurrent", testRunsConcurrent},
 		{"Event/AppendList", testAppendEvents},
 		{"Event/Filter", testEventFilter},
 		{"Event/Concurrent", testEventsConcurrent},
@@ -1126,6 +1133,329 @@ func testApplyUnknown(t *testing.T, s store.Store) {
 	}
 }
 
+// --- task runs ---
+
+// runsKept is how many runs per instance and kind RecordRun keeps.
+const runsKept = 200
+
+// taskRun returns a run with every field set.
+func taskRun(app, svc, rc, kind string, i int) store.TaskRun {
+	return store.TaskRun{
+		Application:    app,
+		Service:        svc,
+		ReleaseChannel: rc,
+		Runtime:        "scripts",
+		Kind:           kind,
+		Version:        fmt.Sprintf("1.%d.0", i),
+		Command:        []string{"./deploy.sh", "--version", fmt.Sprintf("1.%d.0", i), `a "quoted" arg with <html> & ünïcödé`},
+		ExitCode:       i % 3,
+		Error:          fmt.Sprint("error ", i),
+		StartedAt:      ts(i),
+		FinishedAt:     ts(i).Add(1500 * time.Millisecond),
+		Stdout:         fmt.Sprintf("run %d\nline two\twith a tab ✓\n", i),
+		Stderr:         fmt.Sprint("warning: ", i, "\n"),
+		Truncated:      i%2 == 1,
+	}
+}
+
+// record records r and returns it with its assigned id.
+func record(t *testing.T, s store.Store, r store.TaskRun) store.TaskRun {
+	t.Helper()
+	id, err := s.RecordRun(t.Context(), r)
+	must(t, err)
+	if id <= 0 {
+		t.Fatalf("RecordRun returned id %d, want positive", id)
+	}
+	r.ID = id
+	return r
+}
+
+func listRuns(t *testing.T, s store.Store, f store.RunFilter) []store.TaskRun {
+	t.Helper()
+	runs, err := s.ListRuns(t.Context(), f)
+	must(t, err)
+	return runs
+}
+
+func runIDs(runs []store.TaskRun) []int64 {
+	out := make([]int64, len(runs))
+	for i, r := range runs {
+		out[i] = r.ID
+	}
+	return out
+}
+
+func testRunsRoundTrip(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	start := time.Now()
+	if runs := listRuns(t, s, store.RunFilter{}); len(runs) != 0 {
+		t.Fatalf("ListRuns of an empty store = %v", runs)
+	}
+
+	full := taskRun("shop", "web", "production", "apply", 1)
+	full.ExitCode = -1
+	full.Error = "timed out after 5m"
+	full.Stdout = "multi\nline\r\noutput with ünïcödé and emoji 🚀\n" + strings.Repeat("x", 64<<10)
+	full.ID = 12345 // ignored
+	id, err := s.RecordRun(ctx, full)
+	must(t, err)
+	if id <= 0 || id == 12345 {
+		t.Errorf("RecordRun id = %d, want a positive id assigned by the store", id)
+	}
+	full.ID = id
+	got, err := s.GetRun(ctx, id)
+	must(t, err)
+	same(t, got, full, "GetRun")
+	if !got.StartedAt.Equal(full.StartedAt) || !got.FinishedAt.Equal(full.FinishedAt) {
+		t.Errorf("times = %v, %v, want %v, %v", got.StartedAt, got.FinishedAt, full.StartedAt, full.FinishedAt)
+	}
+	if got.Stdout != full.Stdout || got.Stderr != full.Stderr || !slices.Equal(got.Command, full.Command) {
+		t.Error("output or command changed")
+	}
+
+	// Zero times are the current time; empty optional fields stay empty.
+	bare := store.TaskRun{Application: "shop", Service: "web", ReleaseChannel: "production", Kind: "getInfo"}
+	bare = record(t, s, bare)
+	if bare.ID <= full.ID {
+		t.Errorf("second id %d, not after %d", bare.ID, full.ID)
+	}
+	got, err = s.GetRun(ctx, bare.ID)
+	must(t, err)
+	recent(t, got.StartedAt, start, "assigned StartedAt")
+	recent(t, got.FinishedAt, start, "assigned FinishedAt")
+	bare.StartedAt, bare.FinishedAt = got.StartedAt, got.FinishedAt
+	same(t, got, bare, "GetRun of a run with only its key")
+
+	// Only FinishedAt zero: StartedAt is kept.
+	half := taskRun("shop", "web", "production", "fetch", 2)
+	half.FinishedAt = time.Time{}
+	half = record(t, s, half)
+	got, err = s.GetRun(ctx, half.ID)
+	must(t, err)
+	if !got.StartedAt.Equal(half.StartedAt) {
+		t.Errorf("StartedAt = %v, want %v", got.StartedAt, half.StartedAt)
+	}
+	recent(t, got.FinishedAt, start, "assigned FinishedAt")
+	half.FinishedAt = got.FinishedAt
+
+	same(t, listRuns(t, s, store.RunFilter{}), []store.TaskRun{half, bare, full}, "ListRuns")
+}
+
+func testRunsFilter(t *testing.T, s store.Store) {
+	type key struct{ app, svc, rc, kind string }
+	keys := []key{
+		{"shop", "web", "production", "apply"}, {"shop", "web", "canary", "apply"}, {"shop", "api", "production", "fetch"},
+		{"blog", "web", "production", "apply"}, {"shop", "web", "production", "getInfo"}, {"shop", "web", "production", "apply"},
+		{"blog", "db", "staging", "plan"}, {"shop", "api", "production", "apply"}, {"shop", "web", "canary", "getInfo"},
+	}
+	var all []store.TaskRun // oldest first
+	for i, k := range keys {
+		r := taskRun(k.app, k.svc, k.rc, k.kind, i)
+		// Times do not decide the order: the newest recorded comes first.
+		r.StartedAt, r.FinishedAt = ts(100-i), ts(101-i)
+		all = append(all, record(t, s, r))
+	}
+	// pick returns the runs with the given indexes, newest first.
+	pick := func(idx ...int) []store.TaskRun {
+		var out []store.TaskRun
+		for _, i := range slices.Backward(idx) {
+			out = append(out, all[i])
+		}
+		return out
+	}
+	newest := slices.Clone(all)
+	slices.Reverse(newest)
+	for _, tc := range []struct {
+		f    store.RunFilter
+		want []store.TaskRun
+	}{
+		{store.RunFilter{}, newest},
+		{store.RunFilter{Limit: 100}, newest},
+		{store.RunFilter{Limit: 3}, newest[:3]},
+		{store.RunFilter{Application: "shop"}, pick(0, 1, 2, 4, 5, 7, 8)},
+		{store.RunFilter{Application: "shop", Service: "web"}, pick(0, 1, 4, 5, 8)},
+		{store.RunFilter{Application: "shop", Service: "web", ReleaseChannel: "production"}, pick(0, 4, 5)},
+		{store.RunFilter{Application: "shop", Service: "web", ReleaseChannel: "production", Kind: "apply"}, pick(0, 5)},
+		{store.RunFilter{Application: "shop", Service: "web", ReleaseChannel: "production", Kind: "apply", Limit: 1}, pick(5)},
+		{store.RunFilter{Service: "web"}, pick(0, 1, 3, 4, 5, 8)},
+		{store.RunFilter{ReleaseChannel: "canary"}, pick(1, 8)},
+		{store.RunFilter{Kind: "apply"}, pick(0, 1, 3, 5, 7)},
+		{store.RunFilter{Kind: "apply", Limit: 2}, pick(5, 7)},
+		{store.RunFilter{Application: "blog", Kind: "plan"}, pick(6)},
+		{store.RunFilter{Application: "nope"}, nil},
+		{store.RunFilter{Application: "shop", Kind: "plan"}, nil},
+	} {
+		same(t, listRuns(t, s, tc.f), tc.want, fmt.Sprintf("ListRuns(%+v)", tc.f))
+	}
+}
+
+func testRunsPrune(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	// Older runs of other instances and kinds, including ones sharing all
+	// but one field of the pruned key.
+	others := map[string]store.RunFilter{
+		"other kind":    {Application: "shop", Service: "web", ReleaseChannel: "production", Kind: "fetch"},
+		"other channel": {Application: "shop", Service: "web", ReleaseChannel: "canary", Kind: "apply"},
+		"other service": {Application: "shop", Service: "api", ReleaseChannel: "production", Kind: "apply"},
+		"other app":     {Application: "blog", Service: "web", ReleaseChannel: "production", Kind: "apply"},
+	}
+	recordOthers := func(i int) {
+		for _, f := range others {
+			record(t, s, taskRun(f.Application, f.Service, f.ReleaseChannel, f.Kind, i))
+		}
+	}
+	wantOthers := map[string][]store.TaskRun{}
+	for i := range 3 {
+		recordOthers(i)
+	}
+	for name, f := range others {
+		wantOthers[name] = listRuns(t, s, f)
+	}
+
+	pruned := store.RunFilter{Application: "shop", Service: "web", ReleaseChannel: "production", Kind: "apply"}
+	const total = runsKept + 5
+	var recorded []store.TaskRun // oldest first
+	for i := range total {
+		recorded = append(recorded, record(t, s, taskRun("shop", "web", "production", "apply", i)))
+		if i == runsKept-1 {
+			if n := len(listRuns(t, s, pruned)); n != runsKept {
+				t.Fatalf("after %d runs, %d are kept, want all", runsKept, n)
+			}
+		}
+	}
+	want := slices.Clone(recorded[total-runsKept:])
+	slices.Reverse(want)
+	got := listRuns(t, s, pruned)
+	if len(got) != runsKept {
+		t.Fatalf("after %d runs, ListRuns = %d runs, want %d", total, len(got), runsKept)
+	}
+	if !slices.Equal(runIDs(got), runIDs(want)) {
+		t.Errorf("kept ids %v, want the newest %v", runIDs(got), runIDs(want))
+	}
+	same(t, got, want, "kept runs")
+	for _, r := range recorded[:total-runsKept] {
+		_, err := s.GetRun(ctx, r.ID)
+		wantErr(t, err, store.ErrNotFound, fmt.Sprintf("GetRun of pruned run %d", r.ID))
+	}
+	for name, f := range others {
+		same(t, listRuns(t, s, f), wantOthers[name], name+" runs after pruning")
+	}
+	if n := len(listRuns(t, s, store.RunFilter{})); n != runsKept+3*len(others) {
+		t.Errorf("ListRuns of everything = %d runs, want %d", n, runsKept+3*len(others))
+	}
+	// New runs keep coming after the pruned ones.
+	last := record(t, s, taskRun("shop", "web", "production", "apply", total))
+	if last.ID <= recorded[total-1].ID {
+		t.Errorf("id after pruning %d, not after %d", last.ID, recorded[total-1].ID)
+	}
+	if got := listRuns(t, s, pruned); len(got) != runsKept || got[0].ID != last.ID || got[runsKept-1].ID != recorded[total-runsKept+1].ID {
+		t.Errorf("after one more run: %d runs from %d to %d", len(got), got[0].ID, got[len(got)-1].ID)
+	}
+}
+
+func testRunNotFound(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	for _, id := range []int64{0, -1, 1, 1 << 40} {
+		_, err := s.GetRun(ctx, id)
+		wantErr(t, err, store.ErrNotFound, fmt.Sprintf("GetRun(%d) of an empty store", id))
+	}
+	r := record(t, s, taskRun("shop", "web", "production", "apply", 1))
+	_, err := s.GetRun(ctx, r.ID+1)
+	wantErr(t, err, store.ErrNotFound, "GetRun of an unknown id")
+}
+
+func testRunsInvalid(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	for _, mutate := range []func(*store.TaskRun){
+		func(r *store.TaskRun) { r.Application = "" },
+		func(r *store.TaskRun) { r.Service = "" },
+		func(r *store.TaskRun) { r.ReleaseChannel = "" },
+		func(r *store.TaskRun) { r.Kind = "" },
+	} {
+		r := taskRun("shop", "web", "production", "apply", 1)
+		mutate(&r)
+		_, err := s.RecordRun(ctx, r)
+		wantInvalid(t, err, fmt.Sprintf("RecordRun(%s/%s/%s kind %q)", r.Application, r.Service, r.ReleaseChannel, r.Kind))
+	}
+	if runs := listRuns(t, s, store.RunFilter{}); len(runs) != 0 {
+		t.Errorf("invalid runs were stored: %v", runs)
+	}
+}
+
+func testRunsConcurrent(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	// Half the writers share one instance and kind, together recording more
+	// than are kept; the others have their own.
+	const writers, perWriter = 8, 60
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		shared []int64
+		own    = map[int][]int64{}
+	)
+	for w := range writers {
+		wg.Go(func() {
+			kind := "apply"
+			if w%2 == 1 {
+				kind = fmt.Sprint("own", w)
+			}
+			var last int64
+			for j := range perWriter {
+				r := taskRun("shop", "web", "production", kind, j)
+				r.Stdout = fmt.Sprint("writer ", w, " run ", j)
+				id, err := s.RecordRun(ctx, r)
+				if err != nil {
+					t.Errorf("RecordRun: %v", err)
+					return
+				}
+				if id <= last {
+					t.Errorf("writer %d: id %d after %d, want increasing", w, id, last)
+				}
+				last = id
+				mu.Lock()
+				if w%2 == 1 {
+					own[w] = append(own[w], id)
+				} else {
+					shared = append(shared, id)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	all := slices.Clone(shared)
+	for _, ids := range own {
+		all = append(all, ids...)
+	}
+	slices.Sort(all)
+	if len(slices.Compact(slices.Clone(all))) != len(all) {
+		t.Errorf("duplicate ids among %d recorded runs", len(all))
+	}
+
+	slices.Sort(shared)
+	slices.Reverse(shared)
+	got := listRuns(t, s, store.RunFilter{Kind: "apply"})
+	if !slices.Equal(runIDs(got), shared[:runsKept]) {
+		t.Errorf("shared kind: kept %d runs %v, want the newest %d of %d", len(got), runIDs(got), runsKept, len(shared))
+	}
+	for w, ids := range own {
+		slices.Reverse(ids)
+		got := listRuns(t, s, store.RunFilter{Application: "shop", Kind: fmt.Sprint("own", w)})
+		if !slices.Equal(runIDs(got), ids) {
+			t.Errorf("writer %d: listed ids %v, want %v", w, runIDs(got), ids)
+			continue
+		}
+		for j, r := range got {
+			if want := fmt.Sprint("writer ", w, " run ", perWriter-1-j); r.Stdout != want {
+				t.Errorf("run %d: stdout %q, want %q", r.ID, r.Stdout, want)
+			}
+		}
+	}
+}
+
 // --- events ---
 
 func testAppendEvents(t *testing.T, s store.Store) {
@@ -1263,12 +1593,18 @@ func testCanceled(t *testing.T, s store.Store) {
 	check("CreateDesiredState", s.CreateDesiredState(ctx, desiredState("ds-1", "shop", "web", 1)))
 	check("Write", s.Write(ctx, &store.Batch{Instances: []store.Instance{instance("shop", "web", "production")}}))
 	check("AppendEvents", s.AppendEvents(ctx, ev("shop", "web", "x")))
+	_, err = s.RecordRun(ctx, taskRun("shop", "web", "production", "apply", 1))
+	check("RecordRun", err)
 	_, err = s.GetConfig(ctx, "service", "shop/web")
 	check("GetConfig", err)
 	_, err = s.ListEvents(ctx, store.EventFilter{})
 	check("ListEvents", err)
 	_, err = s.ListInstances(ctx, "", "")
 	check("ListInstances", err)
+	_, err = s.ListRuns(ctx, store.RunFilter{})
+	check("ListRuns", err)
+	_, err = s.GetRun(ctx, 1)
+	check("GetRun", err)
 
 	// Nothing was written.
 	bg := t.Context()
@@ -1280,5 +1616,8 @@ func testCanceled(t *testing.T, s store.Store) {
 	}
 	if evs := events(t, s, store.EventFilter{}); len(evs) != 0 {
 		t.Errorf("canceled appends wrote %d events", len(evs))
+	}
+	if runs := listRuns(t, s, store.RunFilter{}); len(runs) != 0 {
+		t.Errorf("a canceled RecordRun wrote %d runs", len(runs))
 	}
 }
