@@ -163,6 +163,19 @@ func (c *Client) Events(ctx context.Context, app, svc string, after int64, limit
 	return &out, c.do(ctx, http.MethodGet, servicePath(app, svc)+"/events"+q, nil, &out)
 }
 
+// Runs lists a service's runtime command runs, newest first.
+func (c *Client) Runs(ctx context.Context, app, svc, rc, kind string, limit int) (*apiv1.RunList, error) {
+	var out apiv1.RunList
+	q := url.Values{"releaseChannel": {rc}, "kind": {kind}, "limit": {strconv.Itoa(limit)}}
+	return &out, c.do(ctx, http.MethodGet, servicePath(app, svc)+"/runs?"+q.Encode(), nil, &out)
+}
+
+// Run returns one run with its output.
+func (c *Client) Run(ctx context.Context, id int64) (*apiv1.Run, error) {
+	var out apiv1.Run
+	return &out, c.do(ctx, http.MethodGet, "/v1/runs/"+strconv.FormatInt(id, 10), nil, &out)
+}
+
 // Watch streams events of a service (or all when app and svc are empty)
 // after seq, calling fn for each, until ctx ends or fn returns an error.
 // It reconnects after transient failures.

@@ -13,6 +13,8 @@
 //	POST /v1/apps/{app}/services/{svc}:resume            ChannelRequest -> ServiceStatus
 //	POST /v1/apps/{app}/services/{svc}:rollback          ChannelRequest -> ServiceStatus
 //	GET  /v1/apps/{app}/services/{svc}/events?after=N    EventList
+//	GET  /v1/apps/{app}/services/{svc}/runs?releaseChannel=RC&kind=K&limit=N   RunList
+//	GET  /v1/runs/{id}                                   Run (with output)
 //	GET  /v1/watch?app=APP&service=SVC&after=N           text/event-stream of Event
 package v1
 
@@ -151,6 +153,8 @@ type ChannelStatus struct {
 	Paused        bool   `json:"paused,omitempty"`
 	// Approvals lists approval gates and who approved.
 	Approvals []ApprovalStatus `json:"approvals,omitempty"`
+	// Info is display-only information from the runtime (a custom runtime's getInfo).
+	Info []InfoOutput `json:"info,omitempty"`
 	UpdatedAt time.Time        `json:"updatedAt,omitzero"`
 }
 
@@ -199,4 +203,35 @@ type Event struct {
 // EventList is a page of events, oldest first.
 type EventList struct {
 	Events []Event `json:"events"`
+}
+
+// InfoOutput is one named piece of runtime information.
+type InfoOutput struct {
+	Name string `json:"name"`
+	Text string `json:"text"`
+}
+
+// Run is one command a runtime ran (fetch, apply, getInfo, plan).
+type Run struct {
+	ID             int64     `json:"id"`
+	Application    string    `json:"application"`
+	Service        string    `json:"service"`
+	ReleaseChannel string    `json:"releaseChannel"`
+	Runtime        string    `json:"runtime"`
+	Kind           string    `json:"kind"`
+	Version        string    `json:"version,omitempty"`
+	Command        []string  `json:"command,omitempty"`
+	ExitCode       int       `json:"exitCode"`
+	Error          string    `json:"error,omitempty"`
+	StartedAt      time.Time `json:"startedAt"`
+	FinishedAt     time.Time `json:"finishedAt"`
+	// Stdout and Stderr are returned by GET /v1/runs/{id} only.
+	Stdout    string `json:"stdout,omitempty"`
+	Stderr    string `json:"stderr,omitempty"`
+	Truncated bool   `json:"truncated,omitempty"`
+}
+
+// RunList lists runs, newest first, without their output.
+type RunList struct {
+	Runs []Run `json:"runs"`
 }

@@ -286,6 +286,11 @@ func printStatus(w io.Writer, st *apiv1.ServiceStatus) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.Name, c.Status, version, c.DesiredVersion, msg)
 	}
 	_ = tw.Flush()
+	for _, c := range st.ReleaseChannels {
+		for _, info := range c.Info {
+			fmt.Fprintf(w, "%s %s: %s\n", c.Name, info.Name, info.Text)
+		}
+	}
 }
 
 func newWaitCmd(g *globals) *cobra.Command {

@@ -186,6 +186,7 @@ func (s *Server) applyConfigs(ctx context.Context, req apiv1.ApplyConfigsRequest
 		}
 		resp.Results = append(resp.Results, res)
 	}
+	s.runtimes.invalidate()
 	s.changed.notify()
 	return resp, nil
 }

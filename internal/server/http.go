@@ -48,6 +48,22 @@ func (s *Server) routes() {
 		out, err := s.events(r.Context(), store.EventFilter{Application: r.PathValue("app"), Service: r.PathValue("svc"), AfterSeq: after, Limit: limit})
 		reply(w, s, out, err)
 	})
+	m.HandleFunc("GET /v1/apps/{app}/services/{svc}/runs", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		limit, _ := strconv.Atoi(q.Get("limit"))
+		out, err := s.runs(r.Context(), store.RunFilter{Application: r.PathValue("app"), Service: r.PathValue("svc"),
+			ReleaseChannel: q.Get("releaseChannel"), Kind: q.Get("kind"), Limit: limit})
+		reply(w, s, out, err)
+	})
+	m.HandleFunc("GET /v1/runs/{id}", func(w http.ResponseWriter, r *http.Request) {
+		id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+		if err != nil {
+			writeError(w, s, errorf("invalid_argument", "run id %q is not a number", r.PathValue("id")))
+			return
+		}
+		out, err := s.run(r.Context(), id)
+		reply(w, s, out, err)
+	})
 	m.HandleFunc("GET /v1/watch", s.watch)
 	s.mux = m
 }

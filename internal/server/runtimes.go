@@ -27,6 +27,9 @@ type runtimeSet struct {
 
 	mu      sync.Mutex
 	entries map[string]*runtimeEntry
+	// checked marks runtimes whose config was read since the last apply of
+	// configs, so the hot path does not query the store every time.
+	checked map[string]bool
 }
 
 type runtimeEntry struct {
@@ -35,7 +38,20 @@ type runtimeEntry struct {
 	cancel  context.CancelFunc
 }
 
+// invalidate makes the next lookups re-read runtime configs (after an apply).
+func (s *runtimeSet) invalidate() {
+	s.mu.Lock()
+	s.checked = nil
+	s.mu.Unlock()
+}
+
 func (s *runtimeSet) Runtime(ctx context.Context, name string) (runtimes.Runtime, error) {
+	s.mu.Lock()
+	if e, ok := s.entries[name]; ok && s.checked[name] {
+		s.mu.Unlock()
+		return e.rt, nil
+	}
+	s.mu.Unlock()
 	obj, err := s.store.GetConfig(ctx, "runtime", name)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, fmt.Errorf("runtime %q is not configured (drover apply its config)", name)
@@ -45,7 +61,11 @@ func (s *runtimeSet) Runtime(ctx context.Context, name string) (runtimes.Runtime
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.checked == nil {
+		s.checked = map[string]bool{}
+	}
 	if e, ok := s.entries[name]; ok && e.version == obj.Version {
+		s.checked[name] = true
 		return e.rt, nil
 	}
 	var f config.File
@@ -73,6 +93,7 @@ func (s *runtimeSet) Runtime(ctx context.Context, name string) (runtimes.Runtime
 		s.entries = map[string]*runtimeEntry{}
 	}
 	s.entries[name] = e
+	s.checked[name] = true
 	return rt, nil
 }
 

@@ -71,7 +71,7 @@ func New(cfg Config) *Server {
 	s := &Server{store: cfg.Store, log: cfg.Log, now: cfg.Now, changed: newBroadcaster()}
 	s.runtimes = &runtimeSet{
 		store: cfg.Store, registry: cfg.Registry, log: cfg.Log,
-		opts: runtimes.Options{DataDir: cfg.DataDir, Now: cfg.Now},
+		opts: runtimes.Options{DataDir: cfg.DataDir, Now: cfg.Now, Runs: runRecorder{store: cfg.Store}, Log: cfg.Log},
 	}
 	s.loop = engine.NewLoop(engine.Config{
 		Store: cfg.Store, Runtimes: s.runtimes, Settings: cfg.Settings, Now: cfg.Now,

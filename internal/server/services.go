@@ -11,6 +11,7 @@ import (
 	"github.com/drover-dev/drover/internal/compiler"
 	ds "github.com/drover-dev/drover/internal/desiredstate"
 	"github.com/drover-dev/drover/internal/engine"
+	"github.com/drover-dev/drover/internal/runtimes"
 	"github.com/drover-dev/drover/internal/store"
 )
 
@@ -147,6 +148,7 @@ func (s *Server) statusOf(ctx context.Context, rec store.DesiredState) (*apiv1.S
 			}
 			cs.Approvals = append(cs.Approvals, as)
 		}
+		cs.Info = s.info(ctx, ch.Runtime, runtimes.InstanceKey{Application: rec.Application, Service: rec.Service, ReleaseChannel: ch.Name})
 		out.ReleaseChannels = append(out.ReleaseChannels, cs)
 	}
 	out.Status = aggregate(out.ReleaseChannels)

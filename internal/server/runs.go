@@ -1,0 +1,84 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	apiv1 "github.com/drover-dev/drover/api/v1"
+	"github.com/drover-dev/drover/internal/runtimes"
+	"github.com/drover-dev/drover/internal/store"
+)
+
+// runRecorder stores the commands runtimes run.
+type runRecorder struct {
+	store store.Store
+}
+
+func (r runRecorder) RecordRun(ctx context.Context, run runtimes.Run) error {
+	_, err := r.store.RecordRun(ctx, store.TaskRun{
+		Application: run.Application, Service: run.Service, ReleaseChannel: run.ReleaseChannel,
+		Runtime: run.Runtime, Kind: run.Kind, Version: run.Version, Command: run.Command,
+		ExitCode: run.ExitCode, Error: run.Error, StartedAt: run.StartedAt, FinishedAt: run.FinishedAt,
+		Stdout: run.Stdout, Stderr: run.Stderr, Truncated: run.Truncated,
+	})
+	return err
+}
+
+func toAPIRun(r store.TaskRun, withOutput bool) apiv1.Run {
+	out := apiv1.Run{
+		ID: r.ID, Application: r.Application, Service: r.Service, ReleaseChannel: r.ReleaseChannel,
+		Runtime: r.Runtime, Kind: r.Kind, Version: r.Version, Command: r.Command, ExitCode: r.ExitCode,
+		Error: r.Error, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, Truncated: r.Truncated,
+	}
+	if withOutput {
+		out.Stdout, out.Stderr = r.Stdout, r.Stderr
+	}
+	return out
+}
+
+func (s *Server) runs(ctx context.Context, f store.RunFilter) (*apiv1.RunList, error) {
+	runs, err := s.store.ListRuns(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	out := &apiv1.RunList{Runs: make([]apiv1.Run, len(runs))}
+	for i, r := range runs {
+		out.Runs[i] = toAPIRun(r, false)
+	}
+	return out, nil
+}
+
+func (s *Server) run(ctx context.Context, id int64) (*apiv1.Run, error) {
+	r, err := s.store.GetRun(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, errorf("not_found", "no run %d", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := toAPIRun(r, true)
+	return &out, nil
+}
+
+// info asks the channel's runtime for display-only information.
+func (s *Server) info(ctx context.Context, runtime string, key runtimes.InstanceKey) []apiv1.InfoOutput {
+	rt, err := s.runtimes.Runtime(ctx, runtime)
+	if err != nil {
+		return nil
+	}
+	ig, ok := rt.(runtimes.InfoGetter)
+	if !ok {
+		return nil
+	}
+	outs, err := ig.Info(ctx, key)
+	if err != nil {
+		return []apiv1.InfoOutput{{Name: "error", Text: fmt.Sprintf("getInfo failed: %v", err)}}
+	}
+	res := make([]apiv1.InfoOutput, 0, len(outs))
+	for _, o := range outs {
+		res = append(res, apiv1.InfoOutput{Name: o.Name, Text: strings.TrimSpace(o.Text)})
+	}
+	return res
+}
