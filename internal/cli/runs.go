@@ -120,6 +120,7 @@ func printRun(w io.Writer, r *apiv1.Run) {
 }
 
 func shorten(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ") // one line in a table
 	if len(s) <= n {
 		return s
 	}

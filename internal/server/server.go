@@ -17,7 +17,9 @@ import (
 
 	"github.com/drover-dev/drover/internal/engine"
 	"github.com/drover-dev/drover/internal/runtimes"
+	"github.com/drover-dev/drover/internal/runtimes/custom"
 	"github.com/drover-dev/drover/internal/runtimes/fake"
+	"github.com/drover-dev/drover/internal/runtimes/terraform"
 	"github.com/drover-dev/drover/internal/store"
 )
 
@@ -53,7 +55,9 @@ type Server struct {
 // DefaultRegistry returns the runtime kinds built into drover.
 func DefaultRegistry() runtimes.Registry {
 	return runtimes.Registry{
-		"fake": func(cfg *configRuntime, opts runtimes.Options) (runtimes.Runtime, error) { return fake.New(cfg, opts) },
+		"fake":            fake.Factory,
+		"custom":          custom.Factory,
+		"terraformRunner": terraform.Factory,
 	}
 }
 
