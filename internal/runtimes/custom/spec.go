@@ -1,0 +1,328 @@
+package custom
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/drover-dev/drover/internal/config"
+	"github.com/drover-dev/drover/internal/runtimes"
+)
+
+// Defaults from Prodvana's documentation.
+const (
+	DefaultApplyTimeout            = 30 * time.Minute
+	DefaultFetchTimeout            = 5 * time.Minute
+	DefaultPollInterval            = 30 * time.Second
+	DefaultSteadyStatePollInterval = 5 * time.Minute
+	DefaultGetInfoInterval         = 5 * time.Minute
+	DefaultGetInfoRetryBase        = 30 * time.Second
+	DefaultGetInfoRetryMax         = 10 * time.Minute
+)
+
+// Command kinds, as recorded in runtimes.Run.Kind.
+const (
+	kindApply   = "apply"
+	kindFetch   = "fetch"
+	kindGetInfo = "getInfo"
+)
+
+// hostEnv are the only variables of drover's own environment a command
+// inherits.
+var hostEnv = []string{"PATH", "HOME", "TMPDIR", "LANG"}
+
+// object is the compiled custom runtime object (compiler.CustomRuntimeObject).
+type object struct {
+	Kind    string                `json:"kind"`
+	Runtime string                `json:"runtime"`
+	Custom  *config.CustomRuntime `json:"custom"`
+}
+
+// spec is a target's custom runtime config, decoded.
+type spec struct {
+	custom  *config.CustomRuntime
+	applyID string
+	// identity changes whenever what fetch is asked changes: version,
+	// applyId, rendered commands, environment.
+	identity string
+}
+
+func (s *spec) structured() bool {
+	return s.custom.Fetch != nil && s.custom.Fetch.FetchMode == config.FetchModeStructuredOutput
+}
+
+func (s *spec) pollInterval() time.Duration {
+	if f := s.custom.Fetch; f != nil {
+		return f.PollInterval.Or(DefaultPollInterval)
+	}
+	return DefaultPollInterval
+}
+
+func (s *spec) steadyInterval() time.Duration {
+	if f := s.custom.Fetch; f != nil {
+		return f.SteadyStatePollInterval.Or(DefaultSteadyStatePollInterval)
+	}
+	return DefaultSteadyStatePollInterval
+}
+
+func (s *spec) infoInterval() time.Duration {
+	if g := s.custom.GetInfo; g != nil {
+		return g.PollInterval.Or(DefaultGetInfoInterval)
+	}
+	return DefaultGetInfoInterval
+}
+
+// idleAfter is how long an instance nobody fetches keeps its pollers.
+func (s *spec) idleAfter() time.Duration {
+	d := DefaultSteadyStatePollInterval
+	if s.custom.Fetch != nil {
+		d = s.steadyInterval()
+	}
+	if s.custom.GetInfo != nil {
+		d = max(d, s.infoInterval())
+	}
+	return 3 * d
+}
+
+// fetchDelay is when to fetch again after a result.
+func (s *spec) fetchDelay(st runtimes.State, err error, failures int, version string) time.Duration {
+	poll, steady := s.pollInterval(), s.steadyInterval()
+	switch {
+	case err != nil:
+		var rp *config.RetryPolicy
+		if s.custom.Fetch != nil {
+			rp = s.custom.Fetch.RetryPolicy
+		}
+		return backoff(rp, poll, max(poll, steady), failures)
+	case st.Version == version && st.Converged && !st.Drifted && !st.Failed:
+		return steady
+	}
+	return poll
+}
+
+func (s *spec) infoDelay(failures int) time.Duration {
+	if failures == 0 {
+		return s.infoInterval()
+	}
+	var rp *config.RetryPolicy
+	if s.custom.GetInfo != nil {
+		rp = s.custom.GetInfo.RetryPolicy
+	}
+	return backoff(rp, DefaultGetInfoRetryBase, DefaultGetInfoRetryMax, failures)
+}
+
+// backoff is the delay after the failures-th consecutive failure:
+// exponential from the policy's base interval to its max interval.
+func backoff(rp *config.RetryPolicy, base, ceiling time.Duration, failures int) time.Duration {
+	if rp != nil {
+		base = rp.BaseInterval.Or(base)
+		ceiling = rp.MaxInterval.Or(max(ceiling, base))
+	}
+	if base <= 0 {
+		base = time.Second
+	}
+	d := base
+	for i := 1; i < failures && d < ceiling; i++ {
+		d *= 2
+	}
+	return min(d, max(ceiling, base))
+}
+
+// parse decodes the target's custom runtime object.
+func (r *Runtime) parse(t *runtimes.Target) (*spec, error) {
+	if len(t.Objects) != 1 {
+		return nil, r.permanent(t, "the target has %d objects, want one custom runtime object", len(t.Objects))
+	}
+	var obj object
+	if err := json.Unmarshal(t.Objects[0], &obj); err != nil {
+		return nil, r.permanent(t, "invalid custom runtime object: %v", err)
+	}
+	if obj.Kind != "" && obj.Kind != "custom" {
+		return nil, r.permanent(t, "the target is a %s object, not a custom runtime one", obj.Kind)
+	}
+	if obj.Runtime != "" && obj.Runtime != r.name {
+		return nil, r.permanent(t, "the target is for runtime %s", obj.Runtime)
+	}
+	if obj.Custom == nil {
+		return nil, r.permanent(t, "the custom runtime object has no custom config")
+	}
+	sp := &spec{custom: obj.Custom, applyID: obj.Custom.ApplyID}
+	h := sha256.New()
+	for _, s := range []string{t.Version, sp.applyID, string(t.Objects[0])} {
+		fmt.Fprintf(h, "%d:%s", len(s), s)
+	}
+	keys := make([]string, 0, len(t.Env))
+	for k := range t.Env {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fmt.Fprintf(h, "%d:%s%d:%s", len(k), k, len(t.Env[k]), t.Env[k])
+	}
+	sp.identity = hex.EncodeToString(h.Sum(nil))
+	return sp, nil
+}
+
+func (r *Runtime) permanent(t *runtimes.Target, format string, args ...any) error {
+	return runtimes.Permanent(fmt.Errorf("custom runtime %s: %s: %s", r.name, t.InstanceKey, fmt.Sprintf(format, args...)))
+}
+
+// command is one command ready to run.
+type command struct {
+	kind    string
+	argv    []string
+	env     []string
+	dir     string
+	timeout time.Duration
+	// secrets are values (raw secrets) to hide from recorded output.
+	secrets []string
+}
+
+// build prepares the kind command of target from its task config.
+func (r *Runtime) build(kind string, t *runtimes.Target, tc *config.TaskConfig, kc *config.KubernetesConfig, cmdEnv map[string]config.EnvValue, timeout time.Duration) (*command, error) {
+	if kc != nil {
+		return nil, r.permanent(t, "%s: kubernetesConfig commands run as Kubernetes Jobs, not supported yet; use taskConfig", kind)
+	}
+	if tc == nil || tc.Program == nil {
+		return nil, r.permanent(t, "%s: taskConfig.program is required", kind)
+	}
+	p := tc.Program
+	argv := append(slices.Clone(p.Entrypoint), p.Cmd...)
+	if len(argv) == 0 || argv[0] == "" {
+		return nil, r.permanent(t, "%s: taskConfig.program has no entrypoint or cmd to run", kind)
+	}
+	c := &command{kind: kind, argv: argv, timeout: timeout}
+	env, secrets, err := r.environ(t, kind, p.Env, cmdEnv)
+	if err != nil {
+		return nil, err
+	}
+	c.env, c.secrets = env, secrets
+	dir, err := r.instanceDir(t.InstanceKey)
+	if err != nil {
+		return nil, fmt.Errorf("custom runtime %s: %s: %s: working directory: %w", r.name, t.InstanceKey, kind, err)
+	}
+	switch wd := p.WorkingDirectory; {
+	case wd == "":
+	case filepath.IsAbs(wd):
+		dir = wd
+	default:
+		dir = filepath.Join(dir, wd)
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, fmt.Errorf("custom runtime %s: %s: %s: working directory: %w", r.name, t.InstanceKey, kind, err)
+		}
+	}
+	c.dir = dir
+	return c, nil
+}
+
+// environ is a command's environment: PATH, HOME, TMPDIR and LANG from
+// drover's environment, then the target's env, the program's env, the
+// command's env (apply.env, fetch.env, getInfo.env), and the PVN_* and
+// DROVER_* variables, each overriding the ones before.
+func (r *Runtime) environ(t *runtimes.Target, kind string, progEnv, cmdEnv map[string]config.EnvValue) (env, secrets []string, err error) {
+	m := map[string]string{}
+	for _, k := range hostEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			m[k] = v
+		}
+	}
+	for k, v := range t.Env {
+		m[k] = v
+	}
+	for _, src := range []struct {
+		field string
+		env   map[string]config.EnvValue
+	}{{kind + ".taskConfig.program.env", progEnv}, {kind + ".env", cmdEnv}} {
+		for k, v := range src.env {
+			switch {
+			case v.Secret != nil:
+				return nil, nil, r.permanent(t, "%s.%s: secret references are not supported yet by drover's local runner; use value or rawSecret", src.field, k)
+			case v.KubernetesSecret != nil:
+				return nil, nil, r.permanent(t, "%s.%s: kubernetesSecret is not supported yet by drover's local runner (commands do not run in Kubernetes)", src.field, k)
+			case v.RawSecret != "":
+				m[k] = v.RawSecret
+				secrets = append(secrets, v.RawSecret)
+			default:
+				m[k] = v.Value
+			}
+		}
+	}
+	k := t.InstanceKey
+	vars := map[string]string{
+		"SERVICE":            k.Service,
+		"SERVICE_ID":         k.Application + "/" + k.Service,
+		"APPLICATION":        k.Application,
+		"APPLICATION_ID":     k.Application,
+		"RELEASE_CHANNEL":    k.ReleaseChannel,
+		"RELEASE_CHANNEL_ID": k.Application + "/" + k.ReleaseChannel,
+		"SERVICE_VERSION":    t.Version,
+	}
+	if t.DesiredStateID != "" {
+		vars["DESIRED_STATE_ID"] = t.DesiredStateID
+	}
+	for name, v := range vars {
+		m["PVN_"+name] = v
+		m["DROVER_"+name] = v
+	}
+	env = make([]string, 0, len(m))
+	for k, v := range m {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return nil, nil, r.permanent(t, "%s: invalid environment variable name %q", kind, k)
+		}
+		env = append(env, k+"="+v)
+	}
+	slices.Sort(env)
+	return env, secrets, nil
+}
+
+// instanceDir is the instance's working directory, created if needed:
+// <DataDir>/custom/<runtime>/<application>/<service>/<release channel>.
+func (r *Runtime) instanceDir(k runtimes.InstanceKey) (string, error) {
+	if r.baseDir == "" {
+		return "", errors.New("the runtime is closed")
+	}
+	dir := filepath.Join(r.baseDir, safeName(k.Application), safeName(k.Service), safeName(k.ReleaseChannel))
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+// statePath is where the instance's last successful apply is kept.
+func (r *Runtime) statePath(k runtimes.InstanceKey) string {
+	if !r.persist {
+		return ""
+	}
+	return filepath.Join(r.baseDir, safeName(k.Application), safeName(k.Service), safeName(k.ReleaseChannel)+".applied.json")
+}
+
+// safeName makes a name usable as one path element. Config names are DNS
+// labels already; anything else is escaped so it cannot leave the tree.
+func safeName(s string) string {
+	ok := s != "" && s != "." && s != ".."
+	for i := 0; ok && i < len(s); i++ {
+		c := s[i]
+		ok = c == '-' || c == '_' || c == '.' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+	}
+	if ok && !strings.HasSuffix(s, ".applied.json") {
+		return s
+	}
+	var b strings.Builder
+	b.WriteByte('%')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '-' || c == '_' {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
+}
