@@ -18,8 +18,10 @@ const (
 	// maxOutput is how much of each stream a command may print and still be
 	// read in full (a structured fetch's JSON, getInfo's outputs).
 	maxOutput = 1 << 20
-	// maxRecorded is how much of each stream a recorded run keeps (the end).
-	maxRecorded = maxOutput
+	// maxRecorded is how much of each stream a recorded run keeps (the end):
+	// enough for any log worth reading, small enough that the 200 runs kept
+	// per instance and kind stay cheap in the store.
+	maxRecorded = 64 << 10
 	// excerptLines and excerptBytes bound the output quoted in errors.
 	excerptLines = 10
 	excerptBytes = 1024
