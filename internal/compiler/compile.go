@@ -364,6 +364,9 @@ func (c *rcCompiler) compile() *CompiledReleaseChannel {
 	case merged.Backend.KubernetesConfig != nil:
 		out.Backend = "kubernetes"
 		out.Objects = c.kubernetes(field+".kubernetesConfig", merged.Backend.KubernetesConfig, data)
+	case merged.Backend.Helm != nil:
+		out.Backend = "kubernetes"
+		out.Objects = c.helm(field+".helm", merged.Backend.Helm, data, sel)
 	case merged.Backend.CustomRuntime != nil:
 		out.Backend = "customRuntime"
 		if obj := c.customRuntime(field+".customRuntime", merged.Backend.CustomRuntime, rt, data); obj != nil {
@@ -417,10 +420,12 @@ func (c *rcCompiler) selectRuntime(m *serviceForRC) (SelectedRuntime, *config.Ru
 	switch {
 	case m.Backend.KubernetesConfig != nil:
 		backend = "kubernetesConfig"
+	case m.Backend.Helm != nil:
+		backend = "kubernetesConfig" // rendered to Kubernetes objects
 	case m.Backend.CustomRuntime != nil:
 		backend = "customRuntime"
 	default:
-		c.fail(Error{Object: c.serviceObject(), Field: "service", Msg: "no backend for this release channel: set kubernetesConfig or customRuntime (at the top level or in perReleaseChannel)"})
+		c.fail(Error{Object: c.serviceObject(), Field: "service", Msg: "no backend for this release channel: set kubernetesConfig, helm or customRuntime (at the top level or in perReleaseChannel)"})
 		return SelectedRuntime{}, nil, false
 	}
 	var candidates []config.RuntimeConnection
@@ -568,15 +573,8 @@ func (c *rcCompiler) kubernetes(field string, kc *config.KubernetesConfig, data 
 	if !ok {
 		return nil
 	}
-	objs, err := manifest.Decode([]byte(rendered))
-	if err != nil {
-		e := Error{Object: c.serviceObject(), Field: field, Msg: err.Error()}
-		var me *manifest.Error
-		if errors.As(err, &me) {
-			e.File, e.Line = config.LocateSource(rendered, me.Line)
-			e.Msg = "invalid Kubernetes YAML: " + me.Msg
-		}
-		c.fail(e)
+	objs, ok := c.decode(field, rendered)
+	if !ok {
 		return nil
 	}
 	var patches []manifest.Patch
@@ -612,6 +610,35 @@ func (c *rcCompiler) kubernetes(field string, kc *config.KubernetesConfig, data 
 	}
 	if err := manifest.ApplyPatches(objs, patches); err != nil {
 		c.fail(Error{Object: c.serviceObject(), Field: field + ".patches", Msg: err.Error()})
+		return nil
+	}
+	out := make([]any, len(objs))
+	for i, o := range objs {
+		out[i] = o
+	}
+	return out
+}
+
+// decode splits rendered YAML into objects; errors name the source file.
+func (c *rcCompiler) decode(field, rendered string) ([]manifest.Object, bool) {
+	objs, err := manifest.Decode([]byte(rendered))
+	if err != nil {
+		e := Error{Object: c.serviceObject(), Field: field, Msg: err.Error()}
+		var me *manifest.Error
+		if errors.As(err, &me) {
+			e.File, e.Line = config.LocateSource(rendered, me.Line)
+			e.Msg = "invalid Kubernetes YAML: " + me.Msg
+		}
+		c.fail(e)
+		return nil, false
+	}
+	return objs, true
+}
+
+// decodeObjects is decode for results that need no patches.
+func (c *rcCompiler) decodeObjects(field, rendered string) []any {
+	objs, ok := c.decode(field, rendered)
+	if !ok {
 		return nil
 	}
 	out := make([]any, len(objs))

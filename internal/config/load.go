@@ -260,6 +260,60 @@ func resolveLocal(src *Source, baseDir string) ErrorList {
 			errs = append(errs, src.Errorf(lpath, "%v", err))
 		}
 	})
+	if svc := src.File.Service; svc != nil {
+		errs = append(errs, resolveHelm(src, "service", svc.Helm, baseDir)...)
+		for i := range svc.PerReleaseChannel {
+			errs = append(errs, resolveHelm(src, fmt.Sprintf("service.perReleaseChannel[%d]", i), svc.PerReleaseChannel[i].Helm, baseDir)...)
+		}
+	}
+	return errs
+}
+
+// resolveHelm reads a local chart directory into the config and turns local
+// values files into inlined values, as pvnctl does before upload.
+func resolveHelm(src *Source, path string, h *HelmConfig, baseDir string) ErrorList {
+	if h == nil {
+		return nil
+	}
+	var errs ErrorList
+	if l := h.Local; l != nil {
+		switch {
+		case l.Path == "" || len(l.Paths) > 0 || l.SubPath != "":
+			errs = append(errs, src.Errorf(path+".helm.local", "a chart is local.path: one directory (paths and subPath are not supported for charts)"))
+		default:
+			dir := filepath.Join(baseDir, l.Path)
+			files, err := readTree(dir, l.IncludePatterns, l.ExcludePatterns)
+			if err != nil {
+				errs = append(errs, src.Errorf(path+".helm.local", "%v", err))
+				break
+			}
+			if _, ok := files["Chart.yaml"]; !ok {
+				errs = append(errs, src.Errorf(path+".helm.local", "%s is not a Helm chart: it has no Chart.yaml", dir))
+				break
+			}
+			h.Chart = &FileTree{Root: filepath.ToSlash(dir), Files: files}
+			h.Local = nil
+		}
+	}
+	for i := range h.ValuesOverrides {
+		v := &h.ValuesOverrides[i]
+		if v.Local == nil {
+			continue
+		}
+		vpath := fmt.Sprintf("%s.helm.valuesOverrides[%d].local", path, i)
+		if v.Local.Path == "" || len(v.Local.Paths) > 0 || v.Local.SubPath != "" || v.Inlined != "" {
+			errs = append(errs, src.Errorf(vpath, "a values file is local.path: one file (and not inlined too)"))
+			continue
+		}
+		file := filepath.Join(baseDir, v.Local.Path)
+		data, err := os.ReadFile(file)
+		if err != nil {
+			errs = append(errs, src.Errorf(vpath, "%v", err))
+			continue
+		}
+		v.Inlined = SourceMarker(file) + string(data)
+		v.Local = nil
+	}
 	return errs
 }
 

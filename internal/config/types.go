@@ -208,7 +208,7 @@ type Service struct {
 type ServiceBackend struct {
 	KubernetesConfig *KubernetesConfig    `json:"kubernetesConfig,omitempty" alias:"externalConfig"`
 	CustomRuntime    *CustomRuntimeValues `json:"customRuntime,omitempty" alias:"runtimeExtension"`
-	Helm             Unsupported          `json:"helm,omitzero"`
+	Helm             *HelmConfig          `json:"helm,omitempty"`
 	AwsEcs           Unsupported          `json:"awsEcs,omitzero"`
 	GoogleCloudRun   Unsupported          `json:"googleCloudRun,omitzero"`
 	Fly              Unsupported          `json:"fly,omitzero"`
@@ -233,6 +233,30 @@ type PerReleaseChannel struct {
 	CustomHostnames        Unsupported            `json:"customHostnames,omitzero"`
 	Cert                   Unsupported            `json:"cert,omitzero"`
 	RuntimeSpecific        Unsupported            `json:"runtimeSpecific,omitzero"`
+}
+
+// HelmConfig renders a Helm chart (from a local path) with values per release channel.
+type HelmConfig struct {
+	Local             *LocalConfig `json:"local,omitempty"`
+	Remote            Unsupported  `json:"remote,omitzero"`
+	HelmTarballBlobID Unsupported  `json:"helmTarballBlobId,omitzero"`
+	// ValuesOverrides are merged in order (later wins); their text is templated.
+	ValuesOverrides []HelmValues `json:"valuesOverrides,omitempty"`
+	// ReleaseName defaults to the service name.
+	ReleaseName string `json:"releaseName,omitempty"`
+	// Namespace is used internally by Prodvana; it must not be set.
+	Namespace      string      `json:"namespace,omitempty"`
+	FixupOwnership Unsupported `json:"fixupOwnership,omitzero"`
+	// Chart holds the chart directory read client-side from local.path;
+	// drover sets it in place of local.
+	Chart *FileTree `json:"chart,omitempty" drover:"internal"`
+}
+
+// HelmValues is one values file, given inline or by a local path.
+type HelmValues struct {
+	Inlined string       `json:"inlined,omitempty"`
+	Local   *LocalConfig `json:"local,omitempty"`
+	Remote  Unsupported  `json:"remote,omitzero"`
 }
 
 // KubernetesConfig references Kubernetes YAML or a kustomize directory.

@@ -507,6 +507,18 @@ func (v *validator) backend(src *Source, path string, b *ServiceBackend, require
 		// A per-channel entry is a partial config merged over the top level.
 		v.kubernetesConfig(src, path+".kubernetesConfig", b.KubernetesConfig, !required && path != "service")
 	}
+	if h := b.Helm; h != nil {
+		set = append(set, "helm")
+		if h.Namespace != "" {
+			v.add(src, path+".helm.namespace", "namespace is set by drover (the release channel's namespace); do not set it")
+		}
+		if h.Chart == nil && h.Local == nil && path == "service" {
+			v.add(src, path+".helm", "a chart is required: local.path")
+		}
+		for i, vo := range h.ValuesOverrides {
+			v.template(src, fmt.Sprintf("%s.helm.valuesOverrides[%d].inlined", path, i), vo.Inlined)
+		}
+	}
 	if b.CustomRuntime != nil {
 		set = append(set, "customRuntime")
 		v.parameterValues(src, path+".customRuntime.parameterValues", b.CustomRuntime.ParameterValues)
@@ -520,7 +532,7 @@ func (v *validator) backend(src *Source, path string, b *ServiceBackend, require
 	case len(set) > 1:
 		v.add(src, path+"."+set[1], "set only one backend (found %s)", strings.Join(set, " and "))
 	case len(set) == 0 && required:
-		v.add(src, path, "a backend is required: set kubernetesConfig or customRuntime")
+		v.add(src, path, "a backend is required: set kubernetesConfig, helm or customRuntime")
 	}
 }
 

@@ -11,8 +11,11 @@
 package desiredstate
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"sort"
+	"strings"
 )
 
 // EntityType is the kind of an entity in the graph.
@@ -225,4 +228,16 @@ func (d *DesiredState) Sort(instanceOrder []string) {
 		}
 		return a.ID.Name < b.ID.Name
 	})
+}
+
+// ManagedNamespace is the namespace drover creates for an application's
+// release channel when the channel names none: drover-<app>-<rc>, shortened
+// with a hash suffix to fit a DNS label (63 characters).
+func ManagedNamespace(app, rc string) string {
+	name := "drover-" + app + "-" + rc
+	if len(name) <= 63 {
+		return name
+	}
+	sum := sha256.Sum256([]byte(app + "/" + rc))
+	return strings.TrimRight(name[:54], "-") + "-" + hex.EncodeToString(sum[:4])
 }

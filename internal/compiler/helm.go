@@ -1,0 +1,105 @@
+package compiler
+
+import (
+	"fmt"
+	"io"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	kubefake "helm.sh/helm/v3/pkg/kube/fake"
+	"helm.sh/helm/v3/pkg/storage"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	"sigs.k8s.io/yaml"
+
+	"github.com/drover-dev/drover/internal/config"
+	"github.com/drover-dev/drover/internal/desiredstate"
+)
+
+// helmMu serializes chart rendering: the Helm SDK keeps some global state
+// (its template function map and caches) and rendering is fast enough.
+var helmMu sync.Mutex
+
+// helm renders a local chart with the service's values for one release
+// channel, the way `helm template` would, and returns the manifests as
+// objects applied like any Kubernetes config. Values files are templates over
+// the release channel's data; later files win.
+func (c *rcCompiler) helm(field string, h *config.HelmConfig, data *Data, sel SelectedRuntime) []any {
+	if h.Chart == nil {
+		c.fail(Error{Object: c.serviceObject(), Field: field + ".local", Msg: "a chart is required: local.path"})
+		return nil
+	}
+	values := map[string]any{}
+	for i, vo := range h.ValuesOverrides {
+		vf := fmt.Sprintf("%s.valuesOverrides[%d].inlined", field, i)
+		text, ok := c.renderText(vf, vo.Inlined, data)
+		if !ok {
+			return nil
+		}
+		var v map[string]any
+		if err := yaml.Unmarshal([]byte(text), &v); err != nil {
+			file, _ := config.LocateSource(vo.Inlined, 1)
+			c.fail(Error{Object: c.serviceObject(), Field: vf, File: file, Msg: "invalid values YAML: " + err.Error()})
+			return nil
+		}
+		values = deepMerge(values, v)
+	}
+	release := h.ReleaseName
+	if release == "" {
+		release = c.in.Service.Name
+	}
+	ns := sel.Namespace
+	if ns == "" {
+		ns = desiredstate.ManagedNamespace(c.in.Application.Name, c.rc.Name)
+	}
+	manifest, err := renderChart(h.Chart, release, ns, values)
+	if err != nil {
+		c.fail(Error{Object: c.serviceObject(), Field: field, Msg: fmt.Sprintf("helm chart %s: %v", h.Chart.Root, err)})
+		return nil
+	}
+	return c.decodeObjects(field, config.SourceMarker(h.Chart.Root)+manifest)
+}
+
+func renderChart(tree *config.FileTree, release, namespace string, values map[string]any) (string, error) {
+	names := make([]string, 0, len(tree.Files))
+	for n := range tree.Files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	files := make([]*loader.BufferedFile, 0, len(names))
+	for _, n := range names {
+		files = append(files, &loader.BufferedFile{Name: path.Clean(n), Data: []byte(tree.Files[n])})
+	}
+	helmMu.Lock()
+	defer helmMu.Unlock()
+	chart, err := loader.LoadFiles(files)
+	if err != nil {
+		return "", err
+	}
+	if err := chart.Validate(); err != nil {
+		return "", err
+	}
+	cfg := &action.Configuration{
+		Releases:     storage.Init(driver.NewMemory()),
+		KubeClient:   &kubefake.PrintingKubeClient{Out: io.Discard},
+		Capabilities: chartutil.DefaultCapabilities,
+		Log:          func(string, ...any) {},
+	}
+	install := action.NewInstall(cfg)
+	install.DryRun = true
+	install.ClientOnly = true
+	install.Replace = true
+	install.IncludeCRDs = true
+	install.DisableHooks = true
+	install.ReleaseName = release
+	install.Namespace = namespace
+	rel, err := install.Run(chart, values)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(rel.Manifest) + "\n", nil
+}

@@ -1,0 +1,3 @@
+{{- define "web.labels" -}}
+app: {{ .Release.Name }}
+{{- end }}
