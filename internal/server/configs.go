@@ -16,7 +16,6 @@ import (
 	"github.com/drover-dev/drover/internal/store"
 )
 
-
 // storedName is the name a config is stored under: services and standalone
 // release channels are scoped by their application.
 func storedName(src *config.Source) string {
