@@ -88,8 +88,15 @@ func (s *spec) idleAfter() time.Duration {
 	if s.custom.GetInfo != nil {
 		d = max(d, s.infoInterval())
 	}
-	return 3 * d
+	// The engine fetches a converged instance only every few minutes (its
+	// steady-state poll), and the poller's own fetches do not count as use;
+	// keep polling well past that, or drift would go unseen.
+	return max(3*d, minIdleAfter)
 }
+
+// minIdleAfter is the least time a poller keeps running without the engine
+// asking about its instance.
+const minIdleAfter = time.Hour
 
 // fetchDelay is when to fetch again after a result.
 func (s *spec) fetchDelay(st runtimes.State, err error, failures int, version string) time.Duration {
