@@ -45,6 +45,19 @@ build: ## Build bin/drover with the version stamped in
 test: ## Run all tests with the race detector (what CI runs); TESTFLAGS are appended
 	$(GO) test -race -count=1 ./... $(TESTFLAGS)
 
+.PHONY: e2e
+e2e: ## Run the end-to-end and Kubernetes end-to-end tests (builds the local cluster binaries first if needed)
+	bash hack/kube/build.sh
+	$(GO) test -race -count=1 ./test/e2e/... ./internal/runtimes/kubernetes/... $(TESTFLAGS)
+
+.PHONY: kube-up
+kube-up: ## Start the local Kubernetes test cluster (hack/kube/up.sh; state dir: DROVER_KUBE_STATE, default /tmp/drover-kube)
+	bash hack/kube/up.sh
+
+.PHONY: kube-down
+kube-down: ## Stop the local Kubernetes test cluster started by kube-up
+	bash hack/kube/down.sh
+
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME each (targets found with go test -list)
 	@targets="$$($(GO) test -list '^Fuzz' ./... | awk '/^Fuzz/ {names = names " " $$1; next} $$1 == "ok" {if (names != "") print $$2 names; names = ""}')"; \

@@ -712,7 +712,7 @@ func TestIdlePollerStops(t *testing.T) {
 	tg := target(key("web", "rc"), "v1", cr)
 	mustFetch(t, r, tg)
 	eventually(t, "polling", func() bool { return len(rec.list(kindFetch)) >= 3 })
-	now.Add(int64(time.Hour)) // nobody fetched for an hour
+	now.Add(int64(2 * time.Hour)) // nobody fetched for longer than minIdleAfter
 	r.mu.Lock()
 	in := r.insts[tg.InstanceKey]
 	r.mu.Unlock()
