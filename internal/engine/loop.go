@@ -167,7 +167,20 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (time.Duration, e
 		return 0, err
 	}
 	observed := map[string]Observation{}
-	for _, ch := range cs.desired.Channels {
+	desired := cs.desired
+	for i, ch := range cs.desired.Channels {
+		if ch.ConvergenceGrace == 0 {
+			if rt, err := l.runtimes.Runtime(ctx, ch.Runtime); err == nil {
+				if gr, ok := rt.(runtimes.GraceReporter); ok {
+					if desired == cs.desired { // the cached one is shared: copy before changing
+						cp := *cs.desired
+						cp.Channels = append([]Channel(nil), cs.desired.Channels...)
+						desired = &cp
+					}
+					desired.Channels[i].ConvergenceGrace = gr.ConvergenceGrace()
+				}
+			}
+		}
 		if l.isApplying(app, svc, ch.Name) {
 			observed[ch.Name] = Observation{Applying: true}
 			continue
@@ -190,7 +203,7 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (time.Duration, e
 		observed[ch.Name] = Observation{State: st}
 	}
 	now := l.now()
-	plan := PlanService(PlanInput{Now: now, Desired: cs.desired, Instances: instances, Observed: observed, Approvals: approvals, Settings: l.settings})
+	plan := PlanService(PlanInput{Now: now, Desired: desired, Instances: instances, Observed: observed, Approvals: approvals, Settings: l.settings})
 	if len(plan.Instances) > 0 || len(plan.Events) > 0 {
 		b := &store.Batch{Instances: plan.Instances, Events: plan.Events}
 		if err := l.store.Write(ctx, b); err != nil {

@@ -132,6 +132,9 @@ type extra struct {
 	// version: the rollback target when the current version is the bad one.
 	PreviousStateID string `json:"previousStateId,omitempty"`
 	PreviousVersion string `json:"previousVersion,omitempty"`
+	// DesiredVersion is the version of the desired state the bookkeeping
+	// below belongs to.
+	DesiredVersion string `json:"desiredVersion,omitempty"`
 	// Satisfied lists release channel conditions already met, as
 	// "<channel>@<version>"; they carry over when a push of the same version
 	// replaces the desired state.

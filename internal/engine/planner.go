@@ -111,6 +111,11 @@ func (p *planner) channel(ch Channel) {
 		inst.DesiredStateID = d.ID
 		inst.ApplyAttempts = 0
 		s.ex.RollbackFrom, s.ex.FailedVersion, s.ex.Healed = "", "", 0
+		if s.ex.DesiredVersion != ch.Version {
+			// Conditions carry over only to a re-push of the same version.
+			s.ex.Satisfied = nil
+		}
+		s.ex.DesiredVersion = ch.Version
 		switch ds.Status(inst.Status) {
 		case ds.StatusRollingBack, ds.StatusRolledBack, ds.StatusFailedRollback, ds.StatusFailed:
 			inst.Status = string(ds.StatusPending)
@@ -269,7 +274,11 @@ func (p *planner) converge(s *step, stateID, version string) {
 			p.event(inst, "converged", "%s: %s converged", s.ch.Name, version)
 		}
 		if inst.CurrentVersion != version {
-			if inst.CurrentVersion != "" {
+			switch {
+			case s.rollback:
+				// The version rolled back from is not one to return to.
+				s.ex.PreviousStateID, s.ex.PreviousVersion = "", ""
+			case inst.CurrentVersion != "":
 				s.ex.PreviousStateID, s.ex.PreviousVersion = inst.CurrentStateID, inst.CurrentVersion
 			}
 			inst.CurrentStateID, inst.CurrentVersion = stateID, version

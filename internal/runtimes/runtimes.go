@@ -168,6 +168,13 @@ type RunRecorder interface {
 	RecordRun(ctx context.Context, r Run) error
 }
 
+// GraceReporter is implemented by runtimes that know how soon after an
+// apply Fetch shows the applied version; the engine applies again when that
+// time has passed without it (default: Settings.ConvergenceGrace, 10m).
+type GraceReporter interface {
+	ConvergenceGrace() time.Duration
+}
+
 // Closer is implemented by runtimes holding resources.
 type Closer interface {
 	Close() error

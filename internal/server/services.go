@@ -176,7 +176,9 @@ func aggregate(chs []apiv1.ChannelStatus) string {
 		return string(ds.StatusRollingBack)
 	case all(ds.StatusConverged):
 		return string(ds.StatusConverged)
-	case all(ds.StatusConverged, ds.StatusRolledBack):
+	case has[ds.StatusRolledBack]:
+		// A rolled-back channel stays put until the next push, and the
+		// channels after it wait for it: this push is over.
 		return string(ds.StatusRolledBack)
 	case has[ds.StatusPaused]:
 		return string(ds.StatusPaused)

@@ -300,7 +300,7 @@ done
 	if err := os.WriteFile(tmp+"/gate-staging", nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	st = s.waitStatus(app, svc, 30*time.Second, "staging converged, production waiting for approval", func(st *apiv1.ServiceStatus) bool {
+	s.waitStatus(app, svc, 30*time.Second, "staging converged, production waiting for approval", func(st *apiv1.ServiceStatus) bool {
 		return channelIs("staging", "CONVERGED", version)(st) && channelIs("production", "WAITING_MANUAL_APPROVAL", "")(st)
 	})
 	if got := strings.TrimSpace(crReadFile(t, stagingFile)); got != version {

@@ -67,11 +67,17 @@ type Settings struct {
 }
 
 var (
-	_ runtimes.Runtime = (*Runtime)(nil)
-	_ runtimes.Watcher = (*Runtime)(nil)
-	_ runtimes.Closer  = (*Runtime)(nil)
-	_ runtimes.Factory = Factory
+	_ runtimes.Runtime       = (*Runtime)(nil)
+	_ runtimes.Watcher       = (*Runtime)(nil)
+	_ runtimes.Closer        = (*Runtime)(nil)
+	_ runtimes.GraceReporter = (*Runtime)(nil)
+	_ runtimes.Factory       = Factory
 )
+
+// ConvergenceGrace implements runtimes.GraceReporter: Fetch shows an applied
+// version at once, so a runtime that still shows the old one two seconds
+// after an apply lost it (a crash before the coalesced save) and needs it again.
+func (r *Runtime) ConvergenceGrace() time.Duration { return 2 * time.Second }
 
 // Runtime is a simulated backend. It is safe for concurrent use.
 type Runtime struct {
