@@ -330,7 +330,10 @@ func (c *Cluster) stop() error {
 func runScript(t testing.TB, script string, args ...string) (string, error) {
 	cmd := exec.Command("bash", append([]string{script}, args...)...) //nolint:gosec // our own scripts
 	// The cluster's watchdog stops it when this process exits, even if Stop or a cleanup never runs.
-	cmd.Env = append(os.Environ(), "DROVER_KUBE_OWNER_PID="+strconv.Itoa(os.Getpid()))
+	cmd.Env = append(os.Environ(),
+		"DROVER_KUBE_OWNER_PID="+strconv.Itoa(os.Getpid()),
+		"DROVER_KUBE_PURGE_ON_OWNER_EXIT=1", // the state dirs are temporary ones of ours
+	)
 	var stdout bytes.Buffer
 	cmd.Stdout = &stdout
 	tail := &lineLog{t: t}
