@@ -238,6 +238,8 @@ func ManagedNamespace(app, rc string) string {
 	if len(name) <= 63 {
 		return name
 	}
-	sum := sha256.Sum256([]byte(app + "/" + rc))
-	return strings.TrimRight(name[:54], "-") + "-" + hex.EncodeToString(sum[:4])
+	// The Kubernetes runtime shortens names the same way (dnsLabel).
+	sum := sha256.Sum256([]byte(name))
+	suffix := "-" + hex.EncodeToString(sum[:4])
+	return strings.TrimRight(name[:63-len(suffix)], "-") + suffix
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/drover-dev/drover/internal/runtimes"
 	"github.com/drover-dev/drover/internal/runtimes/custom"
 	"github.com/drover-dev/drover/internal/runtimes/fake"
+	"github.com/drover-dev/drover/internal/runtimes/kubernetes"
 	"github.com/drover-dev/drover/internal/runtimes/terraform"
 	"github.com/drover-dev/drover/internal/store"
 )
@@ -58,6 +59,7 @@ func DefaultRegistry() runtimes.Registry {
 		"fake":            fake.Factory,
 		"custom":          custom.Factory,
 		"terraformRunner": terraform.Factory,
+		"kubernetes":      kubernetes.Factory,
 	}
 }
 

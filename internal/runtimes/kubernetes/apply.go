@@ -311,7 +311,7 @@ func (r *Runtime) serverSideApply(ctx context.Context, ref objRef, obj map[strin
 		return nil, false, permanent(err)
 	}
 	var code int
-	raw, err := r.rest.Patch(types.ApplyPatchType).
+	res := r.rest.Patch(types.ApplyPatchType).
 		AbsPath(apiPath(ref)...).
 		NamespaceIfScoped(ref.Namespace, ref.Namespace != "").
 		Resource(ref.Resource).
@@ -320,8 +320,12 @@ func (r *Runtime) serverSideApply(ctx context.Context, ref objRef, obj map[strin
 		Param("force", "true").
 		Body(body).
 		Do(ctx).
-		StatusCode(&code).
-		Raw()
+		StatusCode(&code)
+	// Error, unlike Raw, decodes the apiserver's Status: reason and causes.
+	if err := res.Error(); err != nil {
+		return nil, false, err
+	}
+	raw, err := res.Raw()
 	if err != nil {
 		return nil, false, err
 	}
@@ -391,4 +395,36 @@ func (r *Runtime) prune(ctx context.Context, in *instance, e invEntry) (runtimes
 func ownedBy(obj *unstructured.Unstructured, k runtimes.InstanceKey) bool {
 	l := obj.GetLabels()
 	return l[LabelApplication] == k.Application && l[LabelService] == k.Service && l[LabelReleaseChannel] == k.ReleaseChannel
+}
+
+// Render returns target's objects exactly as Apply would send them, in apply
+// order, so that a person can replay an apply with `kubectl apply
+// --server-side --field-manager=drover --force-conflicts`. It asks the
+// cluster which kinds are namespaced.
+func (r *Runtime) Render(ctx context.Context, t runtimes.Target) ([]map[string]any, error) {
+	if err := r.closed(); err != nil {
+		return nil, err
+	}
+	if err := r.checkTarget(&t); err != nil {
+		return nil, err
+	}
+	items, err := decode(&t)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes runtime %s: %s: %w", r.name, t.InstanceKey, err)
+	}
+	ns, _ := r.namespaceFor(&t)
+	out := make([]map[string]any, 0, len(items))
+	for _, it := range items {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if err := r.mapOrReset(it, ns); err != nil {
+			return nil, fmt.Errorf("kubernetes runtime %s: %s: %s %s: %w", r.name, t.InstanceKey, it.gvk.Kind, it.obj.GetName(), err)
+		}
+		if err := prepare(it, &t); err != nil {
+			return nil, fmt.Errorf("kubernetes runtime %s: %s: %w", r.name, t.InstanceKey, err)
+		}
+		out = append(out, it.obj.Object)
+	}
+	return out, nil
 }

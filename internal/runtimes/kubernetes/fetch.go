@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -87,6 +88,7 @@ func observe(e invEntry, live *unstructured.Unstructured, k runtimes.InstanceKey
 	if live == nil {
 		o.drift = e.short() + " is missing"
 		o.status = status.NotFoundStatus
+		o.obj.Message = o.drift
 		return o
 	}
 	o.present = true
@@ -98,6 +100,7 @@ func observe(e invEntry, live *unstructured.Unstructured, k runtimes.InstanceKey
 	o.status = res.Status
 	c := counts(gk, live)
 	o.workload = c.known
+	// Replicas holds the ready pods (runtimes.Object has no field of its own for them).
 	o.obj.TargetReplicas, o.obj.Replicas, o.obj.AvailableReplicas = clamp(c.target), clamp(c.ready), clamp(c.available)
 	switch res.Status {
 	case status.CurrentStatus:
@@ -122,6 +125,9 @@ func observe(e invEntry, live *unstructured.Unstructured, k runtimes.InstanceKey
 		o.detail += " (" + o.reason + ")"
 	}
 	o.obj.Message = o.detail
+	if o.drift != "" {
+		o.obj.Message = o.drift
+	}
 	return o
 }
 
@@ -277,7 +283,37 @@ func health(gk schema.GroupKind, obj *unstructured.Unstructured) *status.Result 
 	if err != nil {
 		return &status.Result{Status: status.UnknownStatus, Message: err.Error()}
 	}
+	if res.Status == status.FailedStatus && gk == deploymentKind && staleDeadline(obj) {
+		return &status.Result{Status: status.InProgressStatus, Message: "waiting for the new rollout to progress"}
+	}
 	return res
+}
+
+var deploymentKind = schema.GroupKind{Group: "apps", Kind: "Deployment"}
+
+// staleDeadline reports whether a Deployment's ProgressDeadlineExceeded
+// condition predates drover's last change of it. The deployment controller
+// keeps the condition of a failed rollout until the next one completes, so
+// right after a rollback the previous version's failure would otherwise be
+// taken for the rollback's. A rollout cannot time out in less than a second,
+// so a condition updated no later than the apply (the times have second
+// precision) is the previous rollout's.
+func staleDeadline(obj *unstructured.Unstructured) bool {
+	_, applied := droverFields(obj)
+	if applied == nil {
+		return false
+	}
+	list, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	for _, c := range list {
+		m, ok := c.(map[string]any)
+		if !ok || m["type"] != "Progressing" || m["reason"] != "ProgressDeadlineExceeded" {
+			continue
+		}
+		s, _ := m["lastUpdateTime"].(string)
+		at, err := time.Parse(time.RFC3339, s)
+		return err == nil && !at.After(applied.Time)
+	}
+	return false
 }
 
 // failure describes a failed kstatus result: the stalled condition's reason

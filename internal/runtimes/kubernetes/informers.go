@@ -31,9 +31,13 @@ type informerSet struct {
 	log     *slog.Logger
 	onEvent func(obj any)
 
-	mu     sync.Mutex
-	byGVR  map[schema.GroupVersionResource]cache.SharedIndexInformer
-	closed bool
+	mu    sync.Mutex
+	byGVR map[schema.GroupVersionResource]cache.SharedIndexInformer
+	// started is when each informer started: one that has not synced
+	// within the sync timeout fails the next callers at once rather than
+	// making each of them wait again.
+	started map[schema.GroupVersionResource]time.Time
+	closed  bool
 
 	// changed is closed and replaced after every event; waitFor sleeps on it.
 	chMu    sync.Mutex
@@ -49,6 +53,7 @@ func newInformerSet(dyn dynamic.Interface, log *slog.Logger, onEvent func(obj an
 		log:     log,
 		onEvent: onEvent,
 		byGVR:   map[schema.GroupVersionResource]cache.SharedIndexInformer{},
+		started: map[schema.GroupVersionResource]time.Time{},
 		changed: make(chan struct{}),
 	}
 }
@@ -91,11 +96,16 @@ func (s *informerSet) get(ctx context.Context, gvr schema.GroupVersionResource, 
 			return nil, fmt.Errorf("watch of %s: %w", gvr, err)
 		}
 		s.byGVR[gvr] = inf
+		s.started[gvr] = time.Now()
 		s.factory.Start(s.stop)
 	}
+	started := s.started[gvr]
 	s.mu.Unlock()
 	if inf.HasSynced() {
 		return inf, nil
+	}
+	if wait := time.Until(started.Add(timeout)); wait < timeout {
+		timeout = max(wait, 0)
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -103,7 +113,7 @@ func (s *informerSet) get(ctx context.Context, gvr schema.GroupVersionResource, 
 		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("watch of %s: not established within %v (can drover list and watch %s in all namespaces?)", gvr, timeout, gvr.Resource)
+		return nil, fmt.Errorf("watch of %s: not established within %v of its start (can drover list and watch %s in all namespaces?)", gvr, time.Since(started).Round(time.Second), gvr.Resource)
 	}
 	return inf, nil
 }

@@ -10,6 +10,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -205,7 +209,7 @@ func Open(name string, base *rest.Config, s Settings, opts runtimes.Options) (*R
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes runtime %s: %w", name, err)
 	}
-	restClient, err := rest.UnversionedRESTClientForConfigAndClient(dynamic.ConfigFor(cfg), httpClient)
+	restClient, err := rest.UnversionedRESTClientForConfigAndClient(statusConfig(cfg), httpClient)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes runtime %s: %w", name, err)
 	}
@@ -229,6 +233,17 @@ func Open(name string, base *rest.Config, s Settings, opts runtimes.Options) (*R
 	r.events = newDebouncer(s.Debounce, r.notify)
 	r.informers = newInformerSet(dyn, r.log, r.onEvent)
 	return r, nil
+}
+
+// statusConfig is cfg for a REST client whose callers read raw JSON bodies,
+// and whose errors carry the apiserver's Status (reason, causes, message).
+func statusConfig(cfg *rest.Config) *rest.Config {
+	scheme := runtime.NewScheme()
+	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
+	c := rest.CopyConfig(cfg)
+	c.ContentType, c.AcceptContentTypes = "application/json", "application/json"
+	c.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
+	return c
 }
 
 // Name is the runtime's name.
