@@ -100,7 +100,6 @@ import (
 	"reflect"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/drover-dev/drover/internal/config"
@@ -137,8 +136,7 @@ type Runtime struct {
 	semCap  int32
 	waiting map[runtimes.InstanceKey]int
 
-	wmu       sync.Mutex
-	watchers  atomic.Pointer[[]*watcher]
+	notifier  runtimes.Notifier
 	closeOnce sync.Once
 }
 

@@ -96,8 +96,7 @@ type Runtime struct {
 	closed  bool
 	dirty   bool
 
-	wmu      sync.Mutex
-	watchers atomic.Pointer[[]*watcher]
+	notifier runtimes.Notifier
 
 	saveMu    sync.Mutex
 	saves     atomic.Int64 // state files written, for tests

@@ -424,10 +424,7 @@ func TestDrift(t *testing.T) {
 func watch(t *testing.T, r *Runtime) <-chan runtimes.InstanceKey {
 	t.Helper()
 	ch := make(chan runtimes.InstanceKey, 4096)
-	before := 0
-	if ws := r.watchers.Load(); ws != nil {
-		before = len(*ws)
-	}
+	before := r.notifier.Watchers()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Watch(ctx, func(k runtimes.InstanceKey) { ch <- k }) }()
@@ -440,7 +437,7 @@ func watch(t *testing.T, r *Runtime) <-chan runtimes.InstanceKey {
 	// Wait until the watch is registered, so no notification is missed.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if ws := r.watchers.Load(); ws != nil && len(*ws) > before {
+		if r.notifier.Watchers() > before {
 			return ch
 		}
 		if time.Now().After(deadline) {

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -128,8 +127,7 @@ type Runtime struct {
 	// nsReady holds the managed namespaces known to exist.
 	nsReady map[string]bool
 
-	wmu      sync.Mutex
-	watchers atomic.Pointer[[]*watcher]
+	notifier runtimes.Notifier
 
 	ctx       context.Context // ends at Close
 	cancel    context.CancelFunc

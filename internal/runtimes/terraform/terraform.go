@@ -82,7 +82,7 @@ type Runtime struct {
 	closed bool
 	wg     sync.WaitGroup // running polls
 
-	watchers  watchers
+	watchers  runtimes.Notifier
 	done      chan struct{} // closed by Close
 	closeOnce sync.Once
 }
@@ -705,7 +705,7 @@ func (r *Runtime) apply(ctx context.Context, in *instance, t runtimes.Target, sp
 	_ = os.Remove(planFile)
 	if o.err != nil {
 		r.store(in, t, sp, runtimes.State{}, o.err) // forget the state, poll soon
-		r.watchers.notify(in.key)
+		r.watchers.Notify(in.key)
 		if ctx.Err() == nil && (strings.Contains(o.stderr, "Saved plan is stale") || strings.Contains(o.stderr, "Error acquiring the state lock")) {
 			return runtimes.ApplyResult{}, fmt.Errorf("terraform apply: %s (retrying plans again)", errorExcerpt(o.stderr))
 		}
@@ -719,7 +719,7 @@ func (r *Runtime) apply(ctx context.Context, in *instance, t runtimes.Target, sp
 	if err != nil {
 		r.log.Warn("terraform runtime: plan after apply failed", "runtime", r.name, "instance", in.key.String(), "version", t.Version, "error", err)
 	}
-	r.watchers.notify(in.key)
+	r.watchers.Notify(in.key)
 	return runtimes.ApplyResult{Changes: changes}, nil
 }
 

@@ -235,10 +235,7 @@ func TestConvergeAndHealDrift(t *testing.T) {
 		_ = rt.Watch(ctx, func(k runtimes.InstanceKey) { notified <- k })
 	}()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		rt.watchers.mu.Lock()
-		n := len(rt.watchers.list)
-		rt.watchers.mu.Unlock()
-		if n > 0 {
+		if rt.watchers.Watchers() > 0 {
 			break
 		}
 		if time.Now().After(deadline) {

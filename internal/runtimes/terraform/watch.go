@@ -2,8 +2,6 @@ package terraform
 
 import (
 	"context"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/drover-dev/drover/internal/runtimes"
@@ -74,40 +72,7 @@ func (r *Runtime) poll(key runtimes.InstanceKey, gen uint64) {
 		r.log.Warn("terraform runtime: poll failed", "runtime", r.name, "instance", key.String(), "version", t.Version, "error", err)
 	}
 	if changed {
-		r.watchers.notify(key)
-	}
-}
-
-// watchers are the Watch calls in progress.
-type watchers struct {
-	mu   sync.Mutex
-	list []*watcher
-}
-
-// watcher queues the keys to report to one Watch call, each key once until
-// delivered, so a slow consumer never blocks the runtime.
-type watcher struct {
-	mu      sync.Mutex
-	pending []runtimes.InstanceKey
-	queued  map[runtimes.InstanceKey]bool
-	wake    chan struct{}
-}
-
-func (ws *watchers) notify(key runtimes.InstanceKey) {
-	ws.mu.Lock()
-	list := ws.list
-	ws.mu.Unlock()
-	for _, w := range list {
-		w.mu.Lock()
-		if !w.queued[key] {
-			w.queued[key] = true
-			w.pending = append(w.pending, key)
-		}
-		w.mu.Unlock()
-		select {
-		case w.wake <- struct{}{}:
-		default:
-		}
+		r.watchers.Notify(key)
 	}
 }
 
@@ -115,33 +80,5 @@ func (ws *watchers) notify(key runtimes.InstanceKey) {
 // changed: after every apply, and when a background poll finds a different
 // state. It returns nil when ctx ends or the runtime is closed.
 func (r *Runtime) Watch(ctx context.Context, notify func(runtimes.InstanceKey)) error {
-	w := &watcher{queued: map[runtimes.InstanceKey]bool{}, wake: make(chan struct{}, 1)}
-	r.watchers.mu.Lock()
-	r.watchers.list = append(slices.Clone(r.watchers.list), w)
-	r.watchers.mu.Unlock()
-	defer func() {
-		r.watchers.mu.Lock()
-		r.watchers.list = slices.DeleteFunc(slices.Clone(r.watchers.list), func(x *watcher) bool { return x == w })
-		r.watchers.mu.Unlock()
-	}()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-r.done:
-			return nil
-		case <-w.wake:
-		}
-		w.mu.Lock()
-		batch := w.pending
-		w.pending = nil
-		clear(w.queued)
-		w.mu.Unlock()
-		for _, k := range batch {
-			if ctx.Err() != nil {
-				return nil
-			}
-			notify(k)
-		}
-	}
+	return r.watchers.Watch(ctx, r.done, notify)
 }
