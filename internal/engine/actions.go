@@ -89,6 +89,7 @@ func Rollback(inst store.Instance, user string, now time.Time) (store.Instance, 
 		return inst, store.Event{}, fmt.Errorf("release channel %s: %w", inst.ReleaseChannel, ErrNothingToRollBack)
 	}
 	e.RollbackFrom = from
+	e.RollbackReason = "manual rollback by " + user
 	writeExtra(&inst, e)
 	inst.TargetStateID, inst.TargetVersion = toState, toVersion
 	inst.ApplyAttempts = 0

@@ -139,8 +139,10 @@ type extra struct {
 	// "<channel>@<version>"; they carry over when a push of the same version
 	// replaces the desired state.
 	Satisfied []string `json:"satisfied,omitempty"`
-	// RollbackFrom is the version being rolled back from.
-	RollbackFrom string `json:"rollbackFrom,omitempty"`
+	// RollbackFrom is the version being rolled back from, and
+	// RollbackReason why (empty for a manual rollback).
+	RollbackFrom   string `json:"rollbackFrom,omitempty"`
+	RollbackReason string `json:"rollbackReason,omitempty"`
 	// FailedVersion is the version that failed (not retried until a new push).
 	FailedVersion string `json:"failedVersion,omitempty"`
 	// Healed counts drift corrections since the last push.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	ds "github.com/drover-dev/drover/internal/desiredstate"
+	"github.com/drover-dev/drover/internal/runtimes"
 	"github.com/drover-dev/drover/internal/store"
 )
 
@@ -294,6 +295,9 @@ func (p *planner) converge(s *step, stateID, version string) {
 		}
 		if s.rollback && s.ex.RollbackFrom != "" {
 			msg = fmt.Sprintf("rolled back from %s to %s", s.ex.RollbackFrom, version)
+			if s.ex.RollbackReason != "" {
+				msg += " after: " + s.ex.RollbackReason
+			}
 		}
 		s.set(done, ds.ReasonNone, "%s", msg)
 		p.requeue(st.SteadyPollInterval)
@@ -315,13 +319,14 @@ func (p *planner) converge(s *step, stateID, version string) {
 		s.set(working, reason, "%s", orDefault(state.Message, "rolling out "+version))
 		p.requeue(st.PollInterval)
 	default:
-		p.mismatch(s, stateID, version, state.Version, state.Drifted, working, done)
+		p.mismatch(s, stateID, version, state, working, done)
 	}
 }
 
 // mismatch handles a runtime that does not show the target version (or drifted).
-func (p *planner) mismatch(s *step, stateID, version, running string, drifted bool, working, done ds.Status) {
+func (p *planner) mismatch(s *step, stateID, version string, state runtimes.State, working, done ds.Status) {
 	inst := s.inst
+	running, drifted := state.Version, state.Drifted
 	st := p.in.Settings
 	if inst.Status == string(done) || s.ex.ActionPending {
 		// It was converged: someone changed it out of band. Heal it now
@@ -330,6 +335,9 @@ func (p *planner) mismatch(s *step, stateID, version, running string, drifted bo
 		what := fmt.Sprintf("runtime runs %q instead of %s", running, version)
 		if drifted {
 			what = fmt.Sprintf("%s was changed outside drover", version)
+		}
+		if state.Message != "" {
+			what += " (" + state.Message + ")" // the runtime says what and by whom
 		}
 		if s.ch.EveryAction && !s.rollback && !p.actionApproved(s) {
 			p.awaitAction(s, what)
@@ -438,10 +446,16 @@ func (p *planner) fail(s *step, version string, reason ds.Reason, msg string) {
 	}
 	p.event(inst, "rollback", "%s: rolling back from %s to %s (last converged)", s.ch.Name, version, toVersion)
 	s.ex.RollbackFrom = version
+	s.ex.RollbackReason = msg
 	inst.TargetStateID, inst.TargetVersion = toState, toVersion
 	inst.ApplyAttempts = 0
 	s.rollback = true
 	p.apply(s, toState, toVersion)
+	if inst.Status == string(ds.StatusRollingBack) {
+		// Keep why it failed in view while rolling back.
+		inst.Reason = string(reason)
+		inst.Message = fmt.Sprintf("%s failed (%s); rolling back to %s", version, msg, toVersion)
+	}
 }
 
 // backoff is the wait before apply attempt n+1.
