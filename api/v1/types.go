@@ -154,8 +154,8 @@ type ChannelStatus struct {
 	// Approvals lists approval gates and who approved.
 	Approvals []ApprovalStatus `json:"approvals,omitempty"`
 	// Info is display-only information from the runtime (a custom runtime's getInfo).
-	Info []InfoOutput `json:"info,omitempty"`
-	UpdatedAt time.Time        `json:"updatedAt,omitzero"`
+	Info      []InfoOutput `json:"info,omitempty"`
+	UpdatedAt time.Time    `json:"updatedAt,omitzero"`
 }
 
 // ApprovalStatus is one manual approval gate of a channel.

@@ -532,7 +532,7 @@ func TestKubernetesJourney(t *testing.T) {
 	})
 
 	var driftEvents []apiv1.Event
-	step("drift is healed", func(t *testing.T, s *server) {
+	step("drift is healed", func(t *testing.T, _ *server) {
 		dep := k8sDeploymentPath(stagingNS, "web")
 		// kubectl set image, as another field manager.
 		evs := j.drift(t, v2, "set image", func() {
@@ -726,7 +726,7 @@ func TestKubernetesJourney(t *testing.T) {
 		t.Errorf("no status of staging while FAILED/ROLLING_BACK/ROLLED_BACK says why it failed (the failed event does: %q). Statuses seen:\n%s", failedEvent.Message, k8sLines(stuckSeen))
 	})
 
-	step("existing namespace is kept", func(t *testing.T, s *server) {
+	step("existing namespace is kept", func(t *testing.T, _ *server) {
 		var ns k8sObject
 		if !k8sGet(t, c, "/api/v1/namespaces/"+k8sProdNS, &ns) {
 			t.Fatalf("drover deleted the existing namespace %s", k8sProdNS)
