@@ -153,6 +153,9 @@ type ChannelStatus struct {
 	Paused        bool   `json:"paused,omitempty"`
 	// Approvals lists approval gates and who approved.
 	Approvals []ApprovalStatus `json:"approvals,omitempty"`
+	// Objects are the runtime objects of the channel's current target as the
+	// runtime reports them (replica counts for Kubernetes workloads).
+	Objects []ObjectStatus `json:"objects,omitempty"`
 	// Info is display-only information from the runtime (a custom runtime's getInfo).
 	Info      []InfoOutput `json:"info,omitempty"`
 	UpdatedAt time.Time    `json:"updatedAt,omitzero"`
@@ -203,6 +206,19 @@ type Event struct {
 // EventList is a page of events, oldest first.
 type EventList struct {
 	Events []Event `json:"events"`
+}
+
+// ObjectStatus is one runtime object's version and health.
+type ObjectStatus struct {
+	ObjectType        string `json:"objectType"`
+	Namespace         string `json:"namespace,omitempty"`
+	Name              string `json:"name"`
+	Version           string `json:"version,omitempty"`
+	Replicas          int32  `json:"replicas"`
+	AvailableReplicas int32  `json:"availableReplicas"`
+	TargetReplicas    int32  `json:"targetReplicas"`
+	Status            string `json:"status"`
+	Message           string `json:"message,omitempty"`
 }
 
 // InfoOutput is one named piece of runtime information.

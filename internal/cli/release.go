@@ -287,6 +287,19 @@ func printStatus(w io.Writer, st *apiv1.ServiceStatus) {
 	}
 	_ = tw.Flush()
 	for _, c := range st.ReleaseChannels {
+		for _, o := range c.Objects {
+			fmt.Fprintf(w, "%s %s/%s: %s", c.Name, o.ObjectType, o.Name, strings.ToLower(o.Status))
+			if o.TargetReplicas > 0 || o.Replicas > 0 {
+				fmt.Fprintf(w, ", %d/%d available", o.AvailableReplicas, o.TargetReplicas)
+			}
+			if o.Version != "" && o.Version != c.DesiredVersion {
+				fmt.Fprintf(w, " (runs %s)", o.Version)
+			}
+			if o.Message != "" {
+				fmt.Fprintf(w, ": %s", o.Message)
+			}
+			fmt.Fprintln(w)
+		}
 		for _, info := range c.Info {
 			fmt.Fprintf(w, "%s %s: %s\n", c.Name, info.Name, info.Text)
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	ds "github.com/drover-dev/drover/internal/desiredstate"
+	"github.com/drover-dev/drover/internal/runtimes"
 	"github.com/drover-dev/drover/internal/store"
 )
 
@@ -28,6 +29,20 @@ func DecodeDesired(rec store.DesiredState) (*Desired, error) {
 		return nil, err
 	}
 	return cs.desired, nil
+}
+
+// TargetOf returns what the engine applies to release channel rc for the
+// stored desired state rec.
+func TargetOf(rec store.DesiredState, rc string) (runtimes.Target, error) {
+	cs, err := sharedStates.get(rec)
+	if err != nil {
+		return runtimes.Target{}, err
+	}
+	t, ok := cs.targets[rc]
+	if !ok {
+		return runtimes.Target{}, fmt.Errorf("desired state %s has no release channel %s", rec.ID, rc)
+	}
+	return t, nil
 }
 
 // sharedStates caches decoded desired states for DecodeDesired.

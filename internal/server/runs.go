@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	apiv1 "github.com/drover-dev/drover/api/v1"
+	"github.com/drover-dev/drover/internal/engine"
 	"github.com/drover-dev/drover/internal/runtimes"
 	"github.com/drover-dev/drover/internal/store"
 )
@@ -60,6 +62,39 @@ func (s *Server) run(ctx context.Context, id int64) (*apiv1.Run, error) {
 	}
 	out := toAPIRun(r, true)
 	return &out, nil
+}
+
+// objects asks the channel's runtime what runs for the instance's target.
+// Runtimes answer from what they already observed (watch caches, the last
+// fetch), so this is cheap; a slow answer is left out rather than waited for.
+func (s *Server) objects(ctx context.Context, runtime string, inst store.Instance) []apiv1.ObjectStatus {
+	if inst.TargetStateID == "" {
+		return nil
+	}
+	rec, err := s.store.GetDesiredState(ctx, inst.TargetStateID)
+	if err != nil {
+		return nil
+	}
+	target, err := engine.TargetOf(rec, inst.ReleaseChannel)
+	if err != nil {
+		return nil
+	}
+	rt, err := s.runtimes.Runtime(ctx, runtime)
+	if err != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	st, err := rt.Fetch(ctx, target)
+	if err != nil {
+		return nil
+	}
+	out := make([]apiv1.ObjectStatus, 0, len(st.Objects))
+	for _, o := range st.Objects {
+		out = append(out, apiv1.ObjectStatus{ObjectType: o.ObjectType, Namespace: o.Namespace, Name: o.Name, Version: o.Version,
+			Replicas: o.Replicas, AvailableReplicas: o.AvailableReplicas, TargetReplicas: o.TargetReplicas, Status: string(o.Status), Message: o.Message})
+	}
+	return out
 }
 
 // info asks the channel's runtime for display-only information.

@@ -107,6 +107,11 @@ func (s *Server) status(ctx context.Context, app, svc string) (*apiv1.ServiceSta
 }
 
 func (s *Server) statusOf(ctx context.Context, rec store.DesiredState) (*apiv1.ServiceStatus, error) {
+	return s.statusDetail(ctx, rec, true)
+}
+
+// statusDetail builds a service's status; detail adds the runtime objects.
+func (s *Server) statusDetail(ctx context.Context, rec store.DesiredState, detail bool) (*apiv1.ServiceStatus, error) {
 	d, err := engine.DecodeDesired(rec)
 	if err != nil {
 		return nil, err
@@ -149,6 +154,9 @@ func (s *Server) statusOf(ctx context.Context, rec store.DesiredState) (*apiv1.S
 			cs.Approvals = append(cs.Approvals, as)
 		}
 		cs.Info = s.info(ctx, ch.Runtime, runtimes.InstanceKey{Application: rec.Application, Service: rec.Service, ReleaseChannel: ch.Name})
+		if ok && detail {
+			cs.Objects = s.objects(ctx, ch.Runtime, inst)
+		}
 		out.ReleaseChannels = append(out.ReleaseChannels, cs)
 	}
 	out.Status = aggregate(out.ReleaseChannels)
@@ -199,7 +207,7 @@ func (s *Server) listServices(ctx context.Context) (*apiv1.ServiceList, error) {
 	}
 	out := &apiv1.ServiceList{Services: []apiv1.ServiceStatus{}}
 	for _, rec := range recs {
-		st, err := s.statusOf(ctx, rec)
+		st, err := s.statusDetail(ctx, rec, false)
 		if err != nil {
 			return nil, err
 		}
