@@ -64,8 +64,15 @@ func decodeState(rec store.DesiredState) (*compiledState, error) {
 	}
 	approvals := map[string][]Gate{}
 	everyAction := map[string]bool{}
+	unenforced := map[string][]string{}
 	if res.DesiredState != nil {
 		for _, e := range res.DesiredState.Entities {
+			switch {
+			case e.ProtectionLink != nil:
+				unenforced[e.ReleaseChannel] = append(unenforced[e.ReleaseChannel], fmt.Sprintf("protection %s (%s)", e.ProtectionLink.Protection, e.ProtectionLink.Lifecycle))
+			case e.DeliveryExtension != nil:
+				unenforced[e.ReleaseChannel] = append(unenforced[e.ReleaseChannel], fmt.Sprintf("convergence extension %s (%s)", e.DeliveryExtension.Name, e.DeliveryExtension.Lifecycle))
+			}
 			if e.ID.Type == ds.TypeManualApproval && e.ManualApproval != nil {
 				approvals[e.ReleaseChannel] = append(approvals[e.ReleaseChannel], Gate{
 					Topic: e.ManualApproval.Topic, Description: e.ManualApproval.Description, MinApprovers: int(e.ManualApproval.MinApprovers),
@@ -86,6 +93,7 @@ func decodeState(rec store.DesiredState) (*compiledState, error) {
 			Runtime:      rc.Runtime.Name,
 			DependsOn:    rc.DependsOn,
 			Approvals:    approvals[rc.Name],
+			Unenforced:   unenforced[rc.Name],
 			AutoRollback: !rc.AutoRollbackDisabled,
 		}
 		if rc.ProgressDeadline != nil {

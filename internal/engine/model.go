@@ -36,6 +36,10 @@ type Channel struct {
 	AutoRollback bool
 	// ProgressDeadline fails a rollout that has not converged in time (0 = default).
 	ProgressDeadline time.Duration
+	// Unenforced lists gates the desired state declares that this engine
+	// does not evaluate yet (protections, convergence extensions). They hold
+	// the channel, so nothing is deployed past a check nobody ran.
+	Unenforced []string
 	// EveryAction requires a fresh approval before each apply that heals
 	// drift (manualApproval.everyAction, requireApprovalBeforeApply).
 	EveryAction bool

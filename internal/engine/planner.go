@@ -201,6 +201,9 @@ func (p *planner) gate(s *step) {
 		}
 	}
 	switch {
+	case len(ch.Unenforced) > 0:
+		s.set(ds.StatusWaitingPreconditions, ds.ReasonLifecycleCheckPending, "held: drover does not evaluate %s yet (not supported yet); remove the attachment to deploy", strings.Join(ch.Unenforced, ", "))
+		return
 	case len(unmet) > 0:
 		msg := fmt.Sprintf("waiting for %s to run %s converged: %s", joinNames(ch.DependsOn), ch.Version, strings.Join(unmet, "; "))
 		if len(pending) > 0 {

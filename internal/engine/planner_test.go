@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -484,5 +485,21 @@ func TestPlanEveryActionNeedsApprovalPerDrift(t *testing.T) {
 	w.observed["staging"] = Observation{State: runtimes.State{Version: "v1", Drifted: true}}
 	if p := w.plan(); len(p.Applies) != 0 || w.status("staging") != ds.StatusWaitingManualApproval {
 		t.Fatalf("second drift: applies %v, staging %s", applied(p), w.status("staging"))
+	}
+}
+
+// TestPlanHoldsUnenforcedGates: a protection or extension the engine cannot
+// evaluate yet holds the channel instead of being passed silently.
+func TestPlanHoldsUnenforcedGates(t *testing.T) {
+	t.Parallel()
+	d := twoChannels("ds1", "v1")
+	d.Channels[0].Unenforced = []string{"protection window (preApproval)"}
+	w := newWorld(t, d)
+	w.observed["staging"], w.observed["prod"] = Observation{}, Observation{}
+	if p := w.plan(); len(p.Applies) != 0 {
+		t.Fatalf("applied past an unenforced protection: %v", applied(p))
+	}
+	if w.status("staging") != ds.StatusWaitingPreconditions || !strings.Contains(w.instances["staging"].Message, "not supported yet") {
+		t.Fatalf("staging %s: %s", w.status("staging"), w.instances["staging"].Message)
 	}
 }
