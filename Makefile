@@ -43,6 +43,8 @@ build: ## Build bin/drover with the version stamped in
 
 .PHONY: test
 test: ## Run all tests with the race detector (what CI runs); TESTFLAGS are appended
+	@# The Kubernetes tests need the local control plane's binaries; the first build takes ~10 minutes (cached after).
+	bash hack/kube/build.sh
 	$(GO) test -race -count=1 ./... $(TESTFLAGS)
 
 .PHONY: e2e
