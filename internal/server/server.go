@@ -49,7 +49,8 @@ type Server struct {
 	changed  *broadcaster
 	cache    decodeCache
 	mux      *http.ServeMux
-	// pushMu serializes pushes of one service so "replaced" is well defined.
+	// pushMu serializes pushes, so the desired state a push reports as
+	// replaced is exactly the one it replaced (the store is atomic either way).
 	pushMu sync.Mutex
 }
 
