@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/drover-dev/drover/internal/atomicfile"
 	"github.com/drover-dev/drover/internal/runtimes"
 )
 
@@ -221,7 +222,7 @@ func (r *Runtime) Flush() error {
 	})
 	data, err := json.Marshal(fileState{Format: stateFormat, Runtime: r.name, Instances: snap})
 	if err == nil {
-		err = writeFileAtomic(r.path, data)
+		err = atomicfile.Write(r.path, data, 0o600)
 	}
 	if err != nil {
 		r.mu.Lock()
@@ -230,43 +231,5 @@ func (r *Runtime) Flush() error {
 		return fmt.Errorf("fake runtime %s: saving state: %w", r.name, err)
 	}
 	r.saves.Add(1)
-	return nil
-}
-
-// writeFileAtomic replaces path with data so that, whenever the process
-// dies, path holds either its old or its new content in full.
-func writeFileAtomic(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			_ = f.Close()
-			_ = os.Remove(f.Name())
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Chmod(f.Name(), 0o600); err != nil {
-		return err
-	}
-	if err = os.Rename(f.Name(), path); err != nil {
-		return err
-	}
-	// Make the rename itself durable. Not every platform can sync a
-	// directory; the rename is atomic regardless.
-	if d, derr := os.Open(dir); derr == nil {
-		_ = d.Sync()
-		_ = d.Close()
-	}
 	return nil
 }

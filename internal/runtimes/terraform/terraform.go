@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/terraform-exec/tfexec"
 	tfjson "github.com/hashicorp/terraform-json"
 
+	"github.com/drover-dev/drover/internal/atomicfile"
 	"github.com/drover-dev/drover/internal/config"
 	"github.com/drover-dev/drover/internal/runtimes"
 	"github.com/drover-dev/drover/internal/runtimes/localexec"
@@ -485,7 +486,7 @@ func (r *Runtime) prepare(ctx context.Context, in *instance, t runtimes.Target, 
 			return nil, err
 		}
 		p.didInit = true
-		if err := writeFileAtomic(stampPath, []byte(stamp), 0o640); err != nil {
+		if err := atomicfile.Write(stampPath, []byte(stamp), 0o640); err != nil {
 			return nil, err
 		}
 	}
@@ -596,7 +597,7 @@ func (r *Runtime) stateOf(in *instance, t runtimes.Target, sp *spec, sv *savedPl
 	if !sv.changed {
 		// Nothing to change: t's version is what runs.
 		if readApplied(in.dir) != t.Version {
-			if err := writeFileAtomic(filepath.Join(in.dir, appliedFileName), []byte(t.Version), 0o640); err != nil {
+			if err := atomicfile.Write(filepath.Join(in.dir, appliedFileName), []byte(t.Version), 0o640); err != nil {
 				r.log.Warn("terraform runtime: cannot record the applied version", "runtime", r.name, "instance", in.key.String(), "error", err)
 			}
 		}
@@ -711,7 +712,7 @@ func (r *Runtime) apply(ctx context.Context, in *instance, t runtimes.Target, sp
 		}
 		return runtimes.ApplyResult{}, commandError(ctx, "terraform apply", o)
 	}
-	if err := writeFileAtomic(filepath.Join(in.dir, appliedFileName), []byte(t.Version), 0o640); err != nil {
+	if err := atomicfile.Write(filepath.Join(in.dir, appliedFileName), []byte(t.Version), 0o640); err != nil {
 		r.log.Warn("terraform runtime: cannot record the applied version", "runtime", r.name, "instance", in.key.String(), "error", err)
 	}
 	st, err := r.plan(ctx, in, t, sp, p)
@@ -773,24 +774,6 @@ func readApplied(dir string) string {
 		return ""
 	}
 	return string(b)
-}
-
-// writeFileAtomic replaces path with data, with mode's permissions.
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".drover-*")
-	if err != nil {
-		return err
-	}
-	_, werr := tmp.Write(data)
-	if err := errors.Join(werr, tmp.Close(), os.Chmod(tmp.Name(), mode)); err != nil {
-		_ = os.Remove(tmp.Name())
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		_ = os.Remove(tmp.Name())
-		return err
-	}
-	return nil
 }
 
 // Close stops the polls, waits for running ones and, when the runtime

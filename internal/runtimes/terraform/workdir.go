@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/drover-dev/drover/internal/atomicfile"
 )
 
 // Names in the module copy that belong to terraform, not to the module:
@@ -170,7 +172,7 @@ func writeIfChanged(path string, data []byte, mode fs.FileMode) error {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return err
 	}
-	return writeFileAtomic(path, data, mode)
+	return atomicfile.Write(path, data, mode)
 }
 
 // prune deletes what dst has beyond keep (slash paths of files and their
