@@ -75,8 +75,14 @@ func Resume(inst store.Instance, user string, now time.Time) (store.Instance, st
 	inst.Paused = false
 	e := readExtra(inst)
 	switch {
+	case e.RollbackFrom != "" && inst.TargetVersion != "" && inst.CurrentVersion == inst.TargetVersion:
+		inst.Status = string(ds.StatusRolledBack)
 	case e.RollbackFrom != "" && inst.TargetVersion != "":
 		inst.Status = string(ds.StatusRollingBack)
+	case inst.TargetVersion != "" && inst.CurrentVersion == inst.TargetVersion && inst.CurrentStateID == inst.TargetStateID:
+		// It was converged: keep it so, and drift found now is healed as
+		// drift (with its approval, when everyAction asks for one).
+		inst.Status = string(ds.StatusConverged)
 	case e.FailedVersion != "" && e.FailedVersion == inst.TargetVersion:
 		inst.Status = string(ds.StatusFailed)
 	default:
@@ -105,6 +111,7 @@ func Rollback(inst store.Instance, user string, now time.Time) (store.Instance, 
 	}
 	e.RollbackFrom = from
 	e.RollbackReason = "manual rollback by " + user
+	e.ActionPending = false
 	writeExtra(&inst, e)
 	inst.TargetStateID, inst.TargetVersion = toState, toVersion
 	inst.ApplyAttempts = 0

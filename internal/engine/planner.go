@@ -112,6 +112,7 @@ func (p *planner) channel(ch Channel) {
 		inst.DesiredStateID = d.ID
 		inst.ApplyAttempts = 0
 		s.ex.RollbackFrom, s.ex.FailedVersion, s.ex.Healed = "", "", 0
+		s.ex.ActionPending = false
 		if s.ex.DesiredVersion != ch.Version {
 			// Conditions carry over only to a re-push of the same version.
 			s.ex.Satisfied = nil
@@ -151,6 +152,12 @@ func (p *planner) channel(ch Channel) {
 		p.converge(s, ch.StateID, ch.Version)
 		return
 	}
+	if p.in.Observed[ch.Name].Applying {
+		// An apply of the previous target is still running: let it finish
+		// before moving the target, so no apply is planned that cannot start.
+		p.requeue(p.in.Settings.PollInterval)
+		return
+	}
 	p.gate(s)
 }
 
@@ -162,10 +169,15 @@ func (p *planner) gate(s *step) {
 		// A condition met for this version stays met, even if the desired
 		// state carrying it was replaced (a re-push of the same version).
 		met := dep + "@" + ch.Version
+		di, ok := p.next[dep]
+		switch ds.Status(di.Status) {
+		case ds.StatusFailed, ds.StatusRollingBack, ds.StatusRolledBack, ds.StatusFailedRollback:
+			// It was stable once, but no longer runs the version.
+			s.ex.Satisfied = slices.DeleteFunc(s.ex.Satisfied, func(x string) bool { return x == met })
+		}
 		if slices.Contains(s.ex.Satisfied, met) {
 			continue
 		}
-		di, ok := p.next[dep]
 		if ok && di.Status == string(ds.StatusConverged) && di.CurrentVersion == ch.Version {
 			s.ex.Satisfied = append(s.ex.Satisfied, met)
 			continue
@@ -210,6 +222,7 @@ func (p *planner) gate(s *step) {
 			msg += "; then approval (" + strings.Join(pending, ", ") + ")"
 		}
 		s.set(ds.StatusWaitingPreconditions, ds.ReasonReleaseChannelDependencyUnmet, "%s", msg)
+		p.requeue(p.in.Settings.PollInterval) // a dependency may converge in this same pass
 		return
 	case len(pending) > 0:
 		s.set(ds.StatusWaitingManualApproval, ds.ReasonManualApprovalPending, "waiting for approval (%s): drover approve %s --app %s --release-channel %s",
@@ -346,9 +359,14 @@ func (p *planner) mismatch(s *step, stateID, version string, state runtimes.Stat
 			p.awaitAction(s, what)
 			return
 		}
+		s.ex.ActionPending = false
 		p.event(inst, "drift", "%s: %s; re-applying", s.ch.Name, what)
 		inst.ApplyAttempts = 0
 		p.apply(s, stateID, version)
+		return
+	}
+	if inst.ApplyAttempts >= st.MaxApplyAttempts && inst.Reason == string(ds.ReasonApplyFailed) {
+		p.apply(s, stateID, version) // fails it: no attempts left (or a permanent error)
 		return
 	}
 	if inst.ApplyAttempts > 0 {
@@ -394,7 +412,14 @@ func (p *planner) actionApproved(s *step) bool {
 		return false
 	}
 	users, rejection := p.approvals(s.ch.Name, ActionTopic(s.ch.Name, s.ex.ActionSeq))
-	if rejection != nil || len(users) == 0 {
+	if rejection != nil {
+		// Rejected: do not apply this one; the next approval request gets a
+		// new topic so a later approval can count.
+		p.event(s.inst, "rejected", "%s: apply %s rejected by %s", s.ch.Name, ActionTopic(s.ch.Name, s.ex.ActionSeq), rejection.User)
+		s.ex.ActionSeq++
+		return false
+	}
+	if len(users) == 0 {
 		return false
 	}
 	s.ex.ActionPending = false
