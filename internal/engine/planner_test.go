@@ -503,3 +503,48 @@ func TestPlanHoldsUnenforcedGates(t *testing.T) {
 		t.Fatalf("staging %s: %s", w.status("staging"), w.instances["staging"].Message)
 	}
 }
+
+// TestPlanReviewRegressions covers rules added after review: no target move
+// while an apply runs; resume keeps a converged channel converged (so drift
+// found after it still needs its everyAction approval); a rejected heal
+// asks again under a new topic.
+func TestPlanReviewRegressions(t *testing.T) {
+	t.Parallel()
+	t.Run("no target move while applying", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t, twoChannels("ds2", "v2"))
+		w.instances["staging"] = store.Instance{Application: "app", Service: "web", ReleaseChannel: "staging", DesiredStateID: "ds2",
+			TargetStateID: "ds1", TargetVersion: "v1", Status: string(ds.StatusConverging), ApplyAttempts: 1, LastApplyAt: t0}
+		w.observed["staging"] = Observation{Applying: true}
+		if p := w.plan(); len(p.Applies) != 0 || w.instances["staging"].TargetVersion != "v1" {
+			t.Fatalf("moved the target during an apply: %v, target %s", applied(p), w.instances["staging"].TargetVersion)
+		}
+	})
+	t.Run("resume keeps converged", func(t *testing.T) {
+		t.Parallel()
+		inst := store.Instance{ReleaseChannel: "staging", TargetStateID: "ds1", TargetVersion: "v1", CurrentStateID: "ds1", CurrentVersion: "v1", Status: string(ds.StatusConverged)}
+		paused, _, _ := Pause(inst, "ana", t0)
+		resumed, _, _ := Resume(paused, "ana", t0)
+		if resumed.Status != string(ds.StatusConverged) {
+			t.Fatalf("resumed as %s", resumed.Status)
+		}
+	})
+	t.Run("rejected heal asks again", func(t *testing.T) {
+		t.Parallel()
+		d := twoChannels("ds1", "v1")
+		d.Channels[0].EveryAction = true
+		w := newWorld(t, d)
+		w.instances["staging"] = store.Instance{Application: "app", Service: "web", ReleaseChannel: "staging", DesiredStateID: "ds1",
+			TargetStateID: "ds1", TargetVersion: "v1", CurrentStateID: "ds1", CurrentVersion: "v1", Status: string(ds.StatusConverged)}
+		w.observed["staging"] = Observation{State: runtimes.State{Version: "v1", Drifted: true}}
+		w.plan()
+		w.approvals = []store.Approval{{DesiredStateID: "ds1", ReleaseChannel: "staging", Topic: ActionTopic("staging", 1), User: "bo", Reject: true}}
+		if p := w.plan(); len(p.Applies) != 0 {
+			t.Fatalf("applied a rejected heal: %v", applied(p))
+		}
+		w.approvals = append(w.approvals, store.Approval{DesiredStateID: "ds1", ReleaseChannel: "staging", Topic: ActionTopic("staging", 2), User: "ana"})
+		if got := applied(w.plan()); !slices.Equal(got, []string{"staging=v1"}) {
+			t.Fatalf("approval of the new topic applies %v", got)
+		}
+	})
+}
