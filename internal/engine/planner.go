@@ -174,6 +174,8 @@ func (p *planner) gate(s *step) {
 		case ds.StatusFailed, ds.StatusRollingBack, ds.StatusRolledBack, ds.StatusFailedRollback:
 			// It was stable once, but no longer runs the version.
 			s.ex.Satisfied = slices.DeleteFunc(s.ex.Satisfied, func(x string) bool { return x == met })
+		default:
+			// Other states keep a condition met earlier for this version.
 		}
 		if slices.Contains(s.ex.Satisfied, met) {
 			continue
