@@ -197,20 +197,33 @@ func (s *server) cleanup() {
 	cmd, exited := s.cmd, s.exited
 	s.mu.Unlock()
 	if cmd != nil {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			s.t.Errorf("server did not stop within 15s of SIGTERM; killing it")
-			_ = cmd.Process.Signal(syscall.SIGKILL)
-			<-exited
-		}
+		stopServer(s, cmd, exited)
+		return
 	}
+	s.checkLog()
+}
+
+// stopServer stops a server process with SIGTERM (SIGKILL after 15s) and
+// checks its log.
+func stopServer(s *server, cmd *exec.Cmd, exited chan struct{}) {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(15 * time.Second):
+		s.t.Errorf("server did not stop within 15s of SIGTERM; killing it")
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		<-exited
+	}
+	s.checkLog()
+}
+
+// checkLog fails the test if the server log reports a data race or a panic,
+// and shows the log's end when the test failed.
+func (s *server) checkLog() {
 	logText, _ := os.ReadFile(s.logPath)
 	for _, bad := range []string{"WARNING: DATA RACE", "panic:"} {
 		if i := bytes.Index(logText, []byte(bad)); i >= 0 {
-			end := min(len(logText), i+6000)
-			s.t.Errorf("server log contains %q:\n%s", bad, logText[i:end])
+			s.t.Errorf("server log contains %q:\n%s", bad, logText[i:min(len(logText), i+6000)])
 		}
 	}
 	if s.t.Failed() {
@@ -262,7 +275,17 @@ func (r result) String() string {
 // runDrover runs the binary with args (no implicit flags).
 func runDrover(t *testing.T, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
+	r, err := execDrover(cliTimeout, args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// execDrover runs the binary with args within timeout; err reports a run
+// that could not start or did not finish (a non-zero exit is r.code).
+func execDrover(timeout time.Duration, args []string) (result, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, droverBin, args...)
 	cmd.Env = cleanEnv()
@@ -272,16 +295,15 @@ func runDrover(t *testing.T, args ...string) result {
 	r := result{args: args, stdout: stdout.String(), stderr: stderr.String()}
 	var exit *exec.ExitError
 	switch {
+	case ctx.Err() != nil:
+		return r, fmt.Errorf("drover %v did not finish within %s", args, timeout)
 	case err == nil:
 	case errors.As(err, &exit):
 		r.code = exit.ExitCode()
 	default:
-		t.Fatalf("run drover %v: %v", args, err)
+		return r, fmt.Errorf("run drover %v: %w", args, err)
 	}
-	if ctx.Err() != nil {
-		t.Fatalf("drover %v did not finish within %s", args, cliTimeout)
-	}
-	return r
+	return r, nil
 }
 
 // as runs a CLI verb against this server as user.

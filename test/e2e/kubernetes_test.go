@@ -9,15 +9,12 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -751,22 +748,11 @@ func k8sRun(url string, args ...string) result {
 	return k8sRunArgs(append(args, "--server", url, "--user", "bob"))
 }
 
-// k8sRunArgs runs the drover binary with args.
+// k8sRunArgs runs the drover binary with args; a run that could not start
+// or finish is reported as exit code -1.
 func k8sRunArgs(args []string) result {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*cliTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, droverBin, args...)
-	cmd.Env = cleanEnv()
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	r := result{args: args, stdout: stdout.String(), stderr: stderr.String()}
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &exit):
-		r.code = exit.ExitCode()
-	default:
+	r, err := execDrover(2*cliTimeout, args)
+	if err != nil {
 		r.code, r.stderr = -1, r.stderr+err.Error()
 	}
 	return r

@@ -6,7 +6,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -99,25 +98,7 @@ func crStartOnce(s *server, env []string) (*exec.Cmd, chan struct{}, string, err
 
 // crStop stops the server with SIGTERM and fails the test if it reported a
 // data race or a panic.
-func crStop(s *server, cmd *exec.Cmd, exited chan struct{}) {
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-exited:
-	case <-time.After(15 * time.Second):
-		s.t.Errorf("server did not stop within 15s of SIGTERM; killing it")
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		<-exited
-	}
-	logText, _ := os.ReadFile(s.logPath)
-	for _, bad := range []string{"WARNING: DATA RACE", "panic:"} {
-		if i := bytes.Index(logText, []byte(bad)); i >= 0 {
-			s.t.Errorf("server log contains %q:\n%s", bad, logText[i:min(len(logText), i+6000)])
-		}
-	}
-	if s.t.Failed() {
-		s.t.Logf("server log (%s), last lines:\n%s", s.logPath, s.logTail(80))
-	}
-}
+func crStop(s *server, cmd *exec.Cmd, exited chan struct{}) { stopServer(s, cmd, exited) }
 
 // crTerraformBinary skips the test when neither terraform nor tofu is on PATH.
 func crTerraformBinary(t *testing.T) string {
