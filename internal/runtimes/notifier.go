@@ -8,8 +8,11 @@ import (
 
 // Notifier fans "this instance may have changed" out to every Watch call of
 // a runtime; runtimes implement Watcher with it. Keys are coalesced per
-// watcher (queued once until delivered), so a slow consumer costs at most one
-// entry per instance and Notify never blocks. The zero value is ready.
+// watcher: a key is queued once until its delivery starts, so a slow consumer
+// costs at most one entry per instance and Notify never blocks. A key
+// notified while its own delivery is in progress is delivered again
+// afterwards, because the consumer may already have read the old state. The
+// zero value is ready.
 type Notifier struct {
 	mu       sync.Mutex
 	watchers []*notifyQueue
@@ -70,12 +73,17 @@ func (n *Notifier) Watch(ctx context.Context, stop <-chan struct{}, notify func(
 		}
 		q.mu.Lock()
 		batch, q.pending = q.pending, batch[:0]
-		clear(q.queued)
 		q.mu.Unlock()
 		for _, k := range batch {
 			if ctx.Err() != nil {
 				return nil
 			}
+			// The key stays queued until here, so notifications that arrive
+			// between taking the batch and delivering it are coalesced into
+			// this delivery; later ones queue it again.
+			q.mu.Lock()
+			delete(q.queued, k)
+			q.mu.Unlock()
 			notify(k)
 		}
 	}
