@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/drover-dev/drover/internal/store/sqlite"
 )
 
 // The data directory: one server at a time (B1), a directory removed under
@@ -127,5 +129,48 @@ func TestS8DataDirAndDatabasePrivate(t *testing.T) {
 		if fi.Mode().Perm() != want {
 			t.Errorf("%s: mode %04o, want %04o", path, fi.Mode().Perm(), want)
 		}
+	}
+}
+
+// TestB10RollbackAfterRetentionPruned: with no superseded desired states
+// kept beyond what instances need, older pushes lose their compiled copy,
+// yet status and a rollback to the previous version still work.
+func TestB10RollbackAfterRetentionPruned(t *testing.T) {
+	requireE2E(t)
+	dir := oneChannelTree(t, "keep", "200ms")
+	s := newServer(t, "--keep-desired-states", "0", "--poll-interval", "100ms")
+	s.ok("alice", "apply", dir+"/...")
+	var versions, ids []string
+	for _, image := range []string{"1.0", "2.0", "3.0"} {
+		v, id := s.push("alice", "keep", "web", "image="+image)
+		ids = append(ids, id)
+		if r := s.as("alice", "wait", "web", "--app", "keep", "--timeout", "30s"); r.code != 0 {
+			t.Fatalf("wait for image %s: %s", image, r)
+		}
+		versions = append(versions, v)
+	}
+	// A push identical to the active one is accepted (it retries a rollout).
+	s.push("alice", "keep", "web", "image=3.0")
+	if r := s.as("alice", "wait", "web", "--app", "keep", "--timeout", "30s"); r.code != 0 {
+		t.Fatalf("wait after an identical push: %s", r)
+	}
+	s.ok("alice", "rollback", "web", "--app", "keep", "--release-channel", "staging")
+	s.waitStatus("keep", "web", 30*time.Second, "staging rolled back to the previous version", channelIs("staging", "ROLLED_BACK", versions[1]))
+
+	s.mu.Lock()
+	cmd, exited := s.cmd, s.exited
+	s.mu.Unlock()
+	stopServer(s, cmd, exited)
+	st, err := sqlite.Open(t.Context(), filepath.Join(s.data, "drover.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = st.Close() }()
+	first, err := st.GetDesiredState(t.Context(), ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.PrunedAt.IsZero() || first.Compiled != nil {
+		t.Errorf("the first push's desired state was not pruned: pruned at %v, %d compiled bytes", first.PrunedAt, len(first.Compiled))
 	}
 }
