@@ -76,7 +76,7 @@ func Prepare(dir string) (warning, err error) {
 		return nil, fmt.Errorf("data directory %s is not a directory", dir)
 	}
 	if fi.Mode().Perm() != 0o700 {
-		if err := os.Chmod(dir, 0o700); err != nil {
+		if err := os.Chmod(dir, 0o700); err != nil { //nolint:gosec // G302: a directory needs its x bit; 0700 is owner-only
 			return fmt.Errorf("data directory %s has mode %04o and cannot be made 0700 (%w): other local users may read its database", dir, fi.Mode().Perm(), err), nil
 		}
 	}
@@ -144,7 +144,7 @@ func (l *Lock) write() error {
 // flock takes an exclusive flock on f without blocking, retrying on EINTR.
 func flock(f *os.File) error {
 	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) //nolint:gosec // G115: a file descriptor fits an int
 		if !errors.Is(err, unix.EINTR) {
 			return err
 		}
