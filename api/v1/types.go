@@ -51,10 +51,14 @@ type ConfigError struct {
 	Message string `json:"message"`
 }
 
-// Health reports that the server is up.
+// Health reports that the server is up and whether its store works. Status
+// is "ok" (HTTP 200) or "unhealthy" (HTTP 503).
 type Health struct {
 	Status  string `json:"status"`
 	Version string `json:"version"`
+	// Store is "ok" or "error"; StoreError says what is wrong.
+	Store      string `json:"store,omitempty"`
+	StoreError string `json:"storeError,omitempty"`
 }
 
 // Config is one config file as sent by the client: local references

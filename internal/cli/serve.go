@@ -20,6 +20,7 @@ import (
 	"github.com/drover-dev/drover/internal/config"
 	"github.com/drover-dev/drover/internal/engine"
 	"github.com/drover-dev/drover/internal/server"
+	"github.com/drover-dev/drover/internal/store"
 	"github.com/drover-dev/drover/internal/store/sqlite"
 )
 
@@ -28,6 +29,7 @@ type serverFlags struct {
 	data, listen, logLevel string
 	settings               engine.Settings
 	workers                int
+	keepDesiredStates      int
 }
 
 func (f *serverFlags) register(cmd *cobra.Command, defaultData string) {
@@ -41,6 +43,7 @@ func (f *serverFlags) register(cmd *cobra.Command, defaultData string) {
 	fl.DurationVar(&f.settings.ProgressDeadline, "progress-deadline", f.settings.ProgressDeadline, "fail a rollout that has not converged in this long (service progressDeadline overrides)")
 	fl.IntVar(&f.settings.MaxApplyAttempts, "apply-attempts", f.settings.MaxApplyAttempts, "apply attempts before a release channel fails")
 	fl.IntVar(&f.workers, "workers", 8, "services reconciled in parallel")
+	fl.IntVar(&f.keepDesiredStates, "keep-desired-states", store.DefaultKeepSuperseded, "superseded desired states per service that keep their compiled copy, besides those rollback and status need (-1 keeps all)")
 }
 
 func (f *serverFlags) logger(w io.Writer) (*slog.Logger, error) {
@@ -54,17 +57,18 @@ func (f *serverFlags) logger(w io.Writer) (*slog.Logger, error) {
 // start opens the store, listens, and runs the server in the background. The
 // returned function stops it and waits.
 func (f *serverFlags) start(ctx context.Context, log *slog.Logger) (addr string, stop func() error, err error) {
-	if err := os.MkdirAll(f.data, 0o700); err != nil {
-		return "", nil, fmt.Errorf("create data directory: %w", err)
-	}
-	st, err := sqlite.Open(ctx, filepath.Join(f.data, "drover.db"))
+	lock, st, err := openDataDir(ctx, f.data, log, sqlite.KeepSuperseded(f.keepDesiredStates))
 	if err != nil {
 		return "", nil, err
 	}
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
 		_ = st.Close()
+		_ = lock.Release()
 		return "", nil, fmt.Errorf("listen on %s: %w (is another drover running? choose another address with --listen)", f.listen, err)
+	}
+	if err := lock.SetListen(ln.Addr().String()); err != nil {
+		log.Warn("record listen address in lock file failed", "error", err)
 	}
 	srv := server.New(server.Config{Store: st, DataDir: f.data, Settings: f.settings, Log: log, Workers: f.workers})
 	ctx, cancel := context.WithCancel(ctx)
@@ -76,6 +80,7 @@ func (f *serverFlags) start(ctx context.Context, log *slog.Logger) (addr string,
 		if cerr := st.Close(); err == nil {
 			err = cerr
 		}
+		_ = lock.Release()
 		return err
 	}, nil
 }

@@ -39,19 +39,27 @@ func canonical(f *config.File) ([]byte, string, error) {
 	return body, hex.EncodeToString(sum[:]), nil
 }
 
-// decodeCache keeps decoded stored configs by kind, name and version.
+// decodeCache keeps the decoded form of the newest version of each stored
+// config it was asked for, by kind and name: a new version replaces the
+// entry, so the cache holds at most one version per config (B10: it used to
+// keep every version it ever decoded, each as large as its config).
 type decodeCache struct {
 	mu sync.Mutex
-	m  map[string]*config.Source
+	m  map[string]decoded
+}
+
+type decoded struct {
+	version int64
+	src     *config.Source
 }
 
 func (c *decodeCache) source(obj store.ConfigObject) (*config.Source, error) {
-	key := fmt.Sprintf("%s\x00%s\x00%d", obj.Kind, obj.Name, obj.Version)
+	key := obj.Kind + "\x00" + obj.Name
 	c.mu.Lock()
-	src, ok := c.m[key]
+	d, ok := c.m[key]
 	c.mu.Unlock()
-	if ok {
-		return src, nil
+	if ok && d.version == obj.Version {
+		return d.src, nil
 	}
 	name := obj.Source
 	if name == "" {
@@ -61,14 +69,25 @@ func (c *decodeCache) source(obj store.ConfigObject) (*config.Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stored %s %s version %d: %w", obj.Kind, obj.Name, obj.Version, err)
 	}
-	src = &config.Source{Path: name, Decoded: dec}
+	src := &config.Source{Path: name, Decoded: dec}
 	c.mu.Lock()
 	if c.m == nil {
-		c.m = map[string]*config.Source{}
+		c.m = map[string]decoded{}
 	}
-	c.m[key] = src
+	// An older version asked for late (a push racing an apply) does not
+	// evict the newer one.
+	if cur, ok := c.m[key]; !ok || cur.version < obj.Version {
+		c.m[key] = decoded{version: obj.Version, src: src}
+	}
 	c.mu.Unlock()
 	return src, nil
+}
+
+// len returns the number of cached configs.
+func (c *decodeCache) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.m)
 }
 
 // storedSources returns the latest version of every stored config of kind ("" = all).

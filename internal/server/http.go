@@ -12,7 +12,6 @@ import (
 	apiv1 "github.com/drover-dev/drover/api/v1"
 	"github.com/drover-dev/drover/internal/engine"
 	"github.com/drover-dev/drover/internal/store"
-	"github.com/drover-dev/drover/internal/version"
 )
 
 // maxBody bounds request bodies (configs carry referenced files).
@@ -20,9 +19,7 @@ const maxBody = 64 << 20
 
 func (s *Server) routes() {
 	m := http.NewServeMux()
-	m.HandleFunc("GET /v1/health", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, apiv1.Health{Status: "ok", Version: version.Version})
-	})
+	m.HandleFunc("GET /v1/health", s.health)
 	m.HandleFunc("POST /v1/configs:apply", handle(s, func(r *http.Request, req apiv1.ApplyConfigsRequest) (any, error) {
 		return s.applyConfigs(r.Context(), req)
 	}))

@@ -101,6 +101,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
 	errc := make(chan error, 2)
 	go func() { errc <- s.loop.Run(ctx) }()
+	go s.monitorStore(ctx)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errc <- err

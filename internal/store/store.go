@@ -61,7 +61,21 @@ type DesiredState struct {
 	CreatedAt       time.Time `json:"createdAt"`
 	// ReplacedBy is the id of the desired state that replaced this one, or "".
 	ReplacedBy string `json:"replacedBy,omitempty"`
+	// PrunedAt is when retention dropped Compiled (now nil) of this
+	// superseded desired state; zero while it is kept. Its record,
+	// approvals and events stay.
+	PrunedAt time.Time `json:"prunedAt,omitzero"`
 }
+
+// DefaultKeepSuperseded is how many superseded desired states per service
+// keep their compiled copy by default, besides those instances reference
+// (see CreateDesiredState).
+const DefaultKeepSuperseded = 50
+
+// ExtraPreviousStateID is the one key of Instance.Extra the store reads: the
+// desired state an instance converged on before its current one, which a
+// rollback returns to; retention keeps it.
+const ExtraPreviousStateID = "previousStateId"
 
 // Approval is one person's approval (or rejection) of a topic of a desired state.
 type Approval struct {
@@ -211,7 +225,16 @@ type Store interface {
 	// ReplacedBy on the service's previous active desired state and appends
 	// events. ds.ID must be set and unique (an existing ID fails with
 	// ErrConflict and nothing is written). A zero CreatedAt is set to the
-	// current time; ds.ReplacedBy is ignored.
+	// current time; ds.ReplacedBy and ds.PrunedAt are ignored.
+	//
+	// Retention: in the same transaction, the service's superseded desired
+	// states beyond the newest N (a setting of the implementation,
+	// DefaultKeepSuperseded unless configured; negative keeps all) lose
+	// their Compiled and get PrunedAt, except those an instance of the
+	// service references (DesiredStateID, TargetStateID, CurrentStateID, or
+	// ExtraPreviousStateID in Extra), which stay whole. A ds whose Compiled
+	// equals the active one's may share its stored copy; reads return the
+	// same bytes either way.
 	CreateDesiredState(ctx context.Context, ds DesiredState, events ...Event) error
 	// GetDesiredState returns a desired state by id, or ErrNotFound.
 	GetDesiredState(ctx context.Context, id string) (DesiredState, error)
@@ -274,6 +297,12 @@ type Store interface {
 	AppendEvents(ctx context.Context, events ...Event) error
 	// ListEvents returns events matching f, oldest first.
 	ListEvents(ctx context.Context, f EventFilter) ([]Event, error)
+
+	// Check reports the store's health: nil when it can read and write;
+	// otherwise an error that says what is wrong (its files were removed or
+	// replaced, the last write failed for lack of space or an I/O error, a
+	// read fails). It is cheap enough for every health request.
+	Check(ctx context.Context) error
 
 	// Close releases the store.
 	Close() error

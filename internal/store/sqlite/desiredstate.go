@@ -12,6 +12,12 @@ import (
 
 const desiredStateColumns = "id, application, service, version, config_version, compiled, params, rollback, release_channels, created_by, created_at, replaced_by"
 
+// selectDesiredState reads desiredStateColumns and pruned_at; a row that
+// shares another's compiled copy (compiled_from) reads that copy.
+const selectDesiredState = "SELECT id, application, service, version, config_version," +
+	" COALESCE(compiled, (SELECT o.compiled FROM desired_states o WHERE o.id = desired_states.compiled_from))," +
+	" params, rollback, release_channels, created_by, created_at, replaced_by, pruned_at FROM desired_states"
+
 func scanDesiredState(row interface{ Scan(...any) error }) (store.DesiredState, error) {
 	var (
 		ds         store.DesiredState
@@ -19,7 +25,7 @@ func scanDesiredState(row interface{ Scan(...any) error }) (store.DesiredState, 
 		replacedBy sql.NullString
 	)
 	err := row.Scan(&ds.ID, &ds.Application, &ds.Service, &ds.Version, &ds.ConfigVersion, &ds.Compiled, &ds.Params,
-		&ds.Rollback, &channels, &ds.CreatedBy, scanTime{&ds.CreatedAt}, &replacedBy)
+		&ds.Rollback, &channels, &ds.CreatedBy, scanTime{&ds.CreatedAt}, &replacedBy, scanTime{&ds.PrunedAt})
 	if err != nil {
 		return store.DesiredState{}, err
 	}
@@ -61,6 +67,11 @@ func (s *Store) CreateDesiredState(ctx context.Context, ds store.DesiredState, e
 		if !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
+		// A push identical to the active desired state shares its copy.
+		origin, err := sharedCopy(ctx, tx, ds.Application, ds.Service, ds.Compiled)
+		if err != nil {
+			return err
+		}
 		// The foreign key on replaced_by is deferred to the commit, so the
 		// previous active state can point at ds before ds is inserted (the
 		// unique index on active states forbids the reverse order).
@@ -69,10 +80,17 @@ func (s *Store) CreateDesiredState(ctx context.Context, ds store.DesiredState, e
 			ds.ID, ds.Application, ds.Service); err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, "INSERT INTO desired_states ("+desiredStateColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)",
-			ds.ID, ds.Application, ds.Service, ds.Version, ds.ConfigVersion, dbBytes(ds.Compiled), dbBytes(ds.Params),
-			ds.Rollback, channels, ds.CreatedBy, dbTime(ds.CreatedAt))
+		compiled, from := dbBytes(ds.Compiled), any(nil)
+		if origin != "" {
+			compiled, from = nil, origin
+		}
+		_, err = tx.ExecContext(ctx, "INSERT INTO desired_states ("+desiredStateColumns+", compiled_from) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)",
+			ds.ID, ds.Application, ds.Service, ds.Version, ds.ConfigVersion, compiled, dbBytes(ds.Params),
+			ds.Rollback, channels, ds.CreatedBy, dbTime(ds.CreatedAt), from)
 		if err != nil {
+			return err
+		}
+		if err := s.pruneSuperseded(ctx, tx, ds.Application, ds.Service, t); err != nil {
 			return err
 		}
 		seqs, err = s.insertEvents(ctx, tx, events, t)
@@ -88,7 +106,7 @@ func (s *Store) CreateDesiredState(ctx context.Context, ds store.DesiredState, e
 // GetDesiredState implements store.Store.
 func (s *Store) GetDesiredState(ctx context.Context, id string) (store.DesiredState, error) {
 	ds, err := scanDesiredState(s.reads.QueryRowContext(ctx,
-		"SELECT "+desiredStateColumns+" FROM desired_states WHERE id = ?", id))
+		selectDesiredState+" WHERE id = ?", id))
 	if err != nil {
 		return store.DesiredState{}, fmt.Errorf("get desired state %s: %w", id, notFound(err))
 	}
@@ -98,7 +116,7 @@ func (s *Store) GetDesiredState(ctx context.Context, id string) (store.DesiredSt
 // ActiveDesiredState implements store.Store.
 func (s *Store) ActiveDesiredState(ctx context.Context, application, service string) (store.DesiredState, error) {
 	ds, err := scanDesiredState(s.reads.QueryRowContext(ctx,
-		"SELECT "+desiredStateColumns+" FROM desired_states WHERE application = ? AND service = ? AND replaced_by IS NULL",
+		selectDesiredState+" WHERE application = ? AND service = ? AND replaced_by IS NULL",
 		application, service))
 	if err != nil {
 		return store.DesiredState{}, fmt.Errorf("active desired state of %s/%s: %w", application, service, notFound(err))
@@ -110,7 +128,7 @@ func (s *Store) ActiveDesiredState(ctx context.Context, application, service str
 // application and service.
 func (s *Store) ListActiveDesiredStates(ctx context.Context) ([]store.DesiredState, error) {
 	out, err := queryAll(ctx, s.reads,
-		"SELECT "+desiredStateColumns+" FROM desired_states WHERE replaced_by IS NULL ORDER BY application, service",
+		selectDesiredState+" WHERE replaced_by IS NULL ORDER BY application, service",
 		nil, scanDesiredState)
 	if err != nil {
 		return nil, fmt.Errorf("list active desired states: %w", err)
@@ -121,7 +139,7 @@ func (s *Store) ListActiveDesiredStates(ctx context.Context) ([]store.DesiredSta
 // ListDesiredStates implements store.Store; limit <= 0 means no limit.
 func (s *Store) ListDesiredStates(ctx context.Context, application, service string, limit int) ([]store.DesiredState, error) {
 	out, err := queryAll(ctx, s.reads,
-		"SELECT "+desiredStateColumns+" FROM desired_states WHERE application = ? AND service = ? ORDER BY ord DESC"+limitClause(limit),
+		selectDesiredState+" WHERE application = ? AND service = ? ORDER BY ord DESC"+limitClause(limit),
 		[]any{application, service}, scanDesiredState)
 	if err != nil {
 		return nil, fmt.Errorf("list desired states of %s/%s: %w", application, service, err)

@@ -25,6 +25,24 @@
 // insert/update, task run insert/prune) are prepared once on the write
 // connection.
 //
+// # Files and health
+//
+// Open creates the database with mode 0600 and tightens existing files to
+// 0600 (SQLite gives -wal and -shm the database's mode); refuses a missing
+// or empty database while path+MarkerSuffix (written at the first open) says
+// one existed; runs PRAGMA quick_check and refuses damage; and reports a
+// full disk as "no space left on device". It remembers the device and inode
+// of the file and its directory: each write transaction checks them before
+// it commits (two stat calls), and once they changed every write fails with
+// ErrReplaced. Check adds a small read and the outcome of the last write.
+//
+// # Retention
+//
+// CreateDesiredState shares the compiled copy of the active desired state
+// when the new one is identical (compiled_from), and drops the compiled copy
+// of superseded desired states beyond KeepSuperseded that no instance needs
+// (pruned_at); see retention.go.
+//
 // Opening MemoryPath gives a private in-memory database on a single
 // connection, for tests of other packages; it is not durable.
 //
@@ -62,6 +80,8 @@
 //     transaction, the runs of the instance and kind older than the newest
 //     200, using the index on (application, service, release_channel, kind,
 //     id DESC), which also serves listing newest first.
+//   - desired_states (0003): compiled_from (the row whose compiled copy this
+//     one shares) and pruned_at (retention dropped the compiled copy).
 //
 // Times are stored as TEXT in UTC with nine fractional digits
 // ("2006-01-02T15:04:05.000000000Z"): exact to the nanosecond, readable in the

@@ -46,6 +46,12 @@ type Store struct {
 	stmts struct {
 		insertEvent, insertInstance, updateInstance, insertRun, pruneRuns *sql.Stmt
 	}
+	// health is what Check reports: the files' identity, and the outcome
+	// of the last write (see health.go).
+	health health
+	// keepSuperseded is the retention bound of CreateDesiredState (see
+	// retention.go); negative keeps everything.
+	keepSuperseded int
 }
 
 var _ store.Store = (*Store)(nil)
@@ -53,14 +59,28 @@ var _ store.Store = (*Store)(nil)
 // Open opens (creating it if needed) the SQLite database at path and applies
 // any pending schema migrations. It fails if the database's schema is newer
 // than this binary knows. path is a file name or MemoryPath.
-func Open(ctx context.Context, path string) (*Store, error) {
+//
+// Opening a file also: refuses a missing or empty database whose marker
+// (path+MarkerSuffix) says it existed, creates the files with mode 0600 and
+// tightens existing ones, runs PRAGMA quick_check (a corrupted database is
+// refused), and remembers the file's identity for Check. A full disk is
+// reported as "no space left on device".
+func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
+	o := options{keepSuperseded: store.DefaultKeepSuperseded}
+	for _, opt := range opts {
+		opt(&o)
+	}
 	s, err := open(ctx, path, migrations)
 	if err == nil {
+		s.keepSuperseded = o.keepSuperseded
 		if err = s.prepare(ctx); err != nil {
 			_ = s.Close()
 		}
 	}
 	if err != nil {
+		if path != MemoryPath && path != "" {
+			err = explainDiskFull(filepath.Dir(path), err)
+		}
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	return s, nil
@@ -85,6 +105,10 @@ func open(ctx context.Context, path string, ms []migration) (*Store, error) {
 			return nil, err
 		}
 		name = "file:" + escapePath(filepath.ToSlash(abs))
+		if err := prepareFile(abs); err != nil {
+			return nil, err
+		}
+		path = abs
 	}
 	writeParams := append(params[:len(params):len(params)],
 		"_pragma=journal_mode(WAL)",
@@ -121,6 +145,10 @@ func open(ctx context.Context, path string, ms []migration) (*Store, error) {
 		_ = s.Close()
 		return nil, err
 	}
+	if err := s.adoptFiles(path); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -139,6 +167,11 @@ func (s *Store) init(ctx context.Context, memory bool, ms []migration) error {
 	}
 	if sync != 2 { // FULL
 		return fmt.Errorf("synchronous is %d, want 2 (FULL)", sync)
+	}
+	if !memory {
+		if err := quickCheck(ctx, s.write); err != nil {
+			return err
+		}
 	}
 	return migrate(ctx, s.write, ms)
 }
@@ -232,13 +265,19 @@ func (s *Store) writeTxMode(ctx context.Context, d durability, fn func(tx *sql.T
 	}
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
-		return err
+		return s.health.wrote(err)
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
+		return s.health.wrote(err)
+	}
+	// Refuse to acknowledge a write into a database file that was removed
+	// or replaced: nobody would ever read it again (B4).
+	if err := s.health.checkFiles(); err != nil {
+		_ = tx.Rollback()
 		return err
 	}
-	return tx.Commit()
+	return s.health.wrote(tx.Commit())
 }
 
 // now is the store's clock, truncated to what the store keeps.

@@ -70,6 +70,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Event/Filter", testEventFilter},
 		{"Event/Concurrent", testEventsConcurrent},
 		{"Context/Canceled", testCanceled},
+		{"Check/Healthy", testCheckHealthy},
+		{"DesiredState/B10Retention", testB10Retention},
+		{"DesiredState/B10IdenticalPushKeepsSharedCopy", testB10IdenticalPush},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1619,5 +1622,120 @@ func testCanceled(t *testing.T, s store.Store) {
 	}
 	if runs := listRuns(t, s, store.RunFilter{}); len(runs) != 0 {
 		t.Errorf("a canceled RecordRun wrote %d runs", len(runs))
+	}
+}
+
+func testCheckHealthy(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	must(t, s.Check(ctx))
+	create(t, s, desiredState("ds-1", "shop", "web", 1), ev("shop", "web", "pushed"))
+	write(t, s, instance("shop", "web", "production"))
+	must(t, s.Check(ctx))
+}
+
+// pushes creates desired states prefix-from..prefix-(to-1) of app/svc, each
+// with its own compiled copy, and returns their ids.
+func pushes(t *testing.T, s store.Store, app, svc, prefix string, from, to int) []string {
+	t.Helper()
+	var out []string
+	for i := from; i < to; i++ {
+		id := fmt.Sprintf("%s-%d", prefix, i)
+		create(t, s, desiredState(id, app, svc, i), ev(app, svc, "pushed"))
+		out = append(out, id)
+	}
+	return out
+}
+
+// testB10Retention: superseded desired states beyond the bound lose their
+// compiled copy, except those instances need; records, approvals and events stay.
+func testB10Retention(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	n := store.DefaultKeepSuperseded
+	// The instance converges on ds-2, targets ds-3 and can roll back to ds-1.
+	inst := instance("shop", "web", "production")
+	inst.DesiredStateID, inst.TargetStateID, inst.CurrentStateID = "ds-late", "ds-3", "ds-2"
+	inst.Extra = []byte(`{"` + store.ExtraPreviousStateID + `": "ds-1", "satisfied": ["x"]}`)
+	write(t, s, inst)
+	other := instance("shop", "web", "canary")
+	other.DesiredStateID, other.TargetStateID, other.CurrentStateID, other.Extra = "ds-late", "", "", []byte(`not json`)
+	write(t, s, other)
+	pushes(t, s, "shop", "api", "api", 0, 3)
+	ids := pushes(t, s, "shop", "web", "ds", 0, n+11) // ds-0 .. ds-(n+10); the last is active
+	must(t, s.AddApproval(ctx, approval("ds-0", "production", "alice"), ev("shop", "web", "approved")))
+	create(t, s, desiredState("ds-late", "shop", "web", n+11), ev("shop", "web", "pushed"))
+	ids = append(ids, "ds-late")
+
+	keptWhole := map[string]bool{"ds-1": true, "ds-2": true, "ds-3": true}
+	for _, id := range ids[len(ids)-1-n:] { // the newest n superseded and the active one
+		keptWhole[id] = true
+	}
+	for i, id := range ids {
+		got, err := s.GetDesiredState(ctx, id)
+		must(t, err)
+		want := desiredState(id, "shop", "web", i)
+		if id == "ds-late" {
+			want = desiredState(id, "shop", "web", n+11)
+		}
+		if keptWhole[id] {
+			if !bytes.Equal(canonicalJSON(got.Compiled), canonicalJSON(want.Compiled)) || !got.PrunedAt.IsZero() {
+				t.Errorf("%s: Compiled %s, PrunedAt %v; want it kept whole", id, got.Compiled, got.PrunedAt)
+			}
+			continue
+		}
+		if got.Compiled != nil || got.PrunedAt.IsZero() {
+			t.Errorf("%s: Compiled %q, PrunedAt %v; want it pruned (beyond the newest %d and unreferenced)", id, got.Compiled, got.PrunedAt, n)
+		}
+		if got.Version != want.Version || got.ReplacedBy == "" || got.CreatedBy != want.CreatedBy {
+			t.Errorf("%s: the record of a pruned desired state changed: %+v", id, got)
+		}
+	}
+	list, err := s.ListDesiredStates(ctx, "shop", "web", 0)
+	must(t, err)
+	if len(list) != len(ids) {
+		t.Errorf("ListDesiredStates = %d records, want %d (records stay)", len(list), len(ids))
+	}
+	approvals, err := s.ListApprovals(ctx, "ds-0")
+	must(t, err)
+	if len(approvals) != 1 {
+		t.Errorf("approvals of a pruned desired state = %v, want the one recorded", approvals)
+	}
+	if evs := events(t, s, store.EventFilter{Application: "shop", Service: "web"}); len(evs) != len(ids)+1 {
+		t.Errorf("events = %d, want %d (events are history and stay)", len(evs), len(ids)+1)
+	}
+	for _, id := range []string{"api-0", "api-1", "api-2"} {
+		got, err := s.GetDesiredState(ctx, id)
+		must(t, err)
+		if got.Compiled == nil || !got.PrunedAt.IsZero() {
+			t.Errorf("%s of another service was pruned", id)
+		}
+	}
+}
+
+// testB10IdenticalPush: a push identical to the active desired state reads
+// back its compiled copy, also after the first of the two was superseded
+// beyond the retention bound while the second is still needed.
+func testB10IdenticalPush(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	first := desiredState("ds-a", "shop", "web", 1)
+	second := desiredState("ds-b", "shop", "web", 1)
+	second.ID, second.Params = "ds-b", []byte(`{"replicas": 4}`)
+	create(t, s, first, ev("shop", "web", "pushed"))
+	create(t, s, second, ev("shop", "web", "pushed"))
+	for _, want := range []store.DesiredState{first, second} {
+		got, err := s.GetDesiredState(ctx, want.ID)
+		must(t, err)
+		if want.ID == "ds-a" {
+			want.ReplacedBy = "ds-b"
+		}
+		same(t, got, want, "identical push "+want.ID)
+	}
+	inst := instance("shop", "web", "production")
+	inst.DesiredStateID, inst.TargetStateID, inst.CurrentStateID, inst.Extra = "ds-b", "ds-b", "ds-b", nil
+	write(t, s, inst)
+	pushes(t, s, "shop", "web", "ds", 2, store.DefaultKeepSuperseded+4)
+	got, err := s.GetDesiredState(ctx, "ds-b")
+	must(t, err)
+	if !bytes.Equal(canonicalJSON(got.Compiled), canonicalJSON(second.Compiled)) || !got.PrunedAt.IsZero() {
+		t.Errorf("ds-b (still current) lost its compiled copy: %q, pruned at %v", got.Compiled, got.PrunedAt)
 	}
 }

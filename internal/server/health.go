@@ -1,0 +1,59 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	apiv1 "github.com/drover-dev/drover/api/v1"
+	"github.com/drover-dev/drover/internal/version"
+)
+
+// healthTimeout bounds the store check of one health request.
+const healthTimeout = 5 * time.Second
+
+// storeCheckInterval is how often the server checks its store on its own,
+// so that a data directory removed under it is logged even when nobody asks.
+const storeCheckInterval = 5 * time.Second
+
+// health answers GET /v1/health: 200 and "ok" when the store works, 503 and
+// the store's error otherwise (B25).
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), healthTimeout)
+	defer cancel()
+	h := apiv1.Health{Status: "ok", Version: version.Version, Store: "ok"}
+	code := http.StatusOK
+	if err := s.store.Check(ctx); err != nil {
+		h.Status, h.Store, h.StoreError = "unhealthy", "error", err.Error()
+		code = http.StatusServiceUnavailable
+	}
+	writeJSON(w, code, h)
+}
+
+// monitorStore checks the store every storeCheckInterval until ctx ends and
+// logs when it becomes unhealthy and when it recovers. A data directory
+// removed or replaced under the server (B4) stays unhealthy: the server keeps
+// serving reads from the database it has open, refuses every write, and
+// health answers 503 until it is restarted.
+func (s *Server) monitorStore(ctx context.Context) {
+	t := time.NewTicker(storeCheckInterval)
+	defer t.Stop()
+	var failing bool
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		err := s.store.Check(ctx)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return
+		case err != nil && !failing:
+			s.log.Error("store unhealthy", "error", err)
+		case err == nil && failing:
+			s.log.Info("store healthy again")
+		}
+		failing = err != nil
+	}
+}

@@ -1,0 +1,110 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	apiv1 "github.com/drover-dev/drover/api/v1"
+	"github.com/drover-dev/drover/internal/store"
+	"github.com/drover-dev/drover/internal/store/sqlite"
+)
+
+// request sends one request to the API; every test request goes through it,
+// so a header the API starts requiring is added in one place.
+func request(t *testing.T, method, url string, body io.Reader) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = resp.Body.Close() })
+	return resp
+}
+
+func getHealth(t *testing.T, url string) (int, apiv1.Health) {
+	t.Helper()
+	resp := request(t, http.MethodGet, url+"/v1/health", nil)
+	var h apiv1.Health
+	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
+		t.Fatalf("decode health: %v", err)
+	}
+	return resp.StatusCode, h
+}
+
+func TestB25HealthReportsStore(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "data")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	st, err := sqlite.Open(t.Context(), filepath.Join(dir, "drover.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	ts := httptest.NewServer(New(Config{Store: st, DataDir: dir}).Handler())
+	t.Cleanup(ts.Close)
+
+	code, h := getHealth(t, ts.URL)
+	if code != http.StatusOK || h.Status != "ok" || h.Store != "ok" {
+		t.Fatalf("health of a working store = %d %+v, want 200 ok", code, h)
+	}
+	// B4: the data directory removed under the running server.
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	code, h = getHealth(t, ts.URL)
+	if code != http.StatusServiceUnavailable || h.Status != "unhealthy" || h.Store != "error" ||
+		!strings.Contains(h.StoreError, "removed or replaced") {
+		t.Fatalf("health after the data directory was removed = %d %+v, want 503 with the store's error", code, h)
+	}
+	// Writes are refused with the same message.
+	body := `{"user": "t", "configs": [{"source": "rt.pvn.yaml", "body": {"runtime": {"name": "rt", "fake": {}}}}]}`
+	resp := request(t, http.MethodPost, ts.URL+"/v1/configs:apply", strings.NewReader(body))
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode == http.StatusOK || !strings.Contains(string(raw), "removed or replaced") {
+		t.Errorf("apply after the data directory was removed = %d %s, want an error naming the cause", resp.StatusCode, raw)
+	}
+}
+
+func TestB10DecodeCacheKeepsOneVersion(t *testing.T) {
+	t.Parallel()
+	var c decodeCache
+	for v := int64(1); v <= 20; v++ {
+		body := fmt.Sprintf(`{"runtime": {"name": "rt", "fake": {}, "labels": [{"label": "v", "value": "%d"}]}}`, v)
+		src, err := c.source(store.ConfigObject{Kind: "runtime", Name: "rt", Version: v, Body: []byte(body)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if src == nil {
+			t.Fatal("nil source")
+		}
+	}
+	// An older version decoded late does not replace the newest.
+	if _, err := c.source(store.ConfigObject{Kind: "runtime", Name: "rt", Version: 3, Body: []byte(`{"runtime": {"name": "rt", "fake": {}}}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.len(); n != 1 {
+		t.Errorf("cache holds %d entries after 20 versions of one config, want 1", n)
+	}
+	c.mu.Lock()
+	v := c.m["runtime\x00rt"].version
+	c.mu.Unlock()
+	if v != 20 {
+		t.Errorf("cached version = %d, want 20", v)
+	}
+}

@@ -1,0 +1,83 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"github.com/drover-dev/drover/internal/store"
+)
+
+// Retention of desired states (B10). Every push stores a desired state with
+// its compiled copy, which can be large (a config with big inlined files).
+// CreateDesiredState bounds that in the same transaction:
+//
+//   - a push whose compiled copy equals the active desired state's stores no
+//     second copy: its row names the row that holds it (compiled_from);
+//   - the service's superseded desired states beyond the newest N lose their
+//     compiled copy (compiled NULL, pruned_at set), except those an instance
+//     still needs: its desired, target and current state, and the previous
+//     converged state a rollback returns to (Extra's previousStateId). A row
+//     whose copy a kept row shares keeps it too.
+//
+// Rows stay, so approvals, apply attempts and events keep what they refer
+// to; they are small. Events are the history and are not pruned.
+
+// Option configures Open.
+type Option func(*options)
+
+type options struct{ keepSuperseded int }
+
+// KeepSuperseded sets how many superseded desired states per service keep
+// their compiled copy beyond those instances reference
+// (store.DefaultKeepSuperseded by default); a negative n keeps them all.
+func KeepSuperseded(n int) Option { return func(o *options) { o.keepSuperseded = n } }
+
+// sharedCopy returns the id of the row holding the active desired state's
+// compiled copy when it equals compiled, or "".
+func sharedCopy(ctx context.Context, tx *sql.Tx, application, service string, compiled []byte) (string, error) {
+	if compiled == nil {
+		return "", nil
+	}
+	var origin string
+	var same bool
+	err := tx.QueryRowContext(ctx, `SELECT o.id, o.compiled = ? FROM desired_states d
+		JOIN desired_states o ON o.id = COALESCE(d.compiled_from, d.id)
+		WHERE d.application = ? AND d.service = ? AND d.replaced_by IS NULL AND o.compiled IS NOT NULL`,
+		compiled, application, service).Scan(&origin, &same)
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && !same) {
+		return "", nil
+	}
+	return origin, err
+}
+
+// pruneSuperseded drops the compiled copies the retention bound lets go. It
+// runs twice: the first pass frees the rows that share a copy, the second
+// the rows that held a copy only they shared.
+func (s *Store) pruneSuperseded(ctx context.Context, tx *sql.Tx, application, service string, at time.Time) error {
+	if s.keepSuperseded < 0 {
+		return nil
+	}
+	for range 2 {
+		if _, err := tx.ExecContext(ctx, pruneSuperseded, dbTime(at), application, service, s.keepSuperseded); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+const pruneSuperseded = `WITH
+	recent(ord) AS (SELECT ord FROM desired_states WHERE application = ?2 AND service = ?3 AND replaced_by IS NOT NULL
+		ORDER BY ord DESC LIMIT ?4),
+	used(id) AS (SELECT id FROM (
+		SELECT desired_state_id AS id FROM instances WHERE application = ?2 AND service = ?3
+		UNION SELECT target_state_id FROM instances WHERE application = ?2 AND service = ?3
+		UNION SELECT current_state_id FROM instances WHERE application = ?2 AND service = ?3
+		UNION SELECT json_extract(extra, '$.` + store.ExtraPreviousStateID + `') FROM instances
+			WHERE application = ?2 AND service = ?3 AND json_valid(extra)) WHERE id IS NOT NULL)
+UPDATE desired_states SET compiled = NULL, compiled_from = NULL, pruned_at = ?1
+WHERE application = ?2 AND service = ?3 AND replaced_by IS NOT NULL AND pruned_at IS NULL
+	AND ord NOT IN (SELECT ord FROM recent)
+	AND id NOT IN (SELECT id FROM used)
+	AND NOT EXISTS (SELECT 1 FROM desired_states k WHERE k.compiled_from = desired_states.id AND k.pruned_at IS NULL)`
