@@ -30,7 +30,7 @@ func TestS7LocalPathOutsideTreeRefused(t *testing.T) {
 	t.Parallel()
 	top := t.TempDir()
 	writeTree(t, top, map[string]string{
-		"secret/kubeconfig.yaml": "kind: Config\ntoken: KUBETOKEN-5c3e\n",
+		"secret/kubeconfig.yaml":  "kind: Config\ntoken: KUBETOKEN-5c3e\n",
 		"secret/chart/Chart.yaml": "name: c\n",
 	})
 	outside := filepath.Join(top, "secret")
@@ -85,8 +85,8 @@ func TestS7LocalPathOutsideTreeRefused(t *testing.T) {
 
 	// Helm: a chart directory and a values file outside the tree.
 	dir := writeTree(t, t.TempDir(), map[string]string{
-		"chart.pvn.yaml":  "service:\n  name: web\n  application: shop\n  helm:\n    local: {path: ../secret/chart}\n",
-		"values.pvn.yaml": "service:\n  name: api\n  application: shop\n  helm:\n    local: {path: chart}\n    valuesOverrides:\n      - local: {path: ../secret/kubeconfig.yaml}\n",
+		"chart.pvn.yaml":   "service:\n  name: web\n  application: shop\n  helm:\n    local: {path: ../secret/chart}\n",
+		"values.pvn.yaml":  "service:\n  name: api\n  application: shop\n  helm:\n    local: {path: chart}\n    valuesOverrides:\n      - local: {path: ../secret/kubeconfig.yaml}\n",
 		"chart/Chart.yaml": "name: c\n",
 	})
 	if err := os.Rename(dir, filepath.Join(top, "tree")); err != nil {
