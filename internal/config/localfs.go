@@ -25,8 +25,13 @@ import (
 // maxFileBytes; devices, FIFOs and sockets are refused without being opened
 // for reading in a way that could block.
 
-// maxFileBytes caps one referenced file, as maxTreeBytes caps a subPath tree.
-const maxFileBytes = maxTreeBytes
+const (
+	// maxFileBytes caps one referenced file, as maxTreeBytes caps a subPath tree.
+	maxFileBytes = maxTreeBytes
+	// maxPathBytes is PATH_MAX: a longer reference is refused without being
+	// echoed back.
+	maxPathBytes = 4096
+)
 
 var (
 	// ErrOutsideTree is returned for a local reference that resolves outside
@@ -140,6 +145,9 @@ func within(root, p string) bool {
 // check returns p's real path, or an error when it lies outside every root.
 // written is the reference as the config wrote it, for the message.
 func (c *confinement) check(written, p string) (string, error) {
+	if len(written) > maxPathBytes {
+		return "", fmt.Errorf("path is %d bytes long: at most %d are allowed", len(written), maxPathBytes)
+	}
 	real, err := realPath(p)
 	if err != nil {
 		return "", err

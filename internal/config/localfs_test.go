@@ -48,6 +48,7 @@ func TestS7LocalPathOutsideTreeRefused(t *testing.T) {
 		{"symlinked file", "      path: link.yaml\n", map[string]string{"link.yaml": filepath.Join(outside, "kubeconfig.yaml")}, "path link.yaml (" + filepath.Join(outside, "kubeconfig.yaml") + ") resolves outside"},
 		{"symlink inside a directory", "      path: k8s\n", map[string]string{"k8s/x.yaml": filepath.Join(outside, "kubeconfig.yaml")}, "k8s/x.yaml (" + filepath.Join(outside, "kubeconfig.yaml") + ") resolves outside"},
 		{"symlink inside a subPath tree", "      path: k8s\n      subPath: x\n", map[string]string{"k8s/x.yaml": filepath.Join(outside, "kubeconfig.yaml")}, "resolves outside"},
+		{"a path too long to echo", "      path: " + strings.Repeat("a/", 3000) + "x.yaml\n", nil, "path is 6006 bytes long: at most 4096 are allowed"},
 		{"symlinked directory inside a subPath tree", "      path: k8s\n      subPath: x\n", map[string]string{"k8s/sub": outside}, "k8s/sub (" + outside + ") resolves outside"},
 	}
 	for _, tt := range tests {
