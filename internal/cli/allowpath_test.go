@@ -51,3 +51,36 @@ func TestS7AllowPathFlag(t *testing.T) {
 		t.Errorf("compile --allow-path: exit %d\n%s%s", code, stdout, stderr)
 	}
 }
+
+// TestS7KustomizeReadsConfined: what kustomize reads for a KUSTOMIZE
+// local.path (a base elsewhere on disk) is confined like local.path itself,
+// and --allow-path lets it through.
+func TestS7KustomizeReadsConfined(t *testing.T) {
+	t.Parallel()
+	top := t.TempDir()
+	files := map[string]string{
+		"outside/base/kustomization.yaml":     "resources: [cm.yaml]\n",
+		"outside/base/cm.yaml":                "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: leak}\ndata: {token: KUBETOKEN-5c3e}\n",
+		"tree/app.pvn.yaml":                   "application:\n  name: kapp\n  releaseChannels:\n    - name: staging\n      runtimes: [{runtime: rt}]\n",
+		"tree/rt.pvn.yaml":                    "runtime: {name: rt, fake: {}}\n",
+		"tree/svc/k.pvn.yaml":                 "service: {name: k, application: kapp, kubernetesConfig: {type: KUSTOMIZE, local: {path: overlay}}}\n",
+		"tree/svc/overlay/kustomization.yaml": "resources: [../../../outside/base]\n",
+	}
+	for name, content := range files {
+		p := filepath.Join(top, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tree := filepath.Join(top, "tree") + "/..."
+	code, stdout, stderr := runMain("validate", tree)
+	if code != exitError || !strings.Contains(stderr, "resolves outside the config tree") || strings.Contains(stdout+stderr, "KUBETOKEN") {
+		t.Errorf("validate: exit %d, want 1 with resolves outside\n%s%s", code, stdout, stderr)
+	}
+	if code, stdout, stderr := runMain("validate", tree, "--allow-path", filepath.Join(top, "outside")); code != exitOK {
+		t.Errorf("validate --allow-path: exit %d\n%s%s", code, stdout, stderr)
+	}
+}

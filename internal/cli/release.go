@@ -313,7 +313,7 @@ func newWaitCmd(g *globals) *cobra.Command {
 		Long: `Wait prints each release channel's progress as it changes and exits when the
 rollout is over: 0 when every channel converged (or the desired state was
 replaced by a newer push), 2 when a channel failed or was rolled back, 3 on
-timeout, 1 on other errors.`,
+timeout, 1 on other errors, 64 on usage errors.`,
 		Example: `  drover wait web --app quickstart --timeout 10m`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -396,12 +396,12 @@ func (c *confinement) resolveKubernetesLocal(kc *KubernetesConfig, typ Kubernete
 	for _, p := range paths {
 		full := join(baseDir, p)
 		if typ == KubernetesTypeKustomize {
-			// kustomize itself reads what the kustomization names (bases may
-			// lie elsewhere on disk); the directory must lie in the tree.
+			// The directory, and every file kustomize reads for it (bases
+			// included), must lie in the tree.
 			if _, err := c.check(p, full); err != nil {
 				return err
 			}
-			out, err := RenderKustomize(full)
+			out, err := RenderKustomize(full, c.kustomizeRead)
 			if err != nil {
 				return fmt.Errorf("kustomize %s: %w", full, err)
 			}
@@ -422,9 +422,10 @@ func (c *confinement) resolveKubernetesLocal(kc *KubernetesConfig, typ Kubernete
 	return nil
 }
 
-// RenderKustomize renders a kustomize directory on disk. It is a variable so the
-// config package does not depend on kustomize; package manifest installs it.
-var RenderKustomize = func(_ string) ([]byte, error) {
+// RenderKustomize renders a kustomize directory on disk, asking check before
+// each file it reads. It is a variable so the config package does not depend
+// on kustomize; package manifest installs it.
+var RenderKustomize = func(_ string, _ func(path string) error) ([]byte, error) {
 	return nil, fmt.Errorf("kustomize support is not linked into this binary")
 }
 

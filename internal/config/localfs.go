@@ -343,3 +343,16 @@ func readConfigFile(p string) ([]byte, error) {
 	defer func() { _ = f.Close() }()
 	return readCapped(p, f, maxConfigBytes)
 }
+
+// kustomizeRead is asked before kustomize reads a file for a kustomization:
+// the same rules as for a file named in local.path.
+func (c *confinement) kustomizeRead(p string) error {
+	if _, err := c.check(p, p); err != nil {
+		return err
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		return nil // kustomize reports it
+	}
+	return regularFile(p, st)
+}
