@@ -276,16 +276,21 @@ func (w *treeWalk) walk(p, rel string, stack []string) error {
 		ep, erel, ereal := filepath.Join(p, name), path.Join(rel, name), filepath.Join(real, name)
 		isDir := e.IsDir()
 		if e.Type()&fs.ModeSymlink != 0 {
-			target, err := w.c.check(ep, ep)
-			if err != nil {
-				return err
-			}
 			st, err := os.Stat(ep)
 			if err != nil {
+				if w.filtered(erel) {
+					continue
+				}
 				return err
 			}
-			isDir, ereal = st.IsDir(), target
-			if isDir && loops(stack, target) {
+			isDir = st.IsDir()
+			if !isDir && w.filtered(erel) {
+				continue // an excluded link need not lead anywhere allowed
+			}
+			if ereal, err = w.c.check(ep, ep); err != nil {
+				return err
+			}
+			if isDir && loops(stack, ereal) {
 				continue
 			}
 		}
@@ -298,7 +303,7 @@ func (w *treeWalk) walk(p, rel string, stack []string) error {
 			}
 			continue
 		}
-		if (len(w.inc) > 0 && !matchAny(w.inc, erel)) || matchAny(w.exc, erel) {
+		if w.filtered(erel) {
 			continue
 		}
 		data, err := readRegular(ep)
@@ -312,6 +317,11 @@ func (w *treeWalk) walk(p, rel string, stack []string) error {
 		w.files[erel] = string(data)
 	}
 	return nil
+}
+
+// filtered reports whether the file rel is left out by the patterns.
+func (w *treeWalk) filtered(rel string) bool {
+	return (len(w.inc) > 0 && !matchAny(w.inc, rel)) || matchAny(w.exc, rel)
 }
 
 func (w *treeWalk) tooLarge() error {

@@ -267,6 +267,14 @@ func TestB20SymlinkedDirectoryInSubPathTree(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// An excluded link may lead anywhere, even nowhere.
+	if err := os.Symlink("/etc/hostname", filepath.Join(dir, "tree", "excluded.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("nowhere", filepath.Join(dir, "tree", "dangling.txt")); err != nil {
+		t.Fatal(err)
+	}
+	writeTree(t, dir, map[string]string{"svc.pvn.yaml": svcWithLocal("      path: tree\n      subPath: \"{{.Builtins.ReleaseChannel.Name}}\"\n      excludePatterns: ['*.txt']\n")})
 	sources, err := Load([]string{filepath.Join(dir, "svc.pvn.yaml")})
 	if err != nil {
 		t.Fatalf("Load: %v", err)
