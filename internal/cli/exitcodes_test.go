@@ -50,6 +50,7 @@ func TestB16UsageErrorsExit64(t *testing.T) {
 		{"compile", quickstart, "--param", "image"},
 		{"server", "--log-level", "loud"},
 		{"nosuch"},
+		{"--bogus"},
 		{"version", "extra"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
@@ -74,6 +75,12 @@ func TestB16ExitCodesAreDistinct(t *testing.T) {
 			t.Errorf("exit code %d is used twice", c)
 		}
 		seen[c] = true
+	}
+	// Help and completion are commands, not usage errors.
+	for _, args := range [][]string{{}, {"help"}, {"help", "wait"}, {"wait", "--help"}, {"completion", "bash"}, {"version"}} {
+		if code, _, stderr := runMain(args...); code != exitOK {
+			t.Errorf("drover %v: exit %d, want 0\n%s", args, code, stderr)
+		}
 	}
 	// A command that fails for a reason other than usage still exits 1.
 	if code, _, stderr := runMain("validate", filepath.Join(t.TempDir(), "missing.pvn.yaml")); code != exitError {

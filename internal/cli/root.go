@@ -41,6 +41,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	linkKustomize.Do(func() { config.RenderKustomize = manifest.RenderKustomizeDir })
 	root := NewRoot(stdout, stderr)
 	root.SetArgs(args)
+	// cobra adds help and completion when it executes; Find must see them.
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd(args...)
 	if _, _, err := root.Find(args); err != nil {
 		// An unknown command: cobra reports it before any command runs.
 		fmt.Fprintf(stderr, "error: %v\nrun 'drover --help' for usage\n", err)
