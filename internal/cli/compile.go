@@ -17,6 +17,7 @@ func newCompileCmd() *cobra.Command {
 		app, service, output string
 		params, rcParams     []string
 		releaseChannels      []string
+		allowPaths           []string
 	)
 	cmd := &cobra.Command{
 		Use:   "compile PATH... --app APP --service SERVICE",
@@ -36,7 +37,11 @@ the desired state. Secrets are redacted.
 			if err := outputFormat(output, "yaml", "json"); err != nil {
 				return err
 			}
-			set, err := loadSet(args)
+			pvs, err := parseParams(params, rcParams)
+			if err != nil {
+				return err
+			}
+			set, err := loadSet(args, config.LoadOptions{AllowPaths: allowPaths})
 			if err != nil {
 				return located(err)
 			}
@@ -45,26 +50,13 @@ the desired state. Secrets are redacted.
 			}
 			key, err := pickService(set, app, service)
 			if err != nil {
-				return &ExitError{Code: 2, Err: err}
+				return usageError(err)
 			}
 			in, err := compiler.InputFor(set, key)
 			if err != nil {
-				return &ExitError{Code: 2, Err: err}
+				return usageError(err)
 			}
-			for _, p := range params {
-				pv, err := compiler.ParseParam(p)
-				if err != nil {
-					return &ExitError{Code: 2, Err: err}
-				}
-				in.Params = append(in.Params, pv)
-			}
-			for _, p := range rcParams {
-				pv, err := compiler.ParseReleaseChannelParam(p)
-				if err != nil {
-					return &ExitError{Code: 2, Err: err}
-				}
-				in.Params = append(in.Params, pv)
-			}
+			in.Params = append(in.Params, pvs...)
 			in.ReleaseChannels = releaseChannels
 			res, err := compiler.Compile(in)
 			if err != nil {
@@ -91,6 +83,7 @@ the desired state. Secrets are redacted.
 	f.StringArrayVar(&rcParams, "param-by-release-channel", nil, "parameter value for one release channel RC=NAME=VALUE (repeatable)")
 	f.StringSliceVar(&releaseChannels, "release-channel", nil, "only print these release channels (the bundle version still covers all)")
 	f.StringVarP(&output, "output", "o", "yaml", "output format: yaml or json")
+	addAllowPathFlag(f, &allowPaths)
 	return cmd
 }
 

@@ -15,7 +15,7 @@ func outputFormat(value string, allowed ...string) error {
 			return nil
 		}
 	}
-	return &ExitError{Code: 2, Err: fmt.Errorf("invalid output format %q: use one of %v", value, allowed)}
+	return &ExitError{Code: exitUsage, Err: fmt.Errorf("invalid output format %q: use one of %v", value, allowed)}
 }
 
 // writeJSON prints v as indented JSON.

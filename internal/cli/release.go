@@ -17,7 +17,6 @@ import (
 
 	"github.com/drover-dev/drover/api/client"
 	apiv1 "github.com/drover-dev/drover/api/v1"
-	"github.com/drover-dev/drover/internal/compiler"
 	"github.com/drover-dev/drover/internal/config"
 )
 
@@ -80,7 +79,10 @@ func formatDetail(d apiv1.ConfigError) string {
 }
 
 func newApplyCmd(g *globals) *cobra.Command {
-	var dryRun bool
+	var (
+		dryRun     bool
+		allowPaths []string
+	)
 	cmd := &cobra.Command{
 		Use:   "apply PATH...",
 		Short: "Send configs to the server (validated together; all or nothing)",
@@ -95,7 +97,7 @@ Applying a service config does not deploy it: drover push does.`,
   drover apply runtimes/ apps/... --dry-run`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			sources, err := config.Load(args)
+			sources, err := config.LoadWith(args, config.LoadOptions{AllowPaths: allowPaths})
 			if err != nil {
 				return located(err)
 			}
@@ -129,6 +131,7 @@ Applying a service config does not deploy it: drover push does.`,
 		},
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "validate on the server without storing anything")
+	addAllowPathFlag(cmd.Flags(), &allowPaths)
 	return cmd
 }
 
@@ -166,21 +169,14 @@ replaces any rollout still in progress.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if app == "" {
-				return &ExitError{Code: 2, Err: errors.New("--app is required")}
+				return usageError(errors.New("--app is required"))
 			}
 			req := apiv1.PushRequest{User: g.user}
-			for _, p := range params {
-				pv, err := compiler.ParseParam(p)
-				if err != nil {
-					return &ExitError{Code: 2, Err: err}
-				}
-				req.Params = append(req.Params, apiv1.Param{Name: pv.Name, Value: pv.Value})
+			pvs, err := parseParams(params, rcParams)
+			if err != nil {
+				return err
 			}
-			for _, p := range rcParams {
-				pv, err := compiler.ParseReleaseChannelParam(p)
-				if err != nil {
-					return &ExitError{Code: 2, Err: err}
-				}
+			for _, pv := range pvs {
 				req.Params = append(req.Params, apiv1.Param{Name: pv.Name, Value: pv.Value, ReleaseChannel: pv.ReleaseChannel})
 			}
 			resp, err := g.client().Push(cmd.Context(), app, args[0], req)
@@ -228,7 +224,7 @@ func newStatusCmd(g *globals) *cobra.Command {
 			var list []apiv1.ServiceStatus
 			if len(args) == 1 {
 				if app == "" {
-					return &ExitError{Code: 2, Err: errors.New("--app is required")}
+					return usageError(errors.New("--app is required"))
 				}
 				st, err := c.Status(cmd.Context(), app, args[0])
 				if err != nil {
@@ -317,12 +313,12 @@ func newWaitCmd(g *globals) *cobra.Command {
 		Long: `Wait prints each release channel's progress as it changes and exits when the
 rollout is over: 0 when every channel converged (or the desired state was
 replaced by a newer push), 2 when a channel failed or was rolled back, 3 on
-timeout, 1 on other errors.`,
+timeout, 1 on other errors, 64 on usage errors.`,
 		Example: `  drover wait web --app quickstart --timeout 10m`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if app == "" {
-				return &ExitError{Code: 2, Err: errors.New("--app is required")}
+				return usageError(errors.New("--app is required"))
 			}
 			return waitFor(cmd.Context(), g.client(), cmd.OutOrStdout(), app, args[0], "", timeout)
 		},
@@ -362,7 +358,7 @@ func waitFor(ctx context.Context, c *client.Client, w io.Writer, app, svc, dsID 
 			fmt.Fprintf(w, "%s/%s converged: every release channel runs %s\n", app, svc, st.DesiredVersion)
 			return true, nil
 		case "FAILED", "ROLLED_BACK":
-			return true, &ExitError{Code: 2, Err: fmt.Errorf("%s/%s %s", app, svc, strings.ToLower(strings.ReplaceAll(st.Status, "_", " ")))}
+			return true, &ExitError{Code: exitFailed, Err: fmt.Errorf("%s/%s %s", app, svc, strings.ToLower(strings.ReplaceAll(st.Status, "_", " ")))}
 		}
 		return false, nil
 	}
@@ -383,7 +379,7 @@ func waitFor(ctx context.Context, c *client.Client, w io.Writer, app, svc, dsID 
 	case errors.Is(watchErr, errDone):
 		return nil
 	case errors.Is(watchErr, context.DeadlineExceeded):
-		return &ExitError{Code: 3, Err: fmt.Errorf("timed out after %s waiting for %s/%s", timeout, app, svc)}
+		return &ExitError{Code: exitTimeout, Err: fmt.Errorf("timed out after %s waiting for %s/%s", timeout, app, svc)}
 	}
 	return watchErr
 }
@@ -403,7 +399,7 @@ func newApproveCmd(g *globals, reject bool) *cobra.Command {
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if app == "" || rc == "" {
-				return &ExitError{Code: 2, Err: errors.New("--app and --release-channel are required")}
+				return usageError(errors.New("--app and --release-channel are required"))
 			}
 			st, err := g.client().Approve(cmd.Context(), app, args[0], apiv1.ApproveRequest{ReleaseChannel: rc, Topic: topic, Reject: reject, User: g.user, Comment: comment})
 			if err != nil {
@@ -435,7 +431,7 @@ func newChannelCmd(g *globals, verb, short string, call func(*client.Client, con
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if app == "" {
-				return &ExitError{Code: 2, Err: errors.New("--app is required")}
+				return usageError(errors.New("--app is required"))
 			}
 			st, err := call(g.client(), cmd.Context(), app, args[0], apiv1.ChannelRequest{ReleaseChannel: rc, User: g.user})
 			if err != nil {
@@ -467,7 +463,7 @@ func newEventsCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if app == "" {
-				return &ExitError{Code: 2, Err: errors.New("--app is required")}
+				return usageError(errors.New("--app is required"))
 			}
 			c := g.client()
 			w := cmd.OutOrStdout()

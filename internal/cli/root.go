@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -30,14 +31,31 @@ func (e *ExitError) Error() string {
 
 func (e *ExitError) Unwrap() error { return e.Err }
 
-// Main runs the CLI with args and returns the process exit code.
+// linkKustomize installs the kustomize renderer once (Main may run in parallel tests).
+var linkKustomize sync.Once
+
+// Main runs the CLI with args and returns the process exit code: exitOK,
+// exitError, exitFailed or exitTimeout (wait), or exitUsage for every usage
+// error, cobra's own (unknown command or flag, argument count) included.
 func Main(args []string, stdout, stderr io.Writer) int {
-	config.RenderKustomize = manifest.RenderKustomizeDir
+	linkKustomize.Do(func() { config.RenderKustomize = manifest.RenderKustomizeDir })
 	root := NewRoot(stdout, stderr)
 	root.SetArgs(args)
-	err := root.Execute()
+	// cobra adds help and completion when it executes; Find must see them.
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd(args...)
+	if _, _, err := root.Find(args); err != nil {
+		// An unknown command: cobra reports it before any command runs.
+		fmt.Fprintf(stderr, "error: %v\nrun 'drover --help' for usage\n", err)
+		return exitUsage
+	}
+	cmd, err := root.ExecuteC()
 	if err == nil {
-		return 0
+		return exitOK
+	}
+	if isUsage(err) {
+		fmt.Fprintf(stderr, "error: %v\nrun '%s --help' for usage\n", err, cmd.CommandPath())
+		return exitUsage
 	}
 	var exit *ExitError
 	if errors.As(err, &exit) {
@@ -47,7 +65,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return exit.Code
 	}
 	fmt.Fprintln(stderr, "error:", err)
-	return 1
+	return exitError
 }
 
 // NewRoot builds the root command.
@@ -78,6 +96,7 @@ approvals, protections). It reads Prodvana-format configs (*.pvn.yaml).`,
 		newEventsCmd(g), newRunsCmd(g), newRunCmd(g), newBenchCmd(),
 		newVersionCmd(),
 	)
+	markUsageErrors(root)
 	return root
 }
 

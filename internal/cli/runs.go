@@ -32,7 +32,7 @@ command and its separate stdout and stderr.`,
 				return err
 			}
 			if app == "" {
-				return &ExitError{Code: 2, Err: errors.New("--app is required")}
+				return usageError(errors.New("--app is required"))
 			}
 			list, err := g.client().Runs(cmd.Context(), app, args[0], rc, kind, limit)
 			if err != nil {
@@ -80,7 +80,7 @@ func newRunCmd(g *globals) *cobra.Command {
 			}
 			id, err := strconv.ParseInt(args[0], 10, 64)
 			if err != nil {
-				return &ExitError{Code: 2, Err: fmt.Errorf("run id %q is not a number", args[0])}
+				return usageErrorf("run id %q is not a number", args[0])
 			}
 			r, err := g.client().Run(cmd.Context(), id)
 			if err != nil {

@@ -49,7 +49,7 @@ func (f *serverFlags) register(cmd *cobra.Command, defaultData string) {
 func (f *serverFlags) logger(w io.Writer) (*slog.Logger, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
-		return nil, &ExitError{Code: 2, Err: fmt.Errorf("invalid --log-level %q: use debug, info, warn or error", f.logLevel)}
+		return nil, usageErrorf("invalid --log-level %q: use debug, info, warn or error", f.logLevel)
 	}
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})), nil
 }

@@ -12,8 +12,8 @@ import (
 )
 
 // loadSet loads and indexes configs; located problems come back as an ErrorList.
-func loadSet(args []string) (*config.Set, error) {
-	sources, err := config.Load(args)
+func loadSet(args []string, opts config.LoadOptions) (*config.Set, error) {
+	sources, err := config.LoadWith(args, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -31,7 +31,10 @@ type validateResult struct {
 }
 
 func newValidateCmd() *cobra.Command {
-	var output string
+	var (
+		output     string
+		allowPaths []string
+	)
 	cmd := &cobra.Command{
 		Use:   "validate PATH...",
 		Short: "Check configs and report every problem with its file and line",
@@ -52,7 +55,7 @@ PATH is a file, a directory (its *.pvn.yaml files, one level), or DIR/...
 			}
 			res := validateResult{Errors: config.ErrorList{}}
 			// Keep going past files that fail to load, so one run lists every problem.
-			sources, loadErrs, err := config.LoadPartial(args)
+			sources, loadErrs, err := config.LoadPartialWith(args, config.LoadOptions{AllowPaths: allowPaths})
 			if err != nil {
 				return err
 			}
@@ -87,6 +90,7 @@ PATH is a file, a directory (its *.pvn.yaml files, one level), or DIR/...
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	addAllowPathFlag(cmd.Flags(), &allowPaths)
 	return cmd
 }
 

@@ -81,16 +81,34 @@ func IsConfigFile(name string) bool {
 // directory contributes its `*.pvn.yaml` files (one level), and `DIR/...` walks
 // DIR recursively. The result is sorted within each argument and deduplicated.
 func Discover(args []string) ([]string, error) {
-	var out []string
+	found, err := discover(args)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(found))
+	for i, f := range found {
+		out[i] = f.path
+	}
+	return out, nil
+}
+
+// discovered is a config file and the index of the argument that named it.
+type discovered struct {
+	path string
+	arg  int
+}
+
+func discover(args []string) ([]discovered, error) {
+	var out []discovered
 	seen := map[string]bool{}
-	add := func(p string) {
+	add := func(p string, arg int) {
 		// "./a.pvn.yaml" and "a.pvn.yaml" are the same file.
 		if key := filepath.Clean(p); !seen[key] {
 			seen[key] = true
-			out = append(out, p)
+			out = append(out, discovered{path: p, arg: arg})
 		}
 	}
-	for _, arg := range args {
+	for i, arg := range args {
 		if dir, ok := strings.CutSuffix(arg, "..."); ok {
 			dir = filepath.Clean(strings.TrimSuffix(dir, string(filepath.Separator)))
 			if dir == "" {
@@ -114,7 +132,7 @@ func Discover(args []string) ([]string, error) {
 			}
 			sort.Strings(found)
 			for _, p := range found {
-				add(p)
+				add(p, i)
 			}
 			continue
 		}
@@ -123,7 +141,7 @@ func Discover(args []string) ([]string, error) {
 			return nil, fmt.Errorf("read %s: %w", arg, err)
 		}
 		if !st.IsDir() {
-			add(arg)
+			add(arg, i)
 			continue
 		}
 		entries, err := os.ReadDir(arg)
@@ -132,7 +150,7 @@ func Discover(args []string) ([]string, error) {
 		}
 		for _, e := range entries {
 			if !e.IsDir() && IsConfigFile(e.Name()) {
-				add(filepath.Join(arg, e.Name()))
+				add(filepath.Join(arg, e.Name()), i)
 			}
 		}
 	}
@@ -146,7 +164,12 @@ func Discover(args []string) ([]string, error) {
 // file references relative to each config file, so the returned sources are
 // self-contained. All problems are returned together as an ErrorList.
 func Load(args []string) ([]*Source, error) {
-	sources, errs, err := LoadPartial(args)
+	return LoadWith(args, LoadOptions{})
+}
+
+// LoadWith is Load with options.
+func LoadWith(args []string, opts LoadOptions) ([]*Source, error) {
+	sources, errs, err := LoadPartialWith(args, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -161,16 +184,36 @@ func Load(args []string) ([]*Source, error) {
 // every located problem, so a caller can go on validating what it has. err is set only when nothing can be read at
 // all (no configs found, unreadable path).
 func LoadPartial(args []string) ([]*Source, ErrorList, error) {
-	paths, err := Discover(args)
+	return LoadPartialWith(args, LoadOptions{})
+}
+
+// LoadPartialWith is LoadPartial with options.
+func LoadPartialWith(args []string, opts LoadOptions) ([]*Source, ErrorList, error) {
+	found, err := discover(args)
 	if err != nil {
 		return nil, nil, err
 	}
+	allowed, err := allowedRoots(opts.AllowPaths)
+	if err != nil {
+		return nil, nil, err
+	}
+	roots := map[int]*confinement{}
 	var (
 		sources []*Source
 		errs    ErrorList
 	)
-	for _, p := range paths {
-		data, err := os.ReadFile(p)
+	for _, f := range found {
+		p := f.path
+		c := roots[f.arg]
+		if c == nil {
+			root, err := treeRoot(args[f.arg])
+			if err != nil {
+				return nil, nil, err
+			}
+			c = &confinement{roots: append([]string{root}, allowed...)}
+			roots[f.arg] = c
+		}
+		data, err := readConfigFile(p)
 		if err != nil {
 			errs = append(errs, &Error{File: p, Msg: err.Error()})
 			continue
@@ -187,7 +230,7 @@ func LoadPartial(args []string) ([]*Source, ErrorList, error) {
 			}
 		}
 		src := &Source{Path: p, Decoded: dec}
-		if lerrs := resolveLocal(src, filepath.Dir(p)); len(lerrs) > 0 {
+		if lerrs := c.resolveLocal(src, filepath.Dir(p)); len(lerrs) > 0 {
 			errs = append(errs, lerrs...)
 			continue
 		}
@@ -239,7 +282,7 @@ func walkKubernetesConfigs(v reflect.Value, path string, fn func(string, *Kubern
 // `inlined` text for path/paths (kustomize directories are rendered first), or a
 // file tree for path+subPath, whose templated subPath is resolved per release
 // channel by the compiler. Templates are not evaluated here.
-func resolveLocal(src *Source, baseDir string) ErrorList {
+func (c *confinement) resolveLocal(src *Source, baseDir string) ErrorList {
 	var errs ErrorList
 	// A perReleaseChannel kubernetesConfig may leave out type: it is merged over
 	// the service's, so its files are read as the service's are (kustomize or not).
@@ -256,14 +299,14 @@ func resolveLocal(src *Source, baseDir string) ErrorList {
 			typ = serviceType
 		}
 		lpath := path + ".local"
-		if err := resolveKubernetesLocal(kc, typ, baseDir); err != nil {
+		if err := c.resolveKubernetesLocal(kc, typ, baseDir); err != nil {
 			errs = append(errs, src.Errorf(lpath, "%v", err))
 		}
 	})
 	if svc := src.File.Service; svc != nil {
-		errs = append(errs, resolveHelm(src, "service", svc.Helm, baseDir)...)
+		errs = append(errs, c.resolveHelm(src, "service", svc.Helm, baseDir)...)
 		for i := range svc.PerReleaseChannel {
-			errs = append(errs, resolveHelm(src, fmt.Sprintf("service.perReleaseChannel[%d]", i), svc.PerReleaseChannel[i].Helm, baseDir)...)
+			errs = append(errs, c.resolveHelm(src, fmt.Sprintf("service.perReleaseChannel[%d]", i), svc.PerReleaseChannel[i].Helm, baseDir)...)
 		}
 	}
 	return errs
@@ -271,7 +314,7 @@ func resolveLocal(src *Source, baseDir string) ErrorList {
 
 // resolveHelm reads a local chart directory into the config and turns local
 // values files into inlined values, as pvnctl does before upload.
-func resolveHelm(src *Source, path string, h *HelmConfig, baseDir string) ErrorList {
+func (c *confinement) resolveHelm(src *Source, path string, h *HelmConfig, baseDir string) ErrorList {
 	if h == nil {
 		return nil
 	}
@@ -281,8 +324,8 @@ func resolveHelm(src *Source, path string, h *HelmConfig, baseDir string) ErrorL
 		case l.Path == "" || len(l.Paths) > 0 || l.SubPath != "":
 			errs = append(errs, src.Errorf(path+".helm.local", "a chart is local.path: one directory (paths and subPath are not supported for charts)"))
 		default:
-			dir := filepath.Join(baseDir, l.Path)
-			files, err := readTree(dir, l.IncludePatterns, l.ExcludePatterns)
+			dir := join(baseDir, l.Path)
+			files, err := c.readTree(l.Path, dir, l.IncludePatterns, l.ExcludePatterns)
 			if err != nil {
 				errs = append(errs, src.Errorf(path+".helm.local", "%v", err))
 				break
@@ -305,8 +348,8 @@ func resolveHelm(src *Source, path string, h *HelmConfig, baseDir string) ErrorL
 			errs = append(errs, src.Errorf(vpath, "a values file is local.path: one file (and not inlined too)"))
 			continue
 		}
-		file := filepath.Join(baseDir, v.Local.Path)
-		data, err := os.ReadFile(file)
+		file := join(baseDir, v.Local.Path)
+		data, err := c.readFile(v.Local.Path, file)
 		if err != nil {
 			errs = append(errs, src.Errorf(vpath, "%v", err))
 			continue
@@ -318,7 +361,7 @@ func resolveHelm(src *Source, path string, h *HelmConfig, baseDir string) ErrorL
 }
 
 // resolveKubernetesLocal resolves kc.Local; typ is kc's type, or the one it inherits.
-func resolveKubernetesLocal(kc *KubernetesConfig, typ KubernetesConfigType, baseDir string) error {
+func (c *confinement) resolveKubernetesLocal(kc *KubernetesConfig, typ KubernetesConfigType, baseDir string) error {
 	l := kc.Local
 	if kc.Inlined != "" {
 		return fmt.Errorf("set only one of inlined and local")
@@ -333,8 +376,8 @@ func resolveKubernetesLocal(kc *KubernetesConfig, typ KubernetesConfigType, base
 		if l.Path == "" {
 			return fmt.Errorf("subPath needs path (a directory), not paths")
 		}
-		dir := filepath.Join(baseDir, l.Path)
-		files, err := readTree(dir, l.IncludePatterns, l.ExcludePatterns)
+		dir := join(baseDir, l.Path)
+		files, err := c.readTree(l.Path, dir, l.IncludePatterns, l.ExcludePatterns)
 		if err != nil {
 			return err
 		}
@@ -351,16 +394,21 @@ func resolveKubernetesLocal(kc *KubernetesConfig, typ KubernetesConfigType, base
 	}
 	var docs []string
 	for _, p := range paths {
-		full := filepath.Join(baseDir, p)
+		full := join(baseDir, p)
 		if typ == KubernetesTypeKustomize {
-			out, err := RenderKustomize(full)
+			// The directory, and every file kustomize reads for it (bases
+			// included), must lie in the tree.
+			if _, err := c.check(p, full); err != nil {
+				return err
+			}
+			out, err := RenderKustomize(full, c.kustomizeRead)
 			if err != nil {
 				return fmt.Errorf("kustomize %s: %w", full, err)
 			}
 			docs = append(docs, SourceMarker(full)+withNewline(string(out)))
 			continue
 		}
-		found, err := readYAMLFiles(full)
+		found, err := c.readYAMLFiles(p, full)
 		if err != nil {
 			return err
 		}
@@ -374,9 +422,10 @@ func resolveKubernetesLocal(kc *KubernetesConfig, typ KubernetesConfigType, base
 	return nil
 }
 
-// RenderKustomize renders a kustomize directory on disk. It is a variable so the
-// config package does not depend on kustomize; package manifest installs it.
-var RenderKustomize = func(_ string) ([]byte, error) {
+// RenderKustomize renders a kustomize directory on disk, asking check before
+// each file it reads. It is a variable so the config package does not depend
+// on kustomize; package manifest installs it.
+var RenderKustomize = func(_ string, _ func(path string) error) ([]byte, error) {
 	return nil, fmt.Errorf("kustomize support is not linked into this binary")
 }
 
@@ -408,7 +457,12 @@ func LocateSource(text string, line int) (string, int) {
 	return file, line - start
 }
 
-func readYAMLFiles(p string) ([]string, error) {
+// readYAMLFiles reads a file, or a directory's YAML files (one level);
+// written is the reference as the config wrote it.
+func (c *confinement) readYAMLFiles(written, p string) ([]string, error) {
+	if _, err := c.check(written, p); err != nil {
+		return nil, err
+	}
 	st, err := os.Stat(p)
 	if err != nil {
 		return nil, err
@@ -425,7 +479,16 @@ func readYAMLFiles(p string) ([]string, error) {
 			if e.IsDir() || IsConfigFile(n) || (!strings.HasSuffix(n, ".yaml") && !strings.HasSuffix(n, ".yml")) {
 				continue
 			}
-			files = append(files, filepath.Join(p, n))
+			f := filepath.Join(p, n)
+			if e.Type()&fs.ModeSymlink != 0 {
+				if _, err := c.check(f, f); err != nil {
+					return nil, err
+				}
+				if st, err := os.Stat(f); err == nil && st.IsDir() {
+					continue // a directory, only its name looks like YAML
+				}
+			}
+			files = append(files, f)
 		}
 		if len(files) == 0 {
 			return nil, fmt.Errorf("no Kubernetes configs found at %s", p)
@@ -433,7 +496,7 @@ func readYAMLFiles(p string) ([]string, error) {
 	}
 	var docs []string
 	for _, f := range files {
-		data, err := os.ReadFile(f)
+		data, err := readRegular(f)
 		if err != nil {
 			return nil, err
 		}
@@ -455,7 +518,14 @@ func withNewline(text string) string {
 // empty) and no excludes. Patterns are gitignore-style: without a slash they
 // match a name at any depth, a leading slash anchors them, a trailing slash
 // matches a directory and everything under it, and ** spans directories.
-func readTree(dir string, includes, excludes []string) (map[string]string, error) {
+// Symlinked directories inside it are followed when they stay in the tree
+// (loops back to a directory above are skipped); written is dir as the config
+// wrote it.
+func (c *confinement) readTree(written, dir string, includes, excludes []string) (map[string]string, error) {
+	real, err := c.check(written, dir)
+	if err != nil {
+		return nil, err
+	}
 	st, err := os.Stat(dir)
 	if err != nil {
 		return nil, err
@@ -471,41 +541,11 @@ func readTree(dir string, includes, excludes []string) (map[string]string, error
 	if err != nil {
 		return nil, fmt.Errorf("excludePatterns: %w", err)
 	}
-	files := map[string]string{}
-	total := 0
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if p != dir && d.Name() == ".git" {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
-		if (len(inc) > 0 && !matchAny(inc, rel)) || matchAny(exc, rel) {
-			return nil
-		}
-		data, err := os.ReadFile(p) //nolint:gosec // G122: the user's own config tree is read on purpose; symlinks in it are followed as before
-		if err != nil {
-			return err
-		}
-		total += len(data)
-		if len(files) >= maxTreeFiles || total > maxTreeBytes {
-			return fmt.Errorf("%s holds more than %d files or %d MiB; narrow it with includePatterns/excludePatterns", dir, maxTreeFiles, maxTreeBytes>>20)
-		}
-		files[rel] = string(data)
-		return nil
-	})
-	if err != nil {
+	w := &treeWalk{c: c, dir: dir, inc: inc, exc: exc, files: map[string]string{}}
+	if err := w.walk(dir, "", []string{real}); err != nil {
 		return nil, err
 	}
-	return files, nil
+	return w.files, nil
 }
 
 func compilePatterns(patterns []string) ([]string, error) {

@@ -340,7 +340,7 @@ func TestLoadKustomize(t *testing.T) {
 	saved := RenderKustomize
 	t.Cleanup(func() { RenderKustomize = saved })
 	var rendered []string
-	RenderKustomize = func(dir string) ([]byte, error) {
+	RenderKustomize = func(dir string, _ func(string) error) ([]byte, error) {
 		rendered = append(rendered, dir)
 		if strings.HasSuffix(dir, "broken") {
 			return nil, errors.New("accumulating resources: boom")

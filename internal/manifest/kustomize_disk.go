@@ -9,14 +9,25 @@ import (
 
 // RenderKustomizeDir renders a kustomize directory on disk, as `kubectl
 // kustomize DIR` would; overlays may reference bases elsewhere on disk. It is
-// used when configs are loaded, before they are sent anywhere.
-func RenderKustomizeDir(dir string) ([]byte, error) {
+// used when configs are loaded, before they are sent anywhere. check, when
+// not nil, is asked before kustomize reads each file (the config package
+// confines reads to the config tree with it).
+func RenderKustomizeDir(dir string, check func(path string) error) ([]byte, error) {
+	var fsys filesys.FileSystem = filesys.MakeFsOnDisk()
+	confined := &confinedFS{FileSystem: fsys, check: check}
+	if check != nil {
+		fsys = confined
+	}
 	opts := krusty.MakeDefaultOptions()
 	opts.Reorder = krusty.ReorderOptionUnspecified // same order as RenderKustomize
 	kustomizeMu.Lock()                             // kustomize's OpenAPI schema is process-global
 	defer kustomizeMu.Unlock()
-	resMap, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), dir)
+	resMap, err := krusty.MakeKustomizer(opts).Run(fsys, dir)
 	if err != nil {
+		if confined.refused != nil {
+			// kustomize words a refused read as a missing file; say why.
+			return nil, fmt.Errorf("render %s: %w", dir, confined.refused)
+		}
 		return nil, fmt.Errorf("render %s: %w", dir, err)
 	}
 	out, err := resMap.AsYaml()
@@ -24,4 +35,34 @@ func RenderKustomizeDir(dir string) ([]byte, error) {
 		return nil, fmt.Errorf("render %s: %w", dir, err)
 	}
 	return out, nil
+}
+
+// confinedFS is a file system on disk whose files are read only when check
+// allows them; refused keeps the first refusal.
+type confinedFS struct {
+	filesys.FileSystem
+	check   func(path string) error
+	refused error
+}
+
+func (c *confinedFS) allow(path string) error {
+	err := c.check(path)
+	if err != nil && c.refused == nil {
+		c.refused = err
+	}
+	return err
+}
+
+func (c *confinedFS) ReadFile(path string) ([]byte, error) {
+	if err := c.allow(path); err != nil {
+		return nil, err
+	}
+	return c.FileSystem.ReadFile(path)
+}
+
+func (c *confinedFS) Open(path string) (filesys.File, error) {
+	if err := c.allow(path); err != nil {
+		return nil, err
+	}
+	return c.FileSystem.Open(path)
 }

@@ -347,6 +347,14 @@ func (s *Server) events(ctx context.Context, f store.EventFilter) (*apiv1.EventL
 	if err != nil {
 		return nil, err
 	}
+	if len(evs) == 0 {
+		// No history: tell an unknown service from one that has none yet.
+		if _, err := s.store.GetConfig(ctx, "service", f.Application+"/"+f.Service); errors.Is(err, store.ErrNotFound) {
+			return nil, errorf("not_found", "no service %q in application %q", f.Service, f.Application)
+		} else if err != nil {
+			return nil, err
+		}
+	}
 	out := &apiv1.EventList{Events: make([]apiv1.Event, len(evs))}
 	for i, e := range evs {
 		out.Events[i] = toAPIEvent(e)

@@ -85,7 +85,7 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 		unchanged(t)
 	})
 	t.Run("approve without a channel", func(t *testing.T) {
-		refused(t, 2, []string{"--release-channel"}, "approve", "web", "--app", "shop")
+		refused(t, 64, []string{"--release-channel"}, "approve", "web", "--app", "shop")
 		unchanged(t)
 	})
 	t.Run("push an unknown service", func(t *testing.T) {
@@ -110,7 +110,7 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 		unchanged(t)
 	})
 	t.Run("push a malformed parameter", func(t *testing.T) {
-		refused(t, 2, []string{"NAME=VALUE"}, "push", "web", "--app", "shop", "--param", "image")
+		refused(t, 64, []string{"NAME=VALUE"}, "push", "web", "--app", "shop", "--param", "image")
 		unchanged(t)
 	})
 

@@ -1,0 +1,368 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// Local references (kubernetesConfig.local, helm charts and values files) are
+// read on the machine that runs the CLI, from configs that may come from
+// someone else (a pull request). They are therefore confined:
+//   - to the config tree: the directory given on the command line (`DIR`,
+//     `DIR/...`, or a single file's directory), or the root of the git
+//     repository holding it (the directory with `.git`), so that configs may
+//     reference manifests elsewhere in their own repository;
+//   - plus any directory given with --allow-path.
+//
+// Containment is checked after following symlinks, for the referenced path and
+// for every file read under it. Only regular files are read, each at most
+// maxFileBytes; devices, FIFOs and sockets are refused without being opened
+// for reading in a way that could block.
+
+const (
+	// maxFileBytes caps one referenced file, as maxTreeBytes caps a subPath tree.
+	maxFileBytes = maxTreeBytes
+	// maxPathBytes is PATH_MAX: a longer reference is refused without being
+	// echoed back.
+	maxPathBytes = 4096
+)
+
+var (
+	// ErrOutsideTree is returned for a local reference that resolves outside
+	// the config tree and every --allow-path directory.
+	ErrOutsideTree = errors.New("resolves outside the config tree")
+	// ErrNotRegular is returned for a local reference to a device, FIFO,
+	// socket or other file that is not a regular file.
+	ErrNotRegular = errors.New("not a regular file")
+)
+
+// LoadOptions tune how configs are loaded.
+type LoadOptions struct {
+	// AllowPaths are directories outside the config tree that local references
+	// may read (the CLI's --allow-path).
+	AllowPaths []string
+}
+
+// confinement is the set of directories local references of one config file
+// may read: its config tree first, then the allowed paths. Every directory is
+// absolute and free of symlinks.
+type confinement struct {
+	roots []string
+}
+
+// allowedRoots resolves the --allow-path directories.
+func allowedRoots(paths []string) ([]string, error) {
+	out := make([]string, 0, len(paths))
+	for _, p := range paths {
+		real, err := filepath.Abs(p)
+		if err == nil {
+			real, err = filepath.EvalSymlinks(real)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("--allow-path %s: %w", p, err)
+		}
+		out = append(out, real)
+	}
+	return out, nil
+}
+
+// treeRoot is the config tree of a command-line argument: the directory it
+// names (DIR or DIR/...) or a file's directory, widened to the root of the git
+// repository holding it.
+func treeRoot(arg string) (string, error) {
+	dir, recursive := strings.CutSuffix(arg, "...")
+	if recursive {
+		dir = strings.TrimSuffix(dir, string(filepath.Separator))
+		if dir == "" {
+			dir = "."
+		}
+	} else if st, err := os.Stat(arg); err != nil || !st.IsDir() {
+		dir = filepath.Dir(arg)
+	}
+	real, err := realPath(dir)
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", arg, err)
+	}
+	if repo := gitRoot(real); repo != "" {
+		return repo, nil
+	}
+	return real, nil
+}
+
+// gitRoot returns the nearest directory at or above dir that holds `.git`
+// (a directory, or a file in a worktree), or "".
+func gitRoot(dir string) string {
+	for d := dir; ; {
+		if _, err := os.Lstat(filepath.Join(d, ".git")); err == nil {
+			return d
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return ""
+		}
+		d = parent
+	}
+}
+
+// realPath makes p absolute and resolves its symlinks; the part of p that does
+// not exist (yet) is appended as written, so a missing file can still be
+// placed inside or outside a tree.
+func realPath(p string) (string, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err == nil {
+		return real, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	parent := filepath.Dir(abs)
+	if parent == abs {
+		return abs, nil
+	}
+	real, err = realPath(parent)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(real, filepath.Base(abs)), nil
+}
+
+// within reports whether p is root or lies under it (both clean and absolute).
+func within(root, p string) bool {
+	rel, err := filepath.Rel(root, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
+}
+
+// check returns p's real path, or an error when it lies outside every root.
+// written is the reference as the config wrote it, for the message.
+func (c *confinement) check(written, p string) (string, error) {
+	if len(written) > maxPathBytes {
+		return "", fmt.Errorf("path is %d bytes long: at most %d are allowed", len(written), maxPathBytes)
+	}
+	real, err := realPath(p)
+	if err != nil {
+		return "", err
+	}
+	for _, r := range c.roots {
+		if within(r, real) {
+			return real, nil
+		}
+	}
+	what := "path " + written
+	if filepath.IsAbs(written) {
+		what = "absolute path " + written
+	}
+	if abs, err := filepath.Abs(p); err == nil && abs != real {
+		what += " (" + real + ")"
+	}
+	return "", fmt.Errorf("%s %w %s (pass --allow-path to allow it)", what, ErrOutsideTree, c.roots[0])
+}
+
+// join places a reference written in a config file in baseDir (the file's
+// directory). An absolute reference is kept as it is, never rebased; check
+// then decides whether it may be read.
+func join(baseDir, p string) string {
+	if filepath.IsAbs(p) {
+		return filepath.Clean(p)
+	}
+	return filepath.Join(baseDir, p)
+}
+
+// describeMode names a non-regular file type for messages.
+func describeMode(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return "not a regular file"
+}
+
+// readRegular reads one referenced file: a regular file (after symlinks) of
+// at most maxFileBytes. It stats before opening and opens without blocking, so
+// a FIFO (even one swapped in after the stat) cannot hang the CLI.
+func readRegular(p string) ([]byte, error) {
+	st, err := os.Stat(p)
+	if err != nil {
+		return nil, err
+	}
+	if err := regularFile(p, st); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(p, os.O_RDONLY|openNonblock, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	if st, err = f.Stat(); err != nil {
+		return nil, err
+	}
+	if err := regularFile(p, st); err != nil {
+		return nil, err
+	}
+	return readCapped(p, f, maxFileBytes)
+}
+
+func regularFile(p string, st fs.FileInfo) error {
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("%s is %s, %w: only regular files can be referenced", p, describeMode(st.Mode()), ErrNotRegular)
+	}
+	if st.Size() > maxFileBytes {
+		return fmt.Errorf("%s is larger than %d MiB", p, maxFileBytes>>20)
+	}
+	return nil
+}
+
+// readCapped reads r to the end, refusing more than limit bytes.
+func readCapped(name string, r io.Reader, limit int64) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s is larger than %d MiB", name, limit>>20)
+	}
+	return data, nil
+}
+
+// readFile reads a referenced file after checking it lies in the tree.
+func (c *confinement) readFile(written, p string) ([]byte, error) {
+	if _, err := c.check(written, p); err != nil {
+		return nil, err
+	}
+	return readRegular(p)
+}
+
+// treeWalk reads a subPath or chart directory.
+type treeWalk struct {
+	c          *confinement
+	dir        string
+	inc, exc   []string
+	files      map[string]string
+	total      int
+	dirsWalked int
+}
+
+// walk reads the directory p (rel to the tree's top; real is its real path,
+// stack the real paths of the directories above it). A symlink to a directory
+// is followed when its target lies in the tree; one that leads back to a
+// directory being walked (a loop such as `up -> ..`) is skipped.
+func (w *treeWalk) walk(p, rel string, stack []string) error {
+	w.dirsWalked++
+	if w.dirsWalked > maxTreeFiles {
+		return w.tooLarge()
+	}
+	entries, err := os.ReadDir(p)
+	if err != nil {
+		return err
+	}
+	real := stack[len(stack)-1]
+	for _, e := range entries {
+		name := e.Name()
+		ep, erel, ereal := filepath.Join(p, name), path.Join(rel, name), filepath.Join(real, name)
+		isDir := e.IsDir()
+		if e.Type()&fs.ModeSymlink != 0 {
+			st, err := os.Stat(ep)
+			if err != nil {
+				if w.filtered(erel) {
+					continue
+				}
+				return err
+			}
+			isDir = st.IsDir()
+			if !isDir && w.filtered(erel) {
+				continue // an excluded link need not lead anywhere allowed
+			}
+			if ereal, err = w.c.check(ep, ep); err != nil {
+				return err
+			}
+			if isDir && loops(stack, ereal) {
+				continue
+			}
+		}
+		if isDir {
+			if name == ".git" {
+				continue
+			}
+			if err := w.walk(ep, erel, append(stack[:len(stack):len(stack)], ereal)); err != nil {
+				return err
+			}
+			continue
+		}
+		if w.filtered(erel) {
+			continue
+		}
+		data, err := readRegular(ep)
+		if err != nil {
+			return err
+		}
+		w.total += len(data)
+		if len(w.files) >= maxTreeFiles || w.total > maxTreeBytes {
+			return w.tooLarge()
+		}
+		w.files[erel] = string(data)
+	}
+	return nil
+}
+
+// filtered reports whether the file rel is left out by the patterns.
+func (w *treeWalk) filtered(rel string) bool {
+	return (len(w.inc) > 0 && !matchAny(w.inc, rel)) || matchAny(w.exc, rel)
+}
+
+func (w *treeWalk) tooLarge() error {
+	return fmt.Errorf("%s holds more than %d files or %d MiB; narrow it with includePatterns/excludePatterns", w.dir, maxTreeFiles, maxTreeBytes>>20)
+}
+
+// loops reports whether following a link to target would walk a directory
+// that is already being walked (target is it or one of its parents).
+func loops(stack []string, target string) bool {
+	for _, s := range stack {
+		if within(target, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// maxConfigBytes caps a config file named on the command line, like the
+// server's request body limit (a larger config could not be applied anyway).
+const maxConfigBytes = 64 << 20
+
+// readConfigFile reads a config file the user named (a pipe is fine there),
+// at most maxConfigBytes, so `drover validate /dev/zero` fails fast.
+func readConfigFile(p string) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	return readCapped(p, f, maxConfigBytes)
+}
+
+// kustomizeRead is asked before kustomize reads a file for a kustomization:
+// the same rules as for a file named in local.path.
+func (c *confinement) kustomizeRead(p string) error {
+	if _, err := c.check(p, p); err != nil {
+		return err
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		return nil // kustomize reports it
+	}
+	return regularFile(p, st)
+}
