@@ -56,8 +56,11 @@ Each person counts once: user names are compared trimmed and case-folded.`, stri
 				req.DesiredStateID, req.Version = st.DesiredStateID, st.DesiredVersion
 			}
 			what := req.Version
-			if req.DesiredStateID != "" {
-				what = strings.TrimSpace(req.Version + " (desired state " + req.DesiredStateID + ")")
+			switch {
+			case req.DesiredStateID != "" && req.Version != "":
+				what = req.Version + " (desired state " + req.DesiredStateID + ")"
+			case req.DesiredStateID != "":
+				what = "desired state " + req.DesiredStateID
 			}
 			fmt.Fprintf(w, "%s %s of %s/%s at %s\n", strings.TrimSuffix(verb, "e")+"ing", clean(rc), clean(app), clean(args[0]), clean(what))
 			st, err := c.Approve(cmd.Context(), app, args[0], req)
