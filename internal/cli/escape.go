@@ -29,9 +29,7 @@ func escape(s string, multiline bool) string {
 		switch {
 		case r == utf8.RuneError && size == 1:
 			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case multiline && (r == '\n' || r == '\t'):
-			b.WriteRune(r)
-		case printable(r):
+		case shown(r, multiline):
 			b.WriteRune(r)
 		default:
 			q := fmt.Sprintf("%+q", string(r)) // "\x1b", "\u202e", "\n"
@@ -43,17 +41,26 @@ func escape(s string, multiline bool) string {
 }
 
 func needsEscape(s string, multiline bool) bool {
+	if !utf8.ValidString(s) {
+		return true
+	}
 	for _, r := range s {
-		if r == utf8.RuneError || !(printable(r) || multiline && (r == '\n' || r == '\t')) {
+		if !shown(r, multiline) {
 			return true
 		}
 	}
 	return false
 }
 
+// shown reports whether r is printed as itself: see printable; newlines and
+// tabs too in multi-line text.
+func shown(r rune, multiline bool) bool {
+	return printable(r) || multiline && (r == '\n' || r == '\t')
+}
+
 // printable reports whether r shows as itself: letters, marks, numbers,
 // punctuation, symbols and spaces; not control (Cc), format (Cf), line or
 // paragraph separators, private use or unassigned code points.
 func printable(r rune) bool {
-	return r == ' ' || r != utf8.RuneError && unicode.In(r, unicode.L, unicode.M, unicode.N, unicode.P, unicode.S, unicode.Zs)
+	return r == ' ' || unicode.In(r, unicode.L, unicode.M, unicode.N, unicode.P, unicode.S, unicode.Zs)
 }
