@@ -26,7 +26,7 @@ import (
 // Error is the body of every non-2xx response.
 type Error struct {
 	// Code is machine-readable: invalid_argument, not_found,
-	// failed_precondition, conflict, internal.
+	// failed_precondition, conflict, already_exists, internal.
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	// Details lists located config problems, when the error is about configs.
@@ -178,13 +178,25 @@ type ServiceList struct {
 	Services []ServiceStatus `json:"services"`
 }
 
-// ApproveRequest approves (or rejects) a release channel's pending approval.
+// ApproveRequest approves (or rejects) a release channel's pending approval
+// of one desired state: the one the approver saw. DesiredStateID or Version
+// (or both) is required; when it no longer names the active desired state
+// (another push replaced it) the server answers 409 conflict. An approval may
+// be given before the rollout reaches the channel: it binds to that desired
+// state only. A second answer by the same user is 409 already_exists.
 type ApproveRequest struct {
 	ReleaseChannel string `json:"releaseChannel"`
+	// DesiredStateID is the desired state approved (ServiceStatus.DesiredStateID).
+	DesiredStateID string `json:"desiredStateId,omitempty"`
+	// Version is the bundle version approved (ServiceStatus.DesiredVersion).
+	Version string `json:"version,omitempty"`
 	// Topic defaults to the channel's only pending approval.
-	Topic   string `json:"topic,omitempty"`
-	Reject  bool   `json:"reject,omitempty"`
-	User    string `json:"user"`
+	Topic  string `json:"topic,omitempty"`
+	Reject bool   `json:"reject,omitempty"`
+	// User is normalized (trimmed, NFKC, case-folded); control and format
+	// characters are refused.
+	User string `json:"user"`
+	// Comment may span lines; other control characters are refused.
 	Comment string `json:"comment,omitempty"`
 }
 

@@ -35,15 +35,6 @@ func defaultServer() string {
 	return client.DefaultServer
 }
 
-func defaultUser() string {
-	for _, k := range []string{"DROVER_USER", "USER", "LOGNAME"} {
-		if v := os.Getenv(k); v != "" {
-			return v
-		}
-	}
-	return "unknown"
-}
-
 // signalContext is cancelled on SIGINT/SIGTERM.
 func signalContext(parent context.Context) (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
@@ -125,7 +116,7 @@ Applying a service config does not deploy it: drover push does.`,
 				if dryRun {
 					suffix = " (dry run)"
 				}
-				fmt.Fprintf(w, "%s/%s: %s (version %d)%s\n", r.Kind, r.Name, r.Action, r.Version, suffix)
+				fmt.Fprintf(w, "%s/%s: %s (version %d)%s\n", clean(r.Kind), clean(r.Name), clean(r.Action), r.Version, suffix)
 			}
 			return nil
 		},
@@ -188,9 +179,9 @@ replaces any rollout still in progress.`,
 			if resp.BundleName != "" {
 				name = resp.BundleName + " (" + resp.BundleVersion + ")"
 			}
-			fmt.Fprintf(w, "pushed %s %s: desired state %s\n", args[0], name, resp.DesiredStateID)
+			fmt.Fprintf(w, "pushed %s %s: desired state %s\n", clean(args[0]), clean(name), clean(resp.DesiredStateID))
 			if resp.Replaced != "" {
-				fmt.Fprintf(w, "replaces desired state %s\n", resp.Replaced)
+				fmt.Fprintf(w, "replaces desired state %s\n", clean(resp.Replaced))
 			}
 			if !wait {
 				return nil
@@ -267,7 +258,7 @@ func newStatusCmd(g *globals) *cobra.Command {
 }
 
 func printStatus(w io.Writer, st *apiv1.ServiceStatus) {
-	fmt.Fprintf(w, "%s/%s  %s  (desired %s, desired state %s)\n", st.Application, st.Service, st.Status, st.DesiredVersion, st.DesiredStateID)
+	fmt.Fprintf(w, "%s/%s  %s  (desired %s, desired state %s)\n", clean(st.Application), clean(st.Service), clean(st.Status), clean(st.DesiredVersion), clean(st.DesiredStateID))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RELEASE CHANNEL\tSTATUS\tVERSION\tDESIRED\tMESSAGE")
 	for _, c := range st.ReleaseChannels {
@@ -279,25 +270,25 @@ func printStatus(w io.Writer, st *apiv1.ServiceStatus) {
 		if c.Reason != "" && c.Status != "CONVERGED" {
 			msg = c.Reason + ": " + msg
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.Name, c.Status, version, c.DesiredVersion, msg)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", clean(c.Name), clean(c.Status), clean(version), clean(c.DesiredVersion), clean(msg))
 	}
 	_ = tw.Flush()
 	for _, c := range st.ReleaseChannels {
 		for _, o := range c.Objects {
-			fmt.Fprintf(w, "%s %s/%s: %s", c.Name, o.ObjectType, o.Name, strings.ToLower(o.Status))
+			fmt.Fprintf(w, "%s %s/%s: %s", clean(c.Name), clean(o.ObjectType), clean(o.Name), clean(strings.ToLower(o.Status)))
 			if o.TargetReplicas > 0 || o.Replicas > 0 {
 				fmt.Fprintf(w, ", %d/%d available", o.AvailableReplicas, o.TargetReplicas)
 			}
 			if o.Version != "" && o.Version != c.DesiredVersion {
-				fmt.Fprintf(w, " (runs %s)", o.Version)
+				fmt.Fprintf(w, " (runs %s)", clean(o.Version))
 			}
 			if o.Message != "" {
-				fmt.Fprintf(w, ": %s", o.Message)
+				fmt.Fprintf(w, ": %s", clean(o.Message))
 			}
 			fmt.Fprintln(w)
 		}
 		for _, info := range c.Info {
-			fmt.Fprintf(w, "%s %s: %s\n", c.Name, info.Name, info.Text)
+			fmt.Fprintf(w, "%s %s: %s\n", clean(c.Name), clean(info.Name), clean(info.Text))
 		}
 	}
 }
@@ -343,19 +334,19 @@ func waitFor(ctx context.Context, c *client.Client, w io.Writer, app, svc, dsID 
 			dsID = st.DesiredStateID
 		}
 		if st.DesiredStateID != dsID {
-			fmt.Fprintf(w, "desired state %s was replaced by %s\n", dsID, st.DesiredStateID)
+			fmt.Fprintf(w, "desired state %s was replaced by %s\n", clean(dsID), clean(st.DesiredStateID))
 			return true, nil
 		}
 		for _, ch := range st.ReleaseChannels {
-			line := fmt.Sprintf("%s: %s", ch.Status, ch.Message)
+			line := clean(ch.Status + ": " + ch.Message)
 			if last[ch.Name] != line {
 				last[ch.Name] = line
-				fmt.Fprintf(w, "%s  %-14s %s\n", time.Now().Format("15:04:05"), ch.Name, line)
+				fmt.Fprintf(w, "%s  %-14s %s\n", time.Now().Format("15:04:05"), clean(ch.Name), line)
 			}
 		}
 		switch st.Status {
 		case "CONVERGED":
-			fmt.Fprintf(w, "%s/%s converged: every release channel runs %s\n", app, svc, st.DesiredVersion)
+			fmt.Fprintf(w, "%s/%s converged: every release channel runs %s\n", app, svc, clean(st.DesiredVersion))
 			return true, nil
 		case "FAILED", "ROLLED_BACK":
 			return true, &ExitError{Code: exitFailed, Err: fmt.Errorf("%s/%s %s", app, svc, strings.ToLower(strings.ReplaceAll(st.Status, "_", " ")))}
@@ -385,42 +376,6 @@ func waitFor(ctx context.Context, c *client.Client, w io.Writer, app, svc, dsID 
 }
 
 var errDone = errors.New("done")
-
-func newApproveCmd(g *globals, reject bool) *cobra.Command {
-	var app, rc, topic, comment string
-	verb, short := "approve", "Approve a release channel's pending manual approval"
-	if reject {
-		verb, short = "reject", "Reject a release channel's pending manual approval (the channel fails)"
-	}
-	cmd := &cobra.Command{
-		Use:     verb + " SERVICE --app APP --release-channel RC",
-		Short:   short,
-		Example: fmt.Sprintf("  drover %s web --app quickstart --release-channel prod", verb),
-		Args:    cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if app == "" || rc == "" {
-				return usageError(errors.New("--app and --release-channel are required"))
-			}
-			st, err := g.client().Approve(cmd.Context(), app, args[0], apiv1.ApproveRequest{ReleaseChannel: rc, Topic: topic, Reject: reject, User: g.user, Comment: comment})
-			if err != nil {
-				return apiErr(err)
-			}
-			past := "approved"
-			if reject {
-				past = "rejected"
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s %s of %s/%s as %s\n", past, rc, app, args[0], g.user)
-			printStatus(cmd.OutOrStdout(), st)
-			return nil
-		},
-	}
-	f := cmd.Flags()
-	f.StringVar(&app, "app", "", "application of the service (required)")
-	f.StringVar(&rc, "release-channel", "", "release channel waiting for approval (required)")
-	f.StringVar(&topic, "topic", "", "which approval, when the channel has several")
-	f.StringVar(&comment, "comment", "", "a note kept with the approval")
-	return cmd
-}
 
 func newChannelCmd(g *globals, verb, short string, call func(*client.Client, context.Context, string, string, apiv1.ChannelRequest) (*apiv1.ServiceStatus, error)) *cobra.Command {
 	var app, rc string
@@ -473,9 +428,9 @@ func newEventsCmd(g *globals) *cobra.Command {
 				}
 				actor := ""
 				if e.Actor != "" && e.Actor != "engine" {
-					actor = " [" + e.Actor + "]"
+					actor = " [" + clean(e.Actor) + "]"
 				}
-				fmt.Fprintf(w, "%s  %-12s %s%s\n", e.Time.Local().Format("2006-01-02 15:04:05"), e.Type, e.Message, actor)
+				fmt.Fprintf(w, "%s  %-12s %s%s\n", e.Time.Local().Format("2006-01-02 15:04:05"), clean(e.Type), clean(e.Message), actor)
 				return nil
 			}
 			list, err := c.Events(cmd.Context(), app, args[0], 0, limit)

@@ -60,11 +60,11 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	var exit *ExitError
 	if errors.As(err, &exit) {
 		if exit.Err != nil {
-			fmt.Fprintln(stderr, exit.Err)
+			fmt.Fprintln(stderr, cleanText(exit.Err.Error()))
 		}
 		return exit.Code
 	}
-	fmt.Fprintln(stderr, "error:", err)
+	fmt.Fprintln(stderr, "error:", cleanText(err.Error()))
 	return exitError
 }
 

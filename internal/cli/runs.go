@@ -50,10 +50,10 @@ command and its separate stdout and stderr.`,
 			for _, r := range list.Runs {
 				exit := strconv.Itoa(r.ExitCode)
 				if r.Error != "" {
-					exit += " (" + r.Error + ")"
+					exit += " (" + clean(r.Error) + ")"
 				}
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.ReleaseChannel, r.Kind, r.Version, exit,
-					r.FinishedAt.Sub(r.StartedAt).Round(1e6), r.StartedAt.Local().Format("01-02 15:04:05"), shorten(strings.Join(r.Command, " "), 60))
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, clean(r.ReleaseChannel), clean(r.Kind), clean(r.Version), exit,
+					r.FinishedAt.Sub(r.StartedAt).Round(1e6), r.StartedAt.Local().Format("01-02 15:04:05"), clean(shorten(strings.Join(r.Command, " "), 60)))
 			}
 			return tw.Flush()
 		},
@@ -98,11 +98,11 @@ func newRunCmd(g *globals) *cobra.Command {
 }
 
 func printRun(w io.Writer, r *apiv1.Run) {
-	fmt.Fprintf(w, "run %d: %s of %s/%s in %s on %s (version %s)\n", r.ID, r.Kind, r.Application, r.Service, r.ReleaseChannel, r.Runtime, r.Version)
-	fmt.Fprintf(w, "command:  %s\n", strings.Join(r.Command, " "))
+	fmt.Fprintf(w, "run %d: %s of %s/%s in %s on %s (version %s)\n", r.ID, clean(r.Kind), clean(r.Application), clean(r.Service), clean(r.ReleaseChannel), clean(r.Runtime), clean(r.Version))
+	fmt.Fprintf(w, "command:  %s\n", clean(strings.Join(r.Command, " ")))
 	fmt.Fprintf(w, "exit:     %d", r.ExitCode)
 	if r.Error != "" {
-		fmt.Fprintf(w, " (%s)", r.Error)
+		fmt.Fprintf(w, " (%s)", clean(r.Error))
 	}
 	fmt.Fprintf(w, "\nstarted:  %s, took %s\n", r.StartedAt.Local().Format("2006-01-02 15:04:05"), r.FinishedAt.Sub(r.StartedAt).Round(1e6))
 	if r.Truncated {
@@ -111,7 +111,7 @@ func printRun(w io.Writer, r *apiv1.Run) {
 	for _, part := range []struct{ name, text string }{{"stdout", r.Stdout}, {"stderr", r.Stderr}} {
 		fmt.Fprintf(w, "--- %s\n", part.name)
 		if part.text != "" {
-			fmt.Fprint(w, part.text)
+			fmt.Fprint(w, cleanText(part.text))
 			if !strings.HasSuffix(part.text, "\n") {
 				fmt.Fprintln(w)
 			}

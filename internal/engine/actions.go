@@ -122,13 +122,21 @@ func Rollback(inst store.Instance, user string, now time.Time) (store.Instance, 
 	return inst, userEvent(inst, "rollback", user, fmt.Sprintf("%s: rollback from %s to %s requested by %s", inst.ReleaseChannel, from, toVersion, user), now), nil
 }
 
+// ErrAlreadyAnswered is returned when the user already approved or rejected
+// the approval: one person counts once.
+var ErrAlreadyAnswered = errors.New("already answered")
+
 // PendingApproval returns the gate of ch that an approval by user would count
-// toward: the named topic, or the only gate still short of approvers.
-func PendingApproval(ch Channel, inst store.Instance, approvals []store.Approval, topic string) (Gate, error) {
+// toward: the named topic, or the only gate still short of approvers. It
+// fails with ErrAlreadyAnswered when user already answered that gate, and
+// with ErrNotWaitingForApproval when an approval would change nothing.
+// approvals are those of ch's desired state; user is normalized.
+func PendingApproval(ch Channel, inst store.Instance, approvals []store.Approval, topic, user string) (Gate, error) {
 	if e := readExtra(inst); e.ActionPending && inst.DesiredStateID == ch.StateID {
 		action := ActionTopic(ch.Name, e.ActionSeq)
 		if topic == "" || topic == action {
-			return Gate{Topic: action, Description: "apply after drift", MinApprovers: 1}, nil
+			g := Gate{Topic: action, Description: "apply after drift", MinApprovers: 1}
+			return g, answeredBy(ch.Name, g, approvals, user)
 		}
 	}
 	if inst.TargetVersion == ch.Version && inst.TargetStateID == ch.StateID {
@@ -151,6 +159,9 @@ func PendingApproval(ch Channel, inst store.Instance, approvals []store.Approval
 			}
 		}
 		if topic != "" && g.Topic == topic {
+			if err := answeredBy(ch.Name, g, approvals, user); err != nil {
+				return Gate{}, err
+			}
 			if n >= g.MinApprovers {
 				return Gate{}, fmt.Errorf("approval %q of %s already has %d/%d approvals: %w", topic, ch.Name, n, g.MinApprovers, ErrNotWaitingForApproval)
 			}
@@ -166,9 +177,34 @@ func PendingApproval(ch Channel, inst store.Instance, approvals []store.Approval
 	case len(ch.Approvals) == 0:
 		return Gate{}, fmt.Errorf("release channel %s has no manual approval precondition: %w", ch.Name, ErrNotWaitingForApproval)
 	case len(open) == 0:
+		for _, g := range ch.Approvals {
+			if err := answeredBy(ch.Name, g, approvals, user); err != nil {
+				return Gate{}, err
+			}
+		}
 		return Gate{}, fmt.Errorf("release channel %s has all its approvals: %w", ch.Name, ErrNotWaitingForApproval)
 	case len(open) > 1:
 		return Gate{}, fmt.Errorf("release channel %s waits for several approvals; name one with --topic", ch.Name)
 	}
-	return open[0], nil
+	return open[0], answeredBy(ch.Name, open[0], approvals, user)
+}
+
+// answeredBy fails with ErrAlreadyAnswered if user approved or rejected gate g
+// of release channel rc.
+func answeredBy(rc string, g Gate, approvals []store.Approval, user string) error {
+	for _, a := range approvals {
+		if a.ReleaseChannel != rc || a.Topic != g.Topic || a.User != user {
+			continue
+		}
+		verb := "approved"
+		if a.Reject {
+			verb = "rejected"
+		}
+		what := rc
+		if g.Topic != rc {
+			what = fmt.Sprintf("%s (approval %s)", rc, g.Topic)
+		}
+		return fmt.Errorf("%s already %s %s; each person counts once: %w", user, verb, what, ErrAlreadyAnswered)
+	}
+	return nil
 }

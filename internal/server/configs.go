@@ -115,6 +115,11 @@ func (s *Server) applyConfigs(ctx context.Context, req apiv1.ApplyConfigsRequest
 	if len(req.Configs) == 0 {
 		return nil, errorf("invalid_argument", "no configs given")
 	}
+	user, err := optionalUser(req.User)
+	if err != nil {
+		return nil, err
+	}
+	req.User = user
 	var (
 		incoming []*config.Source
 		details  []apiv1.ConfigError

@@ -80,7 +80,10 @@ func (s *Server) serviceVerb(w http.ResponseWriter, r *http.Request) {
 		handle(s, func(_ *http.Request, req apiv1.ApproveRequest) (any, error) { return s.approve(ctx, app, svc, req) })(w, r)
 	case "pause", "resume", "rollback":
 		handle(s, func(_ *http.Request, req apiv1.ChannelRequest) (any, error) {
-			user := req.User
+			user, err := optionalUser(req.User)
+			if err != nil {
+				return nil, err
+			}
 			if user == "" {
 				user = "unknown"
 			}
@@ -160,6 +163,8 @@ func writeError(w http.ResponseWriter, s *Server, err error) {
 		body.Code, code = "not_found", http.StatusNotFound
 	case errors.Is(err, store.ErrConflict):
 		body.Code, code = "conflict", http.StatusConflict
+	case errors.Is(err, store.ErrDuplicate):
+		body.Code, code = "already_exists", http.StatusConflict
 	}
 	if code == http.StatusInternalServerError {
 		s.log.Error("request failed", "error", err)
@@ -173,7 +178,7 @@ func httpStatus(code string) int {
 		return http.StatusBadRequest
 	case "not_found":
 		return http.StatusNotFound
-	case "failed_precondition", "conflict":
+	case "failed_precondition", "conflict", "already_exists":
 		return http.StatusConflict
 	}
 	return http.StatusInternalServerError

@@ -18,6 +18,11 @@ import (
 // push compiles the service's latest config with the request's parameters
 // and makes the result the service's desired state, replacing the previous one.
 func (s *Server) push(ctx context.Context, app, svc string, req apiv1.PushRequest) (*apiv1.PushResponse, error) {
+	user, err := optionalUser(req.User)
+	if err != nil {
+		return nil, err
+	}
+	req.User = user
 	in, configVersion, err := s.compileInput(ctx, app, svc)
 	if err != nil {
 		return nil, err
@@ -242,52 +247,6 @@ func (s *Server) channelOf(ctx context.Context, app, svc, rc string) (store.Desi
 		names = append(names, c.Name)
 	}
 	return rec, d, nil, errorf("not_found", "service %s has no release channel %q (release channels: %v)", svc, rc, names)
-}
-
-// approve records an approval or rejection of a channel's pending approval.
-func (s *Server) approve(ctx context.Context, app, svc string, req apiv1.ApproveRequest) (*apiv1.ServiceStatus, error) {
-	if req.ReleaseChannel == "" {
-		return nil, errorf("invalid_argument", "releaseChannel is required")
-	}
-	if req.User == "" {
-		return nil, errorf("invalid_argument", "user is required (approvals count distinct users)")
-	}
-	rec, _, ch, err := s.channelOf(ctx, app, svc, req.ReleaseChannel)
-	if err != nil {
-		return nil, err
-	}
-	inst, err := s.store.GetInstance(ctx, app, svc, ch.Name)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return nil, err
-	}
-	if inst.DesiredStateID != "" && inst.DesiredStateID != rec.ID {
-		inst = store.Instance{Status: string(ds.StatusPending)} // not yet planned for this push
-	}
-	approvals, err := s.store.ListApprovals(ctx, rec.ID)
-	if err != nil {
-		return nil, err
-	}
-	gate, err := engine.PendingApproval(*ch, inst, approvals, req.Topic)
-	if err != nil {
-		return nil, statusError("failed_precondition", err)
-	}
-	now := s.now()
-	typ, verb := "approved", "approved"
-	if req.Reject {
-		typ, verb = "rejected", "rejected"
-	}
-	msg := fmt.Sprintf("%s: %s %s by %s", ch.Name, rec.Version, verb, req.User)
-	if req.Comment != "" {
-		msg += ": " + req.Comment
-	}
-	a := store.Approval{DesiredStateID: rec.ID, Application: app, Service: svc, ReleaseChannel: ch.Name, Topic: gate.Topic, User: req.User, Reject: req.Reject, Comment: req.Comment, CreatedAt: now}
-	ev := store.Event{Time: now, Application: app, Service: svc, ReleaseChannel: ch.Name, DesiredStateID: rec.ID, Type: typ, Actor: req.User, Message: msg}
-	if err := s.store.AddApproval(ctx, a, ev); err != nil {
-		return nil, err
-	}
-	s.loop.Enqueue(app, svc)
-	s.changed.notify()
-	return s.statusOf(ctx, rec)
 }
 
 // instanceAction applies one of the engine's request rules (pause, resume,

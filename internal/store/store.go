@@ -22,6 +22,15 @@ var ErrNotFound = errors.New("not found")
 // record (CreateDesiredState with an existing ID).
 var ErrConflict = errors.New("conflict: the record was changed concurrently")
 
+// ErrDuplicate is returned by AddApproval when the user already approved (or
+// rejected) the same topic of the desired state: the first record is kept.
+var ErrDuplicate = errors.New("already recorded")
+
+// DecideApproval chooses, inside AddApproval's transaction, the approval to
+// record given the desired state and the approvals recorded before it, or
+// refuses with an error.
+type DecideApproval func(ds DesiredState, recorded []Approval) (Approval, []Event, error)
+
 // ConfigObject is one stored version of a config (application, service,
 // runtime, protection, deliveryExtension, releaseChannel).
 type ConfigObject struct {
@@ -248,11 +257,21 @@ type Store interface {
 	// recently created, whatever their CreatedAt) first.
 	ListDesiredStates(ctx context.Context, application, service string, limit int) ([]DesiredState, error)
 
-	// AddApproval records an approval or rejection and its events atomically.
-	// The same user approving the same topic twice keeps the first record and
-	// appends no events, without error. An unknown desired state fails with
-	// ErrNotFound. A zero CreatedAt is set to the current time.
-	AddApproval(ctx context.Context, a Approval, events ...Event) error
+	// AddApproval records an approval or rejection of desired state
+	// desiredStateID that decide chooses, in one transaction with decide:
+	// decide sees the desired state as stored now (ReplacedBy is set once a
+	// push replaced it) and its approvals recorded so far, oldest first, and
+	// returns the approval to record (for desiredStateID) and its events.
+	// Calls for one desired state are serialized, so what decide counts is
+	// what is recorded: concurrent approvals never overshoot a gate nor count
+	// one person twice. An error from decide aborts the call, writes nothing
+	// and is returned wrapped. An unknown desired state fails with
+	// ErrNotFound before decide is called. If the same user already has a
+	// record for the approval's topic, nothing is written and the call fails
+	// with ErrDuplicate. A zero CreatedAt is set to the current time. It
+	// returns the approval as recorded; the events' Seq are set in the slice
+	// decide returned.
+	AddApproval(ctx context.Context, desiredStateID string, decide DecideApproval) (Approval, error)
 	// ListApprovals returns the approvals of a desired state, oldest first.
 	ListApprovals(ctx context.Context, desiredStateID string) ([]Approval, error)
 

@@ -156,22 +156,39 @@ func scanApproval(row interface{ Scan(...any) error }) (store.Approval, error) {
 	return a, err
 }
 
-// AddApproval implements store.Store. A zero a.CreatedAt is set to the
-// current time. An unknown desired state fails with store.ErrNotFound.
-func (s *Store) AddApproval(ctx context.Context, a store.Approval, events ...store.Event) error {
-	if a.DesiredStateID == "" || a.Topic == "" || a.User == "" {
-		return fmt.Errorf("add approval of %q topic %q by %q: desired state, topic and user are required", a.DesiredStateID, a.Topic, a.User)
+// AddApproval implements store.Store. The write connection runs one
+// transaction at a time, so decide sees every approval committed before it
+// and none can be added until this transaction ends.
+func (s *Store) AddApproval(ctx context.Context, desiredStateID string, decide store.DecideApproval) (store.Approval, error) {
+	if desiredStateID == "" {
+		return store.Approval{}, errors.New("add approval: desired state is required")
 	}
 	t := now()
-	if a.CreatedAt.IsZero() {
-		a.CreatedAt = t
-	}
-	var seqs []int64
+	var (
+		a      store.Approval
+		events []store.Event
+		seqs   []int64
+	)
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		var exists int
-		err := tx.QueryRowContext(ctx, "SELECT 1 FROM desired_states WHERE id = ?", a.DesiredStateID).Scan(&exists)
+		ds, err := scanDesiredState(tx.QueryRowContext(ctx,
+			"SELECT "+desiredStateColumns+" FROM desired_states WHERE id = ?", desiredStateID))
 		if err != nil {
 			return fmt.Errorf("desired state: %w", notFound(err))
+		}
+		recorded, err := queryAll(ctx, tx, "SELECT "+approvalColumns+" FROM approvals WHERE desired_state_id = ? ORDER BY ord",
+			[]any{desiredStateID}, scanApproval)
+		if err != nil {
+			return err
+		}
+		a, events, err = decide(ds, recorded)
+		if err != nil {
+			return err
+		}
+		if a.DesiredStateID != desiredStateID || a.Topic == "" || a.User == "" {
+			return fmt.Errorf("approval of %q topic %q by %q: desired state %s, topic and user are required", a.DesiredStateID, a.Topic, a.User, desiredStateID)
+		}
+		if a.CreatedAt.IsZero() {
+			a.CreatedAt = t
 		}
 		res, err := tx.ExecContext(ctx, "INSERT INTO approvals ("+approvalColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"+
 			" ON CONFLICT (desired_state_id, topic, user_name) DO NOTHING",
@@ -179,17 +196,20 @@ func (s *Store) AddApproval(ctx context.Context, a store.Approval, events ...sto
 		if err != nil {
 			return err
 		}
-		if n, err := res.RowsAffected(); err != nil || n == 0 {
-			return err // already recorded: keep the first, append nothing
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return fmt.Errorf("%s of topic %q: %w", a.User, a.Topic, store.ErrDuplicate)
 		}
 		seqs, err = s.insertEvents(ctx, tx, events, t)
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("add approval of %s topic %q by %s: %w", a.DesiredStateID, a.Topic, a.User, err)
+		return store.Approval{}, fmt.Errorf("add approval to %s: %w", desiredStateID, err)
 	}
 	setSeqs(events, seqs, t)
-	return nil
+	a.CreatedAt = a.CreatedAt.UTC()
+	return a, nil
 }
 
 // ListApprovals implements store.Store.

@@ -67,8 +67,10 @@
 //     (application, service); replaced_by references the replacing id with a
 //     deferred foreign key.
 //   - approvals: unique (desired_state_id, topic, user_name); a second
-//     approval of the same topic by the same user is ignored, and so are its
-//     events.
+//     approval of the same topic by the same user is refused
+//     (store.ErrDuplicate) and its events are not written. AddApproval reads
+//     the desired state and its approvals and inserts in one write
+//     transaction, so its decision cannot race another approval.
 //   - instances: primary key (application, service, release_channel) and a
 //     revision for optimistic concurrency: a write updates the row only where
 //     revision matches (or inserts only where no row exists, for revision 0).

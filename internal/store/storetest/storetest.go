@@ -22,6 +22,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,10 +48,13 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"DesiredState/DuplicateID", testDesiredStateDuplicate},
 		{"DesiredState/Invalid", testDesiredStateInvalid},
 		{"DesiredState/Concurrent", testDesiredStateConcurrent},
-		{"Approval/Idempotent", testApprovals},
+		{"Approval/AddList", testApprovals},
+		{"Approval/B14Duplicate", testApprovalDuplicate},
 		{"Approval/UnknownDesiredState", testApprovalUnknown},
 		{"Approval/Invalid", testApprovalInvalid},
+		{"Approval/Decide", testApprovalDecide},
 		{"Approval/Concurrent", testApprovalConcurrent},
+		{"Approval/B26QuorumConcurrent", testApprovalQuorumConcurrent},
 		{"Instance/CreateUpdate", testInstanceCreateUpdate},
 		{"Instance/NotFound", testInstanceNotFound},
 		{"Instance/Invalid", testInstanceInvalid},
@@ -722,6 +726,14 @@ func approval(ds, topic, user string) store.Approval {
 		Topic: topic, User: user, Comment: "lgtm " + user, CreatedAt: ts(len(user))}
 }
 
+// addApproval records a with evs, deciding nothing.
+func addApproval(ctx context.Context, s store.Store, a store.Approval, evs ...store.Event) error {
+	_, err := s.AddApproval(ctx, a.DesiredStateID, func(store.DesiredState, []store.Approval) (store.Approval, []store.Event, error) {
+		return a, evs, nil
+	})
+	return err
+}
+
 func testApprovals(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	start := time.Now()
@@ -736,44 +748,37 @@ func testApprovals(t *testing.T, s store.Store) {
 
 	a := approval("ds-1", "production", "alice")
 	evs := []store.Event{ev("shop", "web", "approved")}
-	must(t, s.AddApproval(ctx, a, evs...))
+	got, err := s.AddApproval(ctx, "ds-1", func(store.DesiredState, []store.Approval) (store.Approval, []store.Event, error) {
+		return a, evs, nil
+	})
+	must(t, err)
+	same(t, got, a, "AddApproval's result")
 	if evs[0].Seq <= 0 {
 		t.Errorf("AddApproval did not set the event's Seq")
 	}
 	list("ds-1", a)
 
-	// The same user and topic again, even changing their mind: first one kept, no event.
-	dup := a
-	dup.Reject, dup.Comment, dup.CreatedAt = true, "changed my mind", ts(9)
-	dupEvs := []store.Event{ev("shop", "web", "rejected")}
-	must(t, s.AddApproval(ctx, dup, dupEvs...))
-	if dupEvs[0].Seq != 0 {
-		t.Errorf("a duplicate approval's event got Seq %d", dupEvs[0].Seq)
-	}
-	list("ds-1", a)
-	same(t, events(t, s, store.EventFilter{}), evs, "events after a duplicate approval")
-
 	b := approval("ds-1", "production", "bob")
 	b.Reject = true
-	must(t, s.AddApproval(ctx, b, ev("shop", "web", "rejected")))
+	must(t, addApproval(ctx, s, b, ev("shop", "web", "rejected")))
 	c := approval("ds-1", "staging", "alice")
-	must(t, s.AddApproval(ctx, c, ev("shop", "web", "approved")))
+	must(t, addApproval(ctx, s, c, ev("shop", "web", "approved")))
 	// The CreatedAt of the approvals is not their order: oldest (first added) first.
 	d := approval("ds-1", "production", "al")
-	must(t, s.AddApproval(ctx, d))
+	must(t, addApproval(ctx, s, d))
 	list("ds-1", a, b, c, d)
 
 	e := approval("ds-2", "production", "alice")
 	e.Service = "api"
 	e.CreatedAt = time.Time{}
-	must(t, s.AddApproval(ctx, e))
-	got, err := s.ListApprovals(ctx, "ds-2")
+	must(t, addApproval(ctx, s, e))
+	all, err := s.ListApprovals(ctx, "ds-2")
 	must(t, err)
-	if len(got) != 1 {
-		t.Fatalf("ListApprovals ds-2 = %v, want one", got)
+	if len(all) != 1 {
+		t.Fatalf("ListApprovals ds-2 = %v, want one", all)
 	}
-	recent(t, got[0].CreatedAt, start, "assigned CreatedAt")
-	e.CreatedAt = got[0].CreatedAt
+	recent(t, all[0].CreatedAt, start, "assigned CreatedAt")
+	e.CreatedAt = all[0].CreatedAt
 	list("ds-2", e)
 
 	if n := len(events(t, s, store.EventFilter{})); n != 3 {
@@ -781,10 +786,41 @@ func testApprovals(t *testing.T, s store.Store) {
 	}
 }
 
+// testApprovalDuplicate (B14): the same user and topic again, even changing
+// their mind, is refused with ErrDuplicate: the first record is kept and no
+// event is appended.
+func testApprovalDuplicate(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	create(t, s, desiredState("ds-1", "shop", "web", 1))
+	a := approval("ds-1", "production", "alice")
+	evs := []store.Event{ev("shop", "web", "approved")}
+	must(t, addApproval(ctx, s, a, evs...))
+	for _, reject := range []bool{false, true} {
+		dup := a
+		dup.Reject, dup.Comment, dup.CreatedAt = reject, "changed my mind", ts(9)
+		dupEvs := []store.Event{ev("shop", "web", "rejected")}
+		wantErr(t, addApproval(ctx, s, dup, dupEvs...), store.ErrDuplicate, "a second approval by the same user")
+		if dupEvs[0].Seq != 0 {
+			t.Errorf("a duplicate approval's event got Seq %d", dupEvs[0].Seq)
+		}
+	}
+	got, err := s.ListApprovals(ctx, "ds-1")
+	must(t, err)
+	same(t, got, []store.Approval{a}, "ListApprovals after duplicates")
+	same(t, events(t, s, store.EventFilter{}), evs, "events after duplicate approvals")
+}
+
 func testApprovalUnknown(t *testing.T, s store.Store) {
 	ctx := t.Context()
-	err := s.AddApproval(ctx, approval("nope", "production", "alice"), ev("shop", "web", "approved"))
+	called := false
+	_, err := s.AddApproval(ctx, "nope", func(store.DesiredState, []store.Approval) (store.Approval, []store.Event, error) {
+		called = true
+		return approval("nope", "production", "alice"), []store.Event{ev("shop", "web", "approved")}, nil
+	})
 	wantErr(t, err, store.ErrNotFound, "AddApproval of an unknown desired state")
+	if called {
+		t.Errorf("decide was called for an unknown desired state")
+	}
 	if evs := events(t, s, store.EventFilter{}); len(evs) != 0 {
 		t.Errorf("a failed approval appended %d events", len(evs))
 	}
@@ -798,18 +834,64 @@ func testApprovalUnknown(t *testing.T, s store.Store) {
 func testApprovalInvalid(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	create(t, s, desiredState("ds-1", "shop", "web", 1))
+	create(t, s, desiredState("ds-2", "shop", "api", 1))
 	for _, a := range []store.Approval{
 		approval("", "production", "alice"),
+		approval("ds-2", "production", "alice"), // not the desired state decided on
 		approval("ds-1", "", "alice"),
 		approval("ds-1", "production", ""),
 	} {
-		wantInvalid(t, s.AddApproval(ctx, a), fmt.Sprintf("AddApproval %+v", a))
+		_, err := s.AddApproval(ctx, "ds-1", func(store.DesiredState, []store.Approval) (store.Approval, []store.Event, error) {
+			return a, []store.Event{ev("shop", "web", "approved")}, nil
+		})
+		wantInvalid(t, err, fmt.Sprintf("AddApproval %+v", a))
+	}
+	_, err := s.AddApproval(ctx, "", func(store.DesiredState, []store.Approval) (store.Approval, []store.Event, error) {
+		return approval("", "production", "alice"), nil, nil
+	})
+	wantInvalid(t, err, "AddApproval without a desired state")
+	for _, ds := range []string{"ds-1", "ds-2"} {
+		got, err := s.ListApprovals(ctx, ds)
+		must(t, err)
+		if len(got) != 0 {
+			t.Errorf("invalid approvals were stored: %v", got)
+		}
+	}
+	if evs := events(t, s, store.EventFilter{}); len(evs) != 0 {
+		t.Errorf("invalid approvals appended %d events", len(evs))
+	}
+}
+
+// testApprovalDecide: decide sees the desired state as stored (replaced or
+// not) and the approvals so far; its error aborts the call.
+func testApprovalDecide(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	create(t, s, desiredState("ds-1", "shop", "web", 1))
+	a := approval("ds-1", "production", "alice")
+	must(t, addApproval(ctx, s, a))
+	errRefused := errors.New("refused by decide")
+	var seen store.DesiredState
+	var seenApprovals []store.Approval
+	_, err := s.AddApproval(ctx, "ds-1", func(ds store.DesiredState, recorded []store.Approval) (store.Approval, []store.Event, error) {
+		seen, seenApprovals = ds, recorded
+		return store.Approval{}, nil, errRefused
+	})
+	wantErr(t, err, errRefused, "AddApproval refused by decide")
+	same(t, seen, desiredState("ds-1", "shop", "web", 1), "the desired state decide saw")
+	same(t, seenApprovals, []store.Approval{a}, "the approvals decide saw")
+
+	create(t, s, desiredState("ds-2", "shop", "web", 2))
+	_, err = s.AddApproval(ctx, "ds-1", func(ds store.DesiredState, _ []store.Approval) (store.Approval, []store.Event, error) {
+		seen = ds
+		return store.Approval{}, nil, errRefused
+	})
+	wantErr(t, err, errRefused, "AddApproval refused by decide")
+	if seen.ReplacedBy != "ds-2" {
+		t.Errorf("decide saw ReplacedBy %q, want ds-2", seen.ReplacedBy)
 	}
 	got, err := s.ListApprovals(ctx, "ds-1")
 	must(t, err)
-	if len(got) != 0 {
-		t.Errorf("invalid approvals were stored: %v", got)
-	}
+	same(t, got, []store.Approval{a}, "ListApprovals after refusals")
 }
 
 func testApprovalConcurrent(t *testing.T, s store.Store) {
@@ -817,11 +899,16 @@ func testApprovalConcurrent(t *testing.T, s store.Store) {
 	create(t, s, desiredState("ds-1", "shop", "web", 1))
 	const n = 10
 	var wg sync.WaitGroup
+	var dups atomic.Int32
 	for i := range n {
 		wg.Go(func() {
 			a := approval("ds-1", "production", "alice")
 			a.Comment = fmt.Sprint("attempt ", i)
-			if err := s.AddApproval(ctx, a, ev("shop", "web", "approved")); err != nil {
+			err := addApproval(ctx, s, a, ev("shop", "web", "approved"))
+			switch {
+			case errors.Is(err, store.ErrDuplicate):
+				dups.Add(1)
+			case err != nil:
 				t.Errorf("AddApproval %d: %v", i, err)
 			}
 		})
@@ -832,8 +919,51 @@ func testApprovalConcurrent(t *testing.T, s store.Store) {
 	if len(got) != 1 {
 		t.Errorf("ListApprovals after %d concurrent identical approvals = %d records, want 1", n, len(got))
 	}
+	if d := dups.Load(); d != n-1 {
+		t.Errorf("%d of %d concurrent identical approvals were reported as duplicates, want %d", d, n, n-1)
+	}
 	if evs := events(t, s, store.EventFilter{}); len(evs) != 1 {
 		t.Errorf("events after %d concurrent identical approvals = %d, want 1", n, len(evs))
+	}
+}
+
+// testApprovalQuorumConcurrent (B26): distinct users approve at once a gate
+// that needs one approver; decide refuses a met gate, so exactly one is
+// recorded.
+func testApprovalQuorumConcurrent(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	create(t, s, desiredState("ds-1", "shop", "web", 1))
+	errMet := errors.New("the gate has all its approvals")
+	const n = 12
+	var wg sync.WaitGroup
+	var refused atomic.Int32
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			_, err := s.AddApproval(ctx, "ds-1", func(_ store.DesiredState, recorded []store.Approval) (store.Approval, []store.Event, error) {
+				if len(recorded) >= 1 {
+					return store.Approval{}, nil, errMet
+				}
+				return approval("ds-1", "production", fmt.Sprint("user", i)), []store.Event{ev("shop", "web", "approved")}, nil
+			})
+			switch {
+			case errors.Is(err, errMet):
+				refused.Add(1)
+			case err != nil:
+				t.Errorf("AddApproval %d: %v", i, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	got, err := s.ListApprovals(ctx, "ds-1")
+	must(t, err)
+	if len(got) != 1 || refused.Load() != n-1 {
+		t.Errorf("%d concurrent approvers of a gate for one: %d recorded (%v), %d refused; want 1 and %d", n, len(got), got, refused.Load(), n-1)
+	}
+	if evs := events(t, s, store.EventFilter{}); len(evs) != 1 {
+		t.Errorf("events = %d, want 1", len(evs))
 	}
 }
 
@@ -1661,7 +1791,7 @@ func testB10Retention(t *testing.T, s store.Store) {
 	write(t, s, other)
 	pushes(t, s, "shop", "api", "api", 0, 3)
 	ids := pushes(t, s, "shop", "web", "ds", 0, n+11) // ds-0 .. ds-(n+10); the last is active
-	must(t, s.AddApproval(ctx, approval("ds-0", "production", "alice"), ev("shop", "web", "approved")))
+	must(t, addApproval(ctx, s, approval("ds-0", "production", "alice"), ev("shop", "web", "approved")))
 	create(t, s, desiredState("ds-late", "shop", "web", n+11), ev("shop", "web", "pushed"))
 	ids = append(ids, "ds-late")
 

@@ -1,0 +1,86 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	apiv1 "github.com/drover-dev/drover/api/v1"
+	"github.com/drover-dev/drover/internal/usertext"
+)
+
+func newApproveCmd(g *globals, reject bool) *cobra.Command {
+	var app, rc, topic, comment, desired string
+	verb, short := "approve", "Approve a release channel's pending manual approval"
+	if reject {
+		verb, short = "reject", "Reject a release channel's pending manual approval (the channel fails)"
+	}
+	cmd := &cobra.Command{
+		Use:   verb + " SERVICE --app APP --release-channel RC [--desired-state ID]",
+		Short: short,
+		Long: fmt.Sprintf(`%[1]s answers a manual approval of one desired state: the one given with
+--desired-state (an id ds-... or a version v-..., as drover status shows them),
+or else the one drover status shows now, which is printed first. If another
+push replaced it before the answer arrives, the server refuses (exit 1) and
+nothing is recorded: look again and answer what you see.
+
+A release channel may be answered before the rollout reaches it; the answer
+holds for that desired state only. A rejection fails the channel at once.
+Each person counts once: user names are compared trimmed and case-folded.`, strings.ToUpper(verb[:1])+verb[1:]),
+		Example: fmt.Sprintf(`  drover %[1]s web --app quickstart --release-channel prod
+  drover %[1]s web --app quickstart --release-channel prod --desired-state ds-20261124t101500-3f9a2c1b`, verb),
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if app == "" || rc == "" {
+				return usageError(errors.New("--app and --release-channel are required"))
+			}
+			user, err := usertext.User(g.user)
+			if err != nil {
+				return usageError(fmt.Errorf("--user: %w", err))
+			}
+			req := apiv1.ApproveRequest{ReleaseChannel: rc, Topic: topic, Reject: reject, User: user, Comment: comment}
+			c := g.client()
+			w := cmd.OutOrStdout()
+			switch {
+			case strings.HasPrefix(desired, "v-"):
+				req.Version = desired
+			case desired != "":
+				req.DesiredStateID = desired
+			default:
+				st, err := c.Status(cmd.Context(), app, args[0])
+				if err != nil {
+					return apiErr(err)
+				}
+				req.DesiredStateID, req.Version = st.DesiredStateID, st.DesiredVersion
+			}
+			what := req.Version
+			switch {
+			case req.DesiredStateID != "" && req.Version != "":
+				what = req.Version + " (desired state " + req.DesiredStateID + ")"
+			case req.DesiredStateID != "":
+				what = "desired state " + req.DesiredStateID
+			}
+			fmt.Fprintf(w, "%s %s of %s/%s at %s\n", strings.TrimSuffix(verb, "e")+"ing", clean(rc), clean(app), clean(args[0]), clean(what))
+			st, err := c.Approve(cmd.Context(), app, args[0], req)
+			if err != nil {
+				return apiErr(err)
+			}
+			past := "approved"
+			if reject {
+				past = "rejected"
+			}
+			fmt.Fprintf(w, "%s %s of %s/%s as %s\n", past, clean(rc), clean(app), clean(args[0]), clean(user))
+			printStatus(w, st)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&app, "app", "", "application of the service (required)")
+	f.StringVar(&rc, "release-channel", "", "release channel waiting for approval (required)")
+	f.StringVar(&desired, "desired-state", "", "the desired state answered: an id (ds-...) or version (v-...) from drover status (default: the one status shows now)")
+	f.StringVar(&topic, "topic", "", "which approval, when the channel has several")
+	f.StringVar(&comment, "comment", "", "a note kept with the approval")
+	return cmd
+}

@@ -1,0 +1,133 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	apiv1 "github.com/drover-dev/drover/api/v1"
+	ds "github.com/drover-dev/drover/internal/desiredstate"
+	"github.com/drover-dev/drover/internal/engine"
+	"github.com/drover-dev/drover/internal/store"
+	"github.com/drover-dev/drover/internal/usertext"
+)
+
+// optionalUser normalizes the user a request names (usertext.User), or
+// returns "" when it names none. Until requests are authenticated the name is
+// the client's word; normalizing it keeps one spelling per person.
+func optionalUser(raw string) (string, error) {
+	if raw == "" {
+		return "", nil
+	}
+	u, err := usertext.User(raw)
+	if err != nil {
+		return "", statusError("invalid_argument", err)
+	}
+	return u, nil
+}
+
+// approve records an approval or rejection of a channel's pending approval of
+// the desired state the request names, which must be the active one. An
+// approval may come before the rollout reaches the channel: it is bound to
+// that desired state, so it cannot count for another push.
+func (s *Server) approve(ctx context.Context, app, svc string, req apiv1.ApproveRequest) (*apiv1.ServiceStatus, error) {
+	if req.ReleaseChannel == "" {
+		return nil, errorf("invalid_argument", "releaseChannel is required")
+	}
+	if req.User == "" {
+		return nil, errorf("invalid_argument", "user is required (approvals count distinct users)")
+	}
+	user, err := usertext.User(req.User)
+	if err != nil {
+		return nil, statusError("invalid_argument", err)
+	}
+	comment, err := usertext.Comment(req.Comment)
+	if err != nil {
+		return nil, statusError("invalid_argument", err)
+	}
+	if req.DesiredStateID == "" && req.Version == "" {
+		return nil, errorf("invalid_argument", "desiredStateId or version is required: the desired state being approved, as drover status %s --app %s shows it", svc, app)
+	}
+	rec, _, ch, err := s.channelOf(ctx, app, svc, req.ReleaseChannel)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.sameDesiredState(ctx, rec, req); err != nil {
+		return nil, err
+	}
+	inst, err := s.store.GetInstance(ctx, app, svc, ch.Name)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	if inst.DesiredStateID != "" && inst.DesiredStateID != rec.ID {
+		inst = store.Instance{Status: string(ds.StatusPending)} // not yet planned for this push
+	}
+	typ := "approved"
+	if req.Reject {
+		typ = "rejected"
+	}
+	now := s.now()
+	// The decision and the write are one store transaction: concurrent
+	// approvals cannot overshoot a gate, count a person twice, or land on a
+	// desired state a push replaced meanwhile.
+	_, err = s.store.AddApproval(ctx, rec.ID, func(cur store.DesiredState, recorded []store.Approval) (store.Approval, []store.Event, error) {
+		if cur.ReplacedBy != "" {
+			return store.Approval{}, nil, replacedError(app, svc, rec, cur.ReplacedBy)
+		}
+		gate, err := engine.PendingApproval(*ch, inst, recorded, req.Topic, user)
+		switch {
+		case errors.Is(err, engine.ErrAlreadyAnswered):
+			return store.Approval{}, nil, statusError("already_exists", err)
+		case err != nil:
+			return store.Approval{}, nil, statusError("failed_precondition", err)
+		}
+		msg := fmt.Sprintf("%s: %s %s by %s", ch.Name, rec.Version, typ, user)
+		if comment != "" {
+			msg += ": " + comment
+		}
+		a := store.Approval{DesiredStateID: rec.ID, Application: app, Service: svc, ReleaseChannel: ch.Name, Topic: gate.Topic,
+			User: user, Reject: req.Reject, Comment: comment, CreatedAt: now}
+		ev := store.Event{Time: now, Application: app, Service: svc, ReleaseChannel: ch.Name, DesiredStateID: rec.ID, Type: typ, Actor: user, Message: msg}
+		return a, []store.Event{ev}, nil
+	})
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae):
+		return nil, ae
+	case errors.Is(err, store.ErrDuplicate):
+		return nil, errorf("already_exists", "%s already answered the approval of %s; each person counts once", user, ch.Name)
+	case err != nil:
+		return nil, err
+	}
+	s.loop.Enqueue(app, svc)
+	s.changed.notify()
+	return s.statusOf(ctx, rec)
+}
+
+// sameDesiredState checks that the desired state (or version) an approval
+// names is the active one, rec.
+func (s *Server) sameDesiredState(ctx context.Context, rec store.DesiredState, req apiv1.ApproveRequest) error {
+	if req.DesiredStateID != "" && req.DesiredStateID != rec.ID {
+		named, err := s.store.GetDesiredState(ctx, req.DesiredStateID)
+		switch {
+		case errors.Is(err, store.ErrNotFound), err == nil && (named.Application != rec.Application || named.Service != rec.Service):
+			return errorf("not_found", "service %s of %s has no desired state %q; its desired state is %s (%s): drover status %s --app %s",
+				rec.Service, rec.Application, req.DesiredStateID, rec.ID, rec.Version, rec.Service, rec.Application)
+		case err != nil:
+			return err
+		}
+		return replacedError(rec.Application, rec.Service, named, rec.ID)
+	}
+	if req.Version != "" && req.Version != rec.Version {
+		return errorf("conflict", "version %s is not the desired version of %s/%s: another push made it %s (desired state %s); look again with drover status %s --app %s",
+			req.Version, rec.Application, rec.Service, rec.Version, rec.ID, rec.Service, rec.Application)
+	}
+	return nil
+}
+
+// replacedError says that desired state old, which an approval names, was
+// replaced by a newer push.
+func replacedError(app, svc string, old store.DesiredState, by string) error {
+	return errorf("conflict", "desired state %s (%s) of %s/%s was replaced by %s (another push); nothing was recorded: look again with drover status %s --app %s and approve what it shows",
+		old.ID, old.Version, app, svc, by, svc, app)
+}
