@@ -170,8 +170,7 @@ func (s *Store) AddApproval(ctx context.Context, desiredStateID string, decide s
 		seqs   []int64
 	)
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		ds, err := scanDesiredState(tx.QueryRowContext(ctx,
-			"SELECT "+desiredStateColumns+" FROM desired_states WHERE id = ?", desiredStateID))
+		ds, err := scanDesiredState(tx.QueryRowContext(ctx, selectDesiredState+" WHERE id = ?", desiredStateID))
 		if err != nil {
 			return fmt.Errorf("desired state: %w", notFound(err))
 		}
