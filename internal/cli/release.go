@@ -25,9 +25,10 @@ import (
 type globals struct {
 	server string
 	user   string
+	// token and requestTimeout: see connect.go.
+	token          string
+	requestTimeout time.Duration
 }
-
-func (g *globals) client() *client.Client { return client.New(g.server) }
 
 func defaultServer() string {
 	if s := os.Getenv("DROVER_SERVER"); s != "" {
@@ -367,7 +368,7 @@ func waitFor(ctx context.Context, c *client.Client, w io.Writer, app, svc, dsID 
 		return false, nil
 	}
 	if done, err := check(); done || err != nil {
-		return err
+		return waitTimedOut(ctx, err, timeout, app, svc)
 	}
 	watchErr := c.Watch(ctx, app, svc, 0, func(apiv1.Event) error {
 		done, err := check()
@@ -379,13 +380,10 @@ func waitFor(ctx context.Context, c *client.Client, w io.Writer, app, svc, dsID 
 		}
 		return nil
 	})
-	switch {
-	case errors.Is(watchErr, errDone):
+	if errors.Is(watchErr, errDone) {
 		return nil
-	case errors.Is(watchErr, context.DeadlineExceeded):
-		return &ExitError{Code: 3, Err: fmt.Errorf("timed out after %s waiting for %s/%s", timeout, app, svc)}
 	}
-	return watchErr
+	return waitTimedOut(ctx, watchErr, timeout, app, svc)
 }
 
 var errDone = errors.New("done")

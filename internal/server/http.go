@@ -10,6 +10,7 @@ import (
 	"time"
 
 	apiv1 "github.com/drover-dev/drover/api/v1"
+	"github.com/drover-dev/drover/internal/auth"
 	"github.com/drover-dev/drover/internal/engine"
 	"github.com/drover-dev/drover/internal/store"
 	"github.com/drover-dev/drover/internal/version"
@@ -20,8 +21,12 @@ const maxBody = 64 << 20
 
 func (s *Server) routes() {
 	m := http.NewServeMux()
-	m.HandleFunc("GET /v1/health", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, apiv1.Health{Status: "ok", Version: version.Version})
+	m.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) {
+		h := apiv1.Health{Status: "ok"}
+		if _, ok := auth.FromContext(r.Context()); ok {
+			h.Version = version.Version // probes without a credential learn only "ok"
+		}
+		writeJSON(w, http.StatusOK, h)
 	})
 	m.HandleFunc("POST /v1/configs:apply", handle(s, func(r *http.Request, req apiv1.ApplyConfigsRequest) (any, error) {
 		return s.applyConfigs(r.Context(), req)
@@ -126,6 +131,10 @@ func handle[Req any](s *Server, fn func(*http.Request, Req) (any, error)) http.H
 			writeError(w, s, errorf("invalid_argument", "invalid request body: %v", err))
 			return
 		}
+		if err := requireEOF(dec); err != nil {
+			writeError(w, s, err)
+			return
+		}
 		out, err := fn(r, req)
 		reply(w, s, out, err)
 	}
@@ -190,6 +199,13 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, s, errorf("internal", "streaming unsupported"))
 		return
 	}
+	if r.ContentLength != 0 {
+		writeError(w, s, errorf("invalid_argument", "GET /v1/watch takes no request body"))
+		return
+	}
+	// The stream is long-lived: lift the edge's read deadline, or its expiry
+	// would end the stream.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	q := r.URL.Query()
 	after, _ := strconv.ParseInt(q.Get("after"), 10, 64)
 	if lastID := r.Header.Get("Last-Event-ID"); lastID != "" {
