@@ -43,9 +43,12 @@ func (s *Server) edge(ln net.Listener) (http.Handler, net.Listener, error) {
 	}
 	guarded := g.Wrap(s.mux)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// A body trickled in slowly holds a connection; the event stream
-		// lifts this deadline (it reads nothing more).
-		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyTimeout))
+		// A body trickled in slowly would hold a connection: bound reading
+		// it. Handlers lift the deadline once the body is read (bodyRead),
+		// as its expiry would cancel the request.
+		if r.ContentLength != 0 {
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyTimeout))
+		}
 		guarded.ServeHTTP(w, r)
 	})
 	maxConns := s.edgeCfg.MaxConns
@@ -74,4 +77,9 @@ func requireEOF(dec *json.Decoder) error {
 		return errorf("invalid_argument", "invalid request body: unexpected data after the JSON value")
 	}
 	return nil
+}
+
+// bodyRead lifts the read deadline of a request whose body was read whole.
+func bodyRead(w http.ResponseWriter) {
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 }

@@ -135,6 +135,7 @@ func handle[Req any](s *Server, fn func(*http.Request, Req) (any, error)) http.H
 			writeError(w, s, err)
 			return
 		}
+		bodyRead(w)
 		out, err := fn(r, req)
 		reply(w, s, out, err)
 	}
@@ -203,9 +204,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, s, errorf("invalid_argument", "GET /v1/watch takes no request body"))
 		return
 	}
-	// The stream is long-lived: lift the edge's read deadline, or its expiry
-	// would end the stream.
-	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+	bodyRead(w) // the stream is long-lived
 	q := r.URL.Query()
 	after, _ := strconv.ParseInt(q.Get("after"), 10, 64)
 	if lastID := r.Header.Get("Last-Event-ID"); lastID != "" {
