@@ -42,7 +42,7 @@ func TestS1TokenCreatedOnceWithMode0600(t *testing.T) {
 
 // The CLI finds the token a server recorded for its address, under every
 // name of a loopback server; XDG_CONFIG_HOME is honoured.
-func TestS1TokenRecordedForTheCLI(t *testing.T) { //nolint:paralleltest // t.Setenv
+func TestS1TokenRecordedForTheCLI(t *testing.T) { // not parallel: t.Setenv
 	cfg := t.TempDir()
 	t.Setenv("XDG_CONFIG_HOME", cfg)
 	if _, _, err := auth.FindServerToken("http://127.0.0.1:7420"); !errors.Is(err, fs.ErrNotExist) {
