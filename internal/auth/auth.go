@@ -81,3 +81,33 @@ func FromContext(ctx context.Context) (id Identity, ok bool) {
 	id, ok = ctx.Value(identityKey{}).(Identity)
 	return id, ok
 }
+
+// Chain tries each Authenticator in order; the first to accept the request
+// decides. It is how further kinds of credentials (API tokens per person,
+// OIDC) join the local token.
+type Chain []Authenticator
+
+var _ Authenticator = Chain(nil)
+
+// Authenticate returns the first identity an Authenticator accepts. Failing
+// that, it returns the first error other than the two sentinels (a provider
+// that could not be asked), else ErrBadCredential if any saw an invalid
+// credential, else ErrNoCredential.
+func (c Chain) Authenticate(r *http.Request) (Identity, error) {
+	result := ErrNoCredential
+	for _, a := range c {
+		id, err := a.Authenticate(r)
+		switch {
+		case err == nil:
+			return id, nil
+		case errors.Is(err, ErrNoCredential):
+		case errors.Is(err, ErrBadCredential):
+			if errors.Is(result, ErrNoCredential) {
+				result = err
+			}
+		default:
+			return Identity{}, err
+		}
+	}
+	return Identity{}, result
+}

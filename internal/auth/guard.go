@@ -7,6 +7,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"strings"
 
 	apiv1 "github.com/drover-dev/drover/api/v1"
 )
@@ -104,7 +105,7 @@ func (g *Guard) sameOrigin(origin string) bool {
 	}
 	if u.Port() == "" && u.Scheme == "https" {
 		// https://name: allowed only as a bare public name (a proxy on 443).
-		return g.Hosts.names[u.Host]
+		return g.Hosts.names[strings.ToLower(u.Host)]
 	}
 	return g.Hosts.Allowed(u.Host)
 }

@@ -2,6 +2,7 @@ package auth_test
 
 import (
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -149,5 +150,25 @@ func TestPublicNameMustNotBeAURL(t *testing.T) {
 	addr := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 7420}
 	if _, err := auth.NewHosts(addr, "https://drover.example.com"); err == nil {
 		t.Error("a URL was accepted as a public name")
+	}
+}
+
+func TestChainAcceptsAnyOfItsCredentials(t *testing.T) {
+	t.Parallel()
+	c := auth.Chain{
+		auth.NewTokenAuthenticator(testToken, auth.LocalIdentity),
+		auth.NewTokenAuthenticator("drover_PERSONTOKEN0000000000", auth.Identity{Name: "alice"}),
+	}
+	for header, want := range map[string]string{"Bearer " + testToken: "local", "Bearer drover_PERSONTOKEN0000000000": "alice"} {
+		id, err := c.Authenticate(request("GET", "127.0.0.1:7420", "/", map[string]string{"Authorization": header}))
+		if err != nil || id.Name != want {
+			t.Errorf("%s: %v %v, want %s", header, id, err, want)
+		}
+	}
+	if _, err := c.Authenticate(request("GET", "127.0.0.1:7420", "/", map[string]string{"Authorization": "Bearer nope"})); !errors.Is(err, auth.ErrBadCredential) {
+		t.Errorf("wrong token: %v", err)
+	}
+	if _, err := c.Authenticate(request("GET", "127.0.0.1:7420", "/", nil)); !errors.Is(err, auth.ErrNoCredential) {
+		t.Errorf("no token: %v", err)
 	}
 }
