@@ -53,8 +53,9 @@ type ConfigError struct {
 
 // Health reports that the server is up.
 type Health struct {
-	Status  string `json:"status"`
-	Version string `json:"version"`
+	Status string `json:"status"`
+	// Version is sent only to a caller with a credential.
+	Version string `json:"version,omitempty"`
 }
 
 // Config is one config file as sent by the client: local references
