@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -21,15 +22,37 @@ import (
 // DefaultServer is where the CLI looks when neither --server nor DROVER_SERVER is set.
 const DefaultServer = "http://127.0.0.1:7420"
 
+// DefaultTimeout bounds each request but event streams (see WithTimeout).
+const DefaultTimeout = 60 * time.Second
+
 // Client talks to a drover server.
 type Client struct {
-	base string
-	http *http.Client
+	base    string
+	http    *http.Client
+	token   string
+	timeout time.Duration
 }
 
-// New returns a client for the server at base (e.g. http://127.0.0.1:7420).
-func New(base string) *Client {
-	return &Client{base: strings.TrimRight(base, "/"), http: &http.Client{}}
+// Option configures a Client.
+type Option func(*Client)
+
+// WithToken sends token as the credential of every request
+// (Authorization: Bearer token).
+func WithToken(token string) Option { return func(c *Client) { c.token = token } }
+
+// WithTimeout bounds each request, from connecting to reading the whole
+// response (0 = no bound). An event stream (Watch) is bounded only until its
+// response starts; after that it reconnects when the server falls silent.
+func WithTimeout(d time.Duration) Option { return func(c *Client) { c.timeout = d } }
+
+// New returns a client for the server at base (e.g. http://127.0.0.1:7420),
+// with a DefaultTimeout per request.
+func New(base string, opts ...Option) *Client {
+	c := &Client{base: strings.TrimRight(base, "/"), http: &http.Client{Transport: newTransport()}, timeout: DefaultTimeout}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
 }
 
 // Error is an error returned by the server.
@@ -61,7 +84,13 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 		}
 		body = bytes.NewReader(raw)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	parent := ctx
+	if c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, c.timeout, errRequestTimeout)
+		defer cancel()
+	}
+	req, err := c.newRequest(ctx, method, path, body)
 	if err != nil {
 		return err
 	}
@@ -70,12 +99,18 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
+		if c.timedOut(parent, ctx) {
+			return c.timeoutError(method, path)
+		}
 		return fmt.Errorf("cannot reach the drover server at %s (start one with drover server or drover dev, or set --server/DROVER_SERVER): %w", c.base, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
 	if err != nil {
-		return err
+		if c.timedOut(parent, ctx) {
+			return c.timeoutError(method, path)
+		}
+		return fmt.Errorf("read the response of %s %s: %w", method, path, err)
 	}
 	if resp.StatusCode >= 300 {
 		var er apiv1.ErrorResponse
@@ -203,7 +238,18 @@ func (e *stopError) Error() string { return e.err.Error() }
 
 func (c *Client) watchOnce(ctx context.Context, app, svc string, after *int64, fn func(apiv1.Event) error) error {
 	q := url.Values{"app": {app}, "service": {svc}, "after": {strconv.FormatInt(*after, 10)}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/watch?"+q.Encode(), nil)
+	// A server that accepts and never answers, or a stream that falls silent
+	// (the server sends a heartbeat every 15s), ends this attempt; Watch
+	// connects again.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	silence := c.timeout
+	if silence <= 0 {
+		silence = watchSilence
+	}
+	timer := time.AfterFunc(silence, cancel)
+	defer timer.Stop()
+	req, err := c.newRequest(ctx, http.MethodGet, "/v1/watch?"+q.Encode(), nil)
 	if err != nil {
 		return &stopError{err}
 	}
@@ -214,11 +260,18 @@ func (c *Client) watchOnce(ctx context.Context, app, svc string, after *int64, f
 	}
 	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		var er apiv1.ErrorResponse
+		if json.Unmarshal(raw, &er) == nil && er.Error.Message != "" {
+			return &stopError{newError(resp.StatusCode, er.Error)}
+		}
 		return &stopError{fmt.Errorf("watch: %s", resp.Status)}
 	}
+	timer.Reset(watchSilence)
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	for sc.Scan() {
+		timer.Reset(watchSilence)
 		line := sc.Text()
 		data, ok := strings.CutPrefix(line, "data: ")
 		if !ok {
@@ -234,4 +287,42 @@ func (c *Client) watchOnce(ctx context.Context, app, svc string, after *int64, f
 		}
 	}
 	return sc.Err()
+}
+
+// watchSilence is how long an event stream may send nothing (not even its
+// heartbeat, every 15s) before the client connects again.
+const watchSilence = 45 * time.Second
+
+var errRequestTimeout = errors.New("request timed out")
+
+// newRequest builds a request to path with the client's credential.
+func (c *Client) newRequest(ctx context.Context, method, path string, body io.Reader) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return nil, err
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	return req, nil
+}
+
+// timedOut reports whether ctx ended because of the client's own timeout
+// rather than the caller's context.
+func (c *Client) timedOut(parent, ctx context.Context) bool {
+	return parent.Err() == nil && errors.Is(context.Cause(ctx), errRequestTimeout)
+}
+
+func (c *Client) timeoutError(method, path string) error {
+	return fmt.Errorf("the drover server at %s did not answer %s %s within %s (is it overloaded or stuck? raise the limit with --request-timeout)",
+		c.base, method, path, c.timeout)
+}
+
+// newTransport is http.DefaultTransport's setup with shorter connect and
+// TLS handshake limits.
+func newTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	t.TLSHandshakeTimeout = 10 * time.Second
+	return t
 }

@@ -54,9 +54,11 @@ type ConfigError struct {
 // Health reports that the server is up and whether its store works. Status
 // is "ok" (HTTP 200) or "unhealthy" (HTTP 503).
 type Health struct {
-	Status  string `json:"status"`
-	Version string `json:"version"`
-	// Store is "ok" or "error"; StoreError says what is wrong.
+	Status string `json:"status"`
+	// Version is sent only to a caller with a credential.
+	Version string `json:"version,omitempty"`
+	// Store is "ok" or "error"; StoreError says what is wrong (sent only to a
+	// caller with a credential: it names files).
 	Store      string `json:"store,omitempty"`
 	StoreError string `json:"storeError,omitempty"`
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/drover-dev/drover/api/client"
 	apiv1 "github.com/drover-dev/drover/api/v1"
+	"github.com/drover-dev/drover/internal/auth"
 	"github.com/drover-dev/drover/internal/config"
 	"github.com/drover-dev/drover/internal/engine"
 	"github.com/drover-dev/drover/internal/runtimes"
@@ -171,7 +172,9 @@ func runBench(ctx context.Context, data string, services, channels, workers int,
 		return fake.Open(cfg.Name, fake.Settings{}, opts) // zero-delay rollouts
 	}}
 	settings := engine.DefaultSettings()
-	srv := server.New(server.Config{Store: st, DataDir: data, Settings: settings, Registry: registry, Workers: workers, Log: slog.New(slog.DiscardHandler)})
+	token := auth.NewToken()
+	edge := server.EdgeConfig{Auth: auth.NewTokenAuthenticator(token, auth.LocalIdentity)}
+	srv := server.New(server.Config{Store: st, DataDir: data, Settings: settings, Registry: registry, Workers: workers, Log: slog.New(slog.DiscardHandler), Edge: edge})
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(runCtx, ln) }()
@@ -181,7 +184,7 @@ func runBench(ctx context.Context, data string, services, channels, workers int,
 			res, err = nil, fmt.Errorf("bench server: %w", serr)
 		}
 	}()
-	c := client.New("http://" + ln.Addr().String())
+	c := client.New("http://"+ln.Addr().String(), client.WithToken(token))
 
 	configs, err := benchConfigs(services, channels)
 	if err != nil {

@@ -24,9 +24,10 @@ import (
 type globals struct {
 	server string
 	user   string
+	// token and requestTimeout: see connect.go.
+	token          string
+	requestTimeout time.Duration
 }
-
-func (g *globals) client() *client.Client { return client.New(g.server) }
 
 func defaultServer() string {
 	if s := os.Getenv("DROVER_SERVER"); s != "" {
@@ -354,7 +355,7 @@ func waitFor(ctx context.Context, c *client.Client, w io.Writer, app, svc, dsID 
 		return false, nil
 	}
 	if done, err := check(); done || err != nil {
-		return err
+		return waitTimedOut(ctx, err, timeout, app, svc)
 	}
 	watchErr := c.Watch(ctx, app, svc, 0, func(apiv1.Event) error {
 		done, err := check()
@@ -366,13 +367,10 @@ func waitFor(ctx context.Context, c *client.Client, w io.Writer, app, svc, dsID 
 		}
 		return nil
 	})
-	switch {
-	case errors.Is(watchErr, errDone):
+	if errors.Is(watchErr, errDone) {
 		return nil
-	case errors.Is(watchErr, context.DeadlineExceeded):
-		return &ExitError{Code: exitTimeout, Err: fmt.Errorf("timed out after %s waiting for %s/%s", timeout, app, svc)}
 	}
-	return watchErr
+	return waitTimedOut(ctx, watchErr, timeout, app, svc)
 }
 
 var errDone = errors.New("done")

@@ -85,6 +85,8 @@ approvals, protections). It reads Prodvana-format configs (*.pvn.yaml).`,
 	g := &globals{}
 	root.PersistentFlags().StringVar(&g.server, "server", defaultServer(), "drover server URL (env DROVER_SERVER)")
 	root.PersistentFlags().StringVar(&g.user, "user", defaultUser(), "who you are, recorded with approvals and events (env DROVER_USER)")
+	root.PersistentFlags().StringVar(&g.token, "token", "", "the server's token (env DROVER_TOKEN; default: the token a server started by this OS user recorded for --server)")
+	root.PersistentFlags().DurationVar(&g.requestTimeout, "request-timeout", client.DefaultTimeout, "give up on a request the server does not answer in this long (0 = never; event streams reconnect instead)")
 	root.AddCommand(
 		newValidateCmd(), newCompileCmd(),
 		newServerCmd(), newDevCmd(),

@@ -17,6 +17,7 @@ import (
 	"github.com/drover-dev/drover/api/client"
 	apiv1 "github.com/drover-dev/drover/api/v1"
 	"github.com/drover-dev/drover/examples"
+	"github.com/drover-dev/drover/internal/auth"
 	"github.com/drover-dev/drover/internal/config"
 	"github.com/drover-dev/drover/internal/engine"
 	"github.com/drover-dev/drover/internal/server"
@@ -30,6 +31,8 @@ type serverFlags struct {
 	settings               engine.Settings
 	workers                int
 	keepDesiredStates      int
+	publicNames            []string // see serve_edge.go
+	token                  string   // set by start
 }
 
 func (f *serverFlags) register(cmd *cobra.Command, defaultData string) {
@@ -44,6 +47,7 @@ func (f *serverFlags) register(cmd *cobra.Command, defaultData string) {
 	fl.IntVar(&f.settings.MaxApplyAttempts, "apply-attempts", f.settings.MaxApplyAttempts, "apply attempts before a release channel fails")
 	fl.IntVar(&f.workers, "workers", 8, "services reconciled in parallel")
 	fl.IntVar(&f.keepDesiredStates, "keep-desired-states", store.DefaultKeepSuperseded, "superseded desired states per service that keep their compiled copy, besides those rollback and status need (-1 keeps all)")
+	fl.StringArrayVar(&f.publicNames, "public-name", nil, "a further host name (or host:port) clients use for this server, e.g. behind a proxy; repeatable")
 }
 
 func (f *serverFlags) logger(w io.Writer) (*slog.Logger, error) {
@@ -70,7 +74,16 @@ func (f *serverFlags) start(ctx context.Context, log *slog.Logger) (addr string,
 	if err := lock.SetListen(ln.Addr().String()); err != nil {
 		log.Warn("record listen address in lock file failed", "error", err)
 	}
-	srv := server.New(server.Config{Store: st, DataDir: f.data, Settings: f.settings, Log: log, Workers: f.workers})
+	edge, err := f.edge(ln, log)
+	if err != nil {
+		_, _ = ln.Close(), st.Close()
+		_ = lock.Release()
+		return "", nil, err
+	}
+	if !auth.IsLoopback(ln.Addr()) {
+		log.Warn("api reachable from other machines", "addr", ln.Addr().String())
+	}
+	srv := server.New(server.Config{Store: st, DataDir: f.data, Settings: f.settings, Log: log, Workers: f.workers, Edge: edge})
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx, ln) }()
@@ -119,6 +132,7 @@ acknowledged is lost and rollouts continue where they stopped.`,
 			if err != nil {
 				return err
 			}
+			warnExposure(cmd.ErrOrStderr(), addr)
 			fmt.Fprintf(cmd.OutOrStdout(), "drover server listening on %s (data in %s)\n", addr, f.data)
 			<-ctx.Done()
 			return stop()
@@ -160,8 +174,9 @@ commands in another terminal. Ctrl-C stops it; run it again to continue.`,
 			if err != nil {
 				return err
 			}
+			warnExposure(cmd.ErrOrStderr(), addr)
 			out := cmd.OutOrStdout()
-			err = devSetup(ctx, out, client.New(addr), addr, f.data, image)
+			err = devSetup(ctx, out, client.New(addr, client.WithToken(f.token)), addr, f.data, image)
 			if err == nil {
 				<-ctx.Done()
 			}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	apiv1 "github.com/drover-dev/drover/api/v1"
+	"github.com/drover-dev/drover/internal/auth"
 	"github.com/drover-dev/drover/internal/version"
 )
 
@@ -21,10 +22,19 @@ const storeCheckInterval = 5 * time.Second
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), healthTimeout)
 	defer cancel()
-	h := apiv1.Health{Status: "ok", Version: version.Version, Store: "ok"}
+	// Probes without a credential learn only whether the server and its store
+	// work; the version and the store's error (which names files) need one.
+	_, known := auth.FromContext(r.Context())
+	h := apiv1.Health{Status: "ok", Store: "ok"}
+	if known {
+		h.Version = version.Version
+	}
 	code := http.StatusOK
 	if err := s.store.Check(ctx); err != nil {
-		h.Status, h.Store, h.StoreError = "unhealthy", "error", err.Error()
+		h.Status, h.Store = "unhealthy", "error"
+		if known {
+			h.StoreError = err.Error()
+		}
 		code = http.StatusServiceUnavailable
 	}
 	writeJSON(w, code, h)

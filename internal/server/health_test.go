@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	apiv1 "github.com/drover-dev/drover/api/v1"
+	"github.com/drover-dev/drover/internal/auth"
 	"github.com/drover-dev/drover/internal/store"
 	"github.com/drover-dev/drover/internal/store/sqlite"
 )
@@ -56,8 +57,14 @@ func TestB25HealthReportsStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	ts := httptest.NewServer(New(Config{Store: st, DataDir: dir}).Handler())
+	api := New(Config{Store: st, DataDir: dir}).Handler()
+	// ts answers as to a caller with the local credential, anon as to a probe without one.
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		api.ServeHTTP(w, r.WithContext(auth.WithIdentity(r.Context(), auth.LocalIdentity)))
+	}))
 	t.Cleanup(ts.Close)
+	anon := httptest.NewServer(api)
+	t.Cleanup(anon.Close)
 
 	code, h := getHealth(t, ts.URL)
 	if code != http.StatusOK || h.Status != "ok" || h.Store != "ok" {
@@ -71,6 +78,11 @@ func TestB25HealthReportsStore(t *testing.T) {
 	if code != http.StatusServiceUnavailable || h.Status != "unhealthy" || h.Store != "error" ||
 		!strings.Contains(h.StoreError, "removed or replaced") {
 		t.Fatalf("health after the data directory was removed = %d %+v, want 503 with the store's error", code, h)
+	}
+	// A probe without a credential learns that the store fails, not its files.
+	code, h = getHealth(t, anon.URL)
+	if code != http.StatusServiceUnavailable || h.Store != "error" || h.StoreError != "" || h.Version != "" {
+		t.Fatalf("anonymous health after the data directory was removed = %d %+v, want 503 without details", code, h)
 	}
 	// Writes are refused with the same message.
 	body := `{"user": "t", "configs": [{"source": "rt.pvn.yaml", "body": {"runtime": {"name": "rt", "fake": {}}}}]}`

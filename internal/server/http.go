@@ -126,6 +126,11 @@ func handle[Req any](s *Server, fn func(*http.Request, Req) (any, error)) http.H
 			writeError(w, s, errorf("invalid_argument", "invalid request body: %v", err))
 			return
 		}
+		if err := requireEOF(dec); err != nil {
+			writeError(w, s, err)
+			return
+		}
+		bodyRead(w)
 		out, err := fn(r, req)
 		reply(w, s, out, err)
 	}
@@ -192,6 +197,11 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, s, errorf("internal", "streaming unsupported"))
 		return
 	}
+	if r.ContentLength != 0 {
+		writeError(w, s, errorf("invalid_argument", "GET /v1/watch takes no request body"))
+		return
+	}
+	bodyRead(w) // the stream is long-lived
 	q := r.URL.Query()
 	after, _ := strconv.ParseInt(q.Get("after"), 10, 64)
 	if lastID := r.Header.Get("Last-Event-ID"); lastID != "" {

@@ -37,6 +37,8 @@ type Config struct {
 	Now func() time.Time
 	// Workers is the number of engine workers.
 	Workers int
+	// Edge is who may call the API and the limits of its HTTP edge.
+	Edge EdgeConfig
 }
 
 // Server is the API and the engine.
@@ -49,6 +51,7 @@ type Server struct {
 	changed  *broadcaster
 	cache    decodeCache
 	mux      *http.ServeMux
+	edgeCfg  EdgeConfig
 	// pushMu serializes pushes, so the desired state a push reports as
 	// replaced is exactly the one it replaced (the store is atomic either way).
 	pushMu sync.Mutex
@@ -75,7 +78,7 @@ func New(cfg Config) *Server {
 	if cfg.Registry == nil {
 		cfg.Registry = DefaultRegistry()
 	}
-	s := &Server{store: cfg.Store, log: cfg.Log, now: cfg.Now, changed: newBroadcaster()}
+	s := &Server{store: cfg.Store, log: cfg.Log, now: cfg.Now, changed: newBroadcaster(), edgeCfg: cfg.Edge}
 	s.runtimes = &runtimeSet{
 		store: cfg.Store, registry: cfg.Registry, log: cfg.Log,
 		opts: runtimes.Options{DataDir: cfg.DataDir, Now: cfg.Now, Runs: runRecorder{store: cfg.Store}, Log: cfg.Log},
@@ -89,7 +92,8 @@ func New(cfg Config) *Server {
 	return s
 }
 
-// Handler is the HTTP API.
+// Handler is the HTTP API without its edge (Host, Origin, Content-Type and
+// credential checks, timeouts), which Run adds: for tests only.
 func (s *Server) Handler() http.Handler { return s.mux }
 
 // Run serves the API on ln and runs the engine until ctx ends.
@@ -98,7 +102,11 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	defer cancel()
 	s.runtimes.ctx = ctx
 	defer s.runtimes.Close()
-	srv := &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	handler, ln, err := s.edge(ln)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout, BaseContext: func(net.Listener) context.Context { return ctx }}
 	errc := make(chan error, 2)
 	go func() { errc <- s.loop.Run(ctx) }()
 	go s.monitorStore(ctx)
@@ -110,7 +118,6 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		errc <- nil
 	}()
 	s.log.Info("drover server started", "addr", ln.Addr().String())
-	var err error
 	select {
 	case <-ctx.Done():
 	case err = <-errc:

@@ -24,11 +24,10 @@ func (s *server) postJSON(path string, body any) (int, string) {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	req, err := http.NewRequestWithContext(s.t.Context(), http.MethodPost, s.url+path, bytes.NewReader(raw))
+	req, err := newAPIRequest(http.MethodPost, s.url+path, s.token(), bytes.NewReader(raw))
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		s.t.Fatalf("POST %s: %v", path, err)
@@ -134,8 +133,8 @@ func TestS2ApproverSpellingsCountOnce(t *testing.T) {
 		}
 	}
 	r := s.as("ali\u200bce", "approve", "web", "--app", "sec", "--release-channel", "prod")
-	if r.code != 2 || !strings.Contains(r.stderr, "U+200B") {
-		t.Errorf("approve with a zero-width space: want exit 2, got %s", r)
+	if r.code != 64 || !strings.Contains(r.stderr, "U+200B") {
+		t.Errorf("approve with a zero-width space: want exit 64 (usage), got %s", r)
 	}
 	st := s.status("sec", "web")
 	if prod := channel(t, st, "prod"); prod.Status != "WAITING_MANUAL_APPROVAL" || !slices.Equal(approvedBy(prod), []string{"alice"}) {

@@ -17,9 +17,10 @@ import (
 // a running server (B4), an emptied database (B22), private files (S8).
 
 // healthStatus returns the HTTP status and body of GET /v1/health.
-func healthStatus(t *testing.T, url string) (int, string) {
+// With the server's token the body says what is wrong with the store.
+func healthStatus(t *testing.T, url, token string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url+"/v1/health", nil)
+	req, err := newAPIRequest(http.MethodGet, url+"/v1/health", token, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,11 +50,11 @@ func TestB1SecondServerOnDataDirRefused(t *testing.T) {
 		}
 	}
 	// The first server is untouched and a restart (after kill -9) takes the lock again.
-	if code, body := healthStatus(t, s.url); code != http.StatusOK {
+	if code, body := healthStatus(t, s.url, s.token()); code != http.StatusOK {
 		t.Fatalf("health of the first server = %d %s", code, body)
 	}
 	s.restart()
-	if code, body := healthStatus(t, s.url); code != http.StatusOK {
+	if code, body := healthStatus(t, s.url, s.token()); code != http.StatusOK {
 		t.Fatalf("health after a restart = %d %s", code, body)
 	}
 }
@@ -64,6 +65,7 @@ func TestB4DataDirRemovedRefusesWrites(t *testing.T) {
 	s := newServer(t)
 	s.ok("alice", "apply", dir+"/...")
 	s.push("alice", "quickstart", "web", "image=1.27")
+	token := s.token() // the CLI keeps its copy in the config directory
 	if err := os.RemoveAll(s.data); err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +77,7 @@ func TestB4DataDirRemovedRefusesWrites(t *testing.T) {
 	if r.code == 0 {
 		t.Errorf("approve after rm -rf of the data directory succeeded: %s", r)
 	}
-	code, body := healthStatus(t, s.url)
+	code, body := healthStatus(t, s.url, token)
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "removed or replaced") {
 		t.Errorf("health after rm -rf of the data directory = %d %s, want 503 naming the cause", code, body)
 	}

@@ -61,6 +61,7 @@ func chainTree(t *testing.T) string {
 type monitor struct {
 	t      *testing.T
 	url    string
+	token  string
 	newV   string
 	client *http.Client
 
@@ -83,7 +84,7 @@ type monitor struct {
 
 func startMonitor(t *testing.T, s *server, newV string) *monitor {
 	m := &monitor{
-		t: t, url: s.url + "/v1/apps/chain/services/web", newV: newV,
+		t: t, url: s.url + "/v1/apps/chain/services/web", token: s.token(), newV: newV,
 		client:       &http.Client{Timeout: 2 * time.Second},
 		samples:      map[string]int{},
 		approvalSent: map[string]bool{}, approvedAt: map[string]time.Time{}, approver: map[string]string{},
@@ -162,7 +163,11 @@ func (m *monitor) run() {
 }
 
 func (m *monitor) fetch() (*apiv1.ServiceStatus, error) {
-	resp, err := m.client.Get(m.url)
+	req, err := newAPIRequest(http.MethodGet, m.url, m.token, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := m.client.Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -559,7 +564,11 @@ func waitEvent(t *testing.T, s *server, svc, dsID, typ string) {
 func pushHTTP(t *testing.T, s *server, app, svc, image string) (version, dsID string) {
 	t.Helper()
 	body, _ := json.Marshal(apiv1.PushRequest{User: "alice", Params: []apiv1.Param{{Name: "image", Value: image}}})
-	resp, err := http.Post(s.url+"/v1/apps/"+app+"/services/"+svc+":push", "application/json", strings.NewReader(string(body)))
+	req, err := newAPIRequest(http.MethodPost, s.url+"/v1/apps/"+app+"/services/"+svc+":push", s.token(), strings.NewReader(string(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -251,12 +251,15 @@ func cleanEnv() []string {
 	gorace := "atexit_sleep_ms=0"
 	for _, kv := range os.Environ() {
 		switch {
-		case strings.HasPrefix(kv, "DROVER_"):
+		case strings.HasPrefix(kv, "DROVER_"), strings.HasPrefix(kv, "XDG_CONFIG_HOME="):
 		case strings.HasPrefix(kv, "GORACE="):
 			gorace = strings.TrimPrefix(kv, "GORACE=") + " " + gorace
 		default:
 			env = append(env, kv)
 		}
+	}
+	if configHome != "" {
+		env = append(env, "XDG_CONFIG_HOME="+configHome)
 	}
 	return append(env, "GORACE="+gorace)
 }
@@ -412,9 +415,42 @@ func (s *server) events(app, svc string) []apiv1.Event {
 	return out
 }
 
+// token is the server's token, from its data directory.
+func (s *server) token() string {
+	s.t.Helper()
+	return readToken(s.t, s.data)
+}
+
+func readToken(t testing.TB, data string) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(data, "token"))
+	if err != nil {
+		t.Fatalf("read the server's token: %v", err)
+	}
+	return strings.TrimSpace(string(raw))
+}
+
+// newAPIRequest builds every raw API request of the tests, with the
+// server's token and, for a body, the JSON content type.
+func newAPIRequest(method, url, token string, body io.Reader) (*http.Request, error) {
+	req, err := http.NewRequest(method, url, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return req, nil
+}
+
 // getJSON fetches a GET endpoint of the API directly.
 func (s *server) getJSON(path string, out any) error {
-	resp, err := http.Get(s.url + path)
+	req, err := newAPIRequest(http.MethodGet, s.url+path, s.token(), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err
 	}

@@ -33,6 +33,7 @@ import (
 // needs a *testing.T).
 type k8sBenchServer struct {
 	url     string
+	token   string
 	logPath string
 }
 
@@ -86,6 +87,7 @@ func k8sStartServer(b *testing.B, flags ...string) (s *k8sBenchServer, stop func
 	b.Cleanup(stop)
 	select {
 	case s.url = <-urlc:
+		s.token = readToken(b, filepath.Join(base, "data"))
 	case <-exited:
 		b.Fatalf("drover server exited:\n%s", s.logTail())
 	case <-time.After(30 * time.Second):
@@ -126,7 +128,11 @@ func (s *k8sBenchServer) push(b *testing.B, app, svc string, params ...string) s
 
 func (s *k8sBenchServer) get(b *testing.B, path string, out any) {
 	b.Helper()
-	resp, err := http.Get(s.url + path)
+	req, err := newAPIRequest(http.MethodGet, s.url+path, s.token, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		b.Fatal(err)
 	}

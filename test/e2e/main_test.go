@@ -19,6 +19,10 @@ var (
 	droverBin string
 	// repoRoot is the module root (where go.mod is).
 	repoRoot string
+	// configHome is XDG_CONFIG_HOME of every drover the tests run, so that
+	// servers record their tokens there and never in the user's own config
+	// directory.
+	configHome string
 )
 
 func TestMain(m *testing.M) {
@@ -43,6 +47,7 @@ func buildAndRun(m *testing.M) int {
 		return 1
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
+	configHome = filepath.Join(dir, "config")
 	if bin := os.Getenv("DROVER_E2E_BIN"); bin != "" {
 		// A prebuilt binary (e.g. of another revision); nothing to build.
 		droverBin = bin

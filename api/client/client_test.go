@@ -1,0 +1,96 @@
+package client_test
+
+import (
+	"context"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/drover-dev/drover/api/client"
+	apiv1 "github.com/drover-dev/drover/api/v1"
+)
+
+// silentServer accepts connections and never answers; it returns its URL.
+func silentServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	return "http://" + ln.Addr().String()
+}
+
+func TestB9RequestsTimeOutOnAnUnresponsiveServer(t *testing.T) {
+	t.Parallel()
+	const limit = 300 * time.Millisecond
+	c := client.New(silentServer(t), client.WithTimeout(limit))
+	calls := map[string]func() error{
+		"status": func() error { _, err := c.Status(t.Context(), "a", "s"); return err },
+		"push":   func() error { _, err := c.Push(t.Context(), "a", "s", apiv1.PushRequest{}); return err },
+		"apply":  func() error { _, err := c.ApplyConfigs(t.Context(), apiv1.ApplyConfigsRequest{}); return err },
+	}
+	for name, call := range calls {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			start := time.Now()
+			err := call()
+			if took := time.Since(start); took > limit+5*time.Second {
+				t.Errorf("returned after %s, limit %s", took, limit)
+			}
+			if err == nil || !strings.Contains(err.Error(), "did not answer") || !strings.Contains(err.Error(), "--request-timeout") {
+				t.Errorf("error %v, want one that says the server did not answer", err)
+			}
+		})
+	}
+}
+
+// A caller's own deadline is reported as such, not as the client's timeout.
+func TestB9CallerDeadlineIsNotTheClientTimeout(t *testing.T) {
+	t.Parallel()
+	c := client.New(silentServer(t), client.WithTimeout(time.Minute))
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	_, err := c.Status(ctx, "a", "s")
+	if err == nil || strings.Contains(err.Error(), "did not answer") {
+		t.Errorf("error %v, want the caller's deadline", err)
+	}
+}
+
+// The event stream gives up on a server that never answers and connects
+// again, until the caller's context ends.
+func TestB9WatchDoesNotHangOnAnUnresponsiveServer(t *testing.T) {
+	t.Parallel()
+	c := client.New(silentServer(t), client.WithTimeout(200*time.Millisecond))
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	err := c.Watch(ctx, "a", "s", 0, func(apiv1.Event) error { return nil })
+	if err == nil || time.Since(start) > 10*time.Second {
+		t.Errorf("watch returned %v after %s", err, time.Since(start))
+	}
+}

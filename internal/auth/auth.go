@@ -1,0 +1,113 @@
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"net/http"
+	"strings"
+)
+
+// Identity is who sent a request.
+type Identity struct {
+	// Name identifies the caller in logs and, later, in events ("local" for
+	// the local token).
+	Name string
+}
+
+// LocalIdentity is the identity of whoever holds the server's local token.
+var LocalIdentity = Identity{Name: "local"}
+
+// Authenticator maps a request to the identity that sent it. It returns
+// ErrNoCredential when the request carries no credential it understands and
+// ErrBadCredential (possibly wrapped) when it carries one that is not valid.
+type Authenticator interface {
+	Authenticate(r *http.Request) (Identity, error)
+}
+
+var (
+	// ErrNoCredential: the request carries no credential.
+	ErrNoCredential = errors.New("no credential")
+	// ErrBadCredential: the request carries a credential that is not valid here.
+	ErrBadCredential = errors.New("invalid credential")
+)
+
+// NewToken returns a new random token for a server.
+func NewToken() string { return "drover_" + rand.Text() }
+
+// TokenAuthenticator accepts one bearer token: the server's local token.
+type TokenAuthenticator struct {
+	sum      [sha256.Size]byte
+	identity Identity
+}
+
+var _ Authenticator = (*TokenAuthenticator)(nil)
+
+// NewTokenAuthenticator accepts "Authorization: Bearer token" as id.
+func NewTokenAuthenticator(token string, id Identity) *TokenAuthenticator {
+	return &TokenAuthenticator{sum: sha256.Sum256([]byte(token)), identity: id}
+}
+
+// Authenticate compares the bearer token in constant time (over hashes, so
+// the token's length does not show either).
+func (a *TokenAuthenticator) Authenticate(r *http.Request) (Identity, error) {
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return Identity{}, ErrNoCredential
+	}
+	scheme, token, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return Identity{}, ErrBadCredential
+	}
+	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	if subtle.ConstantTimeCompare(sum[:], a.sum[:]) != 1 {
+		return Identity{}, ErrBadCredential
+	}
+	return a.identity, nil
+}
+
+type identityKey struct{}
+
+// WithIdentity returns ctx carrying id.
+func WithIdentity(ctx context.Context, id Identity) context.Context {
+	return context.WithValue(ctx, identityKey{}, id)
+}
+
+// FromContext returns the identity of the request ctx belongs to; ok is false
+// for a request that was let through without a credential (GET /v1/health).
+func FromContext(ctx context.Context) (id Identity, ok bool) {
+	id, ok = ctx.Value(identityKey{}).(Identity)
+	return id, ok
+}
+
+// Chain tries each Authenticator in order; the first to accept the request
+// decides. It is how further kinds of credentials (API tokens per person,
+// OIDC) join the local token.
+type Chain []Authenticator
+
+var _ Authenticator = Chain(nil)
+
+// Authenticate returns the first identity an Authenticator accepts. Failing
+// that, it returns the first error other than the two sentinels (a provider
+// that could not be asked), else ErrBadCredential if any saw an invalid
+// credential, else ErrNoCredential.
+func (c Chain) Authenticate(r *http.Request) (Identity, error) {
+	result := ErrNoCredential
+	for _, a := range c {
+		id, err := a.Authenticate(r)
+		switch {
+		case err == nil:
+			return id, nil
+		case errors.Is(err, ErrNoCredential):
+		case errors.Is(err, ErrBadCredential):
+			if errors.Is(result, ErrNoCredential) {
+				result = err
+			}
+		default:
+			return Identity{}, err
+		}
+	}
+	return Identity{}, result
+}

@@ -1,0 +1,142 @@
+package auth
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+
+	apiv1 "github.com/drover-dev/drover/api/v1"
+)
+
+// Error codes of refused requests (the "code" of the JSON error body).
+const (
+	CodeUnauthenticated      = "unauthenticated"        // 401
+	CodePermissionDenied     = "permission_denied"      // 403
+	CodeUnsupportedMediaType = "unsupported_media_type" // 415
+)
+
+// credentialHint says how a client gets a credential; it ends every 401.
+const credentialHint = "the drover CLI finds the token of a server started by the same OS user by itself; " +
+	"otherwise pass --token or set DROVER_TOKEN to the content of the file token in the server's data directory " +
+	"(HTTP clients send it as Authorization: Bearer TOKEN)"
+
+// Guard lets a request reach the API only if, in this order, its Host names
+// this server, its Origin (when present) is this server, a mutating request
+// is application/json, and it carries a credential the Authenticator accepts.
+type Guard struct {
+	Hosts         Hosts
+	Authenticator Authenticator
+	// Open reports whether a request may go without a credential (a health
+	// probe); Host and Origin are checked all the same. Nil: none.
+	Open func(*http.Request) bool
+	// Log receives refusals; nil discards them.
+	Log *slog.Logger
+}
+
+// Wrap returns next behind the guard. The identity of an authenticated
+// request is in its context (FromContext).
+func (g *Guard) Wrap(next http.Handler) http.Handler {
+	log := g.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		refuse := func(status int, code, reason, msg string) {
+			log.Warn("request refused", "reason", reason, "method", r.Method, "path", r.URL.Path,
+				"host", r.Host, "origin", r.Header.Get("Origin"), "remote_addr", r.RemoteAddr)
+			if status == http.StatusUnauthorized {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="drover"`)
+			}
+			writeError(w, status, code, msg)
+		}
+		if !g.Hosts.Allowed(r.Host) {
+			refuse(http.StatusForbidden, CodePermissionDenied, "host",
+				"host "+quote(r.Host)+" does not name this server: use the address it listens on, or start it with --public-name")
+			return
+		}
+		if origin := r.Header.Get("Origin"); origin != "" && !g.sameOrigin(origin) {
+			refuse(http.StatusForbidden, CodePermissionDenied, "origin",
+				"cross-origin requests are refused: origin "+quote(origin)+" is not this server")
+			return
+		}
+		if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+			refuse(http.StatusForbidden, CodePermissionDenied, "sec_fetch_site", "cross-site requests are refused")
+			return
+		}
+		if mutating(r.Method) && !isJSON(r.Header.Get("Content-Type")) {
+			refuse(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType, "content_type",
+				"content type "+quote(r.Header.Get("Content-Type"))+" is not accepted: send the body as Content-Type: application/json")
+			return
+		}
+		id, err := g.authenticate(r)
+		switch {
+		case err == nil:
+			r = r.WithContext(WithIdentity(r.Context(), id))
+		case errors.Is(err, ErrNoCredential) && g.Open != nil && g.Open(r):
+		case errors.Is(err, ErrNoCredential):
+			refuse(http.StatusUnauthorized, CodeUnauthenticated, "no_credential", "this request carries no credential: "+credentialHint)
+			return
+		default:
+			refuse(http.StatusUnauthorized, CodeUnauthenticated, "bad_credential",
+				"the credential is not valid for this server (was its data directory replaced?): "+credentialHint)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (g *Guard) authenticate(r *http.Request) (Identity, error) {
+	if g.Authenticator == nil {
+		return Identity{}, ErrNoCredential // fail closed
+	}
+	return g.Authenticator.Authenticate(r)
+}
+
+// sameOrigin reports whether an Origin header value is this server.
+func (g *Guard) sameOrigin(origin string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+		(u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+		return false
+	}
+	if u.Port() == "" && u.Scheme == "https" {
+		// https://name: allowed only as a bare public name (a proxy on 443).
+		return g.Hosts.names[strings.ToLower(u.Host)]
+	}
+	return g.Hosts.Allowed(u.Host)
+}
+
+func mutating(method string) bool {
+	switch method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+		return true
+	}
+	return false
+}
+
+func isJSON(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && mt == "application/json"
+}
+
+// quote bounds and quotes a header value for a message.
+func quote(s string) string {
+	const limit = 200
+	if len(s) > limit {
+		s = s[:limit] + "..."
+	}
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(apiv1.ErrorResponse{Error: apiv1.Error{Code: code, Message: msg}})
+}

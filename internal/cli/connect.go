@@ -1,0 +1,49 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"os"
+
+	"github.com/drover-dev/drover/api/client"
+	"github.com/drover-dev/drover/internal/auth"
+)
+
+// client returns an API client for --server with its credential: --token,
+// else DROVER_TOKEN, else the token a server started by this OS user
+// recorded for that address. Without any, requests go without one and the
+// server's refusal says how to get one.
+func (g *globals) client() *client.Client {
+	return client.New(g.server, client.WithToken(g.resolveToken()), client.WithTimeout(g.requestTimeout))
+}
+
+func (g *globals) resolveToken() string {
+	if g.token != "" {
+		return g.token
+	}
+	if t := os.Getenv("DROVER_TOKEN"); t != "" {
+		return t
+	}
+	t, _, err := auth.FindServerToken(g.server)
+	if err != nil {
+		return ""
+	}
+	return t
+}
+
+// waitTimedOut turns err into the timeout exit (3) when the wait's own
+// deadline (ctx) has passed, whatever the request was doing then: a server
+// that does not answer makes wait time out, not fail.
+func waitTimedOut(ctx context.Context, err error, timeout time.Duration, app, svc string) error {
+	var exit *ExitError
+	if errors.As(err, &exit) && exit.Code == exitFailed {
+		return err // the rollout failed: that outcome stands
+	}
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return &ExitError{Code: 3, Err: fmt.Errorf("timed out after %s waiting for %s/%s", timeout, app, svc)}
+	}
+	return err
+}

@@ -1,0 +1,85 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"golang.org/x/net/netutil"
+
+	"github.com/drover-dev/drover/internal/auth"
+)
+
+// Limits of the HTTP edge (Config overrides the first and the last).
+const (
+	// defaultBodyTimeout bounds reading a request: headers and body.
+	defaultBodyTimeout = 2 * time.Minute
+	// idleTimeout closes keep-alive connections that send nothing.
+	idleTimeout = 2 * time.Minute
+	// readHeaderTimeout bounds reading the request headers.
+	readHeaderTimeout = 10 * time.Second
+	// defaultMaxConns bounds open connections (event streams included).
+	defaultMaxConns = 1024
+)
+
+// edge returns the API behind the guard (Host, Origin, Content-Type,
+// credential) for a server listening on addr, with a deadline for reading
+// each request's body, and ln limited to the connection bound.
+func (s *Server) edge(ln net.Listener) (http.Handler, net.Listener, error) {
+	hosts, err := auth.NewHosts(ln.Addr(), s.edgeCfg.PublicNames...)
+	if err != nil {
+		return nil, nil, err
+	}
+	g := &auth.Guard{
+		Hosts: hosts, Authenticator: s.edgeCfg.Auth, Log: s.log,
+		Open: func(r *http.Request) bool { return r.Method == http.MethodGet && r.URL.Path == "/v1/health" },
+	}
+	bodyTimeout := s.edgeCfg.BodyTimeout
+	if bodyTimeout <= 0 {
+		bodyTimeout = defaultBodyTimeout
+	}
+	guarded := g.Wrap(s.mux)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A body trickled in slowly would hold a connection: bound reading
+		// it. Handlers lift the deadline once the body is read (bodyRead),
+		// as its expiry would cancel the request.
+		if r.ContentLength != 0 {
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyTimeout))
+		}
+		guarded.ServeHTTP(w, r)
+	})
+	maxConns := s.edgeCfg.MaxConns
+	if maxConns <= 0 {
+		maxConns = defaultMaxConns
+	}
+	return h, netutil.LimitListener(ln, maxConns), nil
+}
+
+// EdgeConfig configures the HTTP edge of a Server.
+type EdgeConfig struct {
+	// Auth authenticates requests; nil refuses every request but health.
+	Auth auth.Authenticator
+	// PublicNames are further Host names the server answers to (host or
+	// host:port), besides its listen address.
+	PublicNames []string
+	// BodyTimeout bounds reading one request (0 = 2 minutes).
+	BodyTimeout time.Duration
+	// MaxConns bounds open connections (0 = 1024).
+	MaxConns int
+}
+
+// requireEOF refuses anything but white space after the request's JSON value.
+func requireEOF(dec *json.Decoder) error {
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errorf("invalid_argument", "invalid request body: unexpected data after the JSON value")
+	}
+	return nil
+}
+
+// bodyRead lifts the read deadline of a request whose body was read whole.
+func bodyRead(w http.ResponseWriter) {
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+}
