@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -28,6 +29,7 @@ type serverFlags struct {
 	data, listen, logLevel string
 	settings               engine.Settings
 	workers                int
+	shutdownGrace          time.Duration
 }
 
 func (f *serverFlags) register(cmd *cobra.Command, defaultData string) {
@@ -41,6 +43,7 @@ func (f *serverFlags) register(cmd *cobra.Command, defaultData string) {
 	fl.DurationVar(&f.settings.ProgressDeadline, "progress-deadline", f.settings.ProgressDeadline, "fail a rollout that has not converged in this long (service progressDeadline overrides)")
 	fl.IntVar(&f.settings.MaxApplyAttempts, "apply-attempts", f.settings.MaxApplyAttempts, "apply attempts before a release channel fails")
 	fl.IntVar(&f.workers, "workers", 8, "services reconciled in parallel")
+	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", 30*time.Second, "on Ctrl-C or SIGTERM, how long applies in flight may still finish before they are stopped (a second signal stops at once)")
 }
 
 func (f *serverFlags) logger(w io.Writer) (*slog.Logger, error) {
@@ -54,6 +57,9 @@ func (f *serverFlags) logger(w io.Writer) (*slog.Logger, error) {
 // start opens the store, listens, and runs the server in the background. The
 // returned function stops it and waits.
 func (f *serverFlags) start(ctx context.Context, log *slog.Logger) (addr string, stop func() error, err error) {
+	if f.shutdownGrace < 0 {
+		return "", nil, &ExitError{Code: 2, Err: fmt.Errorf("invalid --shutdown-grace %v: must not be negative", f.shutdownGrace)}
+	}
 	if err := os.MkdirAll(f.data, 0o700); err != nil {
 		return "", nil, fmt.Errorf("create data directory: %w", err)
 	}
@@ -66,7 +72,7 @@ func (f *serverFlags) start(ctx context.Context, log *slog.Logger) (addr string,
 		_ = st.Close()
 		return "", nil, fmt.Errorf("listen on %s: %w (is another drover running? choose another address with --listen)", f.listen, err)
 	}
-	srv := server.New(server.Config{Store: st, DataDir: f.data, Settings: f.settings, Log: log, Workers: f.workers})
+	srv := server.New(server.Config{Store: st, DataDir: f.data, Settings: f.settings, Log: log, Workers: f.workers, ShutdownGrace: f.shutdownGrace})
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx, ln) }()
@@ -116,6 +122,7 @@ acknowledged is lost and rollouts continue where they stopped.`,
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "drover server listening on %s (data in %s)\n", addr, f.data)
 			<-ctx.Done()
+			cancel() // a second signal now stops drover at once
 			return stop()
 		},
 	}
@@ -160,6 +167,7 @@ commands in another terminal. Ctrl-C stops it; run it again to continue.`,
 			if err == nil {
 				<-ctx.Done()
 			}
+			cancel() // a second signal now stops drover at once
 			serr := stop()
 			if err != nil && !errors.Is(err, context.Canceled) {
 				return err
