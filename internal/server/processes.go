@@ -25,7 +25,8 @@ type processRecorder struct {
 }
 
 func (r processRecorder) AddProcess(ctx context.Context, p runtimes.Process) (func(), error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), processWriteTimeout)
+	base := context.WithoutCancel(ctx)
+	ctx, cancel := context.WithTimeout(base, processWriteTimeout)
 	defer cancel()
 	id, err := r.store.AddProcess(ctx, store.Process{
 		Application: p.Application, Service: p.Service, ReleaseChannel: p.ReleaseChannel,
@@ -35,7 +36,7 @@ func (r processRecorder) AddProcess(ctx context.Context, p runtimes.Process) (fu
 		return nil, err
 	}
 	return func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), processWriteTimeout)
+		ctx, cancel := context.WithTimeout(base, processWriteTimeout)
 		defer cancel()
 		if err := r.store.RemoveProcess(ctx, id); err != nil {
 			// The next start finds the group gone and removes the record.

@@ -133,10 +133,13 @@ func endGroup(ctx context.Context, g Group, grace time.Duration) (EndResult, err
 	if err := signal(syscall.SIGKILL); err != nil {
 		return res, err
 	}
-	if ok, err := gone(10 * time.Second); !ok && err == nil {
-		return res, fmt.Errorf("process group %d still has processes 10s after SIGKILL", g.Pgid)
-	} else if err != nil {
-		return res, err
+	ok, err := gone(killWait)
+	if err == nil && !ok {
+		err = fmt.Errorf("process group %d still has processes %v after SIGKILL", g.Pgid, killWait)
 	}
-	return res, nil
+	return res, err
 }
+
+// killWait bounds the wait for a group to be gone after SIGKILL (a process
+// in uninterruptible sleep dies only when its I/O returns).
+const killWait = 10 * time.Second

@@ -8,7 +8,8 @@
 // The command runs in its own process group (Setpgid). On Linux it also gets
 // Pdeathsig SIGKILL, so it dies with drover if drover is killed (only the
 // direct child: grandchildren in its group are orphaned then, as after any
-// crash of a parent). Pdeathsig fires when the OS thread that started the
+// crash of a parent; with Cmd.Tracker set, the next drover ends them, see
+// Group and EndGroup). Pdeathsig fires when the OS thread that started the
 // child exits; Go only ends threads locked with runtime.LockOSThread, so Run
 // must not be called from such a goroutine that then exits.
 //

@@ -62,6 +62,10 @@
 //     transaction, the runs of the instance and kind older than the newest
 //     200, using the index on (application, service, release_channel, kind,
 //     id DESC), which also serves listing newest first.
+//   - processes (0003): the commands running on this host, one row from a
+//     command's start until its process group is gone; the handle (how to
+//     find the group again) is an opaque BLOB. A partial index on
+//     apply_attempts serves OpenApplies (finished_at IS NULL).
 //
 // Times are stored as TEXT in UTC with nine fractional digits
 // ("2006-01-02T15:04:05.000000000Z"): exact to the nanosecond, readable in the
