@@ -1,6 +1,8 @@
 package storetest
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -103,6 +105,11 @@ func testProcessInvalid(t *testing.T, s store.Store) {
 	wantInvalid(t, err, "AddProcess without a handle")
 	_, err = s.AddProcess(ctx, store.Process{Handle: []byte(`{}`)})
 	wantInvalid(t, err, "AddProcess without a kind")
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := s.AddProcess(canceled, process("web", 1)); !errors.Is(err, context.Canceled) {
+		t.Errorf("AddProcess with a canceled context: %v, want context.Canceled", err)
+	}
 	got, err := s.ListProcesses(ctx)
 	must(t, err)
 	if len(got) != 0 {
