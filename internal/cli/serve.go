@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -33,6 +34,7 @@ type serverFlags struct {
 	keepDesiredStates      int
 	publicNames            []string // see serve_edge.go
 	token                  string   // set by start
+	shutdownGrace          time.Duration
 }
 
 func (f *serverFlags) register(cmd *cobra.Command, defaultData string) {
@@ -48,6 +50,7 @@ func (f *serverFlags) register(cmd *cobra.Command, defaultData string) {
 	fl.IntVar(&f.workers, "workers", 8, "services reconciled in parallel")
 	fl.IntVar(&f.keepDesiredStates, "keep-desired-states", store.DefaultKeepSuperseded, "superseded desired states per service that keep their compiled copy, besides those rollback and status need (-1 keeps all)")
 	fl.StringArrayVar(&f.publicNames, "public-name", nil, "a further host name (or host:port) clients use for this server, e.g. behind a proxy; repeatable")
+	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", 30*time.Second, "on Ctrl-C or SIGTERM, how long applies in flight may still finish before they are stopped (a second signal stops at once)")
 }
 
 func (f *serverFlags) logger(w io.Writer) (*slog.Logger, error) {
@@ -61,6 +64,9 @@ func (f *serverFlags) logger(w io.Writer) (*slog.Logger, error) {
 // start opens the store, listens, and runs the server in the background. The
 // returned function stops it and waits.
 func (f *serverFlags) start(ctx context.Context, log *slog.Logger) (addr string, stop func() error, err error) {
+	if f.shutdownGrace < 0 {
+		return "", nil, usageErrorf("invalid --shutdown-grace %v: must not be negative", f.shutdownGrace)
+	}
 	lock, st, err := openDataDir(ctx, f.data, log, sqlite.KeepSuperseded(f.keepDesiredStates))
 	if err != nil {
 		return "", nil, err
@@ -83,7 +89,7 @@ func (f *serverFlags) start(ctx context.Context, log *slog.Logger) (addr string,
 	if !auth.IsLoopback(ln.Addr()) {
 		log.Warn("api reachable from other machines", "addr", ln.Addr().String())
 	}
-	srv := server.New(server.Config{Store: st, DataDir: f.data, Settings: f.settings, Log: log, Workers: f.workers, Edge: edge})
+	srv := server.New(server.Config{Store: st, DataDir: f.data, Settings: f.settings, Log: log, Workers: f.workers, Edge: edge, ShutdownGrace: f.shutdownGrace})
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx, ln) }()
@@ -117,8 +123,11 @@ func newServerCmd() *cobra.Command {
 		Short: "Run the drover server: the API and the convergence engine",
 		Long: `Server runs the API and the convergence engine in one process, on an embedded
 SQLite database in --data. It binds to 127.0.0.1 unless told otherwise. Stop it
-with Ctrl-C; it can also be killed at any moment and restarted: nothing
-acknowledged is lost and rollouts continue where they stopped.`,
+with Ctrl-C (or SIGTERM): applies in flight may finish for --shutdown-grace,
+then are stopped and recorded as interrupted; a second Ctrl-C stops at once.
+It can also be killed at any moment and restarted: nothing acknowledged is
+lost, what the killed server's commands left running is ended, and rollouts
+continue where they stopped (an interrupted apply runs again).`,
 		Example: `  drover server --data /var/lib/drover --listen 127.0.0.1:7420`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -135,6 +144,7 @@ acknowledged is lost and rollouts continue where they stopped.`,
 			warnExposure(cmd.ErrOrStderr(), addr)
 			fmt.Fprintf(cmd.OutOrStdout(), "drover server listening on %s (data in %s)\n", addr, f.data)
 			<-ctx.Done()
+			cancel() // a second signal now stops drover at once
 			return stop()
 		},
 	}
@@ -180,6 +190,7 @@ commands in another terminal. Ctrl-C stops it; run it again to continue.`,
 			if err == nil {
 				<-ctx.Done()
 			}
+			cancel() // a second signal now stops drover at once
 			serr := stop()
 			if err != nil && !errors.Is(err, context.Canceled) {
 				return err

@@ -765,6 +765,7 @@ func (v *validator) runtime(src *Source, rt *Runtime) {
 		v.proxy(src, "runtime.terraformRunner.proxyRuntime", t.ProxyRuntime)
 		v.env(src, "runtime.terraformRunner.env", t.Env)
 	}
+	v.runtimeIntervals(src, rt)
 }
 
 func (v *validator) proxy(src *Source, p string, pr *ProxyRuntime) {
@@ -810,4 +811,5 @@ func (v *validator) protection(src *Source, pr *Protection) {
 	}
 	v.parameters(src, "protection.parameters", pr.Parameters)
 	v.env(src, "protection.env", pr.Env)
+	v.interval(src, "protection.pollInterval", pr.PollInterval)
 }

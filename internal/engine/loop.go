@@ -37,6 +37,10 @@ type Loop struct {
 	applies  sync.WaitGroup
 	// applySlots bounds the applies running at once.
 	applySlots chan struct{}
+	// shutdownGrace is how long Run lets applies in flight finish once its
+	// context ends; applyCtx is what they run under (see loop_shutdown.go).
+	shutdownGrace time.Duration
+	applyCtx      context.Context
 
 	// onWrite, when set, is called after each durable write (tests, SSE).
 	onWrite func()
@@ -57,6 +61,10 @@ type Config struct {
 	MaxApplies int
 	// OnWrite is called after every durable write of the engine.
 	OnWrite func()
+	// ShutdownGrace is how long applies in flight may still run once Run's
+	// context ends (0 = they are stopped at once); those still running
+	// then are stopped and recorded as interrupted.
+	ShutdownGrace time.Duration
 }
 
 // NewLoop builds a loop; call Run to start it.
@@ -80,6 +88,7 @@ func NewLoop(cfg Config) *Loop {
 		store: cfg.Store, runtimes: cfg.Runtimes, settings: cfg.Settings, now: cfg.Now,
 		log: cfg.Log, workers: cfg.Workers, queue: newQueue(cfg.Now), onWrite: cfg.OnWrite,
 		applying: map[string]time.Time{}, applySlots: make(chan struct{}, cfg.MaxApplies),
+		shutdownGrace: max(cfg.ShutdownGrace, 0),
 	}
 }
 
@@ -88,8 +97,15 @@ func serviceKey(app, svc string) string { return app + "/" + svc }
 // Enqueue asks for a pass over a service.
 func (l *Loop) Enqueue(app, svc string) { l.queue.Add(serviceKey(app, svc)) }
 
-// Run enqueues every service with a desired state and reconciles until ctx ends.
+// Run closes the apply attempts a crash left open, enqueues every service
+// with a desired state and reconciles until ctx ends. Then it takes no new
+// work, lets the applies in flight finish within Config.ShutdownGrace, and
+// returns once their outcomes are recorded.
 func (l *Loop) Run(ctx context.Context) error {
+	if err := l.closeInterrupted(ctx); err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	stopApplies := l.startApplyContext(ctx)
 	active, err := l.store.ListActiveDesiredStates(ctx)
 	if err != nil {
 		return fmt.Errorf("engine: list desired states: %w", err)
@@ -104,7 +120,7 @@ func (l *Loop) Run(ctx context.Context) error {
 	<-ctx.Done()
 	l.queue.Close()
 	wg.Wait()
-	l.applies.Wait()
+	l.drain(stopApplies)
 	return nil
 }
 
@@ -261,7 +277,10 @@ func (l *Loop) startApply(ctx context.Context, cs *compiledState, a Apply, inst 
 		case <-ctx.Done():
 			return
 		}
-		l.apply(ctx, cs, a, inst)
+		if ctx.Err() != nil {
+			return // shutting down: start nothing new
+		}
+		l.apply(l.applyContext(ctx), cs, a, inst)
 	}()
 }
 
@@ -293,7 +312,9 @@ func (l *Loop) target(ctx context.Context, cs *compiledState, stateID, rc string
 }
 
 // apply performs one planned apply: the attempt is recorded before the
-// runtime is called, and its outcome after.
+// runtime is called, and its outcome after. The outcome is recorded even
+// when ctx ended meanwhile (the server shut down past its grace): the
+// attempt must not stay open.
 func (l *Loop) apply(ctx context.Context, cs *compiledState, a Apply, inst store.Instance) {
 	log := l.log.With("app", inst.Application, "service", inst.Service, "release_channel", a.ReleaseChannel, "version", a.Version)
 	target, err := l.target(ctx, cs, a.StateID, a.ReleaseChannel)
@@ -308,26 +329,49 @@ func (l *Loop) apply(ctx context.Context, cs *compiledState, a Apply, inst store
 			DesiredStateID: a.StateID, Version: a.Version, StartedAt: l.now(),
 		})
 	}
+	started := err == nil
 	var res runtimes.ApplyResult
-	if err == nil {
+	if started {
 		res, err = rt.Apply(ctx, target)
+	}
+	stopped := shutdownCause(ctx)
+	rctx, cancel := recordContext(ctx)
+	defer cancel()
+	ev := store.Event{
+		Time: l.now(), Application: inst.Application, Service: inst.Service, ReleaseChannel: a.ReleaseChannel,
+		DesiredStateID: inst.DesiredStateID, Actor: "engine",
+	}
+	if err != nil && stopped != nil {
+		// Not a failure of the apply: leave the instance as it is, so the
+		// next server sees an apply that never returned and applies again.
+		log.Warn("apply interrupted by shutdown", "error", err)
+		ev.Type = "apply-interrupted"
+		ev.Message = fmt.Sprintf("%s: apply of %s interrupted: %v; it will be applied again", a.ReleaseChannel, a.Version, stopped)
+		if started {
+			err = l.store.FinishApply(rctx, id, store.OutcomeInterrupted, stopped.Error(), l.now(), ev)
+		} else {
+			err = l.store.AppendEvents(rctx, ev)
+		}
+		if err != nil {
+			log.Error("record apply outcome failed", "error", err)
+		}
+		l.written()
+		return
+	}
+	if started {
 		outcome, msg := "succeeded", summarize(res)
 		if err != nil {
 			outcome, msg = "failed", err.Error()
 		}
-		if ferr := l.store.FinishApply(ctx, id, outcome, msg, l.now()); ferr != nil {
+		if ferr := l.store.FinishApply(rctx, id, outcome, msg, l.now()); ferr != nil {
 			log.Error("record apply outcome failed", "error", ferr)
 		}
-	}
-	ev := store.Event{
-		Time: l.now(), Application: inst.Application, Service: inst.Service, ReleaseChannel: a.ReleaseChannel,
-		DesiredStateID: inst.DesiredStateID, Actor: "engine",
 	}
 	if err == nil {
 		ev.Type, ev.Message = "applied", fmt.Sprintf("%s: applied %s: %s", a.ReleaseChannel, a.Version, summarize(res))
 		// Record that the apply returned, so a later pass can tell a finished
 		// apply (wait for the runtime) from an interrupted one (apply again).
-		if werr := l.recordOutcome(ctx, inst, ev, func(i *store.Instance) {
+		if werr := l.recordOutcome(rctx, inst, ev, func(i *store.Instance) {
 			ex := readExtra(*i)
 			ex.AppliedAt = l.now()
 			writeExtra(i, ex)
@@ -338,7 +382,7 @@ func (l *Loop) apply(ctx context.Context, cs *compiledState, a Apply, inst store
 	}
 	log.Warn("apply failed", "error", err)
 	ev.Type, ev.Message = "apply-failed", fmt.Sprintf("%s: apply of %s failed: %v", a.ReleaseChannel, a.Version, err)
-	if werr := l.recordOutcome(ctx, inst, ev, func(i *store.Instance) {
+	if werr := l.recordOutcome(rctx, inst, ev, func(i *store.Instance) {
 		i.Reason = string(ds.ReasonApplyFailed)
 		i.Message = err.Error()
 		if runtimes.IsPermanent(err) {

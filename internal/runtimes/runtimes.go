@@ -203,6 +203,9 @@ type Options struct {
 	Now func() time.Time
 	// Runs records the commands a runtime runs (nil = keep none).
 	Runs RunRecorder
+	// Processes records the commands running on this host (nil = keep
+	// none), so a restart after a crash ends what they left.
+	Processes ProcessRecorder
 	// Log is the runtime's logger (nil = discard).
 	Log *slog.Logger
 }

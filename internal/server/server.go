@@ -39,6 +39,9 @@ type Config struct {
 	Workers int
 	// Edge is who may call the API and the limits of its HTTP edge.
 	Edge EdgeConfig
+	// ShutdownGrace is how long applies in flight may finish once Run's
+	// context ends (see engine.Config.ShutdownGrace).
+	ShutdownGrace time.Duration
 }
 
 // Server is the API and the engine.
@@ -81,11 +84,12 @@ func New(cfg Config) *Server {
 	s := &Server{store: cfg.Store, log: cfg.Log, now: cfg.Now, changed: newBroadcaster(), edgeCfg: cfg.Edge}
 	s.runtimes = &runtimeSet{
 		store: cfg.Store, registry: cfg.Registry, log: cfg.Log,
-		opts: runtimes.Options{DataDir: cfg.DataDir, Now: cfg.Now, Runs: runRecorder{store: cfg.Store}, Log: cfg.Log},
+		opts: runtimes.Options{DataDir: cfg.DataDir, Now: cfg.Now, Runs: runRecorder{store: cfg.Store}, Log: cfg.Log,
+			Processes: processRecorder{store: cfg.Store, log: cfg.Log}},
 	}
 	s.loop = engine.NewLoop(engine.Config{
 		Store: cfg.Store, Runtimes: s.runtimes, Settings: cfg.Settings, Now: cfg.Now,
-		Log: cfg.Log, Workers: cfg.Workers, OnWrite: s.changed.notify,
+		Log: cfg.Log, Workers: cfg.Workers, OnWrite: s.changed.notify, ShutdownGrace: cfg.ShutdownGrace,
 	})
 	s.runtimes.notify = func(k runtimes.InstanceKey) { s.loop.Enqueue(k.Application, k.Service) }
 	s.routes()
@@ -96,10 +100,15 @@ func New(cfg Config) *Server {
 // credential checks, timeouts), which Run adds: for tests only.
 func (s *Server) Handler() http.Handler { return s.mux }
 
-// Run serves the API on ln and runs the engine until ctx ends.
+// Run ends what commands of a crashed earlier run left, then serves the API
+// on ln and runs the engine until ctx ends. It returns once the engine has
+// stopped (applies in flight finished or were interrupted, and recorded).
 func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if err := s.endLeftovers(ctx, 0); err != nil {
+		return err
+	}
 	s.runtimes.ctx = ctx
 	defer s.runtimes.Close()
 	handler, ln, err := s.edge(ln)
@@ -108,7 +117,8 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout, BaseContext: func(net.Listener) context.Context { return ctx }}
 	errc := make(chan error, 2)
-	go func() { errc <- s.loop.Run(ctx) }()
+	loopDone := make(chan error, 1)
+	go func() { loopDone <- s.loop.Run(ctx) }()
 	go s.monitorStore(ctx)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -122,10 +132,18 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 	case err = <-errc:
 		cancel()
+	case err = <-loopDone:
+		loopDone <- err
+		cancel()
 	}
 	shutdownCtx, stop := context.WithTimeout(context.Background(), 5*time.Second)
 	defer stop()
 	_ = srv.Shutdown(shutdownCtx)
+	// The runtimes are closed (deferred above) only once the engine's
+	// applies are over.
+	if lerr := <-loopDone; err == nil {
+		err = lerr
+	}
 	return err
 }
 

@@ -141,9 +141,37 @@ type ApplyAttempt struct {
 	Version        string    `json:"version"`
 	StartedAt      time.Time `json:"startedAt"`
 	FinishedAt     time.Time `json:"finishedAt,omitzero"`
-	// Outcome is "" while running, then "succeeded" or "failed".
+	// Outcome is "" while running, then "succeeded", "failed" or
+	// "interrupted" (the server stopped before the apply returned).
 	Outcome string `json:"outcome,omitempty"`
 	Message string `json:"message,omitempty"`
+}
+
+// Outcomes of apply attempts besides "succeeded" and "failed".
+const (
+	// OutcomeInterrupted: the server stopped (or crashed) before the
+	// runtime's apply returned; the engine applies again.
+	OutcomeInterrupted = "interrupted"
+)
+
+// Process is a command a runtime started on this host that has not been
+// seen to end: recorded when it starts and removed once it and its process
+// group are gone, so that a server started after a crash can end what the
+// crashed one left running before it applies again.
+type Process struct {
+	// ID is assigned by the store.
+	ID             int64    `json:"id"`
+	Application    string   `json:"application"`
+	Service        string   `json:"service"`
+	ReleaseChannel string   `json:"releaseChannel"`
+	Runtime        string   `json:"runtime"`
+	Kind           string   `json:"kind"`
+	Version        string   `json:"version,omitempty"`
+	Command        []string `json:"command,omitempty"`
+	// Handle is what the runner needs to find the process again (for local
+	// commands, a localexec.Group as JSON); the store keeps it opaque.
+	Handle    []byte    `json:"handle"`
+	StartedAt time.Time `json:"startedAt"`
 }
 
 // Event is one entry of the append-only history.
@@ -295,10 +323,23 @@ type Store interface {
 	// to the current time.
 	StartApply(ctx context.Context, a ApplyAttempt) (int64, error)
 	// FinishApply records the outcome of an apply attempt (a zero at is the
-	// current time), or returns ErrNotFound.
-	FinishApply(ctx context.Context, id int64, outcome, message string, at time.Time) error
+	// current time) and appends events, in one transaction, or returns
+	// ErrNotFound (and appends nothing).
+	FinishApply(ctx context.Context, id int64, outcome, message string, at time.Time, events ...Event) error
 	// ListApplies returns a service's apply attempts, newest first.
 	ListApplies(ctx context.Context, application, service string, limit int) ([]ApplyAttempt, error)
+	// OpenApplies returns the attempts of every service that have no
+	// outcome yet (running, or left so by a crash), oldest first.
+	OpenApplies(ctx context.Context) ([]ApplyAttempt, error)
+
+	// AddProcess records a command that started and returns its id (p.ID is
+	// ignored). Kind and Handle are required; a zero StartedAt is set to the
+	// current time.
+	AddProcess(ctx context.Context, p Process) (int64, error)
+	// RemoveProcess deletes a process record, or returns ErrNotFound.
+	RemoveProcess(ctx context.Context, id int64) error
+	// ListProcesses returns every process record, oldest first.
+	ListProcesses(ctx context.Context) ([]Process, error)
 
 	// RecordRun stores a finished task run and returns its id (r.ID is
 	// ignored; ids increase). Application, service, release channel and kind

@@ -203,14 +203,15 @@ func (s *server) cleanup() {
 	s.checkLog()
 }
 
-// stopServer stops a server process with SIGTERM (SIGKILL after 15s) and
+// stopServer stops a server process with SIGTERM (SIGKILL after 45s: an
+// apply in flight may run for the default --shutdown-grace of 30s) and
 // checks its log.
 func stopServer(s *server, cmd *exec.Cmd, exited chan struct{}) {
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-exited:
-	case <-time.After(15 * time.Second):
-		s.t.Errorf("server did not stop within 15s of SIGTERM; killing it")
+	case <-time.After(45 * time.Second):
+		s.t.Errorf("server did not stop within 45s of SIGTERM; killing it")
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		<-exited
 	}

@@ -122,6 +122,7 @@ type Runtime struct {
 	now     func() time.Time
 	log     *slog.Logger
 	runs    runtimes.RunRecorder
+	procs   runtimes.ProcessRecorder
 	baseDir string // instance directories and state live under it
 	tmpDir  string // baseDir when it is temporary (removed on Close)
 	persist bool   // baseDir is under Options.DataDir
@@ -203,6 +204,7 @@ func New(cfg *config.Runtime, opts runtimes.Options) (*Runtime, error) {
 		now:     opts.Now,
 		log:     opts.Log,
 		runs:    opts.Runs,
+		procs:   opts.Processes,
 		insts:   map[runtimes.InstanceKey]*instance{},
 		waiting: map[runtimes.InstanceKey]int{},
 	}

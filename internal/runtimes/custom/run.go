@@ -46,6 +46,7 @@ func (r *Runtime) run(ctx context.Context, key runtimes.InstanceKey, version str
 		Dir:       c.dir,
 		Timeout:   c.timeout,
 		MaxOutput: maxOutput,
+		Tracker:   r.tracker(key, version, c),
 	})
 	finished := r.now()
 	res := result{Result: lr, stdout: redact(string(lr.Stdout), c.secrets), stderr: redact(string(lr.Stderr), c.secrets)}

@@ -8,7 +8,8 @@
 // The command runs in its own process group (Setpgid). On Linux it also gets
 // Pdeathsig SIGKILL, so it dies with drover if drover is killed (only the
 // direct child: grandchildren in its group are orphaned then, as after any
-// crash of a parent). Pdeathsig fires when the OS thread that started the
+// crash of a parent; with Cmd.Tracker set, the next drover ends them, see
+// Group and EndGroup). Pdeathsig fires when the OS thread that started the
 // child exits; Go only ends threads locked with runtime.LockOSThread, so Run
 // must not be called from such a goroutine that then exits.
 //
@@ -80,6 +81,10 @@ type Cmd struct {
 	// WaitDelay bounds how long output pipes still held open by escaped
 	// descendants are read after the command exited (0 = DefaultWaitDelay).
 	WaitDelay time.Duration
+	// Tracker, if set, records the command's process group while it runs,
+	// so that a drover started after a crash can end what it left (see
+	// Group and EndGroup).
+	Tracker Tracker
 }
 
 // Result is the outcome of a run.
@@ -167,6 +172,22 @@ func Run(ctx context.Context, c Cmd) Result {
 	}
 	pid := cmd.Process.Pid
 	res.Pid = pid
+	if c.Tracker != nil {
+		// The leader is not reaped before the group is killed below, so
+		// its /proc entry and its group id are still its own here.
+		done, err := c.Tracker.Started(ctx, groupOf(pid))
+		if err != nil {
+			killGroup(pid, syscall.SIGKILL)
+			_ = cmd.Wait()
+			res.Err = fmt.Errorf("%w: record its process group: %w", ErrNotStarted, err)
+			return res
+		}
+		if done != nil {
+			// Every return below comes after the group was killed and
+			// the leader reaped.
+			defer done()
+		}
+	}
 
 	var timeout <-chan time.Time
 	if c.Timeout > 0 {

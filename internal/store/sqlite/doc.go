@@ -84,6 +84,10 @@
 //     id DESC), which also serves listing newest first.
 //   - desired_states (0003): compiled_from (the row whose compiled copy this
 //     one shares) and pruned_at (retention dropped the compiled copy).
+//   - processes (0004): the commands running on this host, one row from a
+//     command's start until its process group is gone; the handle (how to
+//     find the group again) is an opaque BLOB. A partial index on
+//     apply_attempts serves OpenApplies (finished_at IS NULL).
 //
 // Times are stored as TEXT in UTC with nine fractional digits
 // ("2006-01-02T15:04:05.000000000Z"): exact to the nanosecond, readable in the

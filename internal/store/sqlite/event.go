@@ -139,11 +139,14 @@ func (s *Store) StartApply(ctx context.Context, a store.ApplyAttempt) (int64, er
 }
 
 // FinishApply implements store.Store. A zero at is set to the current time;
-// an unknown id fails with store.ErrNotFound.
-func (s *Store) FinishApply(ctx context.Context, id int64, outcome, message string, at time.Time) error {
+// an unknown id fails with store.ErrNotFound. The events are appended in the
+// same transaction.
+func (s *Store) FinishApply(ctx context.Context, id int64, outcome, message string, at time.Time, events ...store.Event) error {
+	t := now()
 	if at.IsZero() {
-		at = now()
+		at = t
 	}
+	var seqs []int64
 	err := s.writeTxMode(ctx, crashSafe, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, "UPDATE apply_attempts SET finished_at = ?, outcome = ?, message = ? WHERE id = ?",
 			dbTime(at), outcome, message, id)
@@ -154,11 +157,16 @@ func (s *Store) FinishApply(ctx context.Context, id int64, outcome, message stri
 		if err == nil && n == 0 {
 			err = store.ErrNotFound
 		}
+		if err != nil {
+			return err
+		}
+		seqs, err = s.insertEvents(ctx, tx, events, t)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("finish apply %d: %w", id, err)
 	}
+	setSeqs(events, seqs, t)
 	return nil
 }
 

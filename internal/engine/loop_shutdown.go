@@ -1,0 +1,122 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/drover-dev/drover/internal/store"
+)
+
+// errShutdown is the cause given to applies stopped because the server shut
+// down before they finished.
+var errShutdown = errors.New("the server shut down before the apply finished")
+
+// recordTimeout bounds the writes that record an apply's outcome.
+const recordTimeout = 10 * time.Second
+
+// interruptedByRestart is the message of attempts a crash left open.
+const interruptedByRestart = "interrupted by a server restart"
+
+// closeInterrupted gives an outcome to the apply attempts a crash left open
+// (no finished_at) and says so in each service's history, before the engine
+// plans anything: the planner then applies them again. With one server per
+// store, no attempt can be running when Run starts.
+func (l *Loop) closeInterrupted(ctx context.Context) error {
+	open, err := l.store.OpenApplies(ctx)
+	if err != nil {
+		return fmt.Errorf("list interrupted applies: %w", err)
+	}
+	for _, a := range open {
+		ev := store.Event{
+			Time: l.now(), Application: a.Application, Service: a.Service, ReleaseChannel: a.ReleaseChannel,
+			DesiredStateID: a.DesiredStateID, Type: "apply-interrupted", Actor: "engine",
+			Message: fmt.Sprintf("%s: apply of %s started %s was %s; it will be applied again",
+				a.ReleaseChannel, a.Version, a.StartedAt.UTC().Format(time.RFC3339), interruptedByRestart),
+		}
+		if err := l.store.FinishApply(ctx, a.ID, store.OutcomeInterrupted, interruptedByRestart, l.now(), ev); err != nil {
+			return fmt.Errorf("close interrupted apply %d: %w", a.ID, err)
+		}
+		l.log.Warn("apply interrupted by a server restart", "app", a.Application, "service", a.Service,
+			"release_channel", a.ReleaseChannel, "version", a.Version, "apply_id", a.ID)
+	}
+	if len(open) > 0 {
+		l.written()
+	}
+	return nil
+}
+
+// startApplyContext makes the context applies run under: not canceled when
+// Run's context ends, only by the returned function (see drain).
+func (l *Loop) startApplyContext(ctx context.Context) context.CancelCauseFunc {
+	actx, stop := context.WithCancelCause(context.WithoutCancel(ctx))
+	l.mu.Lock()
+	l.applyCtx = actx
+	l.mu.Unlock()
+	return stop
+}
+
+// applyContext is the context for an apply started from a pass under ctx.
+func (l *Loop) applyContext(ctx context.Context) context.Context {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.applyCtx == nil {
+		return ctx // Reconcile called without Run
+	}
+	return l.applyCtx
+}
+
+// drain waits for the applies in flight, up to the shutdown grace, then
+// stops those still running (they record themselves as interrupted) and
+// waits for them to return.
+func (l *Loop) drain(stop context.CancelCauseFunc) {
+	done := make(chan struct{})
+	go func() {
+		l.applies.Wait()
+		close(done)
+	}()
+	defer stop(nil)
+	select {
+	case <-done:
+		return
+	default:
+	}
+	if l.shutdownGrace > 0 {
+		l.log.Info("shutdown waits for applies in flight", "applies", l.applyingCount(), "grace", l.shutdownGrace)
+		t := time.NewTimer(l.shutdownGrace)
+		defer t.Stop()
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+	}
+	l.log.Warn("shutdown stops applies in flight", "applies", l.applyingCount(), "grace", l.shutdownGrace)
+	stop(fmt.Errorf("%w (shutdown grace of %v over)", errShutdown, l.shutdownGrace))
+	<-done
+}
+
+func (l *Loop) applyingCount() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.applying)
+}
+
+// shutdownCause is the reason ctx was canceled when that is the shutdown,
+// else nil.
+func shutdownCause(ctx context.Context) error {
+	if ctx.Err() == nil {
+		return nil
+	}
+	if c := context.Cause(ctx); errors.Is(c, errShutdown) {
+		return c
+	}
+	return nil
+}
+
+// recordContext is a context for recording an outcome: it keeps ctx's values
+// but not its cancellation, and is bounded by recordTimeout.
+func recordContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+}

@@ -1,0 +1,204 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/drover-dev/drover/internal/runtimes"
+	"github.com/drover-dev/drover/internal/store"
+	"github.com/drover-dev/drover/internal/store/sqlite"
+)
+
+// blockingRuntime's Apply runs until release is closed or its context ends.
+type blockingRuntime struct {
+	started chan struct{}
+	release chan struct{}
+}
+
+func (r *blockingRuntime) Fetch(context.Context, runtimes.Target) (runtimes.State, error) {
+	return runtimes.State{}, nil
+}
+
+func (r *blockingRuntime) Apply(ctx context.Context, _ runtimes.Target) (runtimes.ApplyResult, error) {
+	close(r.started)
+	select {
+	case <-r.release:
+		return runtimes.ApplyResult{Changes: []runtimes.Change{{Object: "thing", Action: runtimes.ActionConfigured}}}, nil
+	case <-ctx.Done():
+		return runtimes.ApplyResult{}, context.Cause(ctx)
+	}
+}
+
+type oneRuntime struct{ rt runtimes.Runtime }
+
+func (o oneRuntime) Runtime(context.Context, string) (runtimes.Runtime, error) { return o.rt, nil }
+
+func openStore(t *testing.T) store.Store {
+	t.Helper()
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "drover.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+// shutdownFixture is a loop with one instance whose apply blocks.
+type shutdownFixture struct {
+	st   store.Store
+	rt   *blockingRuntime
+	loop *Loop
+	cs   *compiledState
+	inst store.Instance
+}
+
+func newShutdownFixture(t *testing.T, grace time.Duration) *shutdownFixture {
+	t.Helper()
+	ctx := t.Context()
+	st := openStore(t)
+	if err := st.CreateDesiredState(ctx, store.DesiredState{ID: "ds-1", Application: "app", Service: "svc", Version: "v1", Compiled: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	b := &store.Batch{Instances: []store.Instance{{
+		Application: "app", Service: "svc", ReleaseChannel: "prod", DesiredStateID: "ds-1",
+		TargetStateID: "ds-1", TargetVersion: "v1", Status: "CONVERGING", ApplyAttempts: 1, LastApplyAt: time.Now(),
+	}}}
+	if err := st.Write(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	rt := &blockingRuntime{started: make(chan struct{}), release: make(chan struct{})}
+	return &shutdownFixture{
+		st: st, rt: rt, inst: b.Instances[0],
+		loop: NewLoop(Config{Store: st, Runtimes: oneRuntime{rt}, ShutdownGrace: grace}),
+		cs: &compiledState{
+			desired: &Desired{ID: "ds-1", Application: "app", Service: "svc", Version: "v1"},
+			targets: map[string]runtimes.Target{"prod": {InstanceKey: runtimes.InstanceKey{Application: "app", Service: "svc", ReleaseChannel: "prod"}, Version: "v1"}},
+		},
+	}
+}
+
+// shutDuringApply starts the apply, shuts the loop down as Run does once its
+// context ends, and returns a channel closed when the shutdown is complete.
+func (f *shutdownFixture) shutDuringApply(t *testing.T) <-chan struct{} {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	stop := f.loop.startApplyContext(ctx)
+	f.loop.startApply(ctx, f.cs, Apply{ReleaseChannel: "prod", StateID: "ds-1", Version: "v1", Runtime: "rt"}, f.inst)
+	select {
+	case <-f.rt.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the apply did not start")
+	}
+	cancel() // SIGTERM
+	done := make(chan struct{})
+	go func() {
+		f.loop.drain(stop)
+		close(done)
+	}()
+	return done
+}
+
+func (f *shutdownFixture) attempt(t *testing.T) store.ApplyAttempt {
+	t.Helper()
+	as, err := f.st.ListApplies(t.Context(), "app", "svc", 0)
+	if err != nil || len(as) != 1 {
+		t.Fatalf("applies %v %v", as, err)
+	}
+	return as[0]
+}
+
+func (f *shutdownFixture) eventTypes(t *testing.T) []string {
+	t.Helper()
+	evs, err := f.st.ListEvents(t.Context(), store.EventFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, e := range evs {
+		types = append(types, e.Type)
+	}
+	return types
+}
+
+// TestB11ShutdownLetsApplyFinish: once the server is told to stop, an apply
+// in flight runs on (its context is not canceled) and its outcome is
+// recorded.
+func TestB11ShutdownLetsApplyFinish(t *testing.T) {
+	t.Parallel()
+	f := newShutdownFixture(t, time.Minute)
+	done := f.shutDuringApply(t)
+	select {
+	case <-done:
+		t.Fatal("shutdown did not wait for the apply")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(f.rt.release)
+	<-done
+	if a := f.attempt(t); a.Outcome != "succeeded" || a.FinishedAt.IsZero() {
+		t.Errorf("attempt %+v", a)
+	}
+	if got := f.eventTypes(t); len(got) != 1 || got[0] != "applied" {
+		t.Errorf("events %v", got)
+	}
+}
+
+// TestB11ShutdownPastGraceRecordsInterrupted: an apply still running when the
+// shutdown grace is over is stopped and recorded as interrupted (not failed,
+// and not left open), with a context the shutdown did not cancel.
+func TestB11ShutdownPastGraceRecordsInterrupted(t *testing.T) {
+	t.Parallel()
+	f := newShutdownFixture(t, 50*time.Millisecond)
+	select {
+	case <-f.shutDuringApply(t):
+	case <-time.After(10 * time.Second):
+		t.Fatal("shutdown did not stop the apply after the grace")
+	}
+	a := f.attempt(t)
+	if a.Outcome != store.OutcomeInterrupted || a.FinishedAt.IsZero() || !strings.Contains(a.Message, "shut down") {
+		t.Errorf("attempt %+v", a)
+	}
+	if got := f.eventTypes(t); len(got) != 1 || got[0] != "apply-interrupted" {
+		t.Errorf("events %v", got)
+	}
+	inst, err := f.st.GetInstance(t.Context(), "app", "svc", "prod")
+	if err != nil || inst.Reason != "" || inst.Revision != f.inst.Revision {
+		t.Errorf("the instance was changed: %+v %v", inst, err)
+	}
+}
+
+// TestB12OpenAttemptsClosedAtStart: attempts a crash left open get the
+// outcome "interrupted" and an event before the engine plans anything.
+func TestB12OpenAttemptsClosedAtStart(t *testing.T) {
+	t.Parallel()
+	f := newShutdownFixture(t, 0)
+	ctx := t.Context()
+	id, err := f.st.StartApply(ctx, store.ApplyAttempt{Application: "app", Service: "svc", ReleaseChannel: "prod", DesiredStateID: "ds-1", Version: "v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.loop.closeInterrupted(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a := f.attempt(t)
+	if a.ID != id || a.Outcome != store.OutcomeInterrupted || a.Message != "interrupted by a server restart" || a.FinishedAt.IsZero() {
+		t.Errorf("attempt %+v", a)
+	}
+	evs, err := f.st.ListEvents(ctx, store.EventFilter{})
+	if err != nil || len(evs) != 1 || evs[0].Type != "apply-interrupted" || evs[0].ReleaseChannel != "prod" ||
+		!strings.Contains(evs[0].Message, "interrupted by a server restart") {
+		t.Errorf("events %+v %v", evs, err)
+	}
+	// Run does it too, first; a second start finds nothing open.
+	runCtx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := f.loop.Run(runCtx); err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	if evs, _ := f.st.ListEvents(ctx, store.EventFilter{}); len(evs) != 1 {
+		t.Errorf("events after a second start: %+v", evs)
+	}
+}

@@ -1,0 +1,169 @@
+package localexec
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// trackerFunc adapts a function to Tracker.
+type trackerFunc func(ctx context.Context, g Group) (func(), error)
+
+func (f trackerFunc) Started(ctx context.Context, g Group) (func(), error) { return f(ctx, g) }
+
+// TestB3TrackerSeesGroup: Run reports the command's group (with the leader's
+// start time) while it runs, and says when it is gone.
+func TestB3TrackerSeesGroup(t *testing.T) {
+	t.Parallel()
+	requireLinux(t)
+	var (
+		mu      sync.Mutex
+		started []Group
+		ended   int
+	)
+	c := sh("echo $$")
+	c.Tracker = trackerFunc(func(_ context.Context, g Group) (func(), error) {
+		mu.Lock()
+		defer mu.Unlock()
+		started = append(started, g)
+		return func() {
+			mu.Lock()
+			ended++
+			mu.Unlock()
+		}, nil
+	})
+	res := Run(t.Context(), c)
+	if res.Err != nil || res.ExitCode != 0 {
+		t.Fatalf("run: %d %v", res.ExitCode, res.Err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(started) != 1 || ended != 1 {
+		t.Fatalf("started %v, ended %d times", started, ended)
+	}
+	g := started[0]
+	if strconv.Itoa(g.Pgid) != strings.TrimSpace(string(res.Stdout)) || g.StartTicks == 0 || g.BootID == "" {
+		t.Errorf("group %+v, command pid %s", g, res.Stdout)
+	}
+}
+
+// TestB3TrackerFailureStopsCommand: a command whose group cannot be recorded
+// does not run on.
+func TestB3TrackerFailureStopsCommand(t *testing.T) {
+	t.Parallel()
+	requireLinux(t)
+	c := sh("sleep 100")
+	c.Tracker = trackerFunc(func(context.Context, Group) (func(), error) { return nil, errors.New("store down") })
+	start := time.Now()
+	res := Run(t.Context(), c)
+	if time.Since(start) > 5*time.Second {
+		t.Errorf("Run took %v", time.Since(start))
+	}
+	if !errors.Is(res.Err, ErrNotStarted) || !strings.Contains(res.Err.Error(), "store down") || res.ExitCode != -1 {
+		t.Fatalf("got %d %v", res.ExitCode, res.Err)
+	}
+	assertReaped(t, res)
+}
+
+// orphanedGroup starts a script in its own group that starts a background
+// job, then kills the script alone (as Pdeathsig does when drover is
+// killed): the job is left in the group. It returns the group and the job.
+func orphanedGroup(t *testing.T, script string) (Group, int) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), "sh", "-c", script)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	g := groupOf(cmd.Process.Pid)
+	buf := make([]byte, 32)
+	n, _ := out.Read(buf)
+	job, err := strconv.Atoi(strings.TrimSpace(string(buf[:n])))
+	if err != nil {
+		t.Fatalf("job pid %q: %v", buf[:n], err)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	t.Cleanup(func() { _ = syscall.Kill(-g.Pgid, syscall.SIGKILL) })
+	if st := procState(job); st == "" || st == "Z" {
+		t.Fatalf("job %d is not running (%q)", job, st)
+	}
+	return g, job
+}
+
+// TestB3EndGroupEndsLeftovers: after its leader died, what is left of a
+// recorded group is ended; a group recorded in another boot, or whose id
+// now has another leader, is left alone.
+func TestB3EndGroupEndsLeftovers(t *testing.T) {
+	t.Parallel()
+	requireLinux(t)
+	g, job := orphanedGroup(t, "sleep 100 & echo $!; wait")
+
+	other := g
+	other.BootID = "another-boot"
+	if res, err := EndGroup(t.Context(), other, time.Second); err != nil || res.Found != 0 {
+		t.Errorf("group of another boot: %+v %v", res, err)
+	}
+	res, err := EndGroup(t.Context(), g, time.Second)
+	if err != nil || res.Found != 1 || res.Killed {
+		t.Errorf("EndGroup: %+v %v", res, err)
+	}
+	waitDead(t, job)
+	if res, err := EndGroup(t.Context(), g, time.Second); err != nil || res.Found != 0 {
+		t.Errorf("EndGroup again: %+v %v", res, err)
+	}
+}
+
+// TestB3EndGroupLeavesReusedID: a live leader with another start time is
+// another process that got the id: nothing is done to it.
+func TestB3EndGroupLeavesReusedID(t *testing.T) {
+	t.Parallel()
+	requireLinux(t)
+	cmd := exec.CommandContext(t.Context(), "sleep", "100")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	g := groupOf(cmd.Process.Pid)
+	g.StartTicks++
+	if res, err := EndGroup(t.Context(), g, time.Second); err != nil || res.Found != 0 {
+		t.Errorf("EndGroup of a reused id: %+v %v", res, err)
+	}
+	if st := procState(cmd.Process.Pid); st == "" || st == "Z" {
+		t.Errorf("the process with the reused id was ended (%q)", st)
+	}
+}
+
+// TestB3EndGroupKillsAfterGrace: leftovers that ignore SIGTERM get SIGKILL.
+func TestB3EndGroupKillsAfterGrace(t *testing.T) {
+	t.Parallel()
+	requireLinux(t)
+	g, job := orphanedGroup(t, `sh -c 'trap "" TERM; echo $$; while :; do sleep 0.05; done' & wait`)
+	res, err := EndGroup(t.Context(), g, 200*time.Millisecond)
+	if err != nil || res.Found == 0 || !res.Killed {
+		t.Errorf("EndGroup: %+v %v", res, err)
+	}
+	waitDead(t, job)
+}
+
+func TestParseStat(t *testing.T) {
+	t.Parallel()
+	st, ok := parseStat("42 (a) b) (c) S 1 40 40 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 123456 1000 10\n")
+	if !ok || st.state != 'S' || st.pgrp != 40 || st.startTicks != 123456 {
+		t.Errorf("got %+v %v", st, ok)
+	}
+	if _, ok := parseStat("42 (x) S 1"); ok {
+		t.Error("short line parsed")
+	}
+}
