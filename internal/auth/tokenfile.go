@@ -73,11 +73,16 @@ func validToken(t string) bool {
 		return false
 	}
 	for _, c := range t {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+		if !tokenChar(c) {
 			return false
 		}
 	}
 	return true
+}
+
+// tokenChar reports whether c may appear in a token: letters, digits, _ - .
+func tokenChar(c rune) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.'
 }
 
 // ConfigDir is drover's directory in the user's config directory:

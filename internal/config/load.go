@@ -522,7 +522,7 @@ func withNewline(text string) string {
 // (loops back to a directory above are skipped); written is dir as the config
 // wrote it.
 func (c *confinement) readTree(written, dir string, includes, excludes []string) (map[string]string, error) {
-	real, err := c.check(written, dir)
+	resolved, err := c.check(written, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -542,7 +542,7 @@ func (c *confinement) readTree(written, dir string, includes, excludes []string)
 		return nil, fmt.Errorf("excludePatterns: %w", err)
 	}
 	w := &treeWalk{c: c, dir: dir, inc: inc, exc: exc, files: map[string]string{}}
-	if err := w.walk(dir, "", []string{real}); err != nil {
+	if err := w.walk(dir, "", []string{resolved}); err != nil {
 		return nil, err
 	}
 	return w.files, nil

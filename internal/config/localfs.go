@@ -60,14 +60,14 @@ type confinement struct {
 func allowedRoots(paths []string) ([]string, error) {
 	out := make([]string, 0, len(paths))
 	for _, p := range paths {
-		real, err := filepath.Abs(p)
+		resolved, err := filepath.Abs(p)
 		if err == nil {
-			real, err = filepath.EvalSymlinks(real)
+			resolved, err = filepath.EvalSymlinks(resolved)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("--allow-path %s: %w", p, err)
 		}
-		out = append(out, real)
+		out = append(out, resolved)
 	}
 	return out, nil
 }
@@ -85,14 +85,14 @@ func treeRoot(arg string) (string, error) {
 	} else if st, err := os.Stat(arg); err != nil || !st.IsDir() {
 		dir = filepath.Dir(arg)
 	}
-	real, err := realPath(dir)
+	resolved, err := realPath(dir)
 	if err != nil {
 		return "", fmt.Errorf("read %s: %w", arg, err)
 	}
-	if repo := gitRoot(real); repo != "" {
+	if repo := gitRoot(resolved); repo != "" {
 		return repo, nil
 	}
-	return real, nil
+	return resolved, nil
 }
 
 // gitRoot returns the nearest directory at or above dir that holds `.git`
@@ -118,9 +118,9 @@ func realPath(p string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	real, err := filepath.EvalSymlinks(abs)
+	resolved, err := filepath.EvalSymlinks(abs)
 	if err == nil {
-		return real, nil
+		return resolved, nil
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
 		return "", err
@@ -129,11 +129,11 @@ func realPath(p string) (string, error) {
 	if parent == abs {
 		return abs, nil
 	}
-	real, err = realPath(parent)
+	resolved, err = realPath(parent)
 	if err != nil {
 		return "", err
 	}
-	return filepath.Join(real, filepath.Base(abs)), nil
+	return filepath.Join(resolved, filepath.Base(abs)), nil
 }
 
 // within reports whether p is root or lies under it (both clean and absolute).
@@ -148,21 +148,21 @@ func (c *confinement) check(written, p string) (string, error) {
 	if len(written) > maxPathBytes {
 		return "", fmt.Errorf("path is %d bytes long: at most %d are allowed", len(written), maxPathBytes)
 	}
-	real, err := realPath(p)
+	resolved, err := realPath(p)
 	if err != nil {
 		return "", err
 	}
 	for _, r := range c.roots {
-		if within(r, real) {
-			return real, nil
+		if within(r, resolved) {
+			return resolved, nil
 		}
 	}
 	what := "path " + written
 	if filepath.IsAbs(written) {
 		what = "absolute path " + written
 	}
-	if abs, err := filepath.Abs(p); err == nil && abs != real {
-		what += " (" + real + ")"
+	if abs, err := filepath.Abs(p); err == nil && abs != resolved {
+		what += " (" + resolved + ")"
 	}
 	return "", fmt.Errorf("%s %w %s (pass --allow-path to allow it)", what, ErrOutsideTree, c.roots[0])
 }
@@ -270,10 +270,10 @@ func (w *treeWalk) walk(p, rel string, stack []string) error {
 	if err != nil {
 		return err
 	}
-	real := stack[len(stack)-1]
+	resolved := stack[len(stack)-1]
 	for _, e := range entries {
 		name := e.Name()
-		ep, erel, ereal := filepath.Join(p, name), path.Join(rel, name), filepath.Join(real, name)
+		ep, erel, ereal := filepath.Join(p, name), path.Join(rel, name), filepath.Join(resolved, name)
 		isDir := e.IsDir()
 		if e.Type()&fs.ModeSymlink != 0 {
 			st, err := os.Stat(ep)
@@ -362,7 +362,7 @@ func (c *confinement) kustomizeRead(p string) error {
 	}
 	st, err := os.Stat(p)
 	if err != nil {
-		return nil // kustomize reports it
+		return nil //nolint:nilerr // a file that cannot be stat-ed is kustomize's to report, with its own context
 	}
 	return regularFile(p, st)
 }

@@ -13,7 +13,7 @@ import (
 // not nil, is asked before kustomize reads each file (the config package
 // confines reads to the config tree with it).
 func RenderKustomizeDir(dir string, check func(path string) error) ([]byte, error) {
-	var fsys filesys.FileSystem = filesys.MakeFsOnDisk()
+	fsys := filesys.MakeFsOnDisk()
 	confined := &confinedFS{FileSystem: fsys, check: check}
 	if check != nil {
 		fsys = confined

@@ -38,7 +38,7 @@ func request(t *testing.T, method, url string, body io.Reader) *http.Response {
 
 func getHealth(t *testing.T, url string) (int, apiv1.Health) {
 	t.Helper()
-	resp := request(t, http.MethodGet, url+"/v1/health", nil)
+	resp := request(t, http.MethodGet, url+"/v1/health", nil) //nolint:bodyclose // request closes it at cleanup
 	var h apiv1.Health
 	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
 		t.Fatalf("decode health: %v", err)
@@ -86,7 +86,7 @@ func TestB25HealthReportsStore(t *testing.T) {
 	}
 	// Writes are refused with the same message.
 	body := `{"user": "t", "configs": [{"source": "rt.pvn.yaml", "body": {"runtime": {"name": "rt", "fake": {}}}}]}`
-	resp := request(t, http.MethodPost, ts.URL+"/v1/configs:apply", strings.NewReader(body))
+	resp := request(t, http.MethodPost, ts.URL+"/v1/configs:apply", strings.NewReader(body)) //nolint:bodyclose // request closes it at cleanup
 	raw, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode == http.StatusOK || !strings.Contains(string(raw), "removed or replaced") {
 		t.Errorf("apply after the data directory was removed = %d %s, want an error naming the cause", resp.StatusCode, raw)
