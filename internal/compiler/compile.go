@@ -1,6 +1,7 @@
 package compiler
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/drover-dev/drover/internal/config"
 	"github.com/drover-dev/drover/internal/desiredstate"
@@ -143,11 +145,23 @@ func (l Errors) Error() string {
 	return strings.Join(lines, "\n")
 }
 
+// MaxCompileTime bounds one compilation (every template of every release
+// channel); each template also has its own limits (MaxTemplateTime).
+var MaxCompileTime = time.Minute
+
 // Compile compiles one service for every release channel of its application.
 func Compile(in Input) (*Result, error) {
+	return CompileContext(context.Background(), in)
+}
+
+// CompileContext is Compile bounded by ctx: templates stop rendering when ctx
+// is done (a server passes its request's context).
+func CompileContext(ctx context.Context, in Input) (*Result, error) {
 	if in.Application == nil || in.Service == nil {
 		return nil, fmt.Errorf("compile: application and service are required")
 	}
+	ctx, cancel := context.WithTimeout(ctx, MaxCompileTime)
+	defer cancel()
 	svcObj := "service/" + in.Service.Application + "/" + in.Service.Name
 	// Keep going after expansion errors so one run reports every problem.
 	rcs, expandErrs := ExpandReleaseChannels(in.Application, in.Runtimes)
@@ -181,7 +195,7 @@ func Compile(in Input) (*Result, error) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
 	for i := range rcs {
-		compilers[i] = &rcCompiler{in: &in, rc: &rcs[i], all: rcs, templates: cache}
+		compilers[i] = &rcCompiler{ctx: ctx, in: &in, rc: &rcs[i], all: rcs, templates: cache}
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
@@ -257,6 +271,7 @@ func rcHint(name string, rcs []ReleaseChannel) string {
 
 // rcCompiler compiles the service for one release channel.
 type rcCompiler struct {
+	ctx        context.Context
 	in         *Input
 	rc         *ReleaseChannel
 	all        []ReleaseChannel
@@ -850,7 +865,7 @@ func (c *rcCompiler) renderConfig(object, field string, in, out any, data *Data)
 	tree, err := toTree(in)
 	if err == nil {
 		var r any
-		r, err = renderStrings(tree, data)
+		r, err = renderStrings(c.ctx, tree, data)
 		if err == nil {
 			err = fromTree(r.(map[string]any), out)
 		}

@@ -34,7 +34,7 @@ func FuzzRender(f *testing.F) {
 		},
 	}
 	f.Fuzz(func(t *testing.T, text string) {
-		out, err := render("fuzz", text, data)
+		out, err := render(t.Context(), "fuzz", text, data)
 		if err != nil {
 			line, msg := templateError(err)
 			if line < 0 || msg == "" {
