@@ -99,6 +99,12 @@ type CustomRuntimeObject struct {
 	Kind            string                  `json:"kind"`
 	Runtime         string                  `json:"runtime"`
 	ParameterValues map[string]any          `json:"parameterValues"`
+	// Secrets are the raw secret parameters of a custom runtime, by name.
+	// They render as SecretMarker(name) in the commands; the runtime replaces
+	// the marker with the value when it runs a command and redacts the value
+	// from everything it records. Like raw secrets in env, they are kept in
+	// the desired state and printed as (redacted) (see Result.Redacted).
+	Secrets map[string]config.EnvValue `json:"secrets,omitempty"`
 	Custom          *config.CustomRuntime   `json:"custom,omitempty"`
 	TerraformRunner *config.TerraformRunner `json:"terraformRunner,omitempty"`
 }
@@ -797,6 +803,9 @@ func (c *rcCompiler) customRuntime(field string, cr *config.CustomRuntimeValues,
 	if len(c.errs) > 0 {
 		return nil
 	}
+	if kind == "custom" {
+		obj.markSecrets()
+	}
 	rdata := &Data{Params: obj.ParameterValues, Constants: data.Constants, Builtins: data.Builtins}
 	switch kind {
 	case "custom":
@@ -820,6 +829,23 @@ func (c *rcCompiler) customRuntime(field string, cr *config.CustomRuntimeValues,
 		obj.TerraformRunner = &rendered
 	}
 	return obj
+}
+
+// markSecrets makes the raw secret parameters render as markers and keeps
+// their values in obj.Secrets for the runtime.
+func (obj *CustomRuntimeObject) markSecrets() {
+	for name, v := range obj.ParameterValues {
+		sec, ok := v.(Secret)
+		if !ok || sec.raw == "" {
+			continue
+		}
+		sec.param = name
+		obj.ParameterValues[name] = sec
+		if obj.Secrets == nil {
+			obj.Secrets = map[string]config.EnvValue{}
+		}
+		obj.Secrets[name] = config.EnvValue{RawSecret: sec.raw}
+	}
 }
 
 func cmdKC(cmd any) **config.KubernetesConfig {

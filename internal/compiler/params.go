@@ -65,23 +65,50 @@ func (d DockerImage) String() string {
 // MarshalText makes JSON output show the full reference.
 func (d DockerImage) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
 
-// Secret is a secret parameter's value. It prints as a reference, never the secret.
+// Secret is a secret parameter's value. It prints as a reference, never the
+// secret: through String, MarshalText, every fmt verb (Format, GoString) and
+// therefore every template function (printf, print, html, js, ...). The raw
+// value sits in an unexported field that templates cannot reach.
 type Secret struct {
 	Key     string `json:"key,omitempty"`
 	Version string `json:"version,omitempty"`
 	raw     string
+	// param is set on the raw secret parameters of a custom runtime: the
+	// secret then prints as SecretMarker(param), which the runtime replaces
+	// with the value when it runs a command (see CustomRuntimeObject.Secrets).
+	param string
 }
 
 // String never reveals a raw secret.
 func (s Secret) String() string {
-	if s.Key != "" {
+	switch {
+	case s.Key != "":
 		return "secret://" + s.Key + "@" + s.Version
+	case s.param != "":
+		return SecretMarker(s.param)
 	}
 	return "(secret)"
 }
 
+// GoString keeps %#v from printing the fields.
+func (s Secret) GoString() string { return s.String() }
+
+// Format prints String for every verb and flag combination (%v, %+v, %#v,
+// %s, %q, %x, widths...), as if the secret were that string.
+func (s Secret) Format(f fmt.State, verb rune) {
+	format := fmt.FormatString(f, verb)
+	if verb == 'v' && f.Flag('#') {
+		format = "%q"
+	}
+	fmt.Fprintf(f, format, s.String())
+}
+
 // MarshalText redacts the secret.
 func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// SecretMarker is how a raw secret parameter of a custom runtime renders in
+// its commands; the runtime puts the value in its place when it runs them.
+func SecretMarker(param string) string { return "(secret:" + param + ")" }
 
 var commitRE = regexp.MustCompile(`^[0-9a-f]{7,64}$`)
 
