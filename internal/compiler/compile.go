@@ -96,17 +96,17 @@ type CompiledProtection struct {
 // CustomRuntimeObject is what a custom runtime (or terraform runner) converges:
 // its commands rendered with the service's parameter values.
 type CustomRuntimeObject struct {
-	Kind            string                  `json:"kind"`
-	Runtime         string                  `json:"runtime"`
-	ParameterValues map[string]any          `json:"parameterValues"`
+	Kind            string         `json:"kind"`
+	Runtime         string         `json:"runtime"`
+	ParameterValues map[string]any `json:"parameterValues"`
 	// Secrets are the raw secret parameters of a custom runtime, by name.
 	// They render as SecretMarker(name) in the commands; the runtime replaces
 	// the marker with the value when it runs a command and redacts the value
 	// from everything it records. Like raw secrets in env, they are kept in
 	// the desired state and printed as (redacted) (see Result.Redacted).
-	Secrets map[string]config.EnvValue `json:"secrets,omitempty"`
-	Custom          *config.CustomRuntime   `json:"custom,omitempty"`
-	TerraformRunner *config.TerraformRunner `json:"terraformRunner,omitempty"`
+	Secrets         map[string]config.EnvValue `json:"secrets,omitempty"`
+	Custom          *config.CustomRuntime      `json:"custom,omitempty"`
+	TerraformRunner *config.TerraformRunner    `json:"terraformRunner,omitempty"`
 }
 
 // Error is one compilation problem. Field is a path in the config of Object
