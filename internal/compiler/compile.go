@@ -184,12 +184,12 @@ func CompileContext(ctx context.Context, in Input) (*Result, error) {
 	}
 	for _, pv := range in.Params {
 		if pv.ReleaseChannel != "" && byName[pv.ReleaseChannel] == nil {
-			all = append(all, Error{Object: svcObj, Msg: fmt.Sprintf("parameter %s given for unknown release channel %q%s", pv.Name, pv.ReleaseChannel, rcHint(pv.ReleaseChannel, rcs))})
+			all = append(all, Error{Object: svcObj, Msg: clipMessage(fmt.Sprintf("parameter %s given for unknown release channel %q%s", config.Clip(pv.Name), config.Clip(pv.ReleaseChannel), rcHint(pv.ReleaseChannel, rcs)))})
 		}
 	}
 	for _, want := range in.ReleaseChannels {
 		if byName[want] == nil {
-			all = append(all, Error{Object: svcObj, Msg: fmt.Sprintf("application %q has no release channel %q%s", in.Application.Name, want, rcHint(want, rcs))})
+			all = append(all, Error{Object: svcObj, Msg: clipMessage(fmt.Sprintf("application %q has no release channel %q%s", in.Application.Name, config.Clip(want), rcHint(want, rcs)))})
 		}
 	}
 	res := &Result{Application: in.Application.Name, Service: in.Service.Name}
@@ -292,6 +292,7 @@ func (c *rcCompiler) serviceObject() string {
 
 func (c *rcCompiler) fail(e Error) {
 	e.ReleaseChannel = c.rc.Name
+	e.Msg = clipMessage(e.Msg)
 	c.errs = append(c.errs, e)
 }
 
@@ -932,7 +933,11 @@ func sortStrings(s []string) { sort.Strings(s) }
 
 func nameSuggestion(name string, candidates []string) string {
 	best, bestDist := "", 1<<30
+	// A huge input is not a typo of a name, and its edit distance is costly.
 	for _, c := range candidates {
+		if len(name) > config.MaxEcho {
+			break
+		}
 		if d := distance(name, c); d < bestDist {
 			best, bestDist = c, d
 		}

@@ -25,7 +25,7 @@ type ParamValue struct {
 func ParseParam(s string) (ParamValue, error) {
 	name, value, ok := strings.Cut(s, "=")
 	if !ok || name == "" {
-		return ParamValue{}, fmt.Errorf("invalid parameter %q: want NAME=VALUE", s)
+		return ParamValue{}, fmt.Errorf("invalid parameter %q: want NAME=VALUE", config.Clip(s))
 	}
 	return ParamValue{Name: name, Value: value}, nil
 }
@@ -34,11 +34,11 @@ func ParseParam(s string) (ParamValue, error) {
 func ParseReleaseChannelParam(s string) (ParamValue, error) {
 	rc, rest, ok := strings.Cut(s, "=")
 	if !ok || rc == "" {
-		return ParamValue{}, fmt.Errorf("invalid parameter %q: want RELEASE_CHANNEL=NAME=VALUE", s)
+		return ParamValue{}, fmt.Errorf("invalid parameter %q: want RELEASE_CHANNEL=NAME=VALUE", config.Clip(s))
 	}
 	p, err := ParseParam(rest)
 	if err != nil {
-		return ParamValue{}, fmt.Errorf("invalid parameter %q: want RELEASE_CHANNEL=NAME=VALUE", s)
+		return ParamValue{}, fmt.Errorf("invalid parameter %q: want RELEASE_CHANNEL=NAME=VALUE", config.Clip(s))
 	}
 	p.ReleaseChannel = rc
 	return p, nil
@@ -120,7 +120,7 @@ func parseValue(def *config.ParameterDefinition, raw string) (any, error) {
 	case def.Int != nil:
 		i, err := strconv.ParseInt(strings.TrimSpace(raw), 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("parameter %q is an int: %q is not an integer", def.Name, raw)
+			return nil, fmt.Errorf("parameter %q is an int: %q is not an integer", def.Name, config.Clip(raw))
 		}
 		return i, nil
 	case def.DockerImage != nil:
@@ -128,7 +128,7 @@ func parseValue(def *config.ParameterDefinition, raw string) (any, error) {
 	case def.Commit != nil:
 		c := strings.ToLower(strings.TrimSpace(raw))
 		if !commitRE.MatchString(c) {
-			return nil, fmt.Errorf("parameter %q is a commit: %q is not a commit SHA", def.Name, raw)
+			return nil, fmt.Errorf("parameter %q is a commit: %q is not a commit SHA", def.Name, config.Clip(raw))
 		}
 		return c, nil
 	case def.Blob != nil:
@@ -163,11 +163,11 @@ func dockerImage(def *config.ParameterDefinition, raw string) (DockerImage, erro
 		} else if i := strings.LastIndex(tag, ":"); i > strings.LastIndex(tag, "/") {
 			tag = tag[i+1:]
 		} else {
-			return DockerImage{}, fmt.Errorf("parameter %q is a docker image: %q has no tag or digest", def.Name, raw)
+			return DockerImage{}, fmt.Errorf("parameter %q is a docker image: %q has no tag or digest", def.Name, config.Clip(raw))
 		}
 	}
 	if !config.ValidDockerTag(tag) {
-		return DockerImage{}, fmt.Errorf("parameter %q is a docker image: %q is not a valid tag or sha256 digest", def.Name, tag)
+		return DockerImage{}, fmt.Errorf("parameter %q is a docker image: %q is not a valid tag or sha256 digest", def.Name, config.Clip(tag))
 	}
 	return DockerImage{Registry: host, Repository: strings.TrimPrefix(info.ImageRepository, "/"), Tag: tag}, nil
 }
@@ -260,7 +260,7 @@ func resolveParams(defs []config.ParameterDefinition, given []ParamValue, rc str
 	explicit := map[string]string{}
 	for _, pv := range given {
 		if byName[pv.Name] == nil {
-			return nil, fmt.Errorf("unknown parameter %q%s", pv.Name, nameHint(defs))
+			return nil, fmt.Errorf("unknown parameter %q%s", config.Clip(pv.Name), nameHint(defs))
 		}
 		if pv.ReleaseChannel == "" {
 			if _, set := explicit[pv.Name]; !set {
