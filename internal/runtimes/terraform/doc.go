@@ -62,7 +62,9 @@
 //
 //	variable "pvn_service_version" { type = string }
 //
-// CHECKPOINT_DISABLE=1 is set unless given. Variables terraform-exec manages
+// Raw secret values (of the target's and the runner's env) are replaced by
+// "(redacted)" in recorded runs and errors. CHECKPOINT_DISABLE=1 is set
+// unless given. Variables terraform-exec manages
 // (TF_LOG*, TF_INPUT, TF_IN_AUTOMATION, TF_WORKSPACE, ...) are not passed.
 //
 // # Fetch
