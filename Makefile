@@ -18,7 +18,13 @@ LDFLAGS := -X $(MODULE)/internal/version.Version=$(VERSION)
 # Extra flags appended to `go test` in `make test`, e.g. TESTFLAGS='-run TestCompile -v'.
 TESTFLAGS ?=
 # How long each fuzz target runs in `make fuzz`.
-FUZZTIME ?= 20s
+FUZZTIME ?= 10m
+# Fuzzing workers per target (`-parallel`); each is a process of its own.
+FUZZPARALLEL ?= 1
+# Memory cap of each fuzzing process: virtual memory (ulimit -v, KiB) and the
+# Go runtime's soft limit. A target that needs more is a finding.
+FUZZ_ULIMIT_KB ?= 4000000
+FUZZ_GOMEMLIMIT ?= 1GiB
 # Benchmark filter for `make bench`.
 BENCH ?= .
 # Extra flags for `golangci-lint run`, e.g. LINTFLAGS=--fix.
@@ -61,13 +67,14 @@ kube-down: ## Stop the local Kubernetes test cluster started by kube-up
 	bash hack/kube/down.sh
 
 .PHONY: fuzz
-fuzz: ## Run every fuzz target for FUZZTIME each (targets found with go test -list)
+fuzz: ## Run every fuzz target for FUZZTIME (default 10m) each, memory-capped (not part of test)
 	@targets="$$($(GO) test -list '^Fuzz' ./... | awk '/^Fuzz/ {names = names " " $$1; next} $$1 == "ok" {if (names != "") print $$2 names; names = ""}')"; \
 	if [[ -z "$$targets" ]]; then echo 'fuzz: no fuzz targets found'; exit 0; fi; \
 	while read -r pkg names; do \
 		for name in $$names; do \
-			echo "==> $$pkg $$name ($(FUZZTIME))"; \
-			$(GO) test -run='^$$' -fuzz="^$$name$$" -fuzztime=$(FUZZTIME) "$$pkg"; \
+			echo "==> $$pkg $$name ($(FUZZTIME), -parallel $(FUZZPARALLEL), ulimit -v $(FUZZ_ULIMIT_KB), GOMEMLIMIT=$(FUZZ_GOMEMLIMIT))"; \
+			( ulimit -v $(FUZZ_ULIMIT_KB) && GOMEMLIMIT=$(FUZZ_GOMEMLIMIT) \
+				$(GO) test -run='^$$' -fuzz="^$$name$$" -fuzztime=$(FUZZTIME) -parallel=$(FUZZPARALLEL) "$$pkg" ) || exit 1; \
 		done; \
 	done <<< "$$targets"
 

@@ -1,6 +1,7 @@
 package compiler
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/drover-dev/drover/internal/config"
 	"github.com/drover-dev/drover/internal/desiredstate"
@@ -94,11 +96,17 @@ type CompiledProtection struct {
 // CustomRuntimeObject is what a custom runtime (or terraform runner) converges:
 // its commands rendered with the service's parameter values.
 type CustomRuntimeObject struct {
-	Kind            string                  `json:"kind"`
-	Runtime         string                  `json:"runtime"`
-	ParameterValues map[string]any          `json:"parameterValues"`
-	Custom          *config.CustomRuntime   `json:"custom,omitempty"`
-	TerraformRunner *config.TerraformRunner `json:"terraformRunner,omitempty"`
+	Kind            string         `json:"kind"`
+	Runtime         string         `json:"runtime"`
+	ParameterValues map[string]any `json:"parameterValues"`
+	// Secrets are the raw secret parameters of a custom runtime, by name.
+	// They render as SecretMarker(name) in the commands; the runtime replaces
+	// the marker with the value when it runs a command and redacts the value
+	// from everything it records. Like raw secrets in env, they are kept in
+	// the desired state and printed as (redacted) (see Result.Redacted).
+	Secrets         map[string]config.EnvValue `json:"secrets,omitempty"`
+	Custom          *config.CustomRuntime      `json:"custom,omitempty"`
+	TerraformRunner *config.TerraformRunner    `json:"terraformRunner,omitempty"`
 }
 
 // Error is one compilation problem. Field is a path in the config of Object
@@ -143,11 +151,23 @@ func (l Errors) Error() string {
 	return strings.Join(lines, "\n")
 }
 
+// MaxCompileTime bounds one compilation (every template of every release
+// channel); each template also has its own limits (MaxTemplateTime).
+var MaxCompileTime = time.Minute
+
 // Compile compiles one service for every release channel of its application.
 func Compile(in Input) (*Result, error) {
+	return CompileContext(context.Background(), in)
+}
+
+// CompileContext is Compile bounded by ctx: templates stop rendering when ctx
+// is done (a server passes its request's context).
+func CompileContext(ctx context.Context, in Input) (*Result, error) {
 	if in.Application == nil || in.Service == nil {
 		return nil, fmt.Errorf("compile: application and service are required")
 	}
+	ctx, cancel := context.WithTimeout(ctx, MaxCompileTime)
+	defer cancel()
 	svcObj := "service/" + in.Service.Application + "/" + in.Service.Name
 	// Keep going after expansion errors so one run reports every problem.
 	rcs, expandErrs := ExpandReleaseChannels(in.Application, in.Runtimes)
@@ -164,12 +184,12 @@ func Compile(in Input) (*Result, error) {
 	}
 	for _, pv := range in.Params {
 		if pv.ReleaseChannel != "" && byName[pv.ReleaseChannel] == nil {
-			all = append(all, Error{Object: svcObj, Msg: fmt.Sprintf("parameter %s given for unknown release channel %q%s", pv.Name, pv.ReleaseChannel, rcHint(pv.ReleaseChannel, rcs))})
+			all = append(all, Error{Object: svcObj, Msg: clipMessage(fmt.Sprintf("parameter %s given for unknown release channel %q%s", config.Clip(pv.Name), config.Clip(pv.ReleaseChannel), rcHint(pv.ReleaseChannel, rcs)))})
 		}
 	}
 	for _, want := range in.ReleaseChannels {
 		if byName[want] == nil {
-			all = append(all, Error{Object: svcObj, Msg: fmt.Sprintf("application %q has no release channel %q%s", in.Application.Name, want, rcHint(want, rcs))})
+			all = append(all, Error{Object: svcObj, Msg: clipMessage(fmt.Sprintf("application %q has no release channel %q%s", in.Application.Name, config.Clip(want), rcHint(want, rcs)))})
 		}
 	}
 	res := &Result{Application: in.Application.Name, Service: in.Service.Name}
@@ -181,7 +201,7 @@ func Compile(in Input) (*Result, error) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
 	for i := range rcs {
-		compilers[i] = &rcCompiler{in: &in, rc: &rcs[i], all: rcs, templates: cache}
+		compilers[i] = &rcCompiler{ctx: ctx, in: &in, rc: &rcs[i], all: rcs, templates: cache}
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
@@ -257,6 +277,7 @@ func rcHint(name string, rcs []ReleaseChannel) string {
 
 // rcCompiler compiles the service for one release channel.
 type rcCompiler struct {
+	ctx        context.Context
 	in         *Input
 	rc         *ReleaseChannel
 	all        []ReleaseChannel
@@ -271,6 +292,7 @@ func (c *rcCompiler) serviceObject() string {
 
 func (c *rcCompiler) fail(e Error) {
 	e.ReleaseChannel = c.rc.Name
+	e.Msg = clipMessage(e.Msg)
 	c.errs = append(c.errs, e)
 }
 
@@ -782,6 +804,9 @@ func (c *rcCompiler) customRuntime(field string, cr *config.CustomRuntimeValues,
 	if len(c.errs) > 0 {
 		return nil
 	}
+	if kind == "custom" {
+		obj.markSecrets()
+	}
 	rdata := &Data{Params: obj.ParameterValues, Constants: data.Constants, Builtins: data.Builtins}
 	switch kind {
 	case "custom":
@@ -805,6 +830,23 @@ func (c *rcCompiler) customRuntime(field string, cr *config.CustomRuntimeValues,
 		obj.TerraformRunner = &rendered
 	}
 	return obj
+}
+
+// markSecrets makes the raw secret parameters render as markers and keeps
+// their values in obj.Secrets for the runtime.
+func (obj *CustomRuntimeObject) markSecrets() {
+	for name, v := range obj.ParameterValues {
+		sec, ok := v.(Secret)
+		if !ok || sec.raw == "" {
+			continue
+		}
+		sec.param = name
+		obj.ParameterValues[name] = sec
+		if obj.Secrets == nil {
+			obj.Secrets = map[string]config.EnvValue{}
+		}
+		obj.Secrets[name] = config.EnvValue{RawSecret: sec.raw}
+	}
 }
 
 func cmdKC(cmd any) **config.KubernetesConfig {
@@ -850,7 +892,7 @@ func (c *rcCompiler) renderConfig(object, field string, in, out any, data *Data)
 	tree, err := toTree(in)
 	if err == nil {
 		var r any
-		r, err = renderStrings(tree, data)
+		r, err = renderStrings(c.ctx, tree, data)
 		if err == nil {
 			err = fromTree(r.(map[string]any), out)
 		}
@@ -891,7 +933,11 @@ func sortStrings(s []string) { sort.Strings(s) }
 
 func nameSuggestion(name string, candidates []string) string {
 	best, bestDist := "", 1<<30
+	// A huge input is not a typo of a name, and its edit distance is costly.
 	for _, c := range candidates {
+		if len(name) > config.MaxEcho {
+			break
+		}
 		if d := distance(name, c); d < bestDist {
 			best, bestDist = c, d
 		}

@@ -3,11 +3,17 @@ package compiler
 import (
 	"strings"
 	"testing"
+
+	"github.com/drover-dev/drover/internal/config"
 )
+
+// fuzzSecret is a raw secret parameter value no template may print (S5).
+const fuzzSecret = "FUZZSECRET-3b7c"
 
 // FuzzRender feeds arbitrary template text through the renderer and the error
 // formatter: neither may panic, and a successful render of text without "{{"
-// returns it unchanged.
+// returns it unchanged; no template prints a raw secret or more than the
+// output limit, and every template ends (see the limits in template_limits.go).
 func FuzzRender(f *testing.F) {
 	for _, seed := range []string{
 		"image: {{.Params.image}}",
@@ -20,11 +26,19 @@ func FuzzRender(f *testing.F) {
 		"{{",
 		"}}{{.",
 		"plain text",
+		// Runaway templates (B2): they must end with a limit error, bounded.
+		"{{range 100000000}}x{{end}}",
+		"{{range 100000000000}}{{end}}",
+		"{{range 100000}}{{range 100000}}{{end}}{{end}}",
+		"{{$x := \"ab\"}}{{range 100}}{{$x = printf \"%s%s\" $x $x}}{{end}}",
+		"{{define \"t\"}}{{template \"t\" .}}{{end}}{{template \"t\" .}}",
+		"{{printf \"%#v\" .}}",
 	} {
 		f.Add(seed)
 	}
 	data := &Data{
-		Params:    map[string]any{"image": DockerImage{Registry: "docker.io", Repository: "library/nginx", Tag: "1.25"}, "flag": "yes", "n": int64(3)},
+		Params: map[string]any{"image": DockerImage{Registry: "docker.io", Repository: "library/nginx", Tag: "1.25"}, "flag": "yes", "n": int64(3),
+			"token": Secret{raw: fuzzSecret}, "ref": Secret{Key: "k", Version: "1"}, "marked": Secret{raw: fuzzSecret, param: "marked"}},
 		Constants: map[string]string{"tier": "gold"},
 		Builtins: Builtins{
 			ReleaseChannel: NameOnly{"staging"},
@@ -34,7 +48,10 @@ func FuzzRender(f *testing.F) {
 		},
 	}
 	f.Fuzz(func(t *testing.T, text string) {
-		out, err := render("fuzz", text, data)
+		out, err := render(t.Context(), "fuzz", text, data)
+		if strings.Contains(out, fuzzSecret) || (err != nil && strings.Contains(err.Error(), fuzzSecret)) {
+			t.Fatalf("%q printed the raw secret", text)
+		}
 		if err != nil {
 			line, msg := templateError(err)
 			if line < 0 || msg == "" {
@@ -44,6 +61,47 @@ func FuzzRender(f *testing.F) {
 		}
 		if !strings.Contains(text, "{{") && out != text {
 			t.Fatalf("static text changed: %q -> %q", text, out)
+		}
+		if len(out) > MaxTemplateOutput {
+			t.Fatalf("rendered %d bytes, more than the limit", len(out))
+		}
+	})
+}
+
+// FuzzParams feeds command-line parameter values (--param and
+// --param-by-release-channel) through parsing and type conversion: no panic,
+// and errors quote at most a clipped value.
+func FuzzParams(f *testing.F) {
+	for _, seed := range []string{
+		"image=1.25", "image=docker.io/library/nginx:1.25", "image=nginx@sha256:" + strings.Repeat("a", 64),
+		"n=42", "n= 7 ", "n=9999999999999999999999", "commit=ABCDEF1", "blob=some content", "token=x",
+		"=x", "image", "prod=image=1.0", "prod=", "a=b=c", "image=../../etc", "image=:", "image=a:b:c/d",
+	} {
+		f.Add(seed)
+	}
+	defs := []config.ParameterDefinition{
+		{Name: "image", DockerImage: &config.DockerImageParameter{ImageRegistryInfo: &config.ImageRegistryInfo{ImageRepository: "library/nginx"}}},
+		{Name: "n", Int: &config.IntParameter{}},
+		{Name: "commit", Commit: &config.CommitParameter{}},
+		{Name: "blob", Blob: &config.BlobParameter{}},
+		{Name: "token", Secret: &config.SecretParameter{}},
+		{Name: "s", String: &config.StringParameter{}},
+	}
+	f.Fuzz(func(t *testing.T, arg string) {
+		var given []ParamValue
+		if pv, err := ParseParam(arg); err == nil {
+			given = append(given, pv)
+		} else if len(err.Error()) > 2*config.MaxEcho+200 {
+			t.Fatalf("error of %d bytes", len(err.Error()))
+		}
+		if pv, err := ParseReleaseChannelParam(arg); err == nil {
+			given = append(given, pv)
+		}
+		for _, placeholders := range []bool{false, true} {
+			_, err := resolveParams(defs, given, "prod", placeholders)
+			if err != nil && len(err.Error()) > 4*config.MaxEcho+400 {
+				t.Fatalf("error of %d bytes for %q", len(err.Error()), arg)
+			}
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package compiler
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -125,7 +126,9 @@ func expandGroup(g config.ReleaseChannelGroup, rt *config.Runtime) (*config.Rele
 		if err := json.Unmarshal(raw, &tree); err != nil {
 			return nil, err
 		}
-		tree, err = renderStrings(tree, &data)
+		// Group templates are small and rendered per runtime; they get the
+		// render limits without a caller context.
+		tree, err = renderStrings(context.Background(), tree, &data)
 		if err != nil {
 			return nil, err
 		}
@@ -151,10 +154,10 @@ func expandGroup(g config.ReleaseChannelGroup, rt *config.Runtime) (*config.Rele
 	return &rc, nil
 }
 
-func renderStrings(v any, data any) (any, error) {
+func renderStrings(ctx context.Context, v any, data any) (any, error) {
 	switch x := v.(type) {
 	case string:
-		out, err := render("template", x, data)
+		out, err := render(ctx, "template", x, data)
 		if err != nil {
 			_, msg := templateError(err)
 			return nil, fmt.Errorf("%s", msg)
@@ -162,7 +165,7 @@ func renderStrings(v any, data any) (any, error) {
 		return out, nil
 	case map[string]any:
 		for k, e := range x {
-			r, err := renderStrings(e, data)
+			r, err := renderStrings(ctx, e, data)
 			if err != nil {
 				return nil, err
 			}
@@ -170,7 +173,7 @@ func renderStrings(v any, data any) (any, error) {
 		}
 	case []any:
 		for i, e := range x {
-			r, err := renderStrings(e, data)
+			r, err := renderStrings(ctx, e, data)
 			if err != nil {
 				return nil, err
 			}

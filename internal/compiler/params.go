@@ -25,7 +25,7 @@ type ParamValue struct {
 func ParseParam(s string) (ParamValue, error) {
 	name, value, ok := strings.Cut(s, "=")
 	if !ok || name == "" {
-		return ParamValue{}, fmt.Errorf("invalid parameter %q: want NAME=VALUE", s)
+		return ParamValue{}, fmt.Errorf("invalid parameter %q: want NAME=VALUE", config.Clip(s))
 	}
 	return ParamValue{Name: name, Value: value}, nil
 }
@@ -34,11 +34,11 @@ func ParseParam(s string) (ParamValue, error) {
 func ParseReleaseChannelParam(s string) (ParamValue, error) {
 	rc, rest, ok := strings.Cut(s, "=")
 	if !ok || rc == "" {
-		return ParamValue{}, fmt.Errorf("invalid parameter %q: want RELEASE_CHANNEL=NAME=VALUE", s)
+		return ParamValue{}, fmt.Errorf("invalid parameter %q: want RELEASE_CHANNEL=NAME=VALUE", config.Clip(s))
 	}
 	p, err := ParseParam(rest)
 	if err != nil {
-		return ParamValue{}, fmt.Errorf("invalid parameter %q: want RELEASE_CHANNEL=NAME=VALUE", s)
+		return ParamValue{}, fmt.Errorf("invalid parameter %q: want RELEASE_CHANNEL=NAME=VALUE", config.Clip(s))
 	}
 	p.ReleaseChannel = rc
 	return p, nil
@@ -65,23 +65,50 @@ func (d DockerImage) String() string {
 // MarshalText makes JSON output show the full reference.
 func (d DockerImage) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
 
-// Secret is a secret parameter's value. It prints as a reference, never the secret.
+// Secret is a secret parameter's value. It prints as a reference, never the
+// secret: through String, MarshalText, every fmt verb (Format, GoString) and
+// therefore every template function (printf, print, html, js, ...). The raw
+// value sits in an unexported field that templates cannot reach.
 type Secret struct {
 	Key     string `json:"key,omitempty"`
 	Version string `json:"version,omitempty"`
 	raw     string
+	// param is set on the raw secret parameters of a custom runtime: the
+	// secret then prints as SecretMarker(param), which the runtime replaces
+	// with the value when it runs a command (see CustomRuntimeObject.Secrets).
+	param string
 }
 
 // String never reveals a raw secret.
 func (s Secret) String() string {
-	if s.Key != "" {
+	switch {
+	case s.Key != "":
 		return "secret://" + s.Key + "@" + s.Version
+	case s.param != "":
+		return SecretMarker(s.param)
 	}
 	return "(secret)"
 }
 
+// GoString keeps %#v from printing the fields.
+func (s Secret) GoString() string { return s.String() }
+
+// Format prints String for every verb and flag combination (%v, %+v, %#v,
+// %s, %q, %x, widths...), as if the secret were that string.
+func (s Secret) Format(f fmt.State, verb rune) {
+	format := fmt.FormatString(f, verb)
+	if verb == 'v' && f.Flag('#') {
+		format = "%q"
+	}
+	fmt.Fprintf(f, format, s.String())
+}
+
 // MarshalText redacts the secret.
 func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// SecretMarker is how a raw secret parameter of a custom runtime renders in
+// its commands; the runtime puts the value in its place when it runs them.
+func SecretMarker(param string) string { return "(secret:" + param + ")" }
 
 var commitRE = regexp.MustCompile(`^[0-9a-f]{7,64}$`)
 
@@ -93,7 +120,7 @@ func parseValue(def *config.ParameterDefinition, raw string) (any, error) {
 	case def.Int != nil:
 		i, err := strconv.ParseInt(strings.TrimSpace(raw), 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("parameter %q is an int: %q is not an integer", def.Name, raw)
+			return nil, fmt.Errorf("parameter %q is an int: %q is not an integer", def.Name, config.Clip(raw))
 		}
 		return i, nil
 	case def.DockerImage != nil:
@@ -101,7 +128,7 @@ func parseValue(def *config.ParameterDefinition, raw string) (any, error) {
 	case def.Commit != nil:
 		c := strings.ToLower(strings.TrimSpace(raw))
 		if !commitRE.MatchString(c) {
-			return nil, fmt.Errorf("parameter %q is a commit: %q is not a commit SHA", def.Name, raw)
+			return nil, fmt.Errorf("parameter %q is a commit: %q is not a commit SHA", def.Name, config.Clip(raw))
 		}
 		return c, nil
 	case def.Blob != nil:
@@ -136,11 +163,11 @@ func dockerImage(def *config.ParameterDefinition, raw string) (DockerImage, erro
 		} else if i := strings.LastIndex(tag, ":"); i > strings.LastIndex(tag, "/") {
 			tag = tag[i+1:]
 		} else {
-			return DockerImage{}, fmt.Errorf("parameter %q is a docker image: %q has no tag or digest", def.Name, raw)
+			return DockerImage{}, fmt.Errorf("parameter %q is a docker image: %q has no tag or digest", def.Name, config.Clip(raw))
 		}
 	}
 	if !config.ValidDockerTag(tag) {
-		return DockerImage{}, fmt.Errorf("parameter %q is a docker image: %q is not a valid tag or sha256 digest", def.Name, tag)
+		return DockerImage{}, fmt.Errorf("parameter %q is a docker image: %q is not a valid tag or sha256 digest", def.Name, config.Clip(tag))
 	}
 	return DockerImage{Registry: host, Repository: strings.TrimPrefix(info.ImageRepository, "/"), Tag: tag}, nil
 }
@@ -233,7 +260,7 @@ func resolveParams(defs []config.ParameterDefinition, given []ParamValue, rc str
 	explicit := map[string]string{}
 	for _, pv := range given {
 		if byName[pv.Name] == nil {
-			return nil, fmt.Errorf("unknown parameter %q%s", pv.Name, nameHint(defs))
+			return nil, fmt.Errorf("unknown parameter %q%s", config.Clip(pv.Name), nameHint(defs))
 		}
 		if pv.ReleaseChannel == "" {
 			if _, set := explicit[pv.Name]; !set {

@@ -1,7 +1,8 @@
 package compiler
 
 import (
-	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -40,8 +41,8 @@ type RuntimeInfo struct {
 
 // render executes s as a Go template with missingkey=error. Text without "{{"
 // is returned as is, which keeps large static manifests cheap.
-func render(name, s string, data any) (string, error) {
-	return (*templateCache)(nil).render(name, s, data)
+func render(ctx context.Context, name, s string, data any) (string, error) {
+	return (*templateCache)(nil).render(ctx, name, s, data)
 }
 
 // templateCache parses each distinct template text once per compilation: the
@@ -54,7 +55,7 @@ type parsed struct {
 	err error
 }
 
-func (c *templateCache) render(name, s string, data any) (string, error) {
+func (c *templateCache) render(ctx context.Context, name, s string, data any) (string, error) {
 	if !strings.Contains(s, "{{") {
 		return s, nil
 	}
@@ -67,6 +68,9 @@ func (c *templateCache) render(name, s string, data any) (string, error) {
 	}
 	if p.t == nil && p.err == nil {
 		p.t, p.err = template.New(name).Option("missingkey=error").Parse(s)
+		if p.err == nil {
+			instrument(p.t)
+		}
 		if c != nil {
 			c.m.Store(key, p)
 		}
@@ -74,11 +78,7 @@ func (c *templateCache) render(name, s string, data any) (string, error) {
 	if p.err != nil {
 		return "", p.err
 	}
-	var b bytes.Buffer
-	if err := p.t.Execute(&b, data); err != nil {
-		return "", err
-	}
-	return b.String(), nil
+	return execute(ctx, p.t, data)
 }
 
 // templateErrRE matches text/template errors: "template: NAME:LINE:COL: rest" or
@@ -93,6 +93,9 @@ var missingKeyRE = regexp.MustCompile(`map has no entry for key "(.*)"`)
 // templateError turns a text/template error into a readable message and the
 // line (1-based within the template text) it happened on.
 func templateError(err error) (line int, msg string) {
+	if le, ok := errors.AsType[*LimitError](err); ok {
+		return le.Line, le.Error()
+	}
 	m := templateErrRE.FindStringSubmatch(err.Error())
 	if m == nil {
 		return 0, err.Error()
@@ -111,7 +114,7 @@ func templateError(err error) (line int, msg string) {
 
 // renderField renders a templated config field; errors name the field.
 func (c *rcCompiler) renderField(field, s string, data any) (string, bool) {
-	out, err := c.templates.render(field, s, data)
+	out, err := c.templates.render(c.ctx, field, s, data)
 	if err != nil {
 		_, msg := templateError(err)
 		c.fail(Error{Object: c.serviceObject(), Field: field, Msg: msg + keysHint(msg, data)})
@@ -123,7 +126,7 @@ func (c *rcCompiler) renderField(field, s string, data any) (string, bool) {
 // renderText renders referenced file content (inlined Kubernetes YAML); errors
 // name the referenced file and the line within it.
 func (c *rcCompiler) renderText(field, text string, data any) (string, bool) {
-	out, err := c.templates.render(field, text, data)
+	out, err := c.templates.render(c.ctx, field, text, data)
 	if err != nil {
 		line, msg := templateError(err)
 		file, fline := config.LocateSource(text, line)

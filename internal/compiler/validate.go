@@ -1,6 +1,7 @@
 package compiler
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -42,6 +43,12 @@ func InputFor(set *config.Set, key config.ServiceKey) (Input, error) {
 // template errors, missing keys, group expansion and runtime selection are
 // found before anything is pushed. Every problem is returned, located.
 func ValidateSet(set *config.Set) config.ErrorList {
+	return ValidateSetContext(context.Background(), set)
+}
+
+// ValidateSetContext is ValidateSet bounded by ctx: template rendering stops
+// when ctx is done (the server passes the request's context).
+func ValidateSetContext(ctx context.Context, set *config.Set) config.ErrorList {
 	errs := set.Validate()
 	if len(errs) > 0 {
 		// Compiling a structurally broken set would mostly repeat these errors.
@@ -54,13 +61,17 @@ func ValidateSet(set *config.Set) config.ErrorList {
 		cerrs = append(cerrs, expandErrs...)
 	}
 	for _, key := range set.ServiceKeys() {
+		if err := ctx.Err(); err != nil {
+			errs = append(errs, set.Services[key].Errorf("service", "not validated: %v", err))
+			break
+		}
 		in, err := InputFor(set, key)
 		if err != nil {
 			errs = append(errs, set.Services[key].Errorf("service", "%v", err))
 			continue
 		}
 		in.Placeholders = true
-		if _, err := Compile(in); err != nil {
+		if _, err := CompileContext(ctx, in); err != nil {
 			var ce Errors
 			if !errors.As(err, &ce) {
 				errs = append(errs, set.Services[key].Errorf("service", "%v", err))

@@ -69,7 +69,7 @@ func (s *Source) Name() string {
 // Errorf returns a located error for field path of this file.
 func (s *Source) Errorf(path, format string, args ...any) *Error {
 	pos := s.Locate(path)
-	return &Error{File: s.Path, Line: pos.Line, Column: pos.Column, Field: path, Msg: fmt.Sprintf(format, args...)}
+	return &Error{File: s.Path, Line: pos.Line, Column: pos.Column, Field: path, Msg: fmt.Sprintf(format, clipArgs(args)...)}
 }
 
 // IsConfigFile reports whether name is a drover/Prodvana config file name.

@@ -112,6 +112,7 @@ func decodeState(rec store.DesiredState) (*compiledState, error) {
 			Namespace:      rc.Runtime.Namespace,
 			Backend:        rc.Backend,
 			Env:            plainEnv(rc.Env),
+			Secrets:        rawSecrets(rc.Env),
 		}
 		if i < len(raw.ReleaseChannels) {
 			t.Objects = raw.ReleaseChannels[i].Objects
@@ -145,6 +146,17 @@ func runnerSettings(objects []json.RawMessage) (time.Duration, bool) {
 		return obj.TerraformRunner.Grace.Duration, obj.TerraformRunner.Approve
 	}
 	return 0, false
+}
+
+// rawSecrets are the raw secret values of env, for runtimes to redact.
+func rawSecrets(env map[string]config.EnvValue) []string {
+	var out []string
+	for _, v := range env {
+		if v.RawSecret != "" {
+			out = append(out, v.RawSecret)
+		}
+	}
+	return out
 }
 
 // plainEnv keeps the values a runtime can pass on: plain values and raw

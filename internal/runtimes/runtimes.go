@@ -45,6 +45,9 @@ type Target struct {
 	// defaults, then service env), secrets resolved. Custom runtime commands
 	// receive it; it never appears in logs or API responses.
 	Env map[string]string `json:"-"`
+	// Secrets are the values of Env that came from raw secrets: runtimes
+	// redact them from everything they record (output, errors, getInfo).
+	Secrets []string `json:"-"`
 }
 
 // ObjectStatus is the health of one runtime object.

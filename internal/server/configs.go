@@ -159,7 +159,7 @@ func (s *Server) applyConfigs(ctx context.Context, req apiv1.ApplyConfigsRequest
 	}
 	set, errs := config.NewSet(all)
 	if len(errs) == 0 {
-		errs = compiler.ValidateSet(set)
+		errs = compiler.ValidateSetContext(ctx, set)
 	}
 	if len(errs) > 0 {
 		return nil, &validationError{details: toDetails(errs.Err())}

@@ -33,7 +33,7 @@ func (s *Server) push(ctx context.Context, app, svc string, req apiv1.PushReques
 		}
 		in.Params = append(in.Params, compiler.ParamValue{Name: p.Name, Value: p.Value, ReleaseChannel: p.ReleaseChannel})
 	}
-	res, err := compiler.Compile(in)
+	res, err := compiler.CompileContext(ctx, in)
 	if err != nil {
 		var cerrs compiler.Errors
 		if errors.As(err, &cerrs) {

@@ -30,8 +30,12 @@
 // (<application>/<release channel>), PVN_SERVICE_VERSION,
 // PVN_DESIRED_STATE_ID, each also with a DROVER_ prefix. Env values are
 // `value` or `rawSecret`; `secret` and `kubernetesSecret` are not supported
-// yet. Environment values are never logged or recorded, and raw secret
-// values are replaced by "(redacted)" in recorded output and errors.
+// yet. A raw secret runtime parameter appears in the rendered commands as
+// "(secret:NAME)", replaced by its value in argv and env values when the
+// command runs. Environment values are never logged or recorded, and every
+// raw secret (of the target's env, the program's and command's env, and the
+// secret parameters) is replaced by "(redacted)" in recorded argv, output,
+// errors and getInfo outputs.
 //
 // # Tiers
 //

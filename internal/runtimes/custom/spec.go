@@ -43,6 +43,9 @@ type object struct {
 	Kind    string                `json:"kind"`
 	Runtime string                `json:"runtime"`
 	Custom  *config.CustomRuntime `json:"custom"`
+	// Secrets are the raw secret parameters, by name: the commands hold
+	// compiler.SecretMarker(name) where the value goes.
+	Secrets map[string]config.EnvValue `json:"secrets,omitempty"`
 }
 
 // spec is a target's custom runtime config, decoded.
@@ -211,6 +214,7 @@ func (r *Runtime) build(kind string, t *runtimes.Target, tc *config.TaskConfig, 
 		return nil, err
 	}
 	c.env, c.secrets = env, secrets
+	c.withSecrets(t)
 	dir, err := r.instanceDir(t.InstanceKey)
 	if err != nil {
 		return nil, fmt.Errorf("custom runtime %s: %s: %s: working directory: %w", r.name, t.InstanceKey, kind, err)

@@ -47,7 +47,11 @@
 //
 // # Environment
 //
-// Commands get the server's environment, then the target's env (release
+// Commands get PATH, HOME, TMPDIR, LANG, TF_PLUGIN_CACHE_DIR,
+// TF_PLUGIN_CACHE_MAY_BREAK_DEPENDENCY_LOCK_FILE, TF_CLI_CONFIG_FILE,
+// SSL_CERT_FILE, SSL_CERT_DIR and the proxy variables of the server's
+// environment (nothing else of it: the server's credentials are not passed;
+// give a module its credentials in env), then the target's env (release
 // channel defaults and service env), then the runner's env (plain values and
 // raw secrets; secret references are an error), then the identity
 // variables PVN_SERVICE, PVN_SERVICE_ID (<app>/<service>), PVN_APPLICATION,
@@ -58,7 +62,9 @@
 //
 //	variable "pvn_service_version" { type = string }
 //
-// CHECKPOINT_DISABLE=1 is set unless given. Variables terraform-exec manages
+// Raw secret values (of the target's and the runner's env) are replaced by
+// "(redacted)" in recorded runs and errors. CHECKPOINT_DISABLE=1 is set
+// unless given. Variables terraform-exec manages
 // (TF_LOG*, TF_INPUT, TF_IN_AUTOMATION, TF_WORKSPACE, ...) are not passed.
 //
 // # Fetch

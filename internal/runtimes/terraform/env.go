@@ -64,13 +64,28 @@ func overlayEnv(t runtimes.Target, runner *config.TerraformRunner) (map[string]s
 	return env, nil
 }
 
-// fullEnv is the process environment with overlay on top, and
-// CHECKPOINT_DISABLE=1 unless set (drover runs terraform unattended; it
-// should not phone home).
+// hostEnv are the variables of drover's own environment that terraform (and
+// the preRun commands, and provisioners such as local-exec) inherit; nothing
+// else of it is passed, so the server's credentials (AWS_*, GOOGLE_*,
+// ARM_*, tokens) never reach a module chosen by whoever pushes a service.
+// Beyond what custom runtimes get (PATH, HOME, TMPDIR, LANG) these are
+// settings terraform itself needs to reach registries and caches. Anything
+// else (a cloud profile, a credential) is given explicitly in the runner's,
+// the service's or the release channel's env.
+var hostEnv = []string{
+	"PATH", "HOME", "TMPDIR", "LANG",
+	"TF_PLUGIN_CACHE_DIR", "TF_PLUGIN_CACHE_MAY_BREAK_DEPENDENCY_LOCK_FILE", "TF_CLI_CONFIG_FILE",
+	"SSL_CERT_FILE", "SSL_CERT_DIR",
+	"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
+}
+
+// fullEnv is the allow-listed part of the process environment (hostEnv)
+// with overlay on top, and CHECKPOINT_DISABLE=1 unless set (drover runs
+// terraform unattended; it should not phone home).
 func fullEnv(overlay map[string]string) map[string]string {
 	env := map[string]string{}
-	for _, kv := range os.Environ() {
-		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
+	for _, k := range hostEnv {
+		if v, ok := os.LookupEnv(k); ok {
 			env[k] = v
 		}
 	}

@@ -98,6 +98,9 @@ type instance struct {
 	cmd   sync.Mutex
 	tf    *tfexec.Terraform
 	saved *savedPlan // what plan.tfplan holds, nil when unknown
+	// secrets are the raw secrets the commands get, redacted from their
+	// recorded output and errors.
+	secrets []string
 
 	// Guarded by Runtime.mu.
 	target   runtimes.Target // the target of the last fetch or apply, re-planned by polls
@@ -430,6 +433,7 @@ func (r *Runtime) prepare(ctx context.Context, in *instance, t runtimes.Target, 
 		overlay["TF_CLI_ARGS_init"] = strings.TrimSpace(overlay["TF_CLI_ARGS_init"] + " " + sp.initArgs.extra)
 	}
 	p := &prepared{module: filepath.Join(in.dir, moduleDirName), env: fullEnv(overlay)}
+	in.secrets = rawSecrets(t, sp.runner)
 	var ov []string
 	for _, k := range slices.Sorted(maps.Keys(overlay)) {
 		ov = append(ov, k, overlay[k])
@@ -463,7 +467,7 @@ func (r *Runtime) prepare(ctx context.Context, in *instance, t runtimes.Target, 
 		started := r.now()
 		args := []string{"sh", "-c", c.Cmd}
 		res := localexec.Run(ctx, localexec.Cmd{Args: args, Env: envl, Dir: p.module, MaxOutput: outputLimit})
-		o := outcome{stdout: string(res.Stdout), stderr: string(res.Stderr), truncated: res.Truncated, exitCode: res.ExitCode, err: res.Err}
+		o := redactOutcome(outcome{stdout: string(res.Stdout), stderr: string(res.Stderr), truncated: res.Truncated, exitCode: res.ExitCode, err: res.Err}, in.secrets)
 		if o.err == nil && o.exitCode != 0 {
 			o.err = fmt.Errorf("exit status %d", o.exitCode)
 		}
@@ -513,7 +517,7 @@ func (r *Runtime) tfCommand(ctx context.Context, in *instance, kind, version str
 	if err != nil && exit == 0 {
 		exit = exitCode(ctx, err)
 	}
-	o := outcome{stdout: out.String(), stderr: errOut.String(), truncated: out.Truncated() || errOut.Truncated(), exitCode: exit, err: err}
+	o := redactOutcome(outcome{stdout: out.String(), stderr: errOut.String(), truncated: out.Truncated() || errOut.Truncated(), exitCode: exit, err: err}, in.secrets)
 	r.record(ctx, in.key, kind, version, append([]string{r.bin}, args...), started, o)
 	return o
 }

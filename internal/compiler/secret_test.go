@@ -1,0 +1,126 @@
+package compiler_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/drover-dev/drover/internal/compiler"
+	"github.com/drover-dev/drover/internal/config"
+)
+
+const secretValue = "PARAMSECRET-9e2d17"
+
+// secretTree is the S5 repro: a custom runtime with a secret parameter whose
+// apply command prints it through many template functions.
+func secretTree(t *testing.T, cmd string) *config.Set {
+	t.Helper()
+	return writeTree(t, map[string]string{
+		"runtime.pvn.yaml": `runtime:
+  name: secrt
+  custom:
+    apply:
+      taskConfig:
+        program:
+          cmd: ["sh", "-c", '` + cmd + `']
+    parameters: [{name: token, secret: {}}]
+`,
+		"app.pvn.yaml": `application:
+  name: sec
+  releaseChannels:
+    - {name: stg, runtimes: [{runtime: secrt}]}
+`,
+		"svc/web.pvn.yaml": `service:
+  name: web
+  application: sec
+  customRuntime:
+    parameterValues: [{name: token, secret: {rawSecret: "` + secretValue + `"}}]
+`,
+	})
+}
+
+// TestS5SecretParamNotPrintedByFormatting: no fmt verb and no template
+// function prints a raw secret parameter; the compile output (redacted, as
+// the CLI and API print it) holds the value nowhere.
+func TestS5SecretParamNotPrintedByFormatting(t *testing.T) {
+	t.Parallel()
+	cmd := `echo {{printf "%#v" .Params.token}} {{printf "%v %+v %s %q %x %X %10s %-3v" .Params.token .Params.token .Params.token .Params.token .Params.token .Params.token .Params.token .Params.token}} ` +
+		`{{print .Params.token}} {{println .Params}} {{html .Params.token}} {{js .Params.token}} {{urlquery .Params.token}} {{printf "%#v" .}} {{printf "%+v" .Params}} {{.Params.token}} {{index .Params "token"}}`
+	set := secretTree(t, cmd)
+	in, err := compiler.InputFor(set, config.ServiceKey{Application: "sec", Service: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := compiler.Compile(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree, err := res.Redacted()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := json.Marshal(tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), secretValue) {
+		t.Fatalf("compile output holds the raw secret:\n%s", out)
+	}
+	if !strings.Contains(string(out), compiler.SecretMarker("token")) {
+		t.Errorf("the command does not reference the secret parameter:\n%s", out)
+	}
+}
+
+// TestS5SecretFormatVerbs: the Secret type itself, through fmt and JSON.
+func TestS5SecretFormatVerbs(t *testing.T) {
+	t.Parallel()
+	set := secretTree(t, "echo {{.Params.token}}")
+	in, err := compiler.InputFor(set, config.ServiceKey{Application: "sec", Service: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := compiler.Compile(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := res.ReleaseChannels[0].Objects[0].(*compiler.CustomRuntimeObject)
+	sec := obj.ParameterValues["token"]
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x", "%X", "%10.3s", "%T %v"} {
+		if got := sprintf(verb, sec); strings.Contains(got, secretValue) || strings.Contains(got, hexOf(secretValue)) {
+			t.Errorf("%s printed the secret: %s", verb, got)
+		}
+	}
+	if got := sprintf("%#v", obj.ParameterValues); strings.Contains(got, secretValue) {
+		t.Errorf("%%#v of the object printed the secret in ParameterValues")
+	}
+	raw, err := json.Marshal(obj.ParameterValues)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(raw), secretValue) {
+		t.Errorf("JSON of the parameter values holds the secret: %s", raw)
+	}
+}
+
+// TestB5SecretParamCarriedForTheRuntime: the command references the secret
+// parameter by a marker, and the compiled object carries the value for the
+// runtime (as a rawSecret, redacted in printed output).
+func TestB5SecretParamCarriedForTheRuntime(t *testing.T) {
+	t.Parallel()
+	set := secretTree(t, "deploy --token={{.Params.token}}")
+	in, err := compiler.InputFor(set, config.ServiceKey{Application: "sec", Service: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := compiler.Compile(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := res.ReleaseChannels[0].Objects[0].(*compiler.CustomRuntimeObject)
+	if got := obj.Custom.Apply.TaskConfig.Program.Cmd[2]; got != "deploy --token="+compiler.SecretMarker("token") {
+		t.Errorf("command is %q", got)
+	}
+	if got := obj.Secrets["token"].RawSecret; got != secretValue {
+		t.Errorf("the object carries %q for the runtime, want the secret", got)
+	}
+}

@@ -1,0 +1,180 @@
+package compiler_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/drover-dev/drover/internal/compiler"
+	"github.com/drover-dev/drover/internal/config"
+)
+
+// writeTree writes files (path -> content) under a new temporary directory
+// and loads them as a config set.
+func writeTree(t *testing.T, files map[string]string) *config.Set {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sources, err := config.Load([]string{dir + "/..."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, errs := config.NewSet(sources)
+	if len(errs) > 0 {
+		t.Fatal(errs.Err())
+	}
+	return set
+}
+
+const limitsRuntime = `runtime:
+  name: r
+  fake: {}
+`
+
+const limitsApp = `application:
+  name: a
+  releaseChannels:
+    - {name: staging, runtimes: [{runtime: r}]}
+    - {name: prod, runtimes: [{runtime: r}]}
+`
+
+const limitsSvc = `service:
+  name: s
+  application: a
+  kubernetesConfig:
+    type: KUBERNETES
+    local: {path: .}
+`
+
+// heavyTree is an application whose service references cm.yaml holding body.
+func heavyTree(t *testing.T, body string) *config.Set {
+	t.Helper()
+	return writeTree(t, map[string]string{
+		"runtime.pvn.yaml": limitsRuntime,
+		"app.pvn.yaml":     limitsApp,
+		"svc/s.pvn.yaml":   limitsSvc,
+		"svc/cm.yaml":      "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndata:\n  a: '" + body + "'\n",
+	})
+}
+
+// heapAfter returns the heap in use after a collection.
+func heapAfter() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse
+}
+
+// TestB2RunawayTemplatesStop: templates that would render gigabytes, or loop
+// for hours without output, or recurse exponentially, end quickly with an
+// error naming the referenced file, in validate (ValidateSet) and compile.
+func TestB2RunawayTemplatesStop(t *testing.T) {
+	t.Parallel()
+	for name, body := range map[string]string{
+		"output":     `{{range 2000000000}}xxxxxxxxxxxxxxxxxxxx{{end}}`,
+		"cpu":        `{{range 100000000000}}{{end}}`,
+		"nested":     `{{range 100000}}{{range 100000}}{{range 100000}}{{end}}{{end}}{{end}}`,
+		"doubling":   `{{$x := "ab"}}{{range 200}}{{$x = printf "%s%s" $x $x}}{{end}}{{len $x}}`,
+		"recursion":  `{{define "t"}}{{template "t" .}}{{template "t" .}}{{end}}{{template "t" .}}`,
+		"wide-print": `{{range 100000}}{{printf "%999999d" 1}}{{end}}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			set := heavyTree(t, body)
+			start := time.Now()
+			errs := compiler.ValidateSet(set)
+			if took := time.Since(start); took > compiler.MaxTemplateTime+5*time.Second {
+				t.Errorf("validate took %s", took)
+			}
+			if len(errs) == 0 {
+				t.Fatal("validate accepted a runaway template")
+			}
+			msg := errs.Err().Error()
+			t.Log(msg)
+			stopped := strings.Contains(msg, "template stopped") || strings.Contains(msg, "exceeded maximum template depth")
+			if !stopped || !strings.Contains(msg, "cm.yaml") {
+				t.Errorf("error does not say the template stopped in cm.yaml:\n%s", msg)
+			}
+			if len(msg) > 4096 {
+				t.Errorf("error is %d bytes long", len(msg))
+			}
+		})
+	}
+	// Memory stays bounded: well below what the output loop would take
+	// (2e9 x 20 bytes) even with both channels rendering at once.
+	if h := heapAfter(); h > 1<<30 {
+		t.Errorf("heap in use after the runaway renders: %d bytes", h)
+	}
+}
+
+// TestB2CompileContextCancels: a cancelled context (the server's request
+// context once its client left) stops a CPU-only loop at once.
+func TestB2CompileContextCancels(t *testing.T) {
+	t.Parallel()
+	set := heavyTree(t, `{{range 100000000000}}{{end}}`)
+	in, err := compiler.InputFor(set, config.ServiceKey{Application: "a", Service: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	start := time.Now()
+	_, err = compiler.CompileContext(ctx, in)
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("compile went on for %s after its context was cancelled", took)
+	}
+	var le *compiler.LimitError
+	if !errors.As(err, &le) && !strings.Contains(errString(err), "request was cancelled") {
+		t.Fatalf("want a cancelled template, got %v", err)
+	}
+
+	errs := compiler.ValidateSetContext(ctx, set)
+	if len(errs) == 0 {
+		t.Fatal("validate with a cancelled context accepted the set")
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// TestB2OrdinaryTemplatesUnaffected: the rewritten parse tree renders as
+// before (ranges with variables, else branches, break, define/template, the
+// replaced printf).
+func TestB2OrdinaryTemplatesUnaffected(t *testing.T) {
+	t.Parallel()
+	body := `{{range $i := 3}}{{$i}}{{end}}|{{range 0}}x{{else}}empty{{end}}|` +
+		`{{range $i := 10}}{{if eq $i 2}}{{break}}{{end}}{{$i}}{{end}}|` +
+		`{{define "t"}}<{{.}}>{{end}}{{template "t" "in"}}|{{printf "%03d" 7}}|{{print 1 2}}|{{html "<"}}|{{with $x := 5}}{{$x}}{{end}}`
+	set := heavyTree(t, body)
+	in, err := compiler.InputFor(set, config.ServiceKey{Application: "a", Service: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := compiler.Compile(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := res.ReleaseChannels[0].Objects[0]
+	got := obj.(map[string]any)["data"].(map[string]any)["a"]
+	want := "012|empty|01|<in>|007|1 2|&lt;|5"
+	if got != want {
+		t.Errorf("rendered %q, want %q", got, want)
+	}
+}

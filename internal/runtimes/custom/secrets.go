@@ -1,0 +1,60 @@
+package custom
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/drover-dev/drover/internal/compiler"
+	"github.com/drover-dev/drover/internal/runtimes"
+)
+
+// withSecrets completes a built command with the target's secrets:
+//   - raw secrets of the target's env (service env, release channel
+//     policy.defaultEnv) are redacted from what is recorded, like those of the
+//     command's own env (S4);
+//   - a raw secret parameter of the runtime reaches the command as its value:
+//     the compiler rendered it as compiler.SecretMarker(name) in the commands
+//     and carries the value in the object's secrets; the marker is replaced
+//     in argv and in env values, and the value is redacted from everything
+//     recorded (B5). Compile output and the stored desired state only ever
+//     show the marker and "(redacted)".
+func (c *command) withSecrets(t *runtimes.Target) {
+	c.secrets = append(c.secrets, t.Secrets...)
+	params := secretParams(t)
+	if len(params) == 0 {
+		return
+	}
+	pairs := make([]string, 0, 2*len(params))
+	for name, value := range params {
+		pairs = append(pairs, compiler.SecretMarker(name), value)
+		c.secrets = append(c.secrets, value)
+	}
+	rep := strings.NewReplacer(pairs...)
+	for i, a := range c.argv {
+		c.argv[i] = rep.Replace(a)
+	}
+	for i, kv := range c.env {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			c.env[i] = k + "=" + rep.Replace(v)
+		}
+	}
+}
+
+// secretParams reads the raw secret parameters from the target's custom
+// runtime object (name -> value).
+func secretParams(t *runtimes.Target) map[string]string {
+	if len(t.Objects) != 1 {
+		return nil
+	}
+	var obj object
+	if json.Unmarshal(t.Objects[0], &obj) != nil {
+		return nil
+	}
+	out := map[string]string{}
+	for name, v := range obj.Secrets {
+		if v.RawSecret != "" {
+			out[name] = v.RawSecret
+		}
+	}
+	return out
+}
