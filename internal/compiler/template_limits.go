@@ -68,11 +68,10 @@ func (e *LimitError) Unwrap() error { return e.Err }
 
 // renderState is the bookkeeping of one render.
 type renderState struct {
-	ctx     context.Context
-	steps   int
-	line    int
-	written int
-	err     *LimitError
+	ctx   context.Context
+	steps int
+	line  int
+	err   *LimitError
 }
 
 // fail records the first limit reached and returns it.
@@ -140,10 +139,10 @@ func (w *cappedWriter) Write(p []byte) (int, error) {
 // body and each action starts with a step (see Limits above).
 func instrument(t *template.Template) {
 	for _, tt := range t.Templates() {
-		if tt.Tree == nil || tt.Tree.Root == nil {
+		if tt.Tree == nil || tt.Root == nil {
 			continue
 		}
-		instrumentList(tt.Tree, tt.Tree.Root, tt.Tree.Root.Pos, 1)
+		instrumentList(tt.Tree, tt.Root, tt.Root.Pos, 1)
 	}
 }
 
