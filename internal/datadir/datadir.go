@@ -61,9 +61,13 @@ type Lock struct {
 }
 
 // Prepare creates dir with mode 0700, or tightens an existing directory to
-// 0700 (the database holds secrets; see the S8 finding). It returns an error
-// when dir cannot be created or is not a directory, and a warning (non-nil
-// only when the mode could not be changed, e.g. dir belongs to another user).
+// 0700 when it is drover's (empty, or holding a database, lock or token):
+// the database holds secrets (see the S8 finding). A directory that holds
+// other files, or has the sticky bit (such as /tmp), is never changed: a
+// mistyped --data must not take a shared directory away from its other
+// users. The warning (nil when all is well) says when the directory stays
+// readable by others; err is set when dir cannot be created or is not a
+// directory.
 func Prepare(dir string) (warning, err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data directory %s: %w", dir, err)
@@ -75,12 +79,39 @@ func Prepare(dir string) (warning, err error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("data directory %s is not a directory", dir)
 	}
-	if fi.Mode().Perm() != 0o700 {
-		if err := os.Chmod(dir, 0o700); err != nil { //nolint:gosec // G302: a directory needs its x bit; 0700 is owner-only
-			return fmt.Errorf("data directory %s has mode %04o and cannot be made 0700 (%w): other local users may read its database", dir, fi.Mode().Perm(), err), nil
+	perm := fi.Mode().Perm()
+	if perm == 0o700 {
+		return nil, nil
+	}
+	if fi.Mode()&os.ModeSticky != 0 || !drovers(dir) {
+		if perm&0o077 == 0 {
+			return nil, nil
 		}
+		return fmt.Errorf("data directory %s has mode %04o and holds files that are not drover's, so it was left as is: drover's own files in it are private (0600), but give drover a directory of its own", dir, perm), nil
+	}
+	if err := os.Chmod(dir, 0o700); err != nil { //nolint:gosec // G302: a directory needs its x bit; 0700 is owner-only
+		return fmt.Errorf("data directory %s has mode %04o and cannot be made 0700 (%w): other local users may read its database", dir, perm, err), nil
 	}
 	return nil, nil
+}
+
+// drovers reports whether dir is empty or holds one of the files a drover
+// server keeps there.
+func drovers(dir string) bool {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	if len(entries) == 0 {
+		return true
+	}
+	for _, e := range entries {
+		switch e.Name() {
+		case "drover.db", LockFile, "token":
+			return true
+		}
+	}
+	return false
 }
 
 // Acquire takes the exclusive lock of dir (which must exist) without

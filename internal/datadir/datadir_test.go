@@ -79,3 +79,56 @@ func TestS8DataDirTightened(t *testing.T) {
 		t.Errorf("Prepare(a file) = %v, want a 'not a directory' error", err)
 	}
 }
+
+// A mistyped --data naming a shared directory (other files in it, or the
+// sticky bit as on /tmp) is not chmod-ed: the server warns instead.
+func TestS8SharedDirectoryLeftAsIs(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	shared := filepath.Join(base, "shared")
+	sticky := filepath.Join(base, "sticky")
+	for _, dir := range []string{shared, sticky} {
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(shared, "someone-elses.txt"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(shared, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(sticky, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	for dir, want := range map[string]os.FileMode{shared: 0o755, sticky: 0o777} {
+		warn, err := Prepare(dir)
+		if err != nil || warn == nil || !strings.Contains(warn.Error(), "left as is") {
+			t.Errorf("Prepare(%s) = %v, %v; want a warning that it was left as is", dir, warn, err)
+		}
+		fi, err := os.Stat(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != want {
+			t.Errorf("%s: mode %04o, want %04o (unchanged)", dir, fi.Mode().Perm(), want)
+		}
+	}
+	// A directory that already holds drover's database is drover's: tightened.
+	own := filepath.Join(base, "own")
+	if err := os.Mkdir(own, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(own, "drover.db"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(own, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if warn, err := Prepare(own); err != nil || warn != nil {
+		t.Fatalf("Prepare(%s) = %v, %v", own, warn, err)
+	}
+	if fi, err := os.Stat(own); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("%s: %v, %v; want mode 0700", own, fi.Mode(), err)
+	}
+}

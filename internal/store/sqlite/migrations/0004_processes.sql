@@ -1,4 +1,4 @@
--- 0003: processes, the commands runtimes started on this host and have not
+-- 0004: processes, the commands runtimes started on this host and have not
 -- seen end. A row is written as a command starts and deleted once its process
 -- group is gone; rows left by a crash tell the next server which process
 -- groups to end before it applies again. handle is opaque to the store (a
