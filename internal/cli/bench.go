@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"sync"
 	"sync/atomic"
@@ -31,10 +32,10 @@ import (
 
 func newBenchCmd() *cobra.Command {
 	var (
-		services, channels, workers int
-		data                        string
-		timeout                     time.Duration
-		output, cpuProfile          string
+		services, channels, workers    int
+		data                           string
+		timeout                        time.Duration
+		output, cpuProfile, memProfile string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -74,6 +75,11 @@ the process.`,
 			if err != nil {
 				return err
 			}
+			if memProfile != "" {
+				if err := writeHeapProfile(memProfile); err != nil {
+					return err
+				}
+			}
 			if output == "json" {
 				return writeJSON(cmd.OutOrStdout(), res)
 			}
@@ -89,7 +95,23 @@ the process.`,
 	f.DurationVar(&timeout, "timeout", 10*time.Minute, "give up after this long")
 	f.StringVarP(&output, "output", "o", "text", "output format: text or json")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile to this file")
+	f.StringVar(&memProfile, "memprofile", "", "write a heap profile (allocations of the whole run, and what is still in use) to this file at the end")
 	return cmd
+}
+
+// writeHeapProfile writes the heap profile after a garbage collection, so
+// its in-use figures are current.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("write heap profile: %w", err)
+	}
+	return f.Close()
 }
 
 type benchResult struct {

@@ -68,7 +68,7 @@ func (s *Store) CreateDesiredState(ctx context.Context, ds store.DesiredState, e
 			return err
 		}
 		// A push identical to the active desired state shares its copy.
-		origin, err := sharedCopy(ctx, tx, ds.Application, ds.Service, ds.Compiled)
+		origin, err := s.sharedCopy(ctx, tx, ds.Application, ds.Service, ds.Compiled)
 		if err != nil {
 			return err
 		}

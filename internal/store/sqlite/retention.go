@@ -36,21 +36,28 @@ func KeepSuperseded(n int) Option { return func(o *options) { o.keepSuperseded =
 
 // sharedCopy returns the id of the row holding the active desired state's
 // compiled copy when it equals compiled, or "".
-func sharedCopy(ctx context.Context, tx *sql.Tx, application, service string, compiled []byte) (string, error) {
+func (s *Store) sharedCopy(ctx context.Context, tx *sql.Tx, application, service string, compiled []byte) (string, error) {
 	if compiled == nil {
 		return "", nil
 	}
 	var origin string
 	var same bool
-	err := tx.QueryRowContext(ctx, `SELECT o.id, o.compiled = ? FROM desired_states d
-		JOIN desired_states o ON o.id = COALESCE(d.compiled_from, d.id)
-		WHERE d.application = ? AND d.service = ? AND d.replaced_by IS NULL AND o.compiled IS NOT NULL`,
-		compiled, application, service).Scan(&origin, &same)
+	err := tx.StmtContext(ctx, s.stmts.sharedCopy).QueryRowContext(ctx, compiled, application, service).Scan(&origin, &same)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && !same) {
 		return "", nil
 	}
 	return origin, err
 }
+
+const sharedCopyQuery = `SELECT o.id, o.compiled = ? FROM desired_states d
+	JOIN desired_states o ON o.id = COALESCE(d.compiled_from, d.id)
+	WHERE d.application = ? AND d.service = ? AND d.replaced_by IS NULL AND o.compiled IS NOT NULL`
+
+// unprunedQuery counts a service's superseded desired states that still
+// hold (or share) a compiled copy: when there are no more than the bound,
+// nothing can be pruned and the costlier pruneSuperseded is skipped.
+const unprunedQuery = `SELECT count(*) FROM desired_states
+	WHERE application = ? AND service = ? AND replaced_by IS NOT NULL AND pruned_at IS NULL`
 
 // pruneSuperseded drops the compiled copies the retention bound lets go. It
 // runs twice: the first pass frees the rows that share a copy, the second
@@ -59,8 +66,16 @@ func (s *Store) pruneSuperseded(ctx context.Context, tx *sql.Tx, application, se
 	if s.keepSuperseded < 0 {
 		return nil
 	}
+	var unpruned int
+	if err := tx.StmtContext(ctx, s.stmts.unpruned).QueryRowContext(ctx, application, service).Scan(&unpruned); err != nil {
+		return err
+	}
+	if unpruned <= s.keepSuperseded {
+		return nil
+	}
+	prune := tx.StmtContext(ctx, s.stmts.pruneSuperseded)
 	for range 2 {
-		if _, err := tx.ExecContext(ctx, pruneSuperseded, dbTime(at), application, service, s.keepSuperseded); err != nil {
+		if _, err := prune.ExecContext(ctx, dbTime(at), application, service, s.keepSuperseded); err != nil {
 			return err
 		}
 	}

@@ -45,6 +45,7 @@ type Store struct {
 	// connection (tx.StmtContext reuses them instead of parsing again).
 	stmts struct {
 		insertEvent, insertInstance, updateInstance, insertRun, pruneRuns *sql.Stmt
+		sharedCopy, unpruned, pruneSuperseded                             *sql.Stmt
 	}
 	// health is what Check reports: the files' identity, and the outcome
 	// of the last write (see health.go).
@@ -187,6 +188,9 @@ func (s *Store) prepare(ctx context.Context) error {
 		{&s.stmts.updateInstance, updateInstance},
 		{&s.stmts.insertRun, insertRun},
 		{&s.stmts.pruneRuns, pruneRuns},
+		{&s.stmts.sharedCopy, sharedCopyQuery},
+		{&s.stmts.unpruned, unprunedQuery},
+		{&s.stmts.pruneSuperseded, pruneSuperseded},
 	} {
 		var err error
 		if *p.stmt, err = s.write.PrepareContext(ctx, p.sql); err != nil {
