@@ -434,11 +434,11 @@ func (r *Runtime) runFetch(ctx context.Context, t *runtimes.Target, sp *spec, ap
 		if res.StdoutTruncated {
 			return fail("fetch printed more than %d bytes on stdout", maxOutput)
 		}
-		out, perr := parseStructured([]byte(res.stdout))
+		out, perr := parseStructured([]byte(res.stdout), c.rd)
 		if perr != nil {
 			return fail("fetch: %v", perr)
 		}
-		return structuredState(out, t.Version), false, nil
+		return redactState(structuredState(out, t.Version), t.Version, c.rd), false, nil
 	}
 	obj := runtimes.Object{ObjectType: "custom", Name: r.name}
 	switch res.ExitCode {
@@ -738,7 +738,7 @@ func (r *Runtime) runInfo(ctx context.Context, t *runtimes.Target, sp *spec) (ou
 	case res.StdoutTruncated:
 		return nil, false, fmt.Errorf("getInfo printed more than %d bytes on stdout", maxOutput)
 	}
-	outs, err = parseInfo([]byte(res.stdout))
+	outs, err = parseInfo([]byte(res.stdout), c.rd)
 	if err != nil {
 		return nil, false, fmt.Errorf("getInfo: %w", err)
 	}
