@@ -35,7 +35,8 @@
 // command runs. Environment values are never logged or recorded, and every
 // raw secret (of the target's env, the program's and command's env, and the
 // secret parameters) is replaced by "(redacted)" in recorded argv, output,
-// errors and getInfo outputs.
+// errors and getInfo outputs, as it is and in its escaped forms (package
+// redact), and in every string decoded from a structured fetch or getInfo.
 //
 // # Tiers
 //

@@ -63,7 +63,8 @@
 //	variable "pvn_service_version" { type = string }
 //
 // Raw secret values (of the target's and the runner's env) are replaced by
-// "(redacted)" in recorded runs and errors. CHECKPOINT_DISABLE=1 is set
+// "(redacted)" in recorded runs, errors and change addresses, also in the
+// escaped forms terraform and JSON print (package redact). CHECKPOINT_DISABLE=1 is set
 // unless given. Variables terraform-exec manages
 // (TF_LOG*, TF_INPUT, TF_IN_AUTOMATION, TF_WORKSPACE, ...) are not passed.
 //
