@@ -43,7 +43,13 @@
 // become terraform-exec options, other flags go to terraform in
 // TF_CLI_ARGS_init. The preRun commands run with sh -c in module/ before
 // init, before every plan and apply (through localexec: in their own process
-// group, which is killed when the fetch or apply is canceled).
+// group, which is killed when the fetch or apply is canceled, and recorded
+// with Options.Processes so a server restarted after a crash ends what they
+// left running). terraform itself runs through terraform-exec, in a process
+// group of its own that is killed on cancel and whose leader dies with the
+// server (Pdeathsig); terraform-exec does not expose the process, so that
+// group is not recorded and what terraform started (providers, local-exec
+// provisioners) can outlive a crash.
 //
 // # Environment
 //

@@ -74,6 +74,7 @@ type Runtime struct {
 	tempDir string                  // root's temporary parent when Options.DataDir is "", removed by Close
 	now     func() time.Time
 	runs    runtimes.RunRecorder
+	procs   runtimes.ProcessRecorder
 	log     *slog.Logger
 
 	ctx    context.Context // background polls; canceled by Close
@@ -171,6 +172,7 @@ func New(cfg *config.Runtime, opts runtimes.Options) (*Runtime, error) {
 		runner: cfg.TerraformRunner,
 		now:    opts.Now,
 		runs:   opts.Runs,
+		procs:  opts.Processes,
 		log:    opts.Log,
 		insts:  map[runtimes.InstanceKey]*instance{},
 		done:   make(chan struct{}),
@@ -467,7 +469,8 @@ func (r *Runtime) prepare(ctx context.Context, in *instance, t runtimes.Target, 
 	for i, c := range sp.runner.PreRun {
 		started := r.now()
 		args := []string{"sh", "-c", c.Cmd}
-		res := localexec.Run(ctx, localexec.Cmd{Args: args, Env: envl, Dir: p.module, MaxOutput: outputLimit})
+		res := localexec.Run(ctx, localexec.Cmd{Args: args, Env: envl, Dir: p.module, MaxOutput: outputLimit,
+			Tracker: r.tracker(in.key, kindPreRun, t.Version, in.rd.All(args))})
 		o := redactOutcome(outcome{stdout: string(res.Stdout), stderr: string(res.Stderr), truncated: res.Truncated, exitCode: res.ExitCode, err: res.Err}, in.rd)
 		if o.err == nil && o.exitCode != 0 {
 			o.err = fmt.Errorf("exit status %d", o.exitCode)
