@@ -39,14 +39,14 @@ func (g *globals) resolveToken(checkListener func(serverURL string) error) (stri
 	if t := os.Getenv("DROVER_TOKEN"); t != "" {
 		return t, nil
 	}
-	t, _, err := auth.FindServerToken(g.server)
-	if err != nil {
-		return "", nil
+	if t, _, err := auth.FindServerToken(g.server); err == nil {
+		if err := checkListener(g.server); err != nil {
+			return "", err
+		}
+		return t, nil
 	}
-	if err := checkListener(g.server); err != nil {
-		return "", err
-	}
-	return t, nil
+	// No usable record: no token; the server's refusal says how to get one.
+	return "", nil
 }
 
 // waitTimedOut turns err into the timeout exit (3) when the wait's own

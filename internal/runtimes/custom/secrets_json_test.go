@@ -22,7 +22,7 @@ const helperEnv = "DROVER_TEST_JSON_COMMAND"
 // TestHelperJSONCommand is not a test: run by a custom runtime as its
 // getInfo or fetch command, it prints $ESC_SECRET and $SHORT_SECRET the way
 // real programs do, through JSON encoders.
-func TestHelperJSONCommand(t *testing.T) {
+func TestHelperJSONCommand(_ *testing.T) {
 	mode := os.Getenv(helperEnv)
 	if mode == "" {
 		return
