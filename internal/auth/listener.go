@@ -16,9 +16,9 @@ import (
 	"strings"
 )
 
-// ErrForeignListener is returned by CheckListenerOwner when another OS user
-// listens on the server's address.
-var ErrForeignListener = errors.New("the server address is held by another user")
+// ErrForeignListener is wrapped by the error of CheckListenerOwner when
+// another OS user listens on the server's address.
+var ErrForeignListener = errors.New("refusing to send your drover token")
 
 // procNet is where Linux lists the sockets of the network namespace.
 const procNet = "/proc/net"
@@ -81,7 +81,7 @@ func checkListenerOwner(serverURL, dir string, uid int) error {
 	for _, a := range addrs {
 		for _, l := range listenersFor(socks, a, uint16(p)) {
 			if l.uid != uid && l.uid != 0 {
-				return fmt.Errorf("the process listening on %s belongs to another user (uid %d): refusing to send your drover token; pass --token to override: %w",
+				return fmt.Errorf("the process listening on %s belongs to another user (uid %d): %w; pass --token to override",
 					netip.AddrPortFrom(a, uint16(p)), l.uid, ErrForeignListener)
 			}
 		}
