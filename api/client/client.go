@@ -31,6 +31,7 @@ type Client struct {
 	http    *http.Client
 	token   string
 	timeout time.Duration
+	err     error // see WithError
 }
 
 // Option configures a Client.
@@ -39,6 +40,11 @@ type Option func(*Client)
 // WithToken sends token as the credential of every request
 // (Authorization: Bearer token).
 func WithToken(token string) Option { return func(c *Client) { c.token = token } }
+
+// WithError makes every request fail with err before connecting: the
+// caller found it cannot send its credential (the CLI refuses to send a
+// token to a listener of another OS user).
+func WithError(err error) Option { return func(c *Client) { c.err = err } }
 
 // WithTimeout bounds each request, from connecting to reading the whole
 // response (0 = no bound). An event stream (Watch) is bounded only until its
@@ -297,6 +303,9 @@ var errRequestTimeout = errors.New("request timed out")
 
 // newRequest builds a request to path with the client's credential.
 func (c *Client) newRequest(ctx context.Context, method, path string, body io.Reader) (*http.Request, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {
 		return nil, err

@@ -12,6 +12,7 @@
 // server's first start in its data directory (LoadOrCreateToken) and recorded
 // for the same OS user under the user's config directory keyed by the address
 // the server listens on (RecordServerToken), where the CLI finds it
-// (FindServerToken). Richer identities (API tokens per person, OIDC, roles and
+// (FindServerToken), and sends only to a listener of the same user
+// (CheckListenerOwner, on Linux). Richer identities (API tokens per person, OIDC, roles and
 // per-route permissions) plug in as further Authenticators and Identity fields.
 package auth

@@ -15,23 +15,38 @@ import (
 // client returns an API client for --server with its credential: --token,
 // else DROVER_TOKEN, else the token a server started by this OS user
 // recorded for that address. Without any, requests go without one and the
-// server's refusal says how to get one.
+// server's refusal says how to get one. A recorded token is sent only when
+// the process listening on the address is the user's own (S1, Linux): if
+// another user's holds it, every request fails saying so.
 func (g *globals) client() *client.Client {
-	return client.New(g.server, client.WithToken(g.resolveToken()), client.WithTimeout(g.requestTimeout))
+	return g.clientChecked(auth.CheckListenerOwner)
 }
 
-func (g *globals) resolveToken() string {
+// clientChecked is client with the check of the listener's owner.
+func (g *globals) clientChecked(checkListener func(serverURL string) error) *client.Client {
+	token, err := g.resolveToken(checkListener)
+	opts := []client.Option{client.WithToken(token), client.WithTimeout(g.requestTimeout)}
+	if err != nil {
+		opts = append(opts, client.WithError(err))
+	}
+	return client.New(g.server, opts...)
+}
+
+func (g *globals) resolveToken(checkListener func(serverURL string) error) (string, error) {
 	if g.token != "" {
-		return g.token
+		return g.token, nil
 	}
 	if t := os.Getenv("DROVER_TOKEN"); t != "" {
-		return t
+		return t, nil
 	}
-	t, _, err := auth.FindServerToken(g.server)
-	if err != nil {
-		return ""
+	if t, _, err := auth.FindServerToken(g.server); err == nil {
+		if err := checkListener(g.server); err != nil {
+			return "", err
+		}
+		return t, nil
 	}
-	return t
+	// No usable record: no token; the server's refusal says how to get one.
+	return "", nil
 }
 
 // waitTimedOut turns err into the timeout exit (3) when the wait's own

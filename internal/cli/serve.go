@@ -126,8 +126,10 @@ SQLite database in --data. It binds to 127.0.0.1 unless told otherwise. Stop it
 with Ctrl-C (or SIGTERM): applies in flight may finish for --shutdown-grace,
 then are stopped and recorded as interrupted; a second Ctrl-C stops at once.
 It can also be killed at any moment and restarted: nothing acknowledged is
-lost, what the killed server's commands left running is ended, and rollouts
-continue where they stopped (an interrupted apply runs again).`,
+lost, what the killed server's commands left running is ended (custom runtime
+commands and Terraform preRun commands; not what terraform itself started: see
+docs/custom-runtimes.md), and rollouts continue where they stopped (an
+interrupted apply runs again).`,
 		Example: `  drover server --data /var/lib/drover --listen 127.0.0.1:7420`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

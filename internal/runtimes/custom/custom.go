@@ -35,7 +35,8 @@
 // command runs. Environment values are never logged or recorded, and every
 // raw secret (of the target's env, the program's and command's env, and the
 // secret parameters) is replaced by "(redacted)" in recorded argv, output,
-// errors and getInfo outputs.
+// errors and getInfo outputs, as it is and in its escaped forms (package
+// redact), and in every string decoded from a structured fetch or getInfo.
 //
 // # Tiers
 //
@@ -434,11 +435,11 @@ func (r *Runtime) runFetch(ctx context.Context, t *runtimes.Target, sp *spec, ap
 		if res.StdoutTruncated {
 			return fail("fetch printed more than %d bytes on stdout", maxOutput)
 		}
-		out, perr := parseStructured([]byte(res.stdout))
+		out, perr := parseStructured([]byte(res.stdout), c.rd)
 		if perr != nil {
 			return fail("fetch: %v", perr)
 		}
-		return structuredState(out, t.Version), false, nil
+		return redactState(structuredState(out, t.Version), t.Version, c.rd), false, nil
 	}
 	obj := runtimes.Object{ObjectType: "custom", Name: r.name}
 	switch res.ExitCode {
@@ -738,7 +739,7 @@ func (r *Runtime) runInfo(ctx context.Context, t *runtimes.Target, sp *spec) (ou
 	case res.StdoutTruncated:
 		return nil, false, fmt.Errorf("getInfo printed more than %d bytes on stdout", maxOutput)
 	}
-	outs, err = parseInfo([]byte(res.stdout))
+	outs, err = parseInfo([]byte(res.stdout), c.rd)
 	if err != nil {
 		return nil, false, fmt.Errorf("getInfo: %w", err)
 	}

@@ -675,7 +675,7 @@ func TestSecretsNotRecordedOrLogged(t *testing.T) {
 	if len(runs) != 1 {
 		t.Fatalf("runs %+v", runs)
 	}
-	if s := fmt.Sprintf("%+v", runs[0]); strings.Contains(s, secret) || !strings.Contains(runs[0].Stdout, "token is (redacted)") {
+	if s := fmt.Sprintf("%#v", runs[0]); strings.Contains(s, secret) || !strings.Contains(runs[0].Stdout, "token is (redacted)") {
 		t.Errorf("recorded run %s", s)
 	}
 	logMu.Lock()

@@ -16,13 +16,13 @@ func FuzzParseOutput(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, stdout []byte) {
-		if out, err := parseStructured(stdout); err == nil {
+		if out, err := parseStructured(stdout, nil); err == nil {
 			for _, o := range out.Objects {
 				if _, ok := objectStatus(o.Status); !ok {
 					t.Fatalf("parsed an unknown status %q", o.Status)
 				}
 			}
 		}
-		_, _ = parseInfo(stdout)
+		_, _ = parseInfo(stdout, nil)
 	})
 }

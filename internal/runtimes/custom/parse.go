@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/drover-dev/drover/internal/runtimes"
+	"github.com/drover-dev/drover/internal/runtimes/redact"
 )
 
 // fetchOutput is a STRUCTURED_OUTPUT fetch's stdout (Prodvana's
@@ -80,17 +82,22 @@ func decodeOnly(b []byte, v any, want string) error {
 
 const fetchWant = `{"objects":[{"name":…,"objectType":…,"versions":[{"version":…,"active":true}],"status":"SUCCEEDED"}]}`
 
-// parseStructured reads a structured fetch's stdout.
-func parseStructured(stdout []byte) (fetchOutput, error) {
+// parseStructured reads a structured fetch's stdout. Every decoded string
+// that can be shown is redacted with rd: the decoder restores a secret the
+// command printed escaped (`\u003c`, `\u00e9`), which rd.Text on the raw
+// stdout cannot all foresee (S4). Versions are compared with the target's
+// and are redacted by redactState once interpreted.
+func parseStructured(stdout []byte, rd *redact.Redactor) (fetchOutput, error) {
 	var out fetchOutput
 	if err := decodeOnly(stdout, &out, fetchWant); err != nil {
 		return out, err
 	}
 	for i := range out.Objects {
 		o := &out.Objects[i]
+		o.Name, o.ObjectType, o.Message = rd.Field(o.Name), rd.Field(o.ObjectType), rd.Field(o.Message)
 		st, ok := objectStatus(o.Status)
 		if !ok {
-			return out, fmt.Errorf("objects[%d] (%s): unknown status %q, want PENDING, SUCCEEDED or FAILED", i, o.Name, o.Status)
+			return out, fmt.Errorf("objects[%d] (%s): unknown status %q, want PENDING, SUCCEEDED or FAILED", i, o.Name, rd.Field(o.Status))
 		}
 		o.Status = string(st)
 	}
@@ -169,18 +176,42 @@ func structuredState(out fetchOutput, version string) runtimes.State {
 	return st
 }
 
+// redactState redacts the versions of a structured fetch's state, but the
+// target's own version (it is no secret: the desired state shows it), once
+// they have been compared.
+func redactState(st runtimes.State, version string, rd *redact.Redactor) runtimes.State {
+	v := func(s string) string {
+		if s == version {
+			return s
+		}
+		return rd.Field(s)
+	}
+	st.Version = v(st.Version)
+	st.Objects = slices.Clone(st.Objects)
+	for i := range st.Objects {
+		st.Objects[i].Version = v(st.Objects[i].Version)
+	}
+	return st
+}
+
 // infoOutput is a getInfo command's stdout.
 type infoOutput struct {
 	Outputs []runtimes.InfoOutput `json:"outputs"`
 }
 
-func parseInfo(stdout []byte) ([]runtimes.InfoOutput, error) {
+// parseInfo reads a getInfo command's stdout, redacting every decoded
+// string with rd (see parseStructured).
+func parseInfo(stdout []byte, rd *redact.Redactor) ([]runtimes.InfoOutput, error) {
 	var out infoOutput
 	if err := decodeOnly(stdout, &out, `{"outputs":[{"name":…,"text":…}]}`); err != nil {
 		return nil, err
 	}
 	if out.Outputs == nil {
 		out.Outputs = []runtimes.InfoOutput{}
+	}
+	for i := range out.Outputs {
+		o := &out.Outputs[i]
+		o.Name, o.Text = rd.Field(o.Name), rd.Field(o.Text)
 	}
 	return out.Outputs, nil
 }

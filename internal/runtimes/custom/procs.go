@@ -17,7 +17,7 @@ func (r *Runtime) tracker(key runtimes.InstanceKey, version string, c *command) 
 		return nil
 	}
 	return processTracker{rec: r.procs, p: runtimes.Process{
-		InstanceKey: key, Runtime: r.name, Kind: c.kind, Version: version, Command: redactAll(c.argv, c.secrets),
+		InstanceKey: key, Runtime: r.name, Kind: c.kind, Version: version, Command: c.rd.All(c.argv),
 	}}
 }
 

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/drover-dev/drover/internal/runtimes"
 	"github.com/drover-dev/drover/internal/runtimes/localexec"
+	"github.com/drover-dev/drover/internal/runtimes/redact"
 )
 
 // Output limits.
@@ -25,10 +25,7 @@ const (
 	// excerptLines and excerptBytes bound the output quoted in errors.
 	excerptLines = 10
 	excerptBytes = 1024
-	// minSecretLen: shorter raw secrets are not redacted from output (doing
-	// so would garble it without protecting much).
-	minSecretLen = 4
-	redacted     = "(redacted)"
+	redacted     = redact.Marker
 )
 
 // result is a finished command, its output redacted.
@@ -49,11 +46,11 @@ func (r *Runtime) run(ctx context.Context, key runtimes.InstanceKey, version str
 		Tracker:   r.tracker(key, version, c),
 	})
 	finished := r.now()
-	res := result{Result: lr, stdout: redact(string(lr.Stdout), c.secrets), stderr: redact(string(lr.Stderr), c.secrets)}
-	argv := redactAll(c.argv, c.secrets)
+	res := result{Result: lr, stdout: c.rd.Text(string(lr.Stdout)), stderr: c.rd.Text(string(lr.Stderr))}
+	argv := c.rd.All(c.argv)
 	errText := ""
 	if lr.Err != nil {
-		errText = redact(lr.Err.Error(), c.secrets)
+		errText = c.rd.Text(lr.Err.Error())
 	}
 	level := slog.LevelDebug
 	if c.kind == kindApply {
@@ -96,9 +93,9 @@ func (r *Runtime) describeFailure(c *command, res result) string {
 	case res.TimedOut:
 		return fmt.Sprintf("%s timed out after %v", c.kind, c.timeout)
 	case errors.Is(res.Err, localexec.ErrNotStarted):
-		return fmt.Sprintf("%s could not start: %s", c.kind, redact(strings.TrimPrefix(res.Err.Error(), localexec.ErrNotStarted.Error()+": "), c.secrets))
+		return fmt.Sprintf("%s could not start: %s", c.kind, c.rd.Text(strings.TrimPrefix(res.Err.Error(), localexec.ErrNotStarted.Error()+": ")))
 	case res.Err != nil:
-		return fmt.Sprintf("%s %s", c.kind, redact(res.Err.Error(), c.secrets))
+		return fmt.Sprintf("%s %s", c.kind, c.rd.Text(res.Err.Error()))
 	}
 	return fmt.Sprintf("%s exited with code %d", c.kind, res.ExitCode)
 }
@@ -140,21 +137,4 @@ func tail(s string, n int) (string, bool) {
 		s = s[1:]
 	}
 	return s, true
-}
-
-func redact(s string, secrets []string) string {
-	for _, sec := range secrets {
-		if len(sec) >= minSecretLen && strings.Contains(s, sec) {
-			s = strings.ReplaceAll(s, sec, redacted)
-		}
-	}
-	return s
-}
-
-func redactAll(ss, secrets []string) []string {
-	out := slices.Clone(ss)
-	for i := range out {
-		out[i] = redact(out[i], secrets)
-	}
-	return out
 }

@@ -80,7 +80,7 @@ func TestS4TargetEnvSecretsRedacted(t *testing.T) {
 		t.Fatalf("runs %+v", runs)
 	}
 	for _, run := range runs {
-		s := fmt.Sprintf("%+v", run)
+		s := fmt.Sprintf("%#v", run) // %+v would print run.InstanceKey.String()
 		for _, sec := range []string{chanSecret, svcSecret, cmdSecret, paramSecret} {
 			if strings.Contains(s, sec) {
 				t.Errorf("%s run holds %s: %s", run.Kind, sec, s)
@@ -121,7 +121,7 @@ func TestB5SecretParamReachesCommand(t *testing.T) {
 	if len(runs) != 1 {
 		t.Fatalf("runs %+v", runs)
 	}
-	if s := fmt.Sprintf("%+v", runs[0]); strings.Contains(s, paramSecret) {
+	if s := fmt.Sprintf("%#v", runs[0]); strings.Contains(s, paramSecret) {
 		t.Errorf("recorded run holds the secret: %s", s)
 	}
 	if runs[0].Command[1] != "--token=(redacted)" || !strings.Contains(runs[0].Stdout, "argv-token=--token=(redacted)") {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/drover-dev/drover/internal/config"
 	"github.com/drover-dev/drover/internal/runtimes"
+	"github.com/drover-dev/drover/internal/runtimes/redact"
 )
 
 // Defaults from Prodvana's documentation.
@@ -191,8 +192,10 @@ type command struct {
 	env     []string
 	dir     string
 	timeout time.Duration
-	// secrets are values (raw secrets) to hide from recorded output.
+	// secrets are values (raw secrets) to hide from recorded output; rd
+	// hides them (built once they are all known).
 	secrets []string
+	rd      *redact.Redactor
 }
 
 // build prepares the kind command of target from its task config.
@@ -215,6 +218,7 @@ func (r *Runtime) build(kind string, t *runtimes.Target, tc *config.TaskConfig, 
 	}
 	c.env, c.secrets = env, secrets
 	c.withSecrets(t)
+	c.rd = redact.New(c.secrets)
 	dir, err := r.instanceDir(t.InstanceKey)
 	if err != nil {
 		return nil, fmt.Errorf("custom runtime %s: %s: %s: working directory: %w", r.name, t.InstanceKey, kind, err)

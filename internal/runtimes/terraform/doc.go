@@ -43,7 +43,13 @@
 // become terraform-exec options, other flags go to terraform in
 // TF_CLI_ARGS_init. The preRun commands run with sh -c in module/ before
 // init, before every plan and apply (through localexec: in their own process
-// group, which is killed when the fetch or apply is canceled).
+// group, which is killed when the fetch or apply is canceled, and recorded
+// with Options.Processes so a server restarted after a crash ends what they
+// left running). terraform itself runs through terraform-exec, in a process
+// group of its own that is killed on cancel and whose leader dies with the
+// server (Pdeathsig); terraform-exec does not expose the process, so that
+// group is not recorded and what terraform started (providers, local-exec
+// provisioners) can outlive a crash.
 //
 // # Environment
 //
@@ -63,7 +69,8 @@
 //	variable "pvn_service_version" { type = string }
 //
 // Raw secret values (of the target's and the runner's env) are replaced by
-// "(redacted)" in recorded runs and errors. CHECKPOINT_DISABLE=1 is set
+// "(redacted)" in recorded runs, errors and change addresses, also in the
+// escaped forms terraform and JSON print (package redact). CHECKPOINT_DISABLE=1 is set
 // unless given. Variables terraform-exec manages
 // (TF_LOG*, TF_INPUT, TF_IN_AUTOMATION, TF_WORKSPACE, ...) are not passed.
 //

@@ -54,7 +54,7 @@ func TestS4TerraformSecretsRedacted(t *testing.T) {
 		t.Fatalf("preRun run: %+v", runs)
 	}
 	for _, run := range runs {
-		if s := fmt.Sprintf("%+v", run); strings.Contains(s, svcSecret) || strings.Contains(s, runnerSecret) {
+		if s := fmt.Sprintf("%#v", run); strings.Contains(s, svcSecret) || strings.Contains(s, runnerSecret) {
 			t.Errorf("recorded %s run holds a secret: %s", run.Kind, s)
 		}
 	}
@@ -62,5 +62,53 @@ func TestS4TerraformSecretsRedacted(t *testing.T) {
 	_, err := rt.Fetch(t.Context(), target(t, k, "v2", module, runner, nil))
 	if err == nil || strings.Contains(err.Error(), runnerSecret) || !strings.Contains(err.Error(), "bad (redacted)") {
 		t.Errorf("failing preRun error: %v", err)
+	}
+}
+
+// TestS4TerraformEscapedSecretRedacted: terraform prints a raw secret
+// escaped (HCL: \" and $${), and so may a preRun's JSON encoder (\u003c):
+// each form is redacted from the recorded runs, and a resource address made
+// from the secret (a for_each key) from the apply's changes.
+func TestS4TerraformEscapedSecretRedacted(t *testing.T) {
+	requireBinary(t)
+	t.Parallel()
+	const secret = `p"w0rd<&>é/x${1}`
+	module := writeModule(t, map[string]string{"main.tf": versionModule + `
+variable "token" { type = string }
+resource "terraform_data" "t" {
+  for_each = toset([var.token])
+  input    = each.key
+}
+output "token" { value = var.token }
+`})
+	runner := runnerConfig(t, time.Minute, time.Minute)
+	// A preRun printing the secret as JSON, with PHP's escapes.
+	runner.PreRun = []config.RunnerCommand{{Cmd: `printf '{"token":"%s"}\n' "$(printf '%s' "$TF_VAR_token" | sed -e 's/"/\\"/g' -e 's/</\\u003c/g' -e 's/&/\\u0026/g' -e 's/>/\\u003e/g' -e 's#/#\\/#g')"`}}
+	rec := &recorder{}
+	rt := newRuntime(t, t.TempDir(), runner, rec)
+	k := key("web", "staging")
+	tg := target(t, k, "v1", module, runner, nil)
+	tg.Env = map[string]string{"TF_VAR_token": secret}
+	tg.Secrets = []string{secret}
+	changes := mustApply(t, rt, tg)
+	for _, c := range changes {
+		if strings.Contains(c.Object, "w0rd") {
+			t.Errorf("change %+v holds the secret", c)
+		}
+	}
+	runs := rec.of(k)
+	if len(runs) < 3 {
+		t.Fatalf("runs: %v", kinds(runs))
+	}
+	sawRedacted := false
+	for _, run := range runs {
+		s := fmt.Sprintf("%#v", run) // %+v would print run.InstanceKey.String()
+		if strings.Contains(s, "w0rd") {
+			t.Errorf("recorded %s run holds the secret: %s", run.Kind, s)
+		}
+		sawRedacted = sawRedacted || strings.Contains(run.Stdout, "(redacted)")
+	}
+	if !sawRedacted {
+		t.Error("no run printed the secret: the test does not test anything")
 	}
 }

@@ -2,15 +2,11 @@ package terraform
 
 import (
 	"errors"
-	"strings"
 
 	"github.com/drover-dev/drover/internal/config"
 	"github.com/drover-dev/drover/internal/runtimes"
+	"github.com/drover-dev/drover/internal/runtimes/redact"
 )
-
-// minSecretLen: shorter raw secrets are not redacted (as in custom runtimes:
-// replacing every "a" would make output unreadable and reveal the value).
-const minSecretLen = 4
 
 // rawSecrets are the raw secret values an instance's commands receive: the
 // target's env (service and release channel) and the runner's env.
@@ -27,19 +23,14 @@ func rawSecrets(t runtimes.Target, runner *config.TerraformRunner) []string {
 }
 
 // redactOutcome replaces raw secrets in what a command printed and in its
-// error, before the outcome is recorded or quoted in an error.
-func redactOutcome(o outcome, secrets []string) outcome {
-	r := func(s string) string {
-		for _, sec := range secrets {
-			if len(sec) >= minSecretLen && strings.Contains(s, sec) {
-				s = strings.ReplaceAll(s, sec, "(redacted)")
-			}
-		}
-		return s
-	}
-	o.stdout, o.stderr = r(o.stdout), r(o.stderr)
+// error, before the outcome is recorded or quoted in an error: as they are
+// and in the escaped forms terraform (HCL: \" and $${) and JSON print them.
+// Secrets shorter than redact.MinTextLen are left in text (see package
+// redact).
+func redactOutcome(o outcome, rd *redact.Redactor) outcome {
+	o.stdout, o.stderr = rd.Text(o.stdout), rd.Text(o.stderr)
 	if o.err != nil {
-		if msg := r(o.err.Error()); msg != o.err.Error() {
+		if msg := rd.Text(o.err.Error()); msg != o.err.Error() {
 			o.err = errors.New(msg)
 		}
 	}

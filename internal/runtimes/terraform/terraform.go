@@ -24,6 +24,7 @@ import (
 	"github.com/drover-dev/drover/internal/config"
 	"github.com/drover-dev/drover/internal/runtimes"
 	"github.com/drover-dev/drover/internal/runtimes/localexec"
+	"github.com/drover-dev/drover/internal/runtimes/redact"
 )
 
 // Defaults of the runner's poll intervals (Prodvana's terraformRunner).
@@ -73,6 +74,7 @@ type Runtime struct {
 	tempDir string                  // root's temporary parent when Options.DataDir is "", removed by Close
 	now     func() time.Time
 	runs    runtimes.RunRecorder
+	procs   runtimes.ProcessRecorder
 	log     *slog.Logger
 
 	ctx    context.Context // background polls; canceled by Close
@@ -98,9 +100,9 @@ type instance struct {
 	cmd   sync.Mutex
 	tf    *tfexec.Terraform
 	saved *savedPlan // what plan.tfplan holds, nil when unknown
-	// secrets are the raw secrets the commands get, redacted from their
-	// recorded output and errors.
-	secrets []string
+	// rd hides the raw secrets the commands get from their recorded output
+	// and errors.
+	rd *redact.Redactor
 
 	// Guarded by Runtime.mu.
 	target   runtimes.Target // the target of the last fetch or apply, re-planned by polls
@@ -170,6 +172,7 @@ func New(cfg *config.Runtime, opts runtimes.Options) (*Runtime, error) {
 		runner: cfg.TerraformRunner,
 		now:    opts.Now,
 		runs:   opts.Runs,
+		procs:  opts.Processes,
 		log:    opts.Log,
 		insts:  map[runtimes.InstanceKey]*instance{},
 		done:   make(chan struct{}),
@@ -433,7 +436,7 @@ func (r *Runtime) prepare(ctx context.Context, in *instance, t runtimes.Target, 
 		overlay["TF_CLI_ARGS_init"] = strings.TrimSpace(overlay["TF_CLI_ARGS_init"] + " " + sp.initArgs.extra)
 	}
 	p := &prepared{module: filepath.Join(in.dir, moduleDirName), env: fullEnv(overlay)}
-	in.secrets = rawSecrets(t, sp.runner)
+	in.rd = redact.New(rawSecrets(t, sp.runner))
 	var ov []string
 	for _, k := range slices.Sorted(maps.Keys(overlay)) {
 		ov = append(ov, k, overlay[k])
@@ -466,8 +469,9 @@ func (r *Runtime) prepare(ctx context.Context, in *instance, t runtimes.Target, 
 	for i, c := range sp.runner.PreRun {
 		started := r.now()
 		args := []string{"sh", "-c", c.Cmd}
-		res := localexec.Run(ctx, localexec.Cmd{Args: args, Env: envl, Dir: p.module, MaxOutput: outputLimit})
-		o := redactOutcome(outcome{stdout: string(res.Stdout), stderr: string(res.Stderr), truncated: res.Truncated, exitCode: res.ExitCode, err: res.Err}, in.secrets)
+		res := localexec.Run(ctx, localexec.Cmd{Args: args, Env: envl, Dir: p.module, MaxOutput: outputLimit,
+			Tracker: r.tracker(in.key, kindPreRun, t.Version, in.rd.All(args))})
+		o := redactOutcome(outcome{stdout: string(res.Stdout), stderr: string(res.Stderr), truncated: res.Truncated, exitCode: res.ExitCode, err: res.Err}, in.rd)
 		if o.err == nil && o.exitCode != 0 {
 			o.err = fmt.Errorf("exit status %d", o.exitCode)
 		}
@@ -517,7 +521,7 @@ func (r *Runtime) tfCommand(ctx context.Context, in *instance, kind, version str
 	if err != nil && exit == 0 {
 		exit = exitCode(ctx, err)
 	}
-	o := redactOutcome(outcome{stdout: out.String(), stderr: errOut.String(), truncated: out.Truncated() || errOut.Truncated(), exitCode: exit, err: err}, in.secrets)
+	o := redactOutcome(outcome{stdout: out.String(), stderr: errOut.String(), truncated: out.Truncated() || errOut.Truncated(), exitCode: exit, err: err}, in.rd)
 	r.record(ctx, in.key, kind, version, append([]string{r.bin}, args...), started, o)
 	return o
 }
@@ -766,7 +770,9 @@ func (r *Runtime) changes(ctx context.Context, in *instance, t runtimes.Target, 
 		default:
 			a = runtimes.ActionSkipped
 		}
-		out = append(out, runtimes.Change{Object: rc.Address, Action: a})
+		// An address holds for_each keys, which may come from a raw secret
+		// (a non-sensitive variable).
+		out = append(out, runtimes.Change{Object: in.rd.Text(rc.Address), Action: a})
 	}
 	return out
 }

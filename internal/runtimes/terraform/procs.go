@@ -1,0 +1,43 @@
+package terraform
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/drover-dev/drover/internal/runtimes"
+	"github.com/drover-dev/drover/internal/runtimes/localexec"
+)
+
+// tracker records the process group of a preRun command with the runtime's
+// ProcessRecorder while it runs, so that a server restarted after a crash
+// ends what the command left running before applying again (nil without a
+// recorder), as custom runtimes do.
+//
+// terraform itself runs through terraform-exec, which starts it in its own
+// process group (and kills it with drover: Pdeathsig) but does not let its
+// caller see the process: its group is not recorded (B3, see the package
+// documentation).
+func (r *Runtime) tracker(key runtimes.InstanceKey, kind, version string, argv []string) localexec.Tracker {
+	if r.procs == nil {
+		return nil
+	}
+	return processTracker{rec: r.procs, p: runtimes.Process{
+		InstanceKey: key, Runtime: r.name, Kind: kind, Version: version, Command: argv,
+	}}
+}
+
+type processTracker struct {
+	rec runtimes.ProcessRecorder
+	p   runtimes.Process
+}
+
+func (t processTracker) Started(ctx context.Context, g localexec.Group) (func(), error) {
+	h, err := json.Marshal(g)
+	if err != nil {
+		return nil, fmt.Errorf("encode process group: %w", err)
+	}
+	p := t.p
+	p.Handle = h
+	return t.rec.AddProcess(ctx, p)
+}
