@@ -152,7 +152,8 @@ func (l Errors) Error() string {
 }
 
 // MaxCompileTime bounds one compilation (every template of every release
-// channel); each template also has its own limits (MaxTemplateTime).
+// channel), and one validation of a config set (ValidateSetContext: every
+// service together); each template also has its own limits (MaxTemplateTime).
 var MaxCompileTime = time.Minute
 
 // Compile compiles one service for every release channel of its application.
@@ -169,8 +170,11 @@ func CompileContext(ctx context.Context, in Input) (*Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, MaxCompileTime)
 	defer cancel()
 	svcObj := "service/" + in.Service.Application + "/" + in.Service.Name
-	// Keep going after expansion errors so one run reports every problem.
-	rcs, expandErrs := ExpandReleaseChannels(in.Application, in.Runtimes)
+	// One template cache, output budget and deadline for the whole
+	// compilation. Keep going after expansion errors so one run reports
+	// every problem.
+	cache := &templateCache{}
+	rcs, expandErrs := expandReleaseChannels(ctx, cache, in.Application, in.Runtimes)
 	all := Errors(expandErrs)
 	byName := map[string]*ReleaseChannel{}
 	for i := range rcs {
@@ -197,7 +201,6 @@ func CompileContext(ctx context.Context, in Input) (*Result, error) {
 	// keep the channels' order.
 	compilers := make([]*rcCompiler, len(rcs))
 	outs := make([]*CompiledReleaseChannel, len(rcs))
-	cache := &templateCache{}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
 	for i := range rcs {
@@ -892,7 +895,7 @@ func (c *rcCompiler) renderConfig(object, field string, in, out any, data *Data)
 	tree, err := toTree(in)
 	if err == nil {
 		var r any
-		r, err = renderStrings(c.ctx, tree, data)
+		r, err = renderStrings(c.ctx, c.templates, tree, data)
 		if err == nil {
 			err = fromTree(r.(map[string]any), out)
 		}
