@@ -3,6 +3,7 @@ package compiler_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -176,5 +177,91 @@ func TestB2OrdinaryTemplatesUnaffected(t *testing.T) {
 	want := "012|empty|01|<in>|007|1 2|&lt;|5"
 	if got != want {
 		t.Errorf("rendered %q, want %q", got, want)
+	}
+}
+
+// totalAlloc is the bytes the process allocated so far.
+func totalAlloc() uint64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.TotalAlloc
+}
+
+// TestB2PrintfBombRefused: one printf call that would build gigabytes (16 MB
+// values concatenated, or a format full of huge widths) is refused before fmt
+// allocates its result, with an error naming the file.
+//
+// Not parallel: it measures the process's allocations, and parallel tests
+// only start once the sequential ones have finished.
+func TestB2PrintfBombRefused(t *testing.T) {
+	big := `{{$x := printf "%01000000d" 0}}{{$y := printf "` + strings.Repeat("%s", 16) + `"` + strings.Repeat(" $x", 16) + `}}`
+	for name, body := range map[string]string{
+		"doubling":    big + `{{printf "` + strings.Repeat("%s", 40) + `"` + strings.Repeat(" $y", 40) + `}}`,
+		"wide-format": `{{printf "` + strings.Repeat("%01000000d", 400) + `"` + strings.Repeat(" 0", 400) + `}}`,
+		"star-width":  `{{printf "` + strings.Repeat("%*d", 400) + `"` + strings.Repeat(" 1000000 0", 400) + `}}`,
+		"print":       big + `{{print` + strings.Repeat(" $y", 40) + `}}`,
+		"html":        big + `{{html` + strings.Repeat(" $y", 40) + `}}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			set := heavyTree(t, body)
+			before := totalAlloc()
+			errs := compiler.ValidateSet(set)
+			allocated := totalAlloc() - before
+			if len(errs) == 0 {
+				t.Fatal("validate accepted the template")
+			}
+			msg := errs.Err().Error()
+			if !strings.Contains(msg, "template stopped: a value would be larger than 16 MiB") || !strings.Contains(msg, "cm.yaml") {
+				t.Errorf("error does not refuse the value in cm.yaml:\n%s", msg)
+			}
+			// Two release channels build $y (16 MB) each; the refused call
+			// would have added 400 MB or more.
+			if allocated > 200<<20 {
+				t.Errorf("validate allocated %d MiB", allocated>>20)
+			}
+		})
+	}
+}
+
+// budgetTree is an application with n release channels whose service renders
+// body in cm.yaml.
+func budgetTree(t *testing.T, n int, body string) *config.Set {
+	t.Helper()
+	app := "application:\n  name: a\n  releaseChannels:\n"
+	for i := range n {
+		app += fmt.Sprintf("    - {name: c%d, runtimes: [{runtime: r}]}\n", i)
+	}
+	return writeTree(t, map[string]string{
+		"runtime.pvn.yaml": limitsRuntime,
+		"app.pvn.yaml":     app,
+		"svc/s.pvn.yaml":   limitsSvc,
+		"svc/cm.yaml":      "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndata:\n  a: '" + body + "'\n",
+	})
+}
+
+// TestB2CompileOutputBudget: every template of a compilation shares one
+// output budget: renders that each stay under the per-template limit cannot
+// add up past MaxCompileOutput across release channels.
+func TestB2CompileOutputBudget(t *testing.T) {
+	t.Parallel()
+	// 6 MB built per channel (and not written, so that the YAML stays
+	// small), 16 channels: 96 MB together.
+	body := `{{$v := printf "` + strings.Repeat("%01000000d", 6) + `"` + strings.Repeat(" 0", 6) + `}}{{len $v}}`
+	set := budgetTree(t, 16, body)
+	in, err := compiler.InputFor(set, config.ServiceKey{Application: "a", Service: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = compiler.Compile(in)
+	if err == nil {
+		t.Fatal("compile kept more than MaxCompileOutput of template output")
+	}
+	if msg := err.Error(); !strings.Contains(msg, "template stopped: the templates of this compilation produced more than 64 MiB together") || !strings.Contains(msg, "cm.yaml") {
+		t.Errorf("error does not name the budget and the file:\n%s", msg)
+	}
+	// One channel is well within the budget.
+	set = budgetTree(t, 1, body)
+	if errs := compiler.ValidateSet(set); len(errs) > 0 {
+		t.Errorf("one channel of 6 MB refused: %v", errs.Err())
 	}
 }
