@@ -265,3 +265,82 @@ func TestB2CompileOutputBudget(t *testing.T) {
 		t.Errorf("one channel of 6 MB refused: %v", errs.Err())
 	}
 }
+
+// slowTemplate runs for minutes within the step and output limits: each of
+// its steps compares two distinct 4 MB strings.
+const slowTemplate = `{{$x := printf "%0999999d%0999999d%0999999d%0999999d" 0 0 0 0}}` +
+	`{{$y := printf "%0999999d%0999999d%0999999d%0999999d" 0 0 0 0}}` +
+	`{{range 1000000}}{{if eq $x $y}}{{end}}{{end}}`
+
+// TestB2ValidateSetSharesOneDeadline: a config set's validation gets one
+// MaxCompileTime for all its services, not one each, and stops at the first
+// service that runs out of it.
+//
+// Not parallel: it lowers MaxCompileTime, which parallel tests read; they
+// only start once the sequential tests have finished.
+func TestB2ValidateSetSharesOneDeadline(t *testing.T) {
+	saved := compiler.MaxCompileTime
+	compiler.MaxCompileTime = 2 * time.Second
+	t.Cleanup(func() { compiler.MaxCompileTime = saved })
+	files := map[string]string{
+		"runtime.pvn.yaml": limitsRuntime,
+		"app.pvn.yaml":     limitsApp,
+	}
+	for _, s := range []string{"s1", "s2", "s3", "s4"} {
+		files[s+"/s.pvn.yaml"] = strings.Replace(limitsSvc, "name: s\n", "name: "+s+"\n", 1)
+		files[s+"/cm.yaml"] = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndata:\n  a: '" + slowTemplate + "'\n"
+	}
+	set := writeTree(t, files)
+	start := time.Now()
+	errs := compiler.ValidateSetContext(t.Context(), set)
+	took := time.Since(start)
+	// One service per deadline would take 4 x 2 s.
+	if took > 5*time.Second {
+		t.Errorf("validation took %s with MaxCompileTime %s", took, compiler.MaxCompileTime)
+	}
+	msg := errs.Err().Error()
+	if !strings.Contains(msg, "template stopped: the compilation ran out of time (its templates share at most 2s)") ||
+		!strings.Contains(msg, "not validated: the validation ran out of time (all services share at most 2s)") {
+		t.Errorf("errors do not say the validation ran out of time:\n%s", msg)
+	}
+}
+
+// TestB2GroupTemplatesUseCallerContext: release channel group templates stop
+// when the caller's context is done, in ExpandReleaseChannels and within a
+// compilation.
+func TestB2GroupTemplatesUseCallerContext(t *testing.T) {
+	t.Parallel()
+	set := writeTree(t, map[string]string{
+		"runtime.pvn.yaml": "runtime:\n  name: r\n  fake: {}\n  labels: [{label: env, value: stg}]\n",
+		"app.pvn.yaml": "application:\n  name: a\n  releaseChannelGroups:\n    - name: g\n      runtimeSelector: env=stg\n" +
+			"      template:\n        constants: [{name: c, string: {value: '" + slowTemplate + "'}}]\n",
+		"svc/s.pvn.yaml": limitsSvc,
+		"svc/cm.yaml":    "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\n",
+	})
+	app := set.ApplicationConfig("a")
+	ctx, cancel := context.WithCancel(t.Context())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	start := time.Now()
+	_, errs := compiler.ExpandReleaseChannels(ctx, app, set.RuntimeConfigs())
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("expansion went on for %s after its context was cancelled", took)
+	}
+	if len(errs) == 0 || !strings.Contains(errs[0].Msg, "template stopped: the request was cancelled") {
+		t.Errorf("want a cancelled group template, got %v", errs)
+	}
+
+	in, err := compiler.InputFor(set, config.ServiceKey{Application: "a", Service: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel = context.WithCancel(t.Context())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	start = time.Now()
+	_, err = compiler.CompileContext(ctx, in)
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("compile went on for %s after its context was cancelled", took)
+	}
+	if !strings.Contains(errString(err), "template stopped: the request was cancelled") {
+		t.Errorf("want a cancelled group template, got %v", err)
+	}
+}
