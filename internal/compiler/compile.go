@@ -763,6 +763,10 @@ func (c *rcCompiler) customRuntime(field string, cr *config.CustomRuntimeValues,
 			}
 			pv.String = &s
 		}
+		if pv.Secret != nil && kind == "terraformRunner" {
+			c.fail(Error{Object: c.serviceObject(), Field: pf + ".secret", Msg: terraformSecretMsg})
+			continue
+		}
 		def := byName[pv.Name]
 		if def == nil {
 			if kind == "fake" {
@@ -807,8 +811,20 @@ func (c *rcCompiler) customRuntime(field string, cr *config.CustomRuntimeValues,
 	if len(c.errs) > 0 {
 		return nil
 	}
-	if kind == "custom" {
+	switch kind {
+	case "custom":
 		obj.markSecrets()
+	case "terraformRunner":
+		// Only a custom runtime puts a raw secret parameter's value in place
+		// of its marker (B5); elsewhere it would render as "(secret)".
+		for name, v := range obj.ParameterValues {
+			if sec, ok := v.(Secret); ok && sec.raw != "" {
+				c.fail(Error{Object: c.serviceObject(), Field: field + ".parameterValues", Msg: fmt.Sprintf("parameter %s: %s", name, terraformSecretMsg)})
+			}
+		}
+		if len(c.errs) > 0 {
+			return nil
+		}
 	}
 	rdata := &Data{Params: obj.ParameterValues, Constants: data.Constants, Builtins: data.Builtins}
 	switch kind {
@@ -834,6 +850,10 @@ func (c *rcCompiler) customRuntime(field string, cr *config.CustomRuntimeValues,
 	}
 	return obj
 }
+
+// terraformSecretMsg refuses a secret parameter for a terraform runner: its
+// templates would get "(secret)", not the value (B5).
+const terraformSecretMsg = "secret parameters cannot be used in terraformRunner templates; pass the secret through env: the service's env or terraformRunner.env, with rawSecret or secret"
 
 // markSecrets makes the raw secret parameters render as markers and keeps
 // their values in obj.Secrets for the runtime.
