@@ -344,3 +344,42 @@ func TestB2GroupTemplatesUseCallerContext(t *testing.T) {
 		t.Errorf("want a cancelled group template, got %v", err)
 	}
 }
+
+// helmTree is an application with n release channels whose service is a
+// local chart with one template, body.
+func helmTree(t *testing.T, n int, body string) *config.Set {
+	t.Helper()
+	app := "application:\n  name: a\n  releaseChannels:\n"
+	for i := range n {
+		app += fmt.Sprintf("    - {name: c%d, runtimes: [{runtime: r}]}\n", i)
+	}
+	return writeTree(t, map[string]string{
+		"runtime.pvn.yaml":           limitsRuntime,
+		"app.pvn.yaml":               app,
+		"svc/s.pvn.yaml":             "service:\n  name: s\n  application: a\n  helm:\n    local: {path: chart}\n",
+		"svc/chart/Chart.yaml":       "apiVersion: v2\nname: c\nversion: 0.1.0\n",
+		"svc/chart/templates/x.yaml": body,
+	})
+}
+
+// TestB2HelmChartStopsWithContext: Helm's engine cannot be interrupted, but
+// a compilation stops waiting for a chart when its context is done.
+func TestB2HelmChartStopsWithContext(t *testing.T) {
+	t.Parallel()
+	// About 800 MB hashed: seconds of work that Helm cannot stop.
+	set := helmTree(t, 1, "{{ range until 8000 }}{{ $_ := repeat 100000 \"x\" | sha256sum }}{{ end }}apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\n")
+	in, err := compiler.InputFor(set, config.ServiceKey{Application: "a", Service: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	start := time.Now()
+	_, err = compiler.CompileContext(ctx, in)
+	if took := time.Since(start); took > 800*time.Millisecond {
+		t.Errorf("compile waited %s for a chart after its context was cancelled", took)
+	}
+	if msg := errString(err); !strings.Contains(msg, "helm chart") || !strings.Contains(msg, "rendering stopped: context canceled") {
+		t.Errorf("want a stopped chart, got %s", config.Clip(msg))
+	}
+}
