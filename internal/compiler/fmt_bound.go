@@ -96,6 +96,7 @@ func countLeaves(v reflect.Value, depth int, budget *int) int {
 			switch v.Elem().Kind() {
 			case reflect.Array, reflect.Slice, reflect.Struct, reflect.Map:
 				return 1 + countLeaves(v.Elem(), depth+1, budget)
+			default:
 			}
 		}
 		return 1
@@ -127,8 +128,9 @@ func countLeaves(v reflect.Value, depth int, budget *int) int {
 			}
 		}
 		return n
+	default:
+		return 1 // strings, numbers, bools, funcs, channels
 	}
-	return 1
 }
 
 // verbCost bounds what one verb prints of argument i.
@@ -350,6 +352,7 @@ func fmtIntFromArg(args []any, argNum int) (num, newArgNum int) {
 		if n := v.Uint(); n <= 1e6 {
 			num = int(n)
 		}
+	default: // not an integer: fmt prints %!(BADWIDTH)
 	}
 	return num, argNum + 1
 }
