@@ -152,7 +152,8 @@ func (l Errors) Error() string {
 }
 
 // MaxCompileTime bounds one compilation (every template of every release
-// channel); each template also has its own limits (MaxTemplateTime).
+// channel), and one validation of a config set (ValidateSetContext: every
+// service together); each template also has its own limits (MaxTemplateTime).
 var MaxCompileTime = time.Minute
 
 // Compile compiles one service for every release channel of its application.
@@ -169,8 +170,11 @@ func CompileContext(ctx context.Context, in Input) (*Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, MaxCompileTime)
 	defer cancel()
 	svcObj := "service/" + in.Service.Application + "/" + in.Service.Name
-	// Keep going after expansion errors so one run reports every problem.
-	rcs, expandErrs := ExpandReleaseChannels(in.Application, in.Runtimes)
+	// One template cache, output budget and deadline for the whole
+	// compilation. Keep going after expansion errors so one run reports
+	// every problem.
+	cache := &templateCache{}
+	rcs, expandErrs := expandReleaseChannels(ctx, cache, in.Application, in.Runtimes)
 	all := Errors(expandErrs)
 	byName := map[string]*ReleaseChannel{}
 	for i := range rcs {
@@ -197,7 +201,6 @@ func CompileContext(ctx context.Context, in Input) (*Result, error) {
 	// keep the channels' order.
 	compilers := make([]*rcCompiler, len(rcs))
 	outs := make([]*CompiledReleaseChannel, len(rcs))
-	cache := &templateCache{}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
 	for i := range rcs {
@@ -760,6 +763,10 @@ func (c *rcCompiler) customRuntime(field string, cr *config.CustomRuntimeValues,
 			}
 			pv.String = &s
 		}
+		if pv.Secret != nil && kind == "terraformRunner" {
+			c.fail(Error{Object: c.serviceObject(), Field: pf + ".secret", Msg: terraformSecretMsg})
+			continue
+		}
 		def := byName[pv.Name]
 		if def == nil {
 			if kind == "fake" {
@@ -804,8 +811,20 @@ func (c *rcCompiler) customRuntime(field string, cr *config.CustomRuntimeValues,
 	if len(c.errs) > 0 {
 		return nil
 	}
-	if kind == "custom" {
+	switch kind {
+	case "custom":
 		obj.markSecrets()
+	case "terraformRunner":
+		// Only a custom runtime puts a raw secret parameter's value in place
+		// of its marker (B5); elsewhere it would render as "(secret)".
+		for name, v := range obj.ParameterValues {
+			if sec, ok := v.(Secret); ok && sec.raw != "" {
+				c.fail(Error{Object: c.serviceObject(), Field: field + ".parameterValues", Msg: fmt.Sprintf("parameter %s: %s", name, terraformSecretMsg)})
+			}
+		}
+		if len(c.errs) > 0 {
+			return nil
+		}
 	}
 	rdata := &Data{Params: obj.ParameterValues, Constants: data.Constants, Builtins: data.Builtins}
 	switch kind {
@@ -831,6 +850,10 @@ func (c *rcCompiler) customRuntime(field string, cr *config.CustomRuntimeValues,
 	}
 	return obj
 }
+
+// terraformSecretMsg refuses a secret parameter for a terraform runner: its
+// templates would get "(secret)", not the value (B5).
+const terraformSecretMsg = "secret parameters cannot be used in terraformRunner templates; pass the secret through env: the service's env or terraformRunner.env, with rawSecret or secret"
 
 // markSecrets makes the raw secret parameters render as markers and keeps
 // their values in obj.Secrets for the runtime.
@@ -892,7 +915,7 @@ func (c *rcCompiler) renderConfig(object, field string, in, out any, data *Data)
 	tree, err := toTree(in)
 	if err == nil {
 		var r any
-		r, err = renderStrings(c.ctx, tree, data)
+		r, err = renderStrings(c.ctx, c.templates, tree, data)
 		if err == nil {
 			err = fromTree(r.(map[string]any), out)
 		}

@@ -33,6 +33,9 @@ func FuzzRender(f *testing.F) {
 		"{{$x := \"ab\"}}{{range 100}}{{$x = printf \"%s%s\" $x $x}}{{end}}",
 		"{{define \"t\"}}{{template \"t\" .}}{{end}}{{template \"t\" .}}",
 		"{{printf \"%#v\" .}}",
+		// One call that would build gigabytes is refused before formatting.
+		"{{printf \"%*d%*d%*d%*d%*d%*d%*d%*d%*d%*d%*d%*d%*d%*d%*d%*d%*d%*d\" 1000000 0 1000000 0 1000000 0 1000000 0 1000000 0 1000000 0 1000000 0 1000000 0 1000000 0 1000000 0 1000000 0 1000000 0 1000000 0 1000000 0 1000000 0 1000000 0 1000000 0 1000000 0}}",
+		"{{$x := printf \"%0999999d\" 0}}{{print $x $x $x $x $x $x $x $x $x $x $x $x $x $x $x $x $x $x}}",
 	} {
 		f.Add(seed)
 	}

@@ -55,7 +55,15 @@ func ReleaseChannelLabels(app string, rc *ReleaseChannel) labelquery.Labels {
 // (name <group>-<runtime>, group <group>, runtimes [<runtime>]) overlaid by the
 // group's template, whose strings are templates over .Builtins.Group and
 // .Builtins.Runtime. Template runtimes replace the default runtime entry.
-func ExpandReleaseChannels(app *config.Application, runtimes map[string]*config.Runtime) ([]ReleaseChannel, []Error) {
+// The templates stop when ctx is done and are bounded like those of a
+// compilation (MaxCompileOutput).
+func ExpandReleaseChannels(ctx context.Context, app *config.Application, runtimes map[string]*config.Runtime) ([]ReleaseChannel, []Error) {
+	return expandReleaseChannels(ctx, &templateCache{}, app, runtimes)
+}
+
+// expandReleaseChannels is ExpandReleaseChannels rendering with the
+// compilation's templates (and their budget).
+func expandReleaseChannels(ctx context.Context, templates *templateCache, app *config.Application, runtimes map[string]*config.Runtime) ([]ReleaseChannel, []Error) {
 	var (
 		out  []ReleaseChannel
 		errs []Error
@@ -87,7 +95,11 @@ func ExpandReleaseChannels(app *config.Application, runtimes map[string]*config.
 				continue
 			}
 			matched++
-			rc, err := expandGroup(g, rt)
+			if err := ctx.Err(); err != nil {
+				errs = append(errs, Error{Object: obj, Field: field + ".template", Msg: fmt.Sprintf("runtime %s: not expanded: %v", rt.Name, err)})
+				return out, errs
+			}
+			rc, err := expandGroup(ctx, templates, g, rt)
 			if err != nil {
 				errs = append(errs, Error{Object: obj, Field: field + ".template", Msg: fmt.Sprintf("runtime %s: %v", rt.Name, err)})
 				continue
@@ -108,7 +120,7 @@ func ExpandReleaseChannels(app *config.Application, runtimes map[string]*config.
 	return out, errs
 }
 
-func expandGroup(g config.ReleaseChannelGroup, rt *config.Runtime) (*config.ReleaseChannel, error) {
+func expandGroup(ctx context.Context, templates *templateCache, g config.ReleaseChannelGroup, rt *config.Runtime) (*config.ReleaseChannel, error) {
 	var data groupData
 	data.Builtins.Group = g.Name
 	data.Builtins.Runtime = RuntimeInfo{Name: rt.Name, Labels: map[string]string{}}
@@ -126,9 +138,7 @@ func expandGroup(g config.ReleaseChannelGroup, rt *config.Runtime) (*config.Rele
 		if err := json.Unmarshal(raw, &tree); err != nil {
 			return nil, err
 		}
-		// Group templates are small and rendered per runtime; they get the
-		// render limits without a caller context.
-		tree, err = renderStrings(context.Background(), tree, &data)
+		tree, err = renderStrings(ctx, templates, tree, &data)
 		if err != nil {
 			return nil, err
 		}
@@ -154,10 +164,11 @@ func expandGroup(g config.ReleaseChannelGroup, rt *config.Runtime) (*config.Rele
 	return &rc, nil
 }
 
-func renderStrings(ctx context.Context, v any, data any) (any, error) {
+// renderStrings renders every string of a JSON tree as a template.
+func renderStrings(ctx context.Context, templates *templateCache, v any, data any) (any, error) {
 	switch x := v.(type) {
 	case string:
-		out, err := render(ctx, "template", x, data)
+		out, err := templates.render(ctx, "template", x, data)
 		if err != nil {
 			_, msg := templateError(err)
 			return nil, fmt.Errorf("%s", msg)
@@ -165,7 +176,7 @@ func renderStrings(ctx context.Context, v any, data any) (any, error) {
 		return out, nil
 	case map[string]any:
 		for k, e := range x {
-			r, err := renderStrings(ctx, e, data)
+			r, err := renderStrings(ctx, templates, e, data)
 			if err != nil {
 				return nil, err
 			}
@@ -173,7 +184,7 @@ func renderStrings(ctx context.Context, v any, data any) (any, error) {
 		}
 	case []any:
 		for i, e := range x {
-			r, err := renderStrings(ctx, e, data)
+			r, err := renderStrings(ctx, templates, e, data)
 			if err != nil {
 				return nil, err
 			}

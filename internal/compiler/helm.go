@@ -1,12 +1,13 @@
 package compiler
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path"
 	"sort"
 	"strings"
-	"sync"
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
@@ -20,9 +21,18 @@ import (
 	"github.com/drover-dev/drover/internal/desiredstate"
 )
 
-// helmMu serializes chart rendering: the Helm SDK keeps some global state
-// (its template function map and caches) and rendering is fast enough.
-var helmMu sync.Mutex
+// helmSlot serializes chart rendering: the Helm SDK keeps some global state
+// (its template function map and caches) and rendering is fast enough. It is
+// a channel so that a compilation can give up waiting for it.
+var helmSlot = make(chan struct{}, 1)
+
+// Helm's template engine has no limits and cannot be interrupted: a chart
+// template runs until it ends, however long and however much it renders. A
+// compilation waits for it only until its context is done (its deadline,
+// MaxCompileTime, or its caller giving up); the render then finishes in the
+// background, holding helmSlot, so that at most one such render runs at a
+// time. Its manifests are charged to the compilation's output budget
+// (MaxCompileOutput) once rendered.
 
 // helm renders a local chart with the service's values for one release
 // channel, the way `helm template` would, and returns the manifests as
@@ -56,7 +66,10 @@ func (c *rcCompiler) helm(field string, h *config.HelmConfig, data *Data, sel Se
 	if ns == "" {
 		ns = desiredstate.ManagedNamespace(c.in.Application.Name, c.rc.Name)
 	}
-	manifest, err := renderChart(h.Chart, release, ns, values)
+	manifest, err := renderChartContext(c.ctx, h.Chart, release, ns, values)
+	if err == nil && !c.templates.budget.take(len(manifest)) {
+		err = errors.New(helmBudgetMsg())
+	}
 	if err != nil {
 		c.fail(Error{Object: c.serviceObject(), Field: field, Msg: fmt.Sprintf("helm chart %s: %v", h.Chart.Root, err)})
 		return nil
@@ -64,6 +77,44 @@ func (c *rcCompiler) helm(field string, h *config.HelmConfig, data *Data, sel Se
 	return c.decodeObjects(field, config.SourceMarker(h.Chart.Root)+manifest)
 }
 
+// helmBudgetMsg is the error of a chart whose manifests pass the
+// compilation's output budget.
+func helmBudgetMsg() string {
+	return fmt.Sprintf("its manifests are larger than what the templates of a compilation may produce together (%s)", byteSize(MaxCompileOutput))
+}
+
+// renderChartContext is renderChart until ctx is done.
+func renderChartContext(ctx context.Context, tree *config.FileTree, release, namespace string, values map[string]any) (string, error) {
+	stopped := func() error {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return fmt.Errorf("rendering ran out of time (a compilation's templates share at most %s): %w", MaxCompileTime, ctx.Err())
+		}
+		return fmt.Errorf("rendering stopped: %w", ctx.Err())
+	}
+	select {
+	case helmSlot <- struct{}{}:
+	case <-ctx.Done():
+		return "", stopped()
+	}
+	type result struct {
+		manifest string
+		err      error
+	}
+	done := make(chan result, 1)
+	go func() {
+		defer func() { <-helmSlot }()
+		m, err := renderChart(tree, release, namespace, values)
+		done <- result{m, err}
+	}()
+	select {
+	case r := <-done:
+		return r.manifest, r.err
+	case <-ctx.Done():
+		return "", stopped()
+	}
+}
+
+// renderChart renders a chart; the caller holds helmSlot.
 func renderChart(tree *config.FileTree, release, namespace string, values map[string]any) (string, error) {
 	names := make([]string, 0, len(tree.Files))
 	for n := range tree.Files {
@@ -74,8 +125,6 @@ func renderChart(tree *config.FileTree, release, namespace string, values map[st
 	for _, n := range names {
 		files = append(files, &loader.BufferedFile{Name: path.Clean(n), Data: []byte(tree.Files[n])})
 	}
-	helmMu.Lock()
-	defer helmMu.Unlock()
 	chart, err := loader.LoadFiles(files)
 	if err != nil {
 		return "", err

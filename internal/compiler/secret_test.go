@@ -124,3 +124,38 @@ func TestB5SecretParamCarriedForTheRuntime(t *testing.T) {
 		t.Errorf("the object carries %q for the runtime, want the secret", got)
 	}
 }
+
+// TestB5SecretParamInTerraformRunnerRefused: a terraform runner cannot put a
+// raw secret parameter's value in its templates (only a custom runtime
+// replaces the marker), so a secret parameter value for it is a compile
+// error naming the file and field, not a command that gets "(secret)".
+func TestB5SecretParamInTerraformRunnerRefused(t *testing.T) {
+	t.Parallel()
+	for name, pv := range map[string]string{
+		"undefined": `{name: token, secret: {rawSecret: "` + secretValue + `"}}`,
+		"path":      `{name: path, secret: {rawSecret: "` + secretValue + `"}}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			set := writeTree(t, map[string]string{
+				"runtime.pvn.yaml": "runtime:\n  name: tf\n  terraformRunner:\n    env:\n      TOKEN: {value: \"{{.Params.path}}\"}\n",
+				"app.pvn.yaml":     "application:\n  name: a\n  releaseChannels:\n    - {name: stg, runtimes: [{runtime: tf}]}\n",
+				"svc/s.pvn.yaml": "service:\n  name: s\n  application: a\n  customRuntime:\n    parameterValues:\n" +
+					"      - {name: extraInitArgs, string: x}\n      - " + pv + "\n",
+			})
+			errs := compiler.ValidateSet(set)
+			if len(errs) == 0 {
+				t.Fatal("validate accepted a secret parameter for a terraform runner")
+			}
+			msg := errs.Err().Error()
+			want := "s.pvn.yaml:7:"
+			if !strings.Contains(msg, want) || !strings.Contains(msg, "service.customRuntime.parameterValues[1].secret") ||
+				!strings.Contains(msg, "secret parameters cannot be used in terraformRunner templates; pass the secret through env") {
+				t.Errorf("error does not refuse the secret at %s:\n%s", want, msg)
+			}
+			if strings.Contains(msg, secretValue) {
+				t.Errorf("error quotes the secret:\n%s", msg)
+			}
+		})
+	}
+}

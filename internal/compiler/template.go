@@ -46,9 +46,13 @@ func render(ctx context.Context, name, s string, data any) (string, error) {
 }
 
 // templateCache parses each distinct template text once per compilation: the
-// same files are rendered for every release channel. It is safe for
-// concurrent use; a nil cache parses every time.
-type templateCache struct{ m sync.Map } // name+text -> *template.Template or error
+// same files are rendered for every release channel. It also holds the
+// compilation's output budget (MaxCompileOutput). It is safe for concurrent
+// use; a nil cache parses every time and gives each render its own budget.
+type templateCache struct {
+	m      sync.Map // name+text -> *template.Template or error
+	budget outputBudget
+}
 
 type parsed struct {
 	t   *template.Template
@@ -78,7 +82,11 @@ func (c *templateCache) render(ctx context.Context, name, s string, data any) (s
 	if p.err != nil {
 		return "", p.err
 	}
-	return execute(ctx, p.t, data)
+	var budget *outputBudget
+	if c != nil {
+		budget = &c.budget
+	}
+	return execute(ctx, p.t, data, budget)
 }
 
 // templateErrRE matches text/template errors: "template: NAME:LINE:COL: rest" or

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"text/template"
 	"text/template/parse"
 	"time"
@@ -33,7 +34,14 @@ import (
 //   - Values built without writing ({{$x = printf "%s%s" $x $x}} in a loop)
 //     grow only through the string functions; printf, print, println, html,
 //     js and urlquery are replaced by versions that refuse a result larger
-//     than MaxTemplateOutput.
+//     than MaxTemplateOutput. They refuse before formatting, from a bound of
+//     the result computed from the format and the arguments (fmt_bound.go):
+//     fmt builds the whole string before returning it.
+//   - A compilation renders many templates (every templated field, file and
+//     release channel group, for every release channel) and keeps their
+//     results: all of them share one budget of MaxCompileOutput bytes,
+//     charged with every byte written and every value a string function
+//     builds, and one deadline, MaxCompileTime.
 //
 // These are package settings so that every caller (validate, compile, the
 // server) gets the same limits.
@@ -45,6 +53,10 @@ var (
 	MaxTemplateSteps = 1_000_000
 	// MaxTemplateTime is how long one template render may run.
 	MaxTemplateTime = 10 * time.Second
+	// MaxCompileOutput is the most the templates of one compilation may
+	// produce together, in bytes: every byte they write and every value
+	// printf, print, println, html, js and urlquery build.
+	MaxCompileOutput = 64 << 20
 )
 
 // tickFunc is the hidden function inserted into parse trees; its name cannot
@@ -66,12 +78,30 @@ func (e *LimitError) Error() string { return "template stopped: " + e.Reason }
 
 func (e *LimitError) Unwrap() error { return e.Err }
 
+// outputBudget is what the templates of one compilation may still produce
+// (MaxCompileOutput); the renders of a compilation run in parallel.
+type outputBudget struct{ used atomic.Int64 }
+
+// take charges n bytes and reports whether they fit.
+func (b *outputBudget) take(n int) bool {
+	return b.used.Add(int64(n)) <= int64(MaxCompileOutput)
+}
+
+// left is how many bytes may still be charged.
+func (b *outputBudget) left() int {
+	return max(0, MaxCompileOutput-int(b.used.Load()))
+}
+
 // renderState is the bookkeeping of one render.
 type renderState struct {
-	ctx   context.Context
-	steps int
-	line  int
-	err   *LimitError
+	ctx context.Context
+	// deadline is the render's own deadline (MaxTemplateTime); ctx may end
+	// earlier, at the compilation's deadline or when the caller gives up.
+	deadline time.Time
+	budget   *outputBudget
+	steps    int
+	line     int
+	err      *LimitError
 }
 
 // fail records the first limit reached and returns it.
@@ -92,6 +122,9 @@ func (s *renderState) step(line int) (string, error) {
 	}
 	if err := s.ctx.Err(); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
+			if time.Now().Before(s.deadline) {
+				return "", s.fail(fmt.Sprintf("the compilation ran out of time (its templates share at most %s)", MaxCompileTime), err)
+			}
 			return "", s.fail(fmt.Sprintf("it ran longer than %s", MaxTemplateTime), err)
 		}
 		return "", s.fail("the request was cancelled", err)
@@ -99,25 +132,87 @@ func (s *renderState) step(line int) (string, error) {
 	return "", nil
 }
 
-// checkSize refuses a string larger than the output limit.
+// budgetReason is the limit error of a compilation over MaxCompileOutput.
+func budgetReason() string {
+	return fmt.Sprintf("the templates of this compilation produced more than %s together", byteSize(MaxCompileOutput))
+}
+
+// limit is the most a value built now may take.
+func (s *renderState) limit() int { return min(MaxTemplateOutput, s.budget.left()) }
+
+// room refuses a value before it is built when bound, an upper bound of its
+// size, passes the output limit or the compilation's budget.
+func (s *renderState) room(bound int) error {
+	switch {
+	case bound > MaxTemplateOutput:
+		return s.fail(fmt.Sprintf("a value would be larger than %s", byteSize(MaxTemplateOutput)), nil)
+	case bound > s.budget.left():
+		return s.fail(budgetReason(), nil)
+	}
+	return nil
+}
+
+// checkSize refuses a string larger than the output limit and charges it to
+// the compilation's budget.
 func (s *renderState) checkSize(out string) (string, error) {
 	if len(out) > MaxTemplateOutput {
 		return "", s.fail(fmt.Sprintf("a value is larger than %s", byteSize(MaxTemplateOutput)), nil)
 	}
+	if !s.budget.take(len(out)) {
+		return "", s.fail(budgetReason(), nil)
+	}
 	return out, nil
 }
 
+// Escaping multiplies a byte by at most: html "&#34;", js "\u003C", urlquery "%3C".
+const (
+	htmlGrowth     = 5
+	jsGrowth       = 6
+	urlqueryGrowth = 3
+)
+
 // funcs are the render's hidden step function and the size-checked string
-// functions that replace text/template's builtins of the same names.
+// functions that replace text/template's builtins of the same names. Each
+// refuses a call whose result could pass the limits before building it.
 func (s *renderState) funcs() template.FuncMap {
 	return template.FuncMap{
-		tickFunc:   s.step,
-		"printf":   func(f string, a ...any) (string, error) { return s.checkSize(fmt.Sprintf(f, a...)) },
-		"print":    func(a ...any) (string, error) { return s.checkSize(fmt.Sprint(a...)) },
-		"println":  func(a ...any) (string, error) { return s.checkSize(fmt.Sprintln(a...)) },
-		"html":     func(a ...any) (string, error) { return s.checkSize(template.HTMLEscaper(a...)) },
-		"js":       func(a ...any) (string, error) { return s.checkSize(template.JSEscaper(a...)) },
-		"urlquery": func(a ...any) (string, error) { return s.checkSize(template.URLQueryEscaper(a...)) },
+		tickFunc: s.step,
+		"printf": func(f string, a ...any) (string, error) {
+			if err := s.room(sprintfBound(f, a, s.limit())); err != nil {
+				return "", err
+			}
+			return s.checkSize(fmt.Sprintf(f, a...))
+		},
+		"print": func(a ...any) (string, error) {
+			if err := s.room(sprintBound(a, s.limit())); err != nil {
+				return "", err
+			}
+			return s.checkSize(fmt.Sprint(a...))
+		},
+		"println": func(a ...any) (string, error) {
+			if err := s.room(sprintBound(a, s.limit())); err != nil {
+				return "", err
+			}
+			return s.checkSize(fmt.Sprintln(a...))
+		},
+		"html": func(a ...any) (string, error) {
+			if err := s.room(escapeBound(a, htmlGrowth, s.limit())); err != nil {
+				return "", err
+			}
+			return s.checkSize(template.HTMLEscaper(a...))
+		},
+		"js": func(a ...any) (string, error) {
+			if err := s.room(escapeBound(a, jsGrowth, s.limit())); err != nil {
+				return "", err
+			}
+			return s.checkSize(template.JSEscaper(a...))
+		},
+		"urlquery": func(a ...any) (string, error) {
+			if err := s.room(escapeBound(a, urlqueryGrowth, s.limit())); err != nil {
+				return "", err
+			}
+			return s.checkSize(template.URLQueryEscaper(a...))
+		},
 	}
 }
 
@@ -130,6 +225,9 @@ type cappedWriter struct {
 func (w *cappedWriter) Write(p []byte) (int, error) {
 	if len(w.buf)+len(p) > MaxTemplateOutput {
 		return 0, w.s.fail(fmt.Sprintf("its output is larger than %s", byteSize(MaxTemplateOutput)), nil)
+	}
+	if !w.s.budget.take(len(p)) {
+		return 0, w.s.fail(budgetReason(), nil)
 	}
 	w.buf = append(w.buf, p...)
 	return len(p), nil
@@ -190,12 +288,16 @@ func stepNode(tree *parse.Tree, pos parse.Pos, line int) *parse.ActionNode {
 	return &parse.ActionNode{NodeType: parse.NodeAction, Pos: pos, Line: line, Pipe: pipe}
 }
 
-// execute runs an instrumented template with the limits; the context bounds
-// it further.
-func execute(ctx context.Context, t *template.Template, data any) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, MaxTemplateTime)
+// execute runs an instrumented template with the limits, charging its output
+// to budget (a new one when nil); the context bounds it further.
+func execute(ctx context.Context, t *template.Template, data any, budget *outputBudget) (string, error) {
+	deadline := time.Now().Add(MaxTemplateTime)
+	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	st := &renderState{ctx: ctx}
+	if budget == nil {
+		budget = &outputBudget{}
+	}
+	st := &renderState{ctx: ctx, deadline: deadline, budget: budget}
 	// The parsed template is shared (cached per compilation); each render
 	// gets a clone with its own functions bound to its own state.
 	run, err := t.Clone()

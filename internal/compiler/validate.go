@@ -47,22 +47,37 @@ func ValidateSet(set *config.Set) config.ErrorList {
 }
 
 // ValidateSetContext is ValidateSet bounded by ctx: template rendering stops
-// when ctx is done (the server passes the request's context).
+// when ctx is done (the server passes the request's context). The whole
+// validation, every service together, takes at most MaxCompileTime; it stops
+// at the first service that runs out of time. Each service's compilation has
+// its own output budget (MaxCompileOutput): its result is dropped before the
+// next one is compiled.
 func ValidateSetContext(ctx context.Context, set *config.Set) config.ErrorList {
 	errs := set.Validate()
 	if len(errs) > 0 {
 		// Compiling a structurally broken set would mostly repeat these errors.
 		return errs
 	}
+	ctx, cancel := context.WithTimeout(ctx, MaxCompileTime)
+	defer cancel()
 	var cerrs Errors
 	for _, src := range set.Applications {
+		if ctx.Err() != nil {
+			break // reported below, at the first service
+		}
 		app := set.ApplicationConfig(src.Name())
-		_, expandErrs := ExpandReleaseChannels(app, set.RuntimeConfigs())
+		_, expandErrs := ExpandReleaseChannels(ctx, app, set.RuntimeConfigs())
 		cerrs = append(cerrs, expandErrs...)
 	}
 	for _, key := range set.ServiceKeys() {
 		if err := ctx.Err(); err != nil {
-			errs = append(errs, set.Services[key].Errorf("service", "not validated: %v", err))
+			// The first service past the deadline is reported; the others
+			// would repeat it.
+			reason := "the request was cancelled"
+			if errors.Is(err, context.DeadlineExceeded) {
+				reason = fmt.Sprintf("the validation ran out of time (all services share at most %s)", MaxCompileTime)
+			}
+			errs = append(errs, set.Services[key].Errorf("service", "not validated: %s", reason))
 			break
 		}
 		in, err := InputFor(set, key)
