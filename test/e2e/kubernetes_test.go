@@ -488,18 +488,12 @@ func TestKubernetesJourney(t *testing.T) {
 				t.Errorf("%s converged: message %q, want the replica counts", rc, ch.Message)
 			}
 		}
-		// While rolling out, drover status showed the rollout's progress.
-		seen := j.sm.take()
-		t.Logf("statuses seen:\n%s", k8sLines(seen))
-		rolling := 0
-		for _, ch := range seen {
-			if ch.Status == "CONVERGING" && k8sReplicasRE.MatchString(ch.Message) {
-				rolling++
-			}
-		}
-		if rolling == 0 {
-			t.Errorf("drover status never showed replica counts while rolling out")
-		}
+		// The statuses seen while rolling out, for the log. Whether one of
+		// them shows replica counts depends on timing: kwok makes pods
+		// ready at once, so a rollout can finish between two samples.
+		// "stuck rollout is rolled back" checks the counts on a rollout
+		// that stays in progress.
+		t.Logf("statuses seen:\n%s", k8sLines(j.sm.take()))
 	})
 
 	step("second release in order", func(t *testing.T, s *server) {
