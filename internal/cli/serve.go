@@ -43,8 +43,8 @@ func (f *serverFlags) register(cmd *cobra.Command, defaultData string) {
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:7420", "address to serve the API on")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.settings = engine.DefaultSettings()
-	fl.DurationVar(&f.settings.PollInterval, "poll-interval", f.settings.PollInterval, "fetch interval while converging (runtimes that push changes are seen sooner)")
-	fl.DurationVar(&f.settings.SteadyPollInterval, "steady-poll-interval", f.settings.SteadyPollInterval, "fetch interval once converged, to catch drift")
+	fl.DurationVar(&f.settings.PollInterval, "poll-interval", f.settings.PollInterval, "fetch interval while converging (runtimes that push changes are seen sooner; at least 100ms)")
+	fl.DurationVar(&f.settings.SteadyPollInterval, "steady-poll-interval", f.settings.SteadyPollInterval, "fetch interval once converged, to catch drift (at least 100ms)")
 	fl.DurationVar(&f.settings.ProgressDeadline, "progress-deadline", f.settings.ProgressDeadline, "fail a rollout that has not converged in this long (service progressDeadline overrides)")
 	fl.IntVar(&f.settings.MaxApplyAttempts, "apply-attempts", f.settings.MaxApplyAttempts, "apply attempts before a release channel fails")
 	fl.IntVar(&f.workers, "workers", 8, "services reconciled in parallel")
@@ -61,11 +61,36 @@ func (f *serverFlags) logger(w io.Writer) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})), nil
 }
 
+// MinServerPollInterval is the shortest --poll-interval and
+// --steady-poll-interval a server accepts (B7): shorter ones would keep a core
+// busy fetching. Configs have a higher floor (config.MinPollInterval), since
+// anyone who may apply a config sets those; the flags are the operator's.
+const MinServerPollInterval = 100 * time.Millisecond
+
+// validate refuses flag values the engine cannot run with.
+func (f *serverFlags) validate() error {
+	switch {
+	case f.shutdownGrace < 0:
+		return usageErrorf("invalid --shutdown-grace %v: must not be negative", f.shutdownGrace)
+	case f.settings.PollInterval < MinServerPollInterval:
+		return usageErrorf("invalid --poll-interval %v: must be at least %v", f.settings.PollInterval, MinServerPollInterval)
+	case f.settings.SteadyPollInterval < MinServerPollInterval:
+		return usageErrorf("invalid --steady-poll-interval %v: must be at least %v", f.settings.SteadyPollInterval, MinServerPollInterval)
+	case f.settings.ProgressDeadline <= 0:
+		return usageErrorf("invalid --progress-deadline %v: must be positive", f.settings.ProgressDeadline)
+	case f.settings.MaxApplyAttempts < 1:
+		return usageErrorf("invalid --apply-attempts %d: must be at least 1", f.settings.MaxApplyAttempts)
+	case f.workers < 1:
+		return usageErrorf("invalid --workers %d: must be at least 1", f.workers)
+	}
+	return nil
+}
+
 // start opens the store, listens, and runs the server in the background. The
 // returned function stops it and waits.
 func (f *serverFlags) start(ctx context.Context, log *slog.Logger) (addr string, stop func() error, err error) {
-	if f.shutdownGrace < 0 {
-		return "", nil, usageErrorf("invalid --shutdown-grace %v: must not be negative", f.shutdownGrace)
+	if err := f.validate(); err != nil {
+		return "", nil, err
 	}
 	lock, st, err := openDataDir(ctx, f.data, log, sqlite.KeepSuperseded(f.keepDesiredStates))
 	if err != nil {
