@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	apiv1 "github.com/drover-dev/drover/api/v1"
 	ds "github.com/drover-dev/drover/internal/desiredstate"
@@ -59,6 +60,7 @@ func (s *Server) approve(ctx context.Context, app, svc string, req apiv1.Approve
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
+	before := inst.Revision
 	if inst.DesiredStateID != "" && inst.DesiredStateID != rec.ID {
 		inst = store.Instance{Status: string(ds.StatusPending)} // not yet planned for this push
 	}
@@ -101,7 +103,37 @@ func (s *Server) approve(ctx context.Context, app, svc string, req apiv1.Approve
 	}
 	s.loop.Enqueue(app, svc)
 	s.changed.notify()
+	s.awaitPlan(ctx, app, svc, ch.Name, before)
 	return s.statusOf(ctx, rec)
+}
+
+// planWait bounds how long an approval's answer waits for the engine to
+// plan the service again, so the status it returns counts the approval.
+const planWait = 2 * time.Second
+
+// awaitPlan waits until the engine has written the instance of channel rc
+// again (its revision differs from before), at most planWait. On time out
+// the answer shows the status as it is; the approval is recorded either way.
+func (s *Server) awaitPlan(ctx context.Context, app, svc, rc string, before int64) {
+	timer := time.NewTimer(planWait)
+	defer timer.Stop()
+	for {
+		wake := s.changed.wait()
+		inst, err := s.store.GetInstance(ctx, app, svc, rc)
+		if err == nil && inst.Revision != before {
+			return
+		}
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return
+		}
+		select {
+		case <-wake:
+		case <-timer.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // sameDesiredState checks that the desired state (or version) an approval

@@ -125,7 +125,10 @@ func TestS2ApproverSpellingsCountOnce(t *testing.T) {
 	version, _ := s.push("dev", "sec", "web", "image=1.0")
 	s.waitStatus("sec", "web", 30*time.Second, "prod waiting for approval", prodWaitsForApproval)
 
-	s.ok("alice", "approve", "web", "--app", "sec", "--release-channel", "prod")
+	// The status approve prints counts the approval it recorded.
+	if out := s.ok("alice", "approve", "web", "--app", "sec", "--release-channel", "prod").stdout; !strings.Contains(out, "prod: 1/2 approvals") {
+		t.Errorf("approve printed a status without its own approval:\n%s", out)
+	}
 	for _, spelling := range []string{"ALICE", " alice ", "Alice"} {
 		r := s.as(spelling, "approve", "web", "--app", "sec", "--release-channel", "prod")
 		if r.code != 1 || !strings.Contains(r.stderr, "alice already approved prod") || strings.Contains(r.stdout, "approved prod") {
