@@ -148,5 +148,10 @@ func corrupted(detail string, err error) error {
 	if !damaged && !errors.Is(err, ErrCorrupt) {
 		return err
 	}
-	return fmt.Errorf("database is corrupted (quick_check: %s): restore it from a backup, or move it aside to start an empty server: %w", detail, err)
+	detail = strings.Join(strings.Fields(detail), " ") // quick_check's lines on one line
+	const advice = "restore it from a backup, or move it aside to start an empty server"
+	if errors.Is(err, ErrCorrupt) {
+		return fmt.Errorf("%w (quick_check: %s): %s", ErrCorrupt, detail, advice)
+	}
+	return fmt.Errorf("%w: %s: %w", ErrCorrupt, advice, err)
 }

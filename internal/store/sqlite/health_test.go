@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -171,5 +172,51 @@ func TestB25CheckReportsFailedWrite(t *testing.T) {
 	}
 	if err := s.Check(ctx); err != nil {
 		t.Fatalf("Check after a successful write = %v", err)
+	}
+}
+
+// TestB6EveryDamagedPageGetsAdvice overwrites one page of a database at a
+// time: Open either works (the page was free, or is not read at open) or
+// fails with the corruption advice, never with a bare SQLite error.
+func TestB6EveryDamagedPageGetsAdvice(t *testing.T) {
+	t.Parallel()
+	s, path := openTemp(t)
+	ctx := t.Context()
+	pad := strings.Repeat("x", 8<<10)
+	for i := range 12 {
+		if err := pushOne(ctx, s, "ds-"+strconv.Itoa(i), []byte(`{"n": `+strconv.Itoa(i)+`, "pad": "`+pad+`"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	clean, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const page = 4096
+	junk := []byte(strings.Repeat("\xde\xad\xbe\xef", page/4))
+	refused := 0
+	for p := 0; p < len(clean)/page; p++ {
+		dir := t.TempDir()
+		damaged := filepath.Join(dir, "drover.db")
+		b := slices.Clone(clean)
+		copy(b[p*page:], junk)
+		if err := os.WriteFile(damaged, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s, err := Open(ctx, damaged)
+		if err == nil {
+			_ = s.Close()
+			continue
+		}
+		refused++
+		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "restore it from a backup") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("page %d damaged: Open = %v, want the corruption advice on one line", p, err)
+		}
+	}
+	if refused == 0 {
+		t.Fatal("no damaged page was noticed")
 	}
 }

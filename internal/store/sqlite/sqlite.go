@@ -82,6 +82,11 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		if path != MemoryPath && path != "" {
 			err = explainDiskFull(filepath.Dir(path), err)
 		}
+		if !errors.Is(err, ErrCorrupt) {
+			// Damage found before quick_check ran (reading the schema,
+			// preparing statements) gets the same advice.
+			err = corrupted(err.Error(), err)
+		}
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	return s, nil
