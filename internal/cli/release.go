@@ -49,7 +49,7 @@ func apiErr(err error) error {
 		for _, d := range ce.Details {
 			msg += "\n" + formatDetail(d)
 		}
-		return &ExitError{Code: 1, Err: errors.New(msg)}
+		return &ExitError{Code: 1, Err: errors.New("error: " + msg)}
 	}
 	return err
 }
@@ -428,7 +428,7 @@ func newEventsCmd(g *globals) *cobra.Command {
 				if e.Actor != "" && e.Actor != "engine" {
 					actor = " [" + clean(e.Actor) + "]"
 				}
-				fmt.Fprintf(w, "%s  %-12s %s%s\n", e.Time.Local().Format("2006-01-02 15:04:05"), clean(e.Type), clean(e.Message), actor)
+				fmt.Fprintf(w, "%s  %-17s %s%s\n", e.Time.Local().Format("2006-01-02 15:04:05"), clean(e.Type), clean(e.Message), actor)
 				return nil
 			}
 			list, err := c.Events(cmd.Context(), app, args[0], 0, limit)

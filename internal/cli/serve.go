@@ -297,7 +297,7 @@ Ctrl-C stops the server; drover dev again continues.
 		if rc == "" {
 			rc = "-"
 		}
-		fmt.Fprintf(w, "%s  %-10s %-8s %s\n", e.Time.Local().Format("15:04:05"), clean(e.Type), clean(rc), clean(e.Message))
+		fmt.Fprintf(w, "%s  %-17s %-8s %s\n", e.Time.Local().Format("15:04:05"), clean(e.Type), clean(rc), clean(e.Message))
 		return nil
 	})
 	if errors.Is(err, context.Canceled) {

@@ -87,7 +87,11 @@ func Prepare(dir string) (warning, err error) {
 		if perm&0o077 == 0 {
 			return nil, nil
 		}
-		return fmt.Errorf("data directory %s has mode %04o and holds files that are not drover's, so it was left as is: drover's own files in it are private (0600), but give drover a directory of its own", dir, perm), nil
+		shown := uint32(perm)
+		if fi.Mode()&os.ModeSticky != 0 {
+			shown |= 0o1000 // as ls and chmod write it, e.g. 1777 for /tmp
+		}
+		return fmt.Errorf("data directory %s has mode %04o and is shared or holds files that are not drover's, so it was left as is: drover's own files in it are private (0600), but give drover a directory of its own", dir, shown), nil
 	}
 	if err := os.Chmod(dir, 0o700); err != nil { //nolint:gosec // G302: a directory needs its x bit; 0700 is owner-only
 		return fmt.Errorf("data directory %s has mode %04o and cannot be made 0700 (%w): other local users may read its database", dir, perm, err), nil
