@@ -71,6 +71,10 @@ func FuzzRender(f *testing.F) {
 	})
 }
 
+// quotedEcho bounds one clipped value quoted with %q: a byte is written as
+// up to 4 (an invalid one as \xdf), plus the clip's "... (N bytes)".
+const quotedEcho = 4*config.MaxEcho + 32
+
 // FuzzParams feeds command-line parameter values (--param and
 // --param-by-release-channel) through parsing and type conversion: no panic,
 // and errors quote at most a clipped value.
@@ -94,7 +98,7 @@ func FuzzParams(f *testing.F) {
 		var given []ParamValue
 		if pv, err := ParseParam(arg); err == nil {
 			given = append(given, pv)
-		} else if len(err.Error()) > 2*config.MaxEcho+200 {
+		} else if len(err.Error()) > quotedEcho+200 {
 			t.Fatalf("error of %d bytes", len(err.Error()))
 		}
 		if pv, err := ParseReleaseChannelParam(arg); err == nil {
@@ -102,7 +106,7 @@ func FuzzParams(f *testing.F) {
 		}
 		for _, placeholders := range []bool{false, true} {
 			_, err := resolveParams(defs, given, "prod", placeholders)
-			if err != nil && len(err.Error()) > 4*config.MaxEcho+400 {
+			if err != nil && len(err.Error()) > 2*quotedEcho+400 {
 				t.Fatalf("error of %d bytes for %q", len(err.Error()), arg)
 			}
 		}
