@@ -2,6 +2,7 @@ package custom
 
 import (
 	"testing"
+	"time"
 
 	"github.com/drover-dev/drover/internal/config"
 	"github.com/drover-dev/drover/internal/runtimes"
@@ -45,6 +46,11 @@ func TestConformance(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			runtimestest.Run(t, runtimestest.Harness{
+				// Every apply and fetch is a process: fewer keys than the
+				// default keep the concurrency case about concurrency, and a
+				// longer bound lets it finish on a loaded machine (-race, two
+				// tiers in parallel).
+				Goroutines: 8, KeysPerGoroutine: 4, Timeout: 2 * time.Minute,
 				New: func(t *testing.T) runtimes.Runtime {
 					return newRuntime(t, runtimes.Options{DataDir: t.TempDir()})
 				},

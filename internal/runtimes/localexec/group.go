@@ -2,6 +2,8 @@ package localexec
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -36,6 +38,20 @@ type Tracker interface {
 	// a command that a crash could orphan unnoticed is not let run. done is
 	// called once the group has been killed and the command reaped.
 	Started(ctx context.Context, g Group) (done func(), err error)
+}
+
+// RecordFunc is a Tracker from a function that durably records a started
+// group, given as its JSON encoding (what EndGroup's caller decodes after a
+// crash), and returns the function that deletes the record.
+type RecordFunc func(ctx context.Context, handle []byte) (done func(), err error)
+
+// Started implements Tracker.
+func (f RecordFunc) Started(ctx context.Context, g Group) (func(), error) {
+	h, err := json.Marshal(g)
+	if err != nil {
+		return nil, fmt.Errorf("encode process group: %w", err)
+	}
+	return f(ctx, h)
 }
 
 // DefaultEndGrace is the time EndGroup leaves between SIGTERM and SIGKILL.

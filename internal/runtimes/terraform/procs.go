@@ -2,8 +2,6 @@ package terraform
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 
 	"github.com/drover-dev/drover/internal/runtimes"
 	"github.com/drover-dev/drover/internal/runtimes/localexec"
@@ -22,22 +20,9 @@ func (r *Runtime) tracker(key runtimes.InstanceKey, kind, version string, argv [
 	if r.procs == nil {
 		return nil
 	}
-	return processTracker{rec: r.procs, p: runtimes.Process{
-		InstanceKey: key, Runtime: r.name, Kind: kind, Version: version, Command: argv,
-	}}
-}
-
-type processTracker struct {
-	rec runtimes.ProcessRecorder
-	p   runtimes.Process
-}
-
-func (t processTracker) Started(ctx context.Context, g localexec.Group) (func(), error) {
-	h, err := json.Marshal(g)
-	if err != nil {
-		return nil, fmt.Errorf("encode process group: %w", err)
-	}
-	p := t.p
-	p.Handle = h
-	return t.rec.AddProcess(ctx, p)
+	p := runtimes.Process{InstanceKey: key, Runtime: r.name, Kind: kind, Version: version, Command: argv}
+	return localexec.RecordFunc(func(ctx context.Context, handle []byte) (func(), error) {
+		p.Handle = handle
+		return r.procs.AddProcess(ctx, p)
+	})
 }
