@@ -161,3 +161,32 @@ func TestB5SecretMarkerWrittenLiterallyRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestB5SecretParamThroughFunctionRefusedKubernetes: elsewhere a secret
+// parameter renders as a reference ("secret://KEY@VERSION", "(secret)"),
+// never its value; a function on it fails too instead of making a value of
+// the reference.
+func TestB5SecretParamThroughFunctionRefusedKubernetes(t *testing.T) {
+	t.Parallel()
+	set := writeTree(t, map[string]string{
+		"runtime.pvn.yaml": limitsRuntime,
+		"app.pvn.yaml":     limitsApp,
+		"svc/s.pvn.yaml": `service:
+  name: s
+  application: a
+  parameters: [{name: pw, required: true, secret: {}}]
+  kubernetesConfig:
+    type: KUBERNETES
+    local: {path: .}
+`,
+		"svc/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata:\n  pw: '{{printf \"%s\" .Params.pw | urlquery}}'\n",
+	})
+	errs := compiler.ValidateSet(set)
+	if len(errs) == 0 {
+		t.Fatal("a secret parameter passed to a function was accepted")
+	}
+	msg := errs.Err().Error()
+	if want := `secret parameter "pw" cannot be passed to printf: templates see only a reference to a secret, never its value`; !strings.Contains(msg, want) || !strings.Contains(msg, "cm.yaml:5:") {
+		t.Errorf("error is not %q at cm.yaml:5:\n%s", want, msg)
+	}
+}
