@@ -827,6 +827,7 @@ func (c *rcCompiler) customRuntime(field string, cr *config.CustomRuntimeValues,
 		}
 	}
 	rdata := &Data{Params: obj.ParameterValues, Constants: data.Constants, Builtins: data.Builtins}
+	rdata.Params, rdata.secrets = withSecretSentinels(obj.ParameterValues)
 	switch kind {
 	case "custom":
 		var rendered config.CustomRuntime

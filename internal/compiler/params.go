@@ -77,11 +77,16 @@ type Secret struct {
 	// secret then prints as SecretMarker(param), which the runtime replaces
 	// with the value when it runs a command (see CustomRuntimeObject.Secrets).
 	param string
+	// sentinel, when set, is what the secret prints as during a render of
+	// the custom runtime's commands (see template_secrets.go).
+	sentinel string
 }
 
 // String never reveals a raw secret.
 func (s Secret) String() string {
 	switch {
+	case s.sentinel != "":
+		return s.sentinel
 	case s.Key != "":
 		return "secret://" + s.Key + "@" + s.Version
 	case s.param != "":

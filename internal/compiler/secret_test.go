@@ -40,34 +40,42 @@ func secretTree(t *testing.T, cmd string) *config.Set {
 }
 
 // TestS5SecretParamNotPrintedByFormatting: no fmt verb and no template
-// function prints a raw secret parameter; the compile output (redacted, as
+// function prints a raw secret parameter: a function that gets one fails the
+// compilation (B5) without quoting it, and the compile output (redacted, as
 // the CLI and API print it) holds the value nowhere.
 func TestS5SecretParamNotPrintedByFormatting(t *testing.T) {
 	t.Parallel()
-	cmd := `echo {{printf "%#v" .Params.token}} {{printf "%v %+v %s %q %x %X %10s %-3v" .Params.token .Params.token .Params.token .Params.token .Params.token .Params.token .Params.token .Params.token}} ` +
-		`{{print .Params.token}} {{println .Params}} {{html .Params.token}} {{js .Params.token}} {{urlquery .Params.token}} {{printf "%#v" .}} {{printf "%+v" .Params}} {{.Params.token}} {{index .Params "token"}}`
-	set := secretTree(t, cmd)
-	in, err := compiler.InputFor(set, config.ServiceKey{Application: "sec", Service: "web"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := compiler.Compile(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tree, err := res.Redacted()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := json.Marshal(tree)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(string(out), secretValue) {
-		t.Fatalf("compile output holds the raw secret:\n%s", out)
-	}
-	if !strings.Contains(string(out), compiler.SecretMarker("token")) {
-		t.Errorf("the command does not reference the secret parameter:\n%s", out)
+	for _, cmd := range []string{
+		`{{printf "%#v" .Params.token}}`, `{{printf "%v %+v %s %q %x %X %10s %-3v" .Params.token .Params.token .Params.token .Params.token .Params.token .Params.token .Params.token .Params.token}}`,
+		`{{print .Params.token}}`, `{{println .Params}}`, `{{html .Params.token}}`, `{{js .Params.token}}`, `{{urlquery .Params.token}}`,
+		`{{printf "%#v" .}}`, `{{printf "%+v" .Params}}`, `{{.Params.token}}`, `{{index .Params "token"}}`, `{{.Params.token.GoString}}`,
+	} {
+		set := secretTree(t, "echo "+cmd)
+		in, err := compiler.InputFor(set, config.ServiceKey{Application: "sec", Service: "web"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := compiler.Compile(in)
+		if err != nil {
+			if strings.Contains(err.Error(), secretValue) {
+				t.Errorf("%s: the error quotes the raw secret: %v", cmd, err)
+			}
+			continue
+		}
+		tree, err := res.Redacted()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := json.Marshal(tree)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(out), secretValue) {
+			t.Fatalf("%s: compile output holds the raw secret:\n%s", cmd, out)
+		}
+		if !strings.Contains(string(out), compiler.SecretMarker("token")) {
+			t.Errorf("%s: the command does not reference the secret parameter:\n%s", cmd, out)
+		}
 	}
 }
 

@@ -18,6 +18,9 @@ type Data struct {
 	Params    map[string]any
 	Constants map[string]string
 	Builtins  Builtins
+	// secrets are the raw secret parameters in Params that print as
+	// sentinels (template_secrets.go), nil when there are none.
+	secrets *renderSecrets
 }
 
 // Builtins are the values drover provides to every template.
@@ -60,6 +63,17 @@ type parsed struct {
 }
 
 func (c *templateCache) render(ctx context.Context, name, s string, data any) (string, error) {
+	out, err := c.renderText(ctx, name, s, data)
+	if err != nil {
+		return "", err
+	}
+	if d, ok := data.(*Data); ok {
+		return d.secrets.finish(out)
+	}
+	return out, nil
+}
+
+func (c *templateCache) renderText(ctx context.Context, name, s string, data any) (string, error) {
 	if !strings.Contains(s, "{{") {
 		return s, nil
 	}
@@ -103,6 +117,9 @@ var missingKeyRE = regexp.MustCompile(`map has no entry for key "(.*)"`)
 func templateError(err error) (line int, msg string) {
 	if le, ok := errors.AsType[*LimitError](err); ok {
 		return le.Line, le.Error()
+	}
+	if se, ok := errors.AsType[*SecretError](err); ok {
+		return se.Line, "template: " + se.Error()
 	}
 	m := templateErrRE.FindStringSubmatch(err.Error())
 	if m == nil {

@@ -102,6 +102,12 @@ type renderState struct {
 	steps    int
 	line     int
 	err      *LimitError
+	// secrets are the raw secret parameters that print as sentinels in
+	// this render, secretNames the names of the data's secrets, and
+	// secretErr the first secret passed to a function (template_secrets.go).
+	secrets     *renderSecrets
+	secretNames map[Secret]string
+	secretErr   *SecretError
 }
 
 // fail records the first limit reached and returns it.
@@ -176,7 +182,8 @@ const (
 // refuses a call whose result could pass the limits before building it.
 func (s *renderState) funcs() template.FuncMap {
 	return template.FuncMap{
-		tickFunc: s.step,
+		tickFunc:      s.step,
+		secretArgFunc: s.secretArg,
 		"printf": func(f string, a ...any) (string, error) {
 			if err := s.room(sprintfBound(f, a, s.limit())); err != nil {
 				return "", err
@@ -240,6 +247,7 @@ func instrument(t *template.Template) {
 		if tt.Tree == nil || tt.Root == nil {
 			continue
 		}
+		instrumentSecrets(tt.Tree, tt.Root)
 		instrumentList(tt.Tree, tt.Root, tt.Root.Pos, 1)
 	}
 }
@@ -297,7 +305,10 @@ func execute(ctx context.Context, t *template.Template, data any, budget *output
 	if budget == nil {
 		budget = &outputBudget{}
 	}
-	st := &renderState{ctx: ctx, deadline: deadline, budget: budget}
+	st := &renderState{ctx: ctx, deadline: deadline, budget: budget, secretNames: secretNames(data)}
+	if d, ok := data.(*Data); ok {
+		st.secrets = d.secrets
+	}
 	// The parsed template is shared (cached per compilation); each render
 	// gets a clone with its own functions bound to its own state.
 	run, err := t.Clone()
@@ -309,6 +320,9 @@ func execute(ctx context.Context, t *template.Template, data any, budget *output
 	if err := run.Execute(w, data); err != nil {
 		if st.err != nil {
 			return "", st.err
+		}
+		if st.secretErr != nil {
+			return "", st.secretErr
 		}
 		return "", err
 	}

@@ -31,8 +31,8 @@
 // PVN_DESIRED_STATE_ID, each also with a DROVER_ prefix. Env values are
 // `value` or `rawSecret`; `secret` and `kubernetesSecret` are not supported
 // yet. A raw secret runtime parameter appears in the rendered commands as
-// "(secret:NAME)", replaced by its value in argv and env values when the
-// command runs. Environment values are never logged or recorded, and every
+// "(secret:NAME)", replaced by its value in argv and in the program's and
+// command's env values when the command runs. Environment values are never logged or recorded, and every
 // raw secret (of the target's env, the program's and command's env, and the
 // secret parameters) is replaced by "(redacted)" in recorded argv, output,
 // errors and getInfo outputs, as it is and in its escaped forms (package

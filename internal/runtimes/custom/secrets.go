@@ -15,9 +15,13 @@ import (
 //   - a raw secret parameter of the runtime reaches the command as its value:
 //     the compiler rendered it as compiler.SecretMarker(name) in the commands
 //     and carries the value in the object's secrets; the marker is replaced
-//     in argv and in env values, and the value is redacted from everything
-//     recorded (B5). Compile output and the stored desired state only ever
-//     show the marker and "(redacted)".
+//     in argv and in the values of the program's and the command's env,
+//     and the value is redacted from everything recorded (B5). Compile
+//     output and the stored desired state only ever show the marker and
+//     "(redacted)". The compiler refuses a marker that a template did not
+//     output as {{.Params.NAME}}; text that only looks like one elsewhere
+//     (the service's env, the release channel's defaultEnv, the version
+//     pushed, drover's own environment) is left as it is.
 func (c *command) withSecrets(t *runtimes.Target) {
 	c.secrets = append(c.secrets, t.Secrets...)
 	params := secretParams(t)
@@ -34,7 +38,7 @@ func (c *command) withSecrets(t *runtimes.Target) {
 		c.argv[i] = rep.Replace(a)
 	}
 	for i, kv := range c.env {
-		if k, v, ok := strings.Cut(kv, "="); ok {
+		if k, v, ok := strings.Cut(kv, "="); ok && c.rendered[k] {
 			c.env[i] = k + "=" + rep.Replace(v)
 		}
 	}

@@ -128,3 +128,32 @@ func TestB5SecretParamReachesCommand(t *testing.T) {
 		t.Errorf("recorded run %+v", runs[0])
 	}
 }
+
+// TestB5SecretMarkerOutsideCommandNotReplaced: only the compiled command
+// (argv, the program's and the command's env, where the compiler allows a
+// marker only as the secret's own output) gets a secret parameter's value in
+// place of its marker. Text that looks like the marker in the service's env
+// or in the version pushed stays as it is: whoever sets those cannot make
+// the command receive the secret.
+func TestB5SecretMarkerOutsideCommandNotReplaced(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	got := filepath.Join(dir, "got")
+	apply := script(t, dir, "apply.sh", `printf '%s|%s|%s|%s' "$1" "$TOKEN" "$SVC_MARKER" "$DROVER_SERVICE_VERSION" > "$GOT"`)
+	marker := compiler.SecretMarker("token")
+	cr := &config.CustomRuntime{Apply: &config.ApplyCommand{
+		TaskConfig: task(apply, marker),
+		Env:        map[string]config.EnvValue{"TOKEN": {Value: marker}, "GOT": {Value: got}},
+	}}
+	r := newRuntime(t, runtimes.Options{DataDir: t.TempDir(), Runs: &recorder{}})
+	tg := secretTarget(key("web", "stg"), cr)
+	tg.Env["SVC_MARKER"] = marker
+	tg.Version = marker
+	if _, err := r.Apply(t.Context(), tg); err != nil {
+		t.Fatal(err)
+	}
+	want := paramSecret + "|" + paramSecret + "|" + marker + "|" + marker
+	if g := readFile(t, got); g != want {
+		t.Fatalf("the command got %q, want %q", g, want)
+	}
+}

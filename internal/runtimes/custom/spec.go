@@ -196,6 +196,10 @@ type command struct {
 	// hides them (built once they are all known).
 	secrets []string
 	rd      *redact.Redactor
+	// rendered are the env names whose values come from the compiled
+	// command (program and command env): only there, and in argv, are
+	// secret parameter markers replaced (withSecrets).
+	rendered map[string]bool
 }
 
 // build prepares the kind command of target from its task config.
@@ -212,11 +216,11 @@ func (r *Runtime) build(kind string, t *runtimes.Target, tc *config.TaskConfig, 
 		return nil, r.permanent(t, "%s: taskConfig.program has no entrypoint or cmd to run", kind)
 	}
 	c := &command{kind: kind, argv: argv, timeout: timeout}
-	env, secrets, err := r.environ(t, kind, p.Env, cmdEnv)
+	env, secrets, rendered, err := r.environ(t, kind, p.Env, cmdEnv)
 	if err != nil {
 		return nil, err
 	}
-	c.env, c.secrets = env, secrets
+	c.env, c.secrets, c.rendered = env, secrets, rendered
 	c.withSecrets(t)
 	c.rd = redact.New(c.secrets)
 	dir, err := r.instanceDir(t.InstanceKey)
@@ -240,9 +244,11 @@ func (r *Runtime) build(kind string, t *runtimes.Target, tc *config.TaskConfig, 
 // environ is a command's environment: PATH, HOME, TMPDIR and LANG from
 // drover's environment, then the target's env, the program's env, the
 // command's env (apply.env, fetch.env, getInfo.env), and the PVN_* and
-// DROVER_* variables, each overriding the ones before.
-func (r *Runtime) environ(t *runtimes.Target, kind string, progEnv, cmdEnv map[string]config.EnvValue) (env, secrets []string, err error) {
+// DROVER_* variables, each overriding the ones before. rendered are the
+// names whose values are the program's or the command's plain env values.
+func (r *Runtime) environ(t *runtimes.Target, kind string, progEnv, cmdEnv map[string]config.EnvValue) (env, secrets []string, rendered map[string]bool, err error) {
 	m := map[string]string{}
+	rendered = map[string]bool{}
 	for _, k := range hostEnv {
 		if v, ok := os.LookupEnv(k); ok {
 			m[k] = v
@@ -258,14 +264,16 @@ func (r *Runtime) environ(t *runtimes.Target, kind string, progEnv, cmdEnv map[s
 		for k, v := range src.env {
 			switch {
 			case v.Secret != nil:
-				return nil, nil, r.permanent(t, "%s.%s: secret references are not supported yet by drover's local runner; use value or rawSecret", src.field, k)
+				return nil, nil, nil, r.permanent(t, "%s.%s: secret references are not supported yet by drover's local runner; use value or rawSecret", src.field, k)
 			case v.KubernetesSecret != nil:
-				return nil, nil, r.permanent(t, "%s.%s: kubernetesSecret is not supported yet by drover's local runner (commands do not run in Kubernetes)", src.field, k)
+				return nil, nil, nil, r.permanent(t, "%s.%s: kubernetesSecret is not supported yet by drover's local runner (commands do not run in Kubernetes)", src.field, k)
 			case v.RawSecret != "":
 				m[k] = v.RawSecret
 				secrets = append(secrets, v.RawSecret)
+				delete(rendered, k)
 			default:
 				m[k] = v.Value
+				rendered[k] = true
 			}
 		}
 	}
@@ -285,16 +293,18 @@ func (r *Runtime) environ(t *runtimes.Target, kind string, progEnv, cmdEnv map[s
 	for name, v := range vars {
 		m["PVN_"+name] = v
 		m["DROVER_"+name] = v
+		delete(rendered, "PVN_"+name)
+		delete(rendered, "DROVER_"+name)
 	}
 	env = make([]string, 0, len(m))
 	for k, v := range m {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return nil, nil, r.permanent(t, "%s: invalid environment variable name %q", kind, k)
+			return nil, nil, nil, r.permanent(t, "%s: invalid environment variable name %q", kind, k)
 		}
 		env = append(env, k+"="+v)
 	}
 	slices.Sort(env)
-	return env, secrets, nil
+	return env, secrets, rendered, nil
 }
 
 // instanceDir is the instance's working directory, created if needed:
