@@ -130,7 +130,16 @@ func (rs *renderSecrets) inString(s string) (string, bool) {
 
 // secretArg is the hidden function: it returns v unless v is a secret, or a
 // string made from one; line and fn say where it was passed.
+//
+// Only renders of custom runtime commands check (s.secrets set): there a
+// secret prints as a marker the runtime replaces with the value, so a
+// function would transform the marker, not the value. Elsewhere templates
+// see a reference (secret://KEY@VERSION, "(secret)") and functions may use
+// it as before.
 func (s *renderState) secretArg(fn string, line int, v reflect.Value) (reflect.Value, error) {
+	if s.secrets == nil {
+		return v, nil
+	}
 	budget := fmtNodeLimit
 	if name, found := s.findSecret(v, formattingFuncs[fn], &budget); found {
 		if line > 0 {

@@ -139,11 +139,13 @@ func TestB5SecretMarkerOutsideCommandNotReplaced(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	got := filepath.Join(dir, "got")
-	apply := script(t, dir, "apply.sh", `printf '%s|%s|%s|%s' "$1" "$TOKEN" "$SVC_MARKER" "$DROVER_SERVICE_VERSION" > "$GOT"`)
+	apply := script(t, dir, "apply.sh", `printf '%s|%s|%s|%s|%s' "$1" "$TOKEN" "$RAW_TOKEN" "$SVC_MARKER" "$DROVER_SERVICE_VERSION" > "$GOT"`)
 	marker := compiler.SecretMarker("token")
 	cr := &config.CustomRuntime{Apply: &config.ApplyCommand{
 		TaskConfig: task(apply, marker),
-		Env:        map[string]config.EnvValue{"TOKEN": {Value: marker}, "GOT": {Value: got}},
+		// rawSecret: "{{.Params.token}}" in the command's env is compiled
+		// like value: and gets the value too.
+		Env: map[string]config.EnvValue{"TOKEN": {Value: marker}, "RAW_TOKEN": {RawSecret: marker}, "GOT": {Value: got}},
 	}}
 	r := newRuntime(t, runtimes.Options{DataDir: t.TempDir(), Runs: &recorder{}})
 	tg := secretTarget(key("web", "stg"), cr)
@@ -152,7 +154,7 @@ func TestB5SecretMarkerOutsideCommandNotReplaced(t *testing.T) {
 	if _, err := r.Apply(t.Context(), tg); err != nil {
 		t.Fatal(err)
 	}
-	want := paramSecret + "|" + paramSecret + "|" + marker + "|" + marker
+	want := paramSecret + "|" + paramSecret + "|" + paramSecret + "|" + marker + "|" + marker
 	if g := readFile(t, got); g != want {
 		t.Fatalf("the command got %q, want %q", g, want)
 	}

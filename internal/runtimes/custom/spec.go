@@ -270,7 +270,7 @@ func (r *Runtime) environ(t *runtimes.Target, kind string, progEnv, cmdEnv map[s
 			case v.RawSecret != "":
 				m[k] = v.RawSecret
 				secrets = append(secrets, v.RawSecret)
-				delete(rendered, k)
+				rendered[k] = true // compiled like value: may hold a secret parameter's marker
 			default:
 				m[k] = v.Value
 				rendered[k] = true
