@@ -84,12 +84,12 @@ func TestQuickstart(t *testing.T) {
 	// The history, as a person reads it.
 	r = s.ok("bob", "events", "web", "--app", "quickstart")
 	for _, want := range []string{
-		"pushed       pushed " + version,
-		"approved     prod: " + version + " approved by alice: looks good [alice]",
-		"applied      staging: applied " + version,
-		"applied      prod: applied " + version,
-		"converged    staging: " + version + " converged",
-		"converged    prod: " + version + " converged",
+		"pushed            pushed " + version,
+		"approved          prod: " + version + " approved by alice: looks good [alice]",
+		"applied           staging: applied " + version,
+		"applied           prod: applied " + version,
+		"converged         staging: " + version + " converged",
+		"converged         prod: " + version + " converged",
 	} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("events output lacks %q:\n%s", want, r.stdout)

@@ -13,10 +13,11 @@ import (
 
 // TestS4S5B5SecretsEndToEnd is the abuse report's secrets repro on a real
 // server: raw secrets in the release channel's policy.defaultEnv, the
-// service env, the command env, and a secret runtime parameter printed with
-// printf "%#v". The command receives every value (B5: the parameter too), and
-// nothing recorded or shown holds one: runs (argv, stdout, stderr), getInfo
-// outputs in status (S4), compile output (S5).
+// service env, the command env, and a secret runtime parameter. The command
+// receives every value (B5: the parameter too), and nothing recorded or shown
+// holds one: runs (argv, stdout, stderr), getInfo outputs in status (S4),
+// compile output. The report's printf "%#v" of the parameter (S5) is refused
+// by validate without quoting the value.
 func TestS4S5B5SecretsEndToEnd(t *testing.T) {
 	requireE2E(t)
 	tmp := t.TempDir()
@@ -27,32 +28,35 @@ mkdir -p "$STATE_DIR"
 printf '%s' '{{.Params.token}}' > "$STATE_DIR/token"
 printf '%s' "$CHAN_SECRET $SVC_SECRET $CMD_SECRET" > "$STATE_DIR/env"
 echo "CHAN_SECRET=$CHAN_SECRET SVC_SECRET=$SVC_SECRET CMD_SECRET=$CMD_SECRET"
-echo "argv-token={{.Params.token}} fmt={{printf "%#v" .Params.token}}" >&2
+echo "argv-token={{.Params.token}}" >&2
 printf '%s\n' "$PVN_SERVICE_VERSION" > "$STATE_DIR/version"
 `
 	getInfo := `printf '{"outputs":[{"name":"s","text":"stg s: %s %s"}]}\n' "$CHAN_SECRET" "$SVC_SECRET"`
-	applyCmd := crProgram(apply, map[string]string{"STATE_DIR": "{{.Params.stateDir}}"})
-	applyCmd["env"] = crObj{"CMD_SECRET": crObj{"rawSecret": secrets[2]}}
 	stg := crChannel("stg", "secrt")
 	stg["policy"] = crObj{"defaultEnv": crObj{"CHAN_SECRET": crObj{"rawSecret": secrets[0]}}}
-	dir := crWriteConfigs(t, filepath.Join(tmp, "config"), map[string]crObj{
-		"runtime": {"runtime": crObj{"name": "secrt", "custom": crObj{
-			"apply":   applyCmd,
-			"fetch":   crFetch("2s"),
-			"getInfo": crProgram(getInfo, nil),
-			"parameters": []crObj{
-				{"name": "token", "secret": crObj{}},
-				{"name": "stateDir", "required": true, "string": crObj{}},
-			},
-		}}},
-		"app": crApp(app, stg),
-		"service": {"service": crObj{"name": svc, "application": app,
-			"env": crObj{"SVC_SECRET": crObj{"rawSecret": secrets[1]}},
-			"customRuntime": crObj{"parameterValues": []crObj{
-				{"name": "token", "secret": crObj{"rawSecret": secrets[3]}},
-				{"name": "stateDir", "string": tmp + "/state"},
-			}}}},
-	})
+	configs := func(apply string) map[string]crObj {
+		applyCmd := crProgram(apply, map[string]string{"STATE_DIR": "{{.Params.stateDir}}"})
+		applyCmd["env"] = crObj{"CMD_SECRET": crObj{"rawSecret": secrets[2]}}
+		return map[string]crObj{
+			"runtime": {"runtime": crObj{"name": "secrt", "custom": crObj{
+				"apply":   applyCmd,
+				"fetch":   crFetch("2s"),
+				"getInfo": crProgram(getInfo, nil),
+				"parameters": []crObj{
+					{"name": "token", "secret": crObj{}},
+					{"name": "stateDir", "required": true, "string": crObj{}},
+				},
+			}}},
+			"app": crApp(app, stg),
+			"service": {"service": crObj{"name": svc, "application": app,
+				"env": crObj{"SVC_SECRET": crObj{"rawSecret": secrets[1]}},
+				"customRuntime": crObj{"parameterValues": []crObj{
+					{"name": "token", "secret": crObj{"rawSecret": secrets[3]}},
+					{"name": "stateDir", "string": tmp + "/state"},
+				}}}},
+		}
+	}
+	dir := crWriteConfigs(t, filepath.Join(tmp, "config"), configs(apply))
 	noSecret := func(what, text string) {
 		t.Helper()
 		for _, sec := range secrets {
@@ -62,6 +66,12 @@ printf '%s\n' "$PVN_SERVICE_VERSION" > "$STATE_DIR/version"
 		}
 	}
 	noSecret("drover compile -o json", runDrover(t, "compile", dir+"/...", "--app", app, "--service", svc, "-o", "json").stdout)
+	fmtDir := crWriteConfigs(t, filepath.Join(tmp, "fmt"), configs(apply+`echo "fmt={{printf "%#v" .Params.token}}"`+"\n"))
+	r := runDrover(t, "validate", fmtDir+"/...")
+	noSecret("drover validate", r.stdout+r.stderr)
+	if r.code != 1 || !strings.Contains(r.stdout+r.stderr, `secret parameter "token" cannot be passed to printf`) {
+		t.Errorf("validate of printf %%#v on a secret parameter: want exit 1 and a refusal, got %s", r)
+	}
 
 	s := newServer(t)
 	s.ok("alice", "apply", dir+"/...")
@@ -92,7 +102,7 @@ printf '%s\n' "$PVN_SERVICE_VERSION" > "$STATE_DIR/version"
 	text := s.ok("e2e", "run", id, "-o", "json").stdout
 	noSecret("drover run", text)
 	if !strings.Contains(text, "CHAN_SECRET=(redacted) SVC_SECRET=(redacted) CMD_SECRET=(redacted)") ||
-		!strings.Contains(text, `argv-token=(redacted) fmt=\"(redacted)\"`) {
+		!strings.Contains(text, `argv-token=(redacted)`) {
 		t.Errorf("drover run does not show the redacted values:\n%s", text)
 	}
 	noSecret("drover runs", s.ok("e2e", "runs", svc, "--app", app).stdout)
