@@ -66,7 +66,16 @@ func TestB4DataDirRemovedRefusesWrites(t *testing.T) {
 	s.ok("alice", "apply", dir+"/...")
 	s.push("alice", "quickstart", "web", "image=1.27")
 	token := s.token() // the CLI keeps its copy in the config directory
-	if err := os.RemoveAll(s.data); err != nil {
+	// The server may be creating a file in the directory (a WAL, a runtime's
+	// work directory) while it is being removed; rm -rf again, as a user would.
+	var err error
+	for range 20 {
+		if err = os.RemoveAll(s.data); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	r := s.as("alice", "push", "web", "--app", "quickstart", "--param", "image=1.28")

@@ -71,6 +71,7 @@ type monitor struct {
 	samples      map[string]int // successful samples per phase
 	failures     int            // samples that failed (server down)
 	dsID         string         // the desired state every sample must show, once set
+	dsSetAt      time.Time      // when dsID was set: samples sent before may show the previous one
 	approvalSent map[string]bool
 	approvedAt   map[string]time.Time // approval confirmed: later samples must show it
 	approver     map[string]string
@@ -107,7 +108,7 @@ func (m *monitor) setPhase(p string) {
 func (m *monitor) setDesiredState(id string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.dsID = id
+	m.dsID, m.dsSetAt = id, time.Now()
 }
 
 // waitSamples waits until the current phase has n samples.
@@ -191,7 +192,7 @@ func (m *monitor) check(start time.Time, st *apiv1.ServiceStatus) {
 			m.violations = append(m.violations, fmt.Sprintf("[%s] ", m.phase)+fmt.Sprintf(format, args...)+"\n"+dump(st))
 		}
 	}
-	if m.dsID != "" && st.DesiredStateID != m.dsID {
+	if m.dsID != "" && start.After(m.dsSetAt) && st.DesiredStateID != m.dsID {
 		violate("desired state %s, want %s", st.DesiredStateID, m.dsID)
 	}
 	before := map[string]bool{}
