@@ -13,6 +13,7 @@ import (
 
 	"github.com/drover-dev/drover/internal/compiler"
 	"github.com/drover-dev/drover/internal/config"
+	ds "github.com/drover-dev/drover/internal/desiredstate"
 	"github.com/drover-dev/drover/internal/manifest"
 )
 
@@ -54,7 +55,8 @@ func TestGolden(t *testing.T) {
 			if err := yaml.UnmarshalStrict(raw, &gc); err != nil {
 				t.Fatalf("%s: %v", c, err)
 			}
-			got, isErr := runCase(t, dir, gc)
+			got, engineForm, isErr := runCase(t, dir, gc)
+			checkGolden(t, filepath.Join(dir, "engine.json"), engineForm)
 			want := filepath.Join(dir, "expected.json")
 			other := filepath.Join(dir, "expected.err")
 			if isErr {
@@ -78,24 +80,94 @@ func TestGolden(t *testing.T) {
 	}
 }
 
-func runCase(t *testing.T, dir string, gc goldenCase) ([]byte, bool) {
+// checkGolden compares got with the file want, or rewrites it with -update;
+// nil got means the file must not exist.
+func checkGolden(t *testing.T, want string, got []byte) {
+	t.Helper()
+	if *update {
+		if got == nil {
+			_ = os.Remove(want)
+			return
+		}
+		if err := os.WriteFile(want, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	expected, err := os.ReadFile(want)
+	switch {
+	case got == nil && err == nil:
+		t.Errorf("%s exists but the case has no such output (run go test -update)", want)
+	case got == nil:
+	case err != nil:
+		t.Fatalf("%v (output was:\n%s)", err, got)
+	case !bytes.Equal(got, expected):
+		t.Errorf("%s differs from the output (run go test -update to accept):\n%s", want, got)
+	}
+}
+
+// engineForm is the golden text of the result's engine-facing form (raw
+// secrets redacted). It also checks that the result as an earlier drover
+// stored it decodes to the same form, so desired states pushed before an
+// upgrade converge the same way after it.
+func engineForm(t *testing.T, res *compiler.Result) []byte {
+	t.Helper()
+	eng, err := res.Engine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := ds.Encode(eng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	decoded, err := ds.Decode(stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asStoredBefore, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy, err := ds.Decode(asStoredBefore)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := ds.Encode(decoded)
+	b, _ := ds.Encode(legacy)
+	if !bytes.Equal(a, b) || !bytes.Equal(a, stored) {
+		t.Errorf("the engine form differs when decoded from what an earlier drover stored:\nnow:    %s\nbefore: %s", a, b)
+	}
+	for i := range eng.Channels {
+		ch := &eng.Channels[i]
+		for _, k := range ch.SecretEnv {
+			ch.Env[k] = "(redacted)"
+		}
+	}
+	out, err := json.MarshalIndent(eng.Channels, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(out, '\n')
+}
+
+func runCase(t *testing.T, dir string, gc goldenCase) ([]byte, []byte, bool) {
 	t.Helper()
 	sources, err := config.Load([]string{dir + "/..."})
 	if err != nil {
-		return errText(t, err), true
+		return errText(t, err), nil, true
 	}
 	set, errs := config.NewSet(sources)
 	if len(errs) > 0 {
-		return errText(t, errs.Err()), true
+		return errText(t, errs.Err()), nil, true
 	}
 	if gc.Validate {
 		if errs := compiler.ValidateSet(set); len(errs) > 0 {
-			return errText(t, errs.Err()), true
+			return errText(t, errs.Err()), nil, true
 		}
-		return []byte("valid\n"), false
+		return []byte("valid\n"), nil, false
 	}
 	if errs := set.Validate(); len(errs) > 0 {
-		return errText(t, errs.Err()), true
+		return errText(t, errs.Err()), nil, true
 	}
 	in, err := compiler.InputFor(set, config.ServiceKey{Application: gc.App, Service: gc.Service})
 	if err != nil {
@@ -120,7 +192,7 @@ func runCase(t *testing.T, dir string, gc goldenCase) ([]byte, bool) {
 	if err != nil {
 		var cerrs compiler.Errors
 		if errors.As(err, &cerrs) {
-			return errText(t, compiler.Locate(set, cerrs).Err()), true
+			return errText(t, compiler.Locate(set, cerrs).Err()), nil, true
 		}
 		t.Fatal(err)
 	}
@@ -135,7 +207,7 @@ func runCase(t *testing.T, dir string, gc goldenCase) ([]byte, bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return append(out, '\n'), false
+	return append(out, '\n'), engineForm(t, res), false
 }
 
 func errText(t *testing.T, err error) []byte {

@@ -10,7 +10,7 @@ import (
 )
 
 func prodChannel(gates ...Gate) Channel {
-	return Channel{Name: "prod", Version: "v-2", StateID: "ds-2", DependsOn: []string{"staging"}, Approvals: gates}
+	return Channel{Channel: ds.Channel{Name: "prod", DependsOn: []string{"staging"}, Approvals: gates}, Version: "v-2", StateID: "ds-2"}
 }
 
 func approvalBy(user, topic string, reject bool) store.Approval {

@@ -185,7 +185,7 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (time.Duration, e
 	observed := map[string]Observation{}
 	desired := cs.desired
 	for i, ch := range cs.desired.Channels {
-		if ch.ConvergenceGrace == 0 {
+		if ch.ConvergenceGrace.IsZero() {
 			if rt, err := l.runtimes.Runtime(ctx, ch.Runtime); err == nil {
 				if gr, ok := rt.(runtimes.GraceReporter); ok {
 					if desired == cs.desired { // the cached one is shared: copy before changing
@@ -193,7 +193,7 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (time.Duration, e
 						cp.Channels = append([]Channel(nil), cs.desired.Channels...)
 						desired = &cp
 					}
-					desired.Channels[i].ConvergenceGrace = gr.ConvergenceGrace()
+					desired.Channels[i].ConvergenceGrace.Duration = gr.ConvergenceGrace()
 				}
 			}
 		}

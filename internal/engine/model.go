@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	ds "github.com/drover-dev/drover/internal/desiredstate"
 	"github.com/drover-dev/drover/internal/runtimes"
 	"github.com/drover-dev/drover/internal/store"
 )
@@ -19,42 +20,28 @@ type Desired struct {
 	Channels []Channel
 }
 
-// Channel is what one release channel must converge to, and under which conditions.
+// Channel is what one release channel must converge to, and under which
+// conditions: the compiled channel, with the version and the desired state
+// that holds it (StateID).
 type Channel struct {
-	Name string
-	// Version and StateID name the compiled config to apply (StateID is the
-	// desired state that holds it).
+	ds.Channel
 	Version string
 	StateID string
-	// Runtime is the runtime the service uses in this channel.
-	Runtime string
-	// DependsOn are channels that must run Version converged first.
-	DependsOn []string
-	// Approvals must each have MinApprovers distinct approvers.
-	Approvals []Gate
-	// AutoRollback rolls back to the last converged version on failure.
-	AutoRollback bool
-	// ProgressDeadline fails a rollout that has not converged in time (0 = default).
-	ProgressDeadline time.Duration
-	// Unenforced lists gates the desired state declares that this engine
-	// does not evaluate yet (protections, convergence extensions). They hold
-	// the channel, so nothing is deployed past a check nobody ran.
-	Unenforced []string
-	// EveryAction requires a fresh approval before each apply that heals
-	// drift (manualApproval.everyAction, requireApprovalBeforeApply).
-	EveryAction bool
-	// ConvergenceGrace is how long after an apply the runtime may still not
-	// show the version before it is applied again (0 = default); a custom
-	// runtime's convergenceGracePeriod.
-	ConvergenceGrace time.Duration
+}
+
+// Unenforced lists the gates the channel declares that this engine does not
+// evaluate yet (protections, convergence extensions). They hold the channel,
+// so nothing is deployed past a check nobody ran.
+func (c *Channel) Unenforced() []string {
+	out := make([]string, 0, len(c.Checks))
+	for _, chk := range c.Checks {
+		out = append(out, chk.String())
+	}
+	return out
 }
 
 // Gate is a manual approval precondition.
-type Gate struct {
-	Topic        string
-	Description  string
-	MinApprovers int
-}
+type Gate = ds.Approval
 
 // Observation is the last fetch of one instance.
 type Observation struct {

@@ -215,8 +215,8 @@ func (p *planner) gate(s *step) {
 		}
 	}
 	switch {
-	case len(ch.Unenforced) > 0:
-		s.set(ds.StatusWaitingPreconditions, ds.ReasonLifecycleCheckPending, "held: drover does not evaluate %s yet (not supported yet); remove the attachment to deploy", strings.Join(ch.Unenforced, ", "))
+	case len(ch.Checks) > 0:
+		s.set(ds.StatusWaitingPreconditions, ds.ReasonLifecycleCheckPending, "held: drover does not evaluate %s yet (not supported yet); remove the attachment to deploy", strings.Join(ch.Unenforced(), ", "))
 		return
 	case len(unmet) > 0:
 		msg := fmt.Sprintf("waiting for %s to run %s converged: %s", joinNames(ch.DependsOn), ch.Version, strings.Join(unmet, "; "))
@@ -320,7 +320,7 @@ func (p *planner) converge(s *step, stateID, version string) {
 		s.set(done, ds.ReasonNone, "%s", msg)
 		p.requeue(st.SteadyPollInterval)
 	case state.Version == version && !state.Drifted:
-		deadline := s.ch.ProgressDeadline
+		deadline := s.ch.ProgressDeadline.Duration
 		if deadline == 0 {
 			deadline = st.ProgressDeadline
 		}
@@ -373,7 +373,7 @@ func (p *planner) mismatch(s *step, stateID, version string, state runtimes.Stat
 	}
 	if inst.ApplyAttempts > 0 {
 		since := p.in.Now.Sub(inst.LastApplyAt)
-		grace := s.ch.ConvergenceGrace
+		grace := s.ch.ConvergenceGrace.Duration
 		if grace == 0 {
 			grace = st.ConvergenceGrace
 		}

@@ -18,8 +18,8 @@ var t0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 // twoChannels is the quickstart shape: prod after staging and an approval.
 func twoChannels(id, version string) *Desired {
 	return &Desired{ID: id, Application: "app", Service: "web", Version: version, Channels: []Channel{
-		{Name: "staging", Version: version, StateID: id, Runtime: "rs", AutoRollback: true},
-		{Name: "prod", Version: version, StateID: id, Runtime: "rp", DependsOn: []string{"staging"}, Approvals: []Gate{{Topic: "prod", MinApprovers: 1}}, AutoRollback: true},
+		{Channel: ds.Channel{Name: "staging", Runtime: "rs", AutoRollback: true}, Version: version, StateID: id},
+		{Channel: ds.Channel{Name: "prod", Runtime: "rp", DependsOn: []string{"staging"}, Approvals: []Gate{{Topic: "prod", MinApprovers: 1}}, AutoRollback: true}, Version: version, StateID: id},
 	}}
 }
 
@@ -289,7 +289,7 @@ func randomInput(r *rand.Rand) PlanInput {
 	d := &Desired{ID: id, Application: "a", Service: "s", Version: version}
 	n := 1 + r.IntN(3)
 	for i := range n {
-		ch := Channel{Name: fmt.Sprintf("c%d", i), Version: version, StateID: id, Runtime: "r", AutoRollback: r.IntN(2) == 0}
+		ch := Channel{Channel: ds.Channel{Name: fmt.Sprintf("c%d", i), Runtime: "r", AutoRollback: r.IntN(2) == 0}, Version: version, StateID: id}
 		if i > 0 {
 			ch.DependsOn = []string{fmt.Sprintf("c%d", i-1)}
 		}
@@ -493,7 +493,7 @@ func TestPlanEveryActionNeedsApprovalPerDrift(t *testing.T) {
 func TestPlanHoldsUnenforcedGates(t *testing.T) {
 	t.Parallel()
 	d := twoChannels("ds1", "v1")
-	d.Channels[0].Unenforced = []string{"protection window (preApproval)"}
+	d.Channels[0].Checks = []ds.Check{{Kind: ds.CheckProtection, Name: "window", Lifecycle: "preApproval"}}
 	w := newWorld(t, d)
 	w.observed["staging"], w.observed["prod"] = Observation{}, Observation{}
 	if p := w.plan(); len(p.Applies) != 0 {

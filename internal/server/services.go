@@ -45,7 +45,11 @@ func (s *Server) push(ctx context.Context, app, svc string, req apiv1.PushReques
 		}
 		return nil, err
 	}
-	compiled, err := json.Marshal(res)
+	form, err := res.Engine()
+	if err != nil {
+		return nil, err
+	}
+	compiled, err := ds.Encode(form)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,60 @@
+package compiler
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	ds "github.com/drover-dev/drover/internal/desiredstate"
+)
+
+// Engine returns the engine-facing form of the result: per release channel,
+// the runtime, objects, environment, dependencies, gates and timing the
+// convergence engine works from. It is what a push stores.
+func (r *Result) Engine() (*ds.Compiled, error) {
+	c := &ds.Compiled{
+		Format: ds.Format, Application: r.Application, Service: r.Service,
+		Version: r.BundleVersion, BundleName: r.BundleName, Graph: r.DesiredState,
+	}
+	for _, rc := range r.ReleaseChannels {
+		ch := ds.Channel{
+			Name: rc.Name, Runtime: rc.Runtime.Name, RuntimeKind: rc.Runtime.Kind, Namespace: rc.Runtime.Namespace,
+			Backend: rc.Backend, DependsOn: rc.DependsOn, AutoRollback: !rc.AutoRollbackDisabled,
+		}
+		if rc.ProgressDeadline != nil {
+			ch.ProgressDeadline = ds.Duration{Duration: rc.ProgressDeadline.Duration}
+		}
+		var everyAction bool
+		ch.Approvals, everyAction, ch.Checks = r.DesiredState.Gates(rc.Name)
+		ch.EveryAction = everyAction
+		ch.Objects = make([]json.RawMessage, 0, len(rc.Objects))
+		for _, obj := range rc.Objects {
+			raw, err := json.Marshal(obj)
+			if err != nil {
+				return nil, fmt.Errorf("release channel %s: encode object: %w", rc.Name, err)
+			}
+			ch.Objects = append(ch.Objects, raw)
+			if o, ok := obj.(*CustomRuntimeObject); ok && len(rc.Objects) == 1 {
+				switch {
+				case o.Custom != nil:
+					ch.ConvergenceGrace.Duration = o.Custom.ConvergenceGracePeriod.Duration
+					ch.EveryAction = ch.EveryAction || o.Custom.RequireApprovalBeforeApply
+				case o.TerraformRunner != nil:
+					ch.ConvergenceGrace.Duration = o.TerraformRunner.ConvergenceGracePeriod.Duration
+					ch.EveryAction = ch.EveryAction || o.TerraformRunner.RequireApprovalBeforeApply
+				}
+			}
+		}
+		for k, v := range rc.Env {
+			switch {
+			case v.RawSecret != "":
+				ch.SetEnv(k, v.RawSecret, true)
+			case v.Secret == nil && v.KubernetesSecret == nil:
+				ch.SetEnv(k, v.Value, false)
+			}
+		}
+		sort.Strings(ch.SecretEnv)
+		c.Channels = append(c.Channels, ch)
+	}
+	return c, nil
+}

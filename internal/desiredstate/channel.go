@@ -1,0 +1,176 @@
+package desiredstate
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Format is the version of the stored form written by Encode. Decode also
+// reads what drover stored before there was one (the compiler's result).
+const Format = 2
+
+// Compiled is the engine-facing form of one push: for each release channel,
+// what must run there and under which conditions. The compiler builds it;
+// the store keeps it as JSON (Encode); the engine reads nothing else (Decode).
+type Compiled struct {
+	Format      int    `json:"format"`
+	Application string `json:"application"`
+	Service     string `json:"service"`
+	// Version is the bundle version every channel converges to.
+	Version string `json:"version"`
+	// BundleName is the service's bundleName, rendered ("" when unset).
+	BundleName string `json:"bundleName,omitempty"`
+	// Channels are the release channels in declaration order.
+	Channels []Channel `json:"channels"`
+	// Graph is the entity graph, for people and tools that show it.
+	Graph *DesiredState `json:"graph,omitempty"`
+}
+
+// Channel is what one release channel must converge to, and under which
+// conditions.
+type Channel struct {
+	Name string `json:"name"`
+	// Runtime is the runtime (connection) the service uses in this channel,
+	// RuntimeKind its kind (fake, kubernetes, custom, terraformRunner).
+	Runtime     string `json:"runtime"`
+	RuntimeKind string `json:"runtimeKind,omitempty"`
+	// Namespace is the Kubernetes namespace the channel chose, if any.
+	Namespace string `json:"namespace,omitempty"`
+	// Backend is "kubernetes" or "customRuntime".
+	Backend string `json:"backend"`
+	// DependsOn are channels that must run the same version converged first.
+	DependsOn []string `json:"dependsOn,omitempty"`
+	// Approvals must each have MinApprovers distinct approvers.
+	Approvals []Approval `json:"approvals,omitempty"`
+	// EveryAction requires a fresh approval before each apply that heals
+	// drift (manualApproval.everyAction, requireApprovalBeforeApply).
+	EveryAction bool `json:"everyAction,omitempty"`
+	// Checks are the protections and convergence extensions that gate the
+	// channel, one per lifecycle phase.
+	Checks []Check `json:"checks,omitempty"`
+	// AutoRollback rolls back to the last converged version on failure.
+	AutoRollback bool `json:"autoRollback,omitempty"`
+	// ProgressDeadline fails a rollout that has not converged in time (0 =
+	// the engine's default).
+	ProgressDeadline Duration `json:"progressDeadline,omitzero"`
+	// ConvergenceGrace is how long after an apply the runtime may still not
+	// show the version before it is applied again (0 = the runtime's or the
+	// engine's default): a custom runtime's convergenceGracePeriod.
+	ConvergenceGrace Duration `json:"convergenceGrace,omitzero"`
+	// Objects are the compiled objects the runtime applies: Kubernetes
+	// manifests, or one custom runtime object.
+	Objects []json.RawMessage `json:"objects"`
+	// Env is the service's environment in this channel (release channel
+	// defaults, then service env): plain values and raw secrets. References
+	// to stored or Kubernetes secrets are resolved by the runtimes that
+	// support them and are not listed here.
+	Env map[string]string `json:"env,omitempty"`
+	// SecretEnv names the keys of Env whose values are raw secrets.
+	SecretEnv []string `json:"secretEnv,omitempty"`
+}
+
+// Secrets returns the raw secret values of the channel's environment, for
+// runtimes to redact.
+func (c *Channel) Secrets() []string {
+	var out []string
+	for _, k := range c.SecretEnv {
+		if v := c.Env[k]; v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// Approval is a manual approval precondition.
+type Approval struct {
+	Topic        string `json:"topic"`
+	Description  string `json:"description,omitempty"`
+	MinApprovers int    `json:"minApprovers"`
+}
+
+// CheckKind says what runs a check.
+type CheckKind string
+
+// Check kinds.
+const (
+	CheckProtection           CheckKind = "protection"
+	CheckConvergenceExtension CheckKind = "convergenceExtension"
+)
+
+// Check is a protection or convergence extension that runs in one lifecycle
+// phase of a channel (preApproval, postApproval, deployment, postDeployment;
+// approval and deployment for extensions).
+type Check struct {
+	Kind CheckKind `json:"kind"`
+	// Name is the protection or extension name.
+	Name      string `json:"name"`
+	Lifecycle string `json:"lifecycle"`
+	// Entity is the check's entity in the graph.
+	Entity ID `json:"entity"`
+}
+
+// String describes the check for people: "protection p (deployment)".
+func (c Check) String() string {
+	kind := string(c.Kind)
+	if c.Kind == CheckConvergenceExtension {
+		kind = "convergence extension"
+	}
+	return fmt.Sprintf("%s %s (%s)", kind, c.Name, c.Lifecycle)
+}
+
+// Duration is a time.Duration stored as Go duration text ("10m0s").
+type Duration struct{ time.Duration }
+
+// IsZero reports whether the duration is unset.
+func (d Duration) IsZero() bool { return d.Duration == 0 }
+
+// MarshalJSON writes Go duration text.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+// UnmarshalJSON reads Go duration text, which includes Prodvana's seconds
+// form ("30s", "1.5s").
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration must be a string: %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	d.Duration = v
+	return nil
+}
+
+// Encode returns the stored form of c (JSON, with Format set).
+func Encode(c *Compiled) ([]byte, error) {
+	cp := *c
+	cp.Format = Format
+	return json.Marshal(&cp)
+}
+
+// Decode reads a stored desired state: the form Encode writes, or the
+// compiler result drover stored before (see legacy.go).
+func Decode(raw []byte) (*Compiled, error) {
+	var head struct {
+		Format int `json:"format"`
+	}
+	if err := json.Unmarshal(raw, &head); err != nil {
+		return nil, fmt.Errorf("decode desired state: %w", err)
+	}
+	switch {
+	case head.Format == 0:
+		return decodeLegacy(raw)
+	case head.Format > Format:
+		return nil, fmt.Errorf("decode desired state: format %d is newer than this drover reads (%d); upgrade drover", head.Format, Format)
+	}
+	var c Compiled
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return nil, fmt.Errorf("decode desired state: %w", err)
+	}
+	return &c, nil
+}

@@ -1,0 +1,141 @@
+package desiredstate
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+)
+
+// Gates returns the approvals and checks the graph puts on release channel
+// rc, in graph order, and whether an approval asks for one before every
+// action.
+func (d *DesiredState) Gates(rc string) (approvals []Approval, everyAction bool, checks []Check) {
+	if d == nil {
+		return nil, false, nil
+	}
+	for _, e := range d.Entities {
+		if e.ReleaseChannel != rc {
+			continue
+		}
+		switch {
+		case e.ManualApproval != nil:
+			approvals = append(approvals, Approval{Topic: e.ManualApproval.Topic, Description: e.ManualApproval.Description, MinApprovers: int(e.ManualApproval.MinApprovers)})
+			everyAction = everyAction || e.ManualApproval.EveryAction
+		case e.ProtectionLink != nil:
+			checks = append(checks, Check{Kind: CheckProtection, Name: e.ProtectionLink.Protection, Lifecycle: e.ProtectionLink.Lifecycle, Entity: e.ID})
+		case e.DeliveryExtension != nil:
+			checks = append(checks, Check{Kind: CheckConvergenceExtension, Name: e.DeliveryExtension.Name, Lifecycle: e.DeliveryExtension.Lifecycle, Entity: e.ID})
+		}
+	}
+	return approvals, everyAction, checks
+}
+
+// legacyResult is the part of the compiler result (as drover stored it
+// before Format 2) that the engine-facing form is made of. It is read here,
+// by field name, so that desired states pushed by an older drover keep
+// converging after an upgrade without the engine reading compiler types.
+type legacyResult struct {
+	Application     string `json:"application"`
+	Service         string `json:"service"`
+	BundleVersion   string `json:"bundleVersion"`
+	BundleName      string `json:"bundleName"`
+	ReleaseChannels []struct {
+		Name    string `json:"name"`
+		Runtime struct {
+			Name      string `json:"name"`
+			Kind      string `json:"kind"`
+			Namespace string `json:"namespace"`
+		} `json:"runtime"`
+		DependsOn            []string                  `json:"dependsOn"`
+		Backend              string                    `json:"backend"`
+		Objects              []json.RawMessage         `json:"objects"`
+		Env                  map[string]legacyEnvValue `json:"env"`
+		AutoRollbackDisabled bool                      `json:"autoRollbackDisabled"`
+		ProgressDeadline     *Duration                 `json:"progressDeadline"`
+	} `json:"releaseChannels"`
+	DesiredState *DesiredState `json:"desiredState"`
+}
+
+type legacyEnvValue struct {
+	Value            string          `json:"value"`
+	RawSecret        string          `json:"rawSecret"`
+	Secret           json.RawMessage `json:"secret"`
+	KubernetesSecret json.RawMessage `json:"kubernetesSecret"`
+}
+
+// runnerObject is the part of a custom runtime (or terraform runner) object
+// that sets channel behaviour.
+type runnerObject struct {
+	Custom          *runnerSettings `json:"custom"`
+	TerraformRunner *runnerSettings `json:"terraformRunner"`
+}
+
+type runnerSettings struct {
+	Grace   Duration `json:"convergenceGracePeriod"`
+	Approve bool     `json:"requireApprovalBeforeApply"`
+}
+
+func decodeLegacy(raw []byte) (*Compiled, error) {
+	var res legacyResult
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return nil, fmt.Errorf("decode desired state (stored by an earlier drover): %w", err)
+	}
+	c := &Compiled{
+		Format: Format, Application: res.Application, Service: res.Service,
+		Version: res.BundleVersion, BundleName: res.BundleName, Graph: res.DesiredState,
+	}
+	for _, rc := range res.ReleaseChannels {
+		ch := Channel{
+			Name: rc.Name, Runtime: rc.Runtime.Name, RuntimeKind: rc.Runtime.Kind, Namespace: rc.Runtime.Namespace,
+			Backend: rc.Backend, DependsOn: rc.DependsOn, AutoRollback: !rc.AutoRollbackDisabled, Objects: rc.Objects,
+		}
+		if rc.ProgressDeadline != nil {
+			ch.ProgressDeadline = *rc.ProgressDeadline
+		}
+		var everyAction bool
+		ch.Approvals, everyAction, ch.Checks = res.DesiredState.Gates(rc.Name)
+		grace, approveEach := legacyRunnerSettings(rc.Objects)
+		ch.ConvergenceGrace = Duration{grace}
+		ch.EveryAction = everyAction || approveEach
+		for k, v := range rc.Env {
+			switch {
+			case v.RawSecret != "":
+				ch.SetEnv(k, v.RawSecret, true)
+			case v.Secret == nil && v.KubernetesSecret == nil:
+				ch.SetEnv(k, v.Value, false)
+			}
+		}
+		sort.Strings(ch.SecretEnv)
+		c.Channels = append(c.Channels, ch)
+	}
+	return c, nil
+}
+
+// SetEnv sets an environment variable of the channel.
+func (c *Channel) SetEnv(k, v string, secret bool) {
+	if c.Env == nil {
+		c.Env = map[string]string{}
+	}
+	c.Env[k] = v
+	if secret {
+		c.SecretEnv = append(c.SecretEnv, k)
+	}
+}
+
+func legacyRunnerSettings(objects []json.RawMessage) (time.Duration, bool) {
+	if len(objects) != 1 {
+		return 0, false
+	}
+	var obj runnerObject
+	if json.Unmarshal(objects[0], &obj) != nil {
+		return 0, false
+	}
+	switch {
+	case obj.Custom != nil:
+		return obj.Custom.Grace.Duration, obj.Custom.Approve
+	case obj.TerraformRunner != nil:
+		return obj.TerraformRunner.Grace.Duration, obj.TerraformRunner.Approve
+	}
+	return 0, false
+}
