@@ -48,7 +48,7 @@ func TargetOf(rec store.DesiredState, rc string) (runtimes.Target, error) {
 // sharedStates caches decoded desired states for DecodeDesired.
 var sharedStates stateCache
 
-func userEvent(inst store.Instance, typ, user, msg string, now time.Time) store.Event {
+func userEvent(inst store.Instance, typ ds.EventType, user, msg string, now time.Time) store.Event {
 	return store.Event{
 		Time: now, Application: inst.Application, Service: inst.Service, ReleaseChannel: inst.ReleaseChannel,
 		DesiredStateID: inst.DesiredStateID, Type: typ, Actor: user, Message: msg,
@@ -61,9 +61,9 @@ func Pause(inst store.Instance, user string, now time.Time) (store.Instance, sto
 		return inst, store.Event{}, false
 	}
 	inst.Paused = true
-	inst.Status, inst.Reason, inst.Message = string(ds.StatusPaused), string(ds.ReasonPaused), "paused by "+user
+	inst.Status, inst.Reason, inst.Message = ds.StatusPaused, ds.ReasonPaused, "paused by "+user
 	inst.UpdatedAt = now
-	return inst, userEvent(inst, "paused", user, inst.ReleaseChannel+": paused by "+user, now), true
+	return inst, userEvent(inst, ds.EventPaused, user, inst.ReleaseChannel+": paused by "+user, now), true
 }
 
 // Resume lets the engine apply to the instance again; its status is
@@ -73,53 +73,50 @@ func Resume(inst store.Instance, user string, now time.Time) (store.Instance, st
 		return inst, store.Event{}, false
 	}
 	inst.Paused = false
-	e := readExtra(inst)
 	switch {
-	case e.RollbackFrom != "" && inst.TargetVersion != "" && inst.CurrentVersion == inst.TargetVersion:
-		inst.Status = string(ds.StatusRolledBack)
-	case e.RollbackFrom != "" && inst.TargetVersion != "":
-		inst.Status = string(ds.StatusRollingBack)
+	case inst.RollbackFrom != "" && inst.TargetVersion != "" && inst.CurrentVersion == inst.TargetVersion:
+		inst.Status = ds.StatusRolledBack
+	case inst.RollbackFrom != "" && inst.TargetVersion != "":
+		inst.Status = ds.StatusRollingBack
 	case inst.TargetVersion != "" && inst.CurrentVersion == inst.TargetVersion && inst.CurrentStateID == inst.TargetStateID:
 		// It was converged: keep it so, and drift found now is healed as
 		// drift (with its approval, when everyAction asks for one).
-		inst.Status = string(ds.StatusConverged)
-	case e.FailedVersion != "" && e.FailedVersion == inst.TargetVersion:
-		inst.Status = string(ds.StatusFailed)
+		inst.Status = ds.StatusConverged
+	case inst.FailedVersion != "" && inst.FailedVersion == inst.TargetVersion:
+		inst.Status = ds.StatusFailed
 	default:
-		inst.Status = string(ds.StatusPending)
+		inst.Status = ds.StatusPending
 	}
 	inst.Reason, inst.Message = "", "resumed by "+user
 	inst.UpdatedAt = now
-	return inst, userEvent(inst, "resumed", user, inst.ReleaseChannel+": resumed by "+user, now), true
+	return inst, userEvent(inst, ds.EventResumed, user, inst.ReleaseChannel+": resumed by "+user, now), true
 }
 
 // Rollback points the instance back at its last converged version (or the
 // one before, when the last converged version is the one to leave). The
 // instance stays there until the next push.
 func Rollback(inst store.Instance, user string, now time.Time) (store.Instance, store.Event, error) {
-	e := readExtra(inst)
 	from := inst.TargetVersion
 	if from == "" {
 		from = inst.CurrentVersion
 	}
 	toState, toVersion := inst.CurrentStateID, inst.CurrentVersion
 	if toVersion == "" || toVersion == from {
-		toState, toVersion = e.PreviousStateID, e.PreviousVersion
+		toState, toVersion = inst.PreviousStateID, inst.PreviousVersion
 	}
 	if toVersion == "" || toVersion == from {
 		return inst, store.Event{}, fmt.Errorf("release channel %s: %w", inst.ReleaseChannel, ErrNothingToRollBack)
 	}
-	e.RollbackFrom = from
-	e.RollbackReason = "manual rollback by " + user
-	e.ActionPending = false
-	writeExtra(&inst, e)
+	inst.RollbackFrom = from
+	inst.RollbackReason = "manual rollback by " + user
+	inst.ActionPending = false
 	inst.TargetStateID, inst.TargetVersion = toState, toVersion
 	inst.ApplyAttempts = 0
 	inst.LastApplyAt = time.Time{}
-	inst.Status, inst.Reason = string(ds.StatusRollingBack), ""
+	inst.Status, inst.Reason = ds.StatusRollingBack, ""
 	inst.Message = fmt.Sprintf("rollback from %s to %s requested by %s", from, toVersion, user)
 	inst.UpdatedAt = now
-	return inst, userEvent(inst, "rollback", user, fmt.Sprintf("%s: rollback from %s to %s requested by %s", inst.ReleaseChannel, from, toVersion, user), now), nil
+	return inst, userEvent(inst, ds.EventRollback, user, fmt.Sprintf("%s: rollback from %s to %s requested by %s", inst.ReleaseChannel, from, toVersion, user), now), nil
 }
 
 // ErrAlreadyAnswered is returned when the user already approved or rejected
@@ -132,8 +129,8 @@ var ErrAlreadyAnswered = errors.New("already answered")
 // with ErrNotWaitingForApproval when an approval would change nothing.
 // approvals are those of ch's desired state; user is normalized.
 func PendingApproval(ch Channel, inst store.Instance, approvals []store.Approval, topic, user string) (Gate, error) {
-	if e := readExtra(inst); e.ActionPending && inst.DesiredStateID == ch.StateID {
-		action := ActionTopic(ch.Name, e.ActionSeq)
+	if inst.ActionPending && inst.DesiredStateID == ch.StateID {
+		action := ActionTopic(ch.Name, inst.ActionSeq)
 		if topic == "" || topic == action {
 			g := Gate{Topic: action, Description: "apply after drift", MinApprovers: 1}
 			return g, answeredBy(ch.Name, g, approvals, user)
@@ -142,7 +139,7 @@ func PendingApproval(ch Channel, inst store.Instance, approvals []store.Approval
 	if inst.TargetVersion == ch.Version && inst.TargetStateID == ch.StateID {
 		return Gate{}, fmt.Errorf("release channel %s already received %s: %w", ch.Name, ch.Version, ErrNotWaitingForApproval)
 	}
-	switch ds.Status(inst.Status) {
+	switch inst.Status {
 	case ds.StatusFailed, ds.StatusRolledBack, ds.StatusRollingBack, ds.StatusFailedRollback:
 		return Gate{}, fmt.Errorf("release channel %s is %s: %w", ch.Name, inst.Status, ErrNotWaitingForApproval)
 	default:

@@ -21,7 +21,7 @@ func approvalBy(user, topic string, reject bool) store.Approval {
 // whether the gate still needs approvers or not.
 func TestB14DuplicateApprovalReported(t *testing.T) {
 	t.Parallel()
-	waiting := store.Instance{Status: string(ds.StatusWaitingManualApproval), DesiredStateID: "ds-2"}
+	waiting := store.Instance{Status: ds.StatusWaitingManualApproval, DesiredStateID: "ds-2"}
 	two := prodChannel(Gate{Topic: "prod", MinApprovers: 2})
 	one := prodChannel(Gate{Topic: "prod", MinApprovers: 1})
 	alice := []store.Approval{approvalBy("alice", "prod", false)}
@@ -63,14 +63,14 @@ func TestS3PreApprovalOfChannelNotReached(t *testing.T) {
 	ch := prodChannel(Gate{Topic: "prod", MinApprovers: 1})
 	for _, inst := range []store.Instance{
 		{}, // never planned
-		{Status: string(ds.StatusPending), DesiredStateID: "ds-1"},
-		{Status: string(ds.StatusWaitingPreconditions), DesiredStateID: "ds-2", CurrentVersion: "v-1", TargetVersion: "v-1", TargetStateID: "ds-1"},
+		{Status: ds.StatusPending, DesiredStateID: "ds-1"},
+		{Status: ds.StatusWaitingPreconditions, DesiredStateID: "ds-2", CurrentVersion: "v-1", TargetVersion: "v-1", TargetStateID: "ds-1"},
 	} {
 		if g, err := PendingApproval(ch, inst, nil, "", "alice"); err != nil || g.Topic != "prod" {
 			t.Errorf("approval of prod in %+v: %+v, %v", inst, g, err)
 		}
 	}
-	received := store.Instance{Status: string(ds.StatusConverging), DesiredStateID: "ds-2", TargetVersion: "v-2", TargetStateID: "ds-2"}
+	received := store.Instance{Status: ds.StatusConverging, DesiredStateID: "ds-2", TargetVersion: "v-2", TargetStateID: "ds-2"}
 	if _, err := PendingApproval(ch, received, nil, "", "alice"); !errors.Is(err, ErrNotWaitingForApproval) {
 		t.Errorf("approval of a channel that received the version: %v", err)
 	}

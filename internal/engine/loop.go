@@ -345,7 +345,7 @@ func (l *Loop) apply(ctx context.Context, cs *compiledState, a Apply, inst store
 		// Not a failure of the apply: leave the instance as it is, so the
 		// next server sees an apply that never returned and applies again.
 		log.Warn("apply interrupted by shutdown", "error", err)
-		ev.Type = "apply-interrupted"
+		ev.Type = ds.EventApplyInterrupted
 		ev.Message = fmt.Sprintf("%s: apply of %s interrupted: %v; it will be applied again", a.ReleaseChannel, a.Version, stopped)
 		if started {
 			err = l.store.FinishApply(rctx, id, store.OutcomeInterrupted, stopped.Error(), l.now(), ev)
@@ -368,22 +368,20 @@ func (l *Loop) apply(ctx context.Context, cs *compiledState, a Apply, inst store
 		}
 	}
 	if err == nil {
-		ev.Type, ev.Message = "applied", fmt.Sprintf("%s: applied %s: %s", a.ReleaseChannel, a.Version, summarize(res))
+		ev.Type, ev.Message = ds.EventApplied, fmt.Sprintf("%s: applied %s: %s", a.ReleaseChannel, a.Version, summarize(res))
 		// Record that the apply returned, so a later pass can tell a finished
 		// apply (wait for the runtime) from an interrupted one (apply again).
 		if werr := l.recordOutcome(rctx, inst, ev, func(i *store.Instance) {
-			ex := readExtra(*i)
-			ex.AppliedAt = l.now()
-			writeExtra(i, ex)
+			i.AppliedAt = l.now()
 		}); werr != nil {
 			log.Error("record apply failed", "error", werr)
 		}
 		return
 	}
 	log.Warn("apply failed", "error", err)
-	ev.Type, ev.Message = "apply-failed", fmt.Sprintf("%s: apply of %s failed: %v", a.ReleaseChannel, a.Version, err)
+	ev.Type, ev.Message = ds.EventApplyFailed, fmt.Sprintf("%s: apply of %s failed: %v", a.ReleaseChannel, a.Version, err)
 	if werr := l.recordOutcome(rctx, inst, ev, func(i *store.Instance) {
-		i.Reason = string(ds.ReasonApplyFailed)
+		i.Reason = ds.ReasonApplyFailed
 		i.Message = err.Error()
 		if runtimes.IsPermanent(err) {
 			i.ApplyAttempts = l.settings.MaxApplyAttempts

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	ds "github.com/drover-dev/drover/internal/desiredstate"
 	"github.com/drover-dev/drover/internal/store"
 )
 
@@ -31,7 +32,7 @@ func (l *Loop) closeInterrupted(ctx context.Context) error {
 	for _, a := range open {
 		ev := store.Event{
 			Time: l.now(), Application: a.Application, Service: a.Service, ReleaseChannel: a.ReleaseChannel,
-			DesiredStateID: a.DesiredStateID, Type: "apply-interrupted", Actor: "engine",
+			DesiredStateID: a.DesiredStateID, Type: ds.EventApplyInterrupted, Actor: "engine",
 			Message: fmt.Sprintf("%s: apply of %s started %s was %s; it will be applied again",
 				a.ReleaseChannel, a.Version, a.StartedAt.UTC().Format(time.RFC3339), interruptedByRestart),
 		}

@@ -119,7 +119,7 @@ func (f *shutdownFixture) eventTypes(t *testing.T) []string {
 	}
 	var types []string
 	for _, e := range evs {
-		types = append(types, e.Type)
+		types = append(types, string(e.Type))
 	}
 	return types
 }

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -115,51 +114,6 @@ type Plan struct {
 	Applies []Apply
 	// RequeueAfter asks for another pass after this long (0 = only on a trigger).
 	RequeueAfter time.Duration
-}
-
-// extra is the engine-private part of an instance, stored as JSON.
-type extra struct {
-	// PreviousStateID and PreviousVersion were converged before the current
-	// version: the rollback target when the current version is the bad one.
-	PreviousStateID string `json:"previousStateId,omitempty"`
-	PreviousVersion string `json:"previousVersion,omitempty"`
-	// DesiredVersion is the version of the desired state the bookkeeping
-	// below belongs to.
-	DesiredVersion string `json:"desiredVersion,omitempty"`
-	// Satisfied lists release channel conditions already met, as
-	// "<channel>@<version>"; they carry over when a push of the same version
-	// replaces the desired state.
-	Satisfied []string `json:"satisfied,omitempty"`
-	// RollbackFrom is the version being rolled back from, and
-	// RollbackReason why (empty for a manual rollback).
-	RollbackFrom   string `json:"rollbackFrom,omitempty"`
-	RollbackReason string `json:"rollbackReason,omitempty"`
-	// FailedVersion is the version that failed (not retried until a new push).
-	FailedVersion string `json:"failedVersion,omitempty"`
-	// Healed counts drift corrections since the last push.
-	Healed int `json:"healed,omitempty"`
-	// ActionSeq numbers the applies that needed their own approval
-	// (everyAction); ActionPending is set while one waits for it.
-	ActionSeq     int  `json:"actionSeq,omitempty"`
-	ActionPending bool `json:"actionPending,omitempty"`
-	// AppliedAt is when the last apply call returned successfully; an apply
-	// started (LastApplyAt) but never finished was interrupted (a restart).
-	AppliedAt time.Time `json:"appliedAt,omitzero"`
-}
-
-func readExtra(inst store.Instance) extra {
-	var e extra
-	if len(inst.Extra) > 0 {
-		_ = json.Unmarshal(inst.Extra, &e) // a damaged extra resets bookkeeping, never blocks
-	}
-	return e
-}
-
-func writeExtra(inst *store.Instance, e extra) {
-	raw, err := json.Marshal(e)
-	if err == nil {
-		inst.Extra = raw
-	}
 }
 
 // ActionTopic is the approval topic of the n-th apply of a channel that needs

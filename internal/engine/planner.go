@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"fmt"
 	"slices"
 	"sort"
@@ -60,7 +59,7 @@ func (p *planner) requeue(d time.Duration) {
 	}
 }
 
-func (p *planner) event(inst *store.Instance, typ, format string, args ...any) {
+func (p *planner) event(inst *store.Instance, typ ds.EventType, format string, args ...any) {
 	p.plan.Events = append(p.plan.Events, store.Event{
 		Time:           p.in.Now,
 		Application:    inst.Application,
@@ -76,15 +75,14 @@ func (p *planner) event(inst *store.Instance, typ, format string, args ...any) {
 // step is the state of one instance while it is being planned.
 type step struct {
 	inst *store.Instance
-	ex   extra
 	ch   Channel
 	// rollback is set while converging to a rollback target.
 	rollback bool
 }
 
 func (s *step) set(status ds.Status, reason ds.Reason, format string, args ...any) {
-	s.inst.Status = string(status)
-	s.inst.Reason = string(reason)
+	s.inst.Status = status
+	s.inst.Reason = reason
 	s.inst.Message = fmt.Sprintf(format, args...)
 }
 
@@ -93,11 +91,10 @@ func (p *planner) channel(ch Channel) {
 	old, exists := p.in.Instances[ch.Name]
 	inst := old
 	if !exists {
-		inst = store.Instance{Application: d.Application, Service: d.Service, ReleaseChannel: ch.Name, Status: string(ds.StatusPending)}
+		inst = store.Instance{Application: d.Application, Service: d.Service, ReleaseChannel: ch.Name, Status: ds.StatusPending}
 	}
-	s := &step{inst: &inst, ex: readExtra(inst), ch: ch}
+	s := &step{inst: &inst, ch: ch}
 	defer func() {
-		writeExtra(s.inst, s.ex)
 		if !exists || instanceChanged(old, inst) {
 			inst.UpdatedAt = p.in.Now
 			p.plan.Instances = append(p.plan.Instances, inst)
@@ -106,21 +103,21 @@ func (p *planner) channel(ch Channel) {
 	}()
 
 	if inst.DesiredStateID != d.ID {
-		if inst.DesiredStateID != "" && !ds.Status(inst.Status).Terminal() && inst.Status != string(ds.StatusPaused) {
-			p.event(&inst, "replaced", "desired state %s replaced by %s (version %s)", inst.DesiredStateID, d.ID, d.Version)
+		if inst.DesiredStateID != "" && !inst.Status.Terminal() && inst.Status != ds.StatusPaused {
+			p.event(&inst, ds.EventReplaced, "desired state %s replaced by %s (version %s)", inst.DesiredStateID, d.ID, d.Version)
 		}
 		inst.DesiredStateID = d.ID
 		inst.ApplyAttempts = 0
-		s.ex.RollbackFrom, s.ex.FailedVersion, s.ex.Healed = "", "", 0
-		s.ex.ActionPending = false
-		if s.ex.DesiredVersion != ch.Version {
+		s.inst.RollbackFrom, s.inst.FailedVersion, s.inst.Healed = "", "", 0
+		s.inst.ActionPending = false
+		if s.inst.DesiredVersion != ch.Version {
 			// Conditions carry over only to a re-push of the same version.
-			s.ex.Satisfied = nil
+			s.inst.Satisfied = nil
 		}
-		s.ex.DesiredVersion = ch.Version
-		switch ds.Status(inst.Status) {
+		s.inst.DesiredVersion = ch.Version
+		switch inst.Status {
 		case ds.StatusRollingBack, ds.StatusRolledBack, ds.StatusFailedRollback, ds.StatusFailed:
-			inst.Status = string(ds.StatusPending)
+			inst.Status = ds.StatusPending
 		default:
 			// Other statuses carry over to the new desired state.
 		}
@@ -129,7 +126,7 @@ func (p *planner) channel(ch Channel) {
 		s.set(ds.StatusPaused, ds.ReasonPaused, "paused; resume with drover resume")
 		return
 	}
-	switch ds.Status(inst.Status) {
+	switch inst.Status {
 	case ds.StatusRollingBack:
 		s.rollback = true
 		p.converge(s, inst.TargetStateID, inst.TargetVersion)
@@ -142,7 +139,7 @@ func (p *planner) channel(ch Channel) {
 	case ds.StatusFailedRollback:
 		return // needs a person: a new push or a manual rollback
 	case ds.StatusFailed:
-		if s.ex.FailedVersion == ch.Version {
+		if s.inst.FailedVersion == ch.Version {
 			return // failed for this push; a new push or a rollback moves it
 		}
 	default:
@@ -170,27 +167,27 @@ func (p *planner) gate(s *step) {
 		// state carrying it was replaced (a re-push of the same version).
 		met := dep + "@" + ch.Version
 		di, ok := p.next[dep]
-		switch ds.Status(di.Status) {
+		switch di.Status {
 		case ds.StatusFailed, ds.StatusRollingBack, ds.StatusRolledBack, ds.StatusFailedRollback:
 			// It was stable once, but no longer runs the version.
-			s.ex.Satisfied = slices.DeleteFunc(s.ex.Satisfied, func(x string) bool { return x == met })
+			s.inst.Satisfied = slices.DeleteFunc(s.inst.Satisfied, func(x string) bool { return x == met })
 		default:
 			// Other states keep a condition met earlier for this version.
 		}
-		if slices.Contains(s.ex.Satisfied, met) {
+		if slices.Contains(s.inst.Satisfied, met) {
 			continue
 		}
-		if ok && di.Status == string(ds.StatusConverged) && di.CurrentVersion == ch.Version {
-			s.ex.Satisfied = append(s.ex.Satisfied, met)
+		if ok && di.Status == ds.StatusConverged && di.CurrentVersion == ch.Version {
+			s.inst.Satisfied = append(s.inst.Satisfied, met)
 			continue
 		}
 		switch {
 		case !ok:
 			unmet = append(unmet, dep+" (no rollout yet)")
 		case di.CurrentVersion == ch.Version:
-			unmet = append(unmet, fmt.Sprintf("%s (%s)", dep, strings.ToLower(di.Status)))
+			unmet = append(unmet, fmt.Sprintf("%s (%s)", dep, strings.ToLower(string(di.Status))))
 		default:
-			what := di.Status
+			what := string(di.Status)
 			if di.Message != "" {
 				what += ": " + di.Message
 			}
@@ -201,13 +198,13 @@ func (p *planner) gate(s *step) {
 	for _, g := range ch.Approvals {
 		approvers, rejection := p.approvals(ch.Name, g.Topic)
 		if rejection != nil {
-			s.ex.FailedVersion = ch.Version
+			s.inst.FailedVersion = ch.Version
 			msg := fmt.Sprintf("rejected by %s", rejection.User)
 			if rejection.Comment != "" {
 				msg += ": " + rejection.Comment
 			}
 			s.set(ds.StatusFailed, ds.ReasonManualApprovalRejected, "%s", msg)
-			p.event(s.inst, "failed", "%s: %s", ch.Name, msg)
+			p.event(s.inst, ds.EventFailed, "%s: %s", ch.Name, msg)
 			return
 		}
 		if len(approvers) < g.MinApprovers {
@@ -234,7 +231,7 @@ func (p *planner) gate(s *step) {
 	s.inst.TargetStateID, s.inst.TargetVersion = ch.StateID, ch.Version
 	s.inst.ApplyAttempts = 0
 	s.inst.LastApplyAt = time.Time{}
-	p.event(s.inst, "started", "%s: preconditions met, rolling out %s", ch.Name, ch.Version)
+	p.event(s.inst, ds.EventStarted, "%s: preconditions met, rolling out %s", ch.Name, ch.Version)
 	p.apply(s, ch.StateID, ch.Version)
 }
 
@@ -268,13 +265,13 @@ func (p *planner) converge(s *step, stateID, version string) {
 	}
 	switch {
 	case !ok:
-		if inst.Status != string(done) {
+		if inst.Status != done {
 			s.set(working, ds.ReasonNoCurrentState, "waiting for the first observation of %s", s.ch.Runtime)
 		}
 		p.requeue(st.PollInterval)
 		return
 	case obs.Err != "":
-		inst.Reason = string(ds.ReasonFetchFailed)
+		inst.Reason = ds.ReasonFetchFailed
 		inst.Message = "fetch failed: " + obs.Err
 		p.requeue(st.PollInterval)
 		return
@@ -289,32 +286,32 @@ func (p *planner) converge(s *step, stateID, version string) {
 	case state.Version == version && state.Failed:
 		p.fail(s, version, ds.ReasonRuntimeObjectFailed, state.Message)
 	case state.Version == version && state.Converged && !state.Drifted:
-		if inst.Status != string(done) {
-			p.event(inst, "converged", "%s: %s converged", s.ch.Name, version)
+		if inst.Status != done {
+			p.event(inst, ds.EventConverged, "%s: %s converged", s.ch.Name, version)
 		}
 		if inst.CurrentVersion != version {
 			switch {
 			case s.rollback:
 				// The version rolled back from is not one to return to.
-				s.ex.PreviousStateID, s.ex.PreviousVersion = "", ""
+				s.inst.PreviousStateID, s.inst.PreviousVersion = "", ""
 			case inst.CurrentVersion != "":
-				s.ex.PreviousStateID, s.ex.PreviousVersion = inst.CurrentStateID, inst.CurrentVersion
+				s.inst.PreviousStateID, s.inst.PreviousVersion = inst.CurrentStateID, inst.CurrentVersion
 			}
 			inst.CurrentStateID, inst.CurrentVersion = stateID, version
 		}
 		inst.ApplyAttempts = 0
-		s.ex.ActionPending = false // drift went away by itself
-		if inst.ConvergedAt.IsZero() || inst.Status != string(done) {
+		s.inst.ActionPending = false // drift went away by itself
+		if inst.ConvergedAt.IsZero() || inst.Status != done {
 			inst.ConvergedAt = p.in.Now
 		}
 		msg := version + " converged"
 		if state.Message != "" {
 			msg = state.Message
 		}
-		if s.rollback && s.ex.RollbackFrom != "" {
-			msg = fmt.Sprintf("rolled back from %s to %s", s.ex.RollbackFrom, version)
-			if s.ex.RollbackReason != "" {
-				msg += " after: " + s.ex.RollbackReason
+		if s.rollback && s.inst.RollbackFrom != "" {
+			msg = fmt.Sprintf("rolled back from %s to %s", s.inst.RollbackFrom, version)
+			if s.inst.RollbackReason != "" {
+				msg += " after: " + s.inst.RollbackReason
 			}
 		}
 		s.set(done, ds.ReasonNone, "%s", msg)
@@ -346,10 +343,10 @@ func (p *planner) mismatch(s *step, stateID, version string, state runtimes.Stat
 	inst := s.inst
 	running, drifted := state.Version, state.Drifted
 	st := p.in.Settings
-	if inst.Status == string(done) || s.ex.ActionPending {
+	if inst.Status == done || s.inst.ActionPending {
 		// It was converged: someone changed it out of band. Heal it now
 		// (with everyAction, once that apply is approved).
-		s.ex.Healed++
+		s.inst.Healed++
 		what := fmt.Sprintf("runtime runs %q instead of %s", running, version)
 		if drifted {
 			what = fmt.Sprintf("%s was changed outside drover", version)
@@ -361,13 +358,13 @@ func (p *planner) mismatch(s *step, stateID, version string, state runtimes.Stat
 			p.awaitAction(s, what)
 			return
 		}
-		s.ex.ActionPending = false
-		p.event(inst, "drift", "%s: %s; re-applying", s.ch.Name, what)
+		s.inst.ActionPending = false
+		p.event(inst, ds.EventDrift, "%s: %s; re-applying", s.ch.Name, what)
 		inst.ApplyAttempts = 0
 		p.apply(s, stateID, version)
 		return
 	}
-	if inst.ApplyAttempts >= st.MaxApplyAttempts && inst.Reason == string(ds.ReasonApplyFailed) {
+	if inst.ApplyAttempts >= st.MaxApplyAttempts && inst.Reason == ds.ReasonApplyFailed {
 		p.apply(s, stateID, version) // fails it: no attempts left (or a permanent error)
 		return
 	}
@@ -378,13 +375,13 @@ func (p *planner) mismatch(s *step, stateID, version string, state runtimes.Stat
 			grace = st.ConvergenceGrace
 		}
 		switch {
-		case inst.Reason == string(ds.ReasonApplyFailed):
+		case inst.Reason == ds.ReasonApplyFailed:
 			wait := backoff(st, inst.ApplyAttempts)
 			if since < wait {
 				p.requeue(wait - since)
 				return
 			}
-		case s.ex.AppliedAt.Before(inst.LastApplyAt):
+		case s.inst.AppliedAt.Before(inst.LastApplyAt):
 			// The apply started but never returned, and none is running:
 			// the server stopped mid-apply. Apply again now.
 		case since < grace:
@@ -398,10 +395,10 @@ func (p *planner) mismatch(s *step, stateID, version string, state runtimes.Stat
 
 // awaitAction asks for an approval of one apply (everyAction) and waits.
 func (p *planner) awaitAction(s *step, what string) {
-	if !s.ex.ActionPending {
-		s.ex.ActionPending = true
-		s.ex.ActionSeq++
-		p.event(s.inst, "drift", "%s: %s; waiting for approval to apply (%s)", s.ch.Name, what, ActionTopic(s.ch.Name, s.ex.ActionSeq))
+	if !s.inst.ActionPending {
+		s.inst.ActionPending = true
+		s.inst.ActionSeq++
+		p.event(s.inst, ds.EventDrift, "%s: %s; waiting for approval to apply (%s)", s.ch.Name, what, ActionTopic(s.ch.Name, s.inst.ActionSeq))
 	}
 	s.set(ds.StatusWaitingManualApproval, ds.ReasonManualApprovalPending, "%s; approve the apply: drover approve %s --app %s --release-channel %s",
 		what, s.inst.Service, s.inst.Application, s.ch.Name)
@@ -410,21 +407,21 @@ func (p *planner) awaitAction(s *step, what string) {
 // actionApproved reports whether the pending everyAction apply is approved,
 // and consumes the approval.
 func (p *planner) actionApproved(s *step) bool {
-	if !s.ex.ActionPending {
+	if !s.inst.ActionPending {
 		return false
 	}
-	users, rejection := p.approvals(s.ch.Name, ActionTopic(s.ch.Name, s.ex.ActionSeq))
+	users, rejection := p.approvals(s.ch.Name, ActionTopic(s.ch.Name, s.inst.ActionSeq))
 	if rejection != nil {
 		// Rejected: do not apply this one; the next approval request gets a
 		// new topic so a later approval can count.
-		p.event(s.inst, "rejected", "%s: apply %s rejected by %s", s.ch.Name, ActionTopic(s.ch.Name, s.ex.ActionSeq), rejection.User)
-		s.ex.ActionSeq++
+		p.event(s.inst, ds.EventRejected, "%s: apply %s rejected by %s", s.ch.Name, ActionTopic(s.ch.Name, s.inst.ActionSeq), rejection.User)
+		s.inst.ActionSeq++
 		return false
 	}
 	if len(users) == 0 {
 		return false
 	}
-	s.ex.ActionPending = false
+	s.inst.ActionPending = false
 	return true
 }
 
@@ -435,7 +432,7 @@ func (p *planner) apply(s *step, stateID, version string) {
 	st := p.in.Settings
 	if inst.ApplyAttempts >= st.MaxApplyAttempts {
 		msg := fmt.Sprintf("gave up after %d apply attempts", inst.ApplyAttempts)
-		if inst.Message != "" && inst.Reason == string(ds.ReasonApplyFailed) {
+		if inst.Message != "" && inst.Reason == ds.ReasonApplyFailed {
 			msg += ": " + inst.Message
 		}
 		p.fail(s, version, ds.ReasonApplyFailed, msg)
@@ -449,7 +446,7 @@ func (p *planner) apply(s *step, stateID, version string) {
 	}
 	s.set(working, ds.ReasonRuntimeObjectApplyNeeded, "applying %s to %s (attempt %d)", version, s.ch.Runtime, inst.ApplyAttempts)
 	p.plan.Applies = append(p.plan.Applies, Apply{ReleaseChannel: s.ch.Name, StateID: stateID, Version: version, Runtime: s.ch.Runtime, Rollback: s.rollback})
-	p.event(inst, "applying", "%s: applying %s (attempt %d)", s.ch.Name, version, inst.ApplyAttempts)
+	p.event(inst, ds.EventApplying, "%s: applying %s (attempt %d)", s.ch.Name, version, inst.ApplyAttempts)
 	p.requeue(st.PollInterval)
 }
 
@@ -461,29 +458,29 @@ func (p *planner) fail(s *step, version string, reason ds.Reason, msg string) {
 	}
 	if s.rollback {
 		s.set(ds.StatusFailedRollback, reason, "rollback to %s failed: %s", version, msg)
-		p.event(inst, "failed", "%s: rollback to %s failed: %s", s.ch.Name, version, msg)
+		p.event(inst, ds.EventFailed, "%s: rollback to %s failed: %s", s.ch.Name, version, msg)
 		return
 	}
-	s.ex.FailedVersion = version
+	s.inst.FailedVersion = version
 	s.set(ds.StatusFailed, reason, "%s", msg)
-	p.event(inst, "failed", "%s: %s failed: %s", s.ch.Name, version, msg)
+	p.event(inst, ds.EventFailed, "%s: %s failed: %s", s.ch.Name, version, msg)
 	toState, toVersion := inst.CurrentStateID, inst.CurrentVersion
 	if toVersion == version {
-		toState, toVersion = s.ex.PreviousStateID, s.ex.PreviousVersion
+		toState, toVersion = s.inst.PreviousStateID, s.inst.PreviousVersion
 	}
 	if !s.ch.AutoRollback || toVersion == "" {
 		return
 	}
-	p.event(inst, "rollback", "%s: rolling back from %s to %s (last converged)", s.ch.Name, version, toVersion)
-	s.ex.RollbackFrom = version
-	s.ex.RollbackReason = msg
+	p.event(inst, ds.EventRollback, "%s: rolling back from %s to %s (last converged)", s.ch.Name, version, toVersion)
+	s.inst.RollbackFrom = version
+	s.inst.RollbackReason = msg
 	inst.TargetStateID, inst.TargetVersion = toState, toVersion
 	inst.ApplyAttempts = 0
 	s.rollback = true
 	p.apply(s, toState, toVersion)
-	if inst.Status == string(ds.StatusRollingBack) {
+	if inst.Status == ds.StatusRollingBack {
 		// Keep why it failed in view while rolling back.
-		inst.Reason = string(reason)
+		inst.Reason = reason
 		inst.Message = fmt.Sprintf("%s failed (%s); rolling back to %s", version, msg, toVersion)
 	}
 }
@@ -501,7 +498,11 @@ func instanceChanged(a, b store.Instance) bool {
 	return a.DesiredStateID != b.DesiredStateID || a.TargetStateID != b.TargetStateID || a.TargetVersion != b.TargetVersion ||
 		a.CurrentStateID != b.CurrentStateID || a.CurrentVersion != b.CurrentVersion || a.Status != b.Status ||
 		a.Reason != b.Reason || a.Message != b.Message || a.Paused != b.Paused || a.ApplyAttempts != b.ApplyAttempts ||
-		!a.LastApplyAt.Equal(b.LastApplyAt) || !a.ConvergedAt.Equal(b.ConvergedAt) || !bytes.Equal(a.Extra, b.Extra)
+		!a.LastApplyAt.Equal(b.LastApplyAt) || !a.ConvergedAt.Equal(b.ConvergedAt) ||
+		a.PreviousStateID != b.PreviousStateID || a.PreviousVersion != b.PreviousVersion || a.DesiredVersion != b.DesiredVersion ||
+		!slices.Equal(a.Satisfied, b.Satisfied) || a.RollbackFrom != b.RollbackFrom || a.RollbackReason != b.RollbackReason ||
+		a.FailedVersion != b.FailedVersion || a.Healed != b.Healed || a.ActionSeq != b.ActionSeq ||
+		a.ActionPending != b.ActionPending || !a.AppliedAt.Equal(b.AppliedAt)
 }
 
 func joinNames(names []string) string {

@@ -51,7 +51,7 @@ func (w *world) plan() Plan {
 	return p
 }
 
-func (w *world) status(rc string) ds.Status { return ds.Status(w.instances[rc].Status) }
+func (w *world) status(rc string) ds.Status { return w.instances[rc].Status }
 
 func applied(p Plan) []string {
 	var out []string
@@ -107,7 +107,7 @@ func TestPlanScenarios(t *testing.T) {
 	t.Parallel()
 	converged := func(rc, version string) store.Instance {
 		return store.Instance{Application: "app", Service: "web", ReleaseChannel: rc, DesiredStateID: "ds1",
-			TargetStateID: "ds1", TargetVersion: version, CurrentStateID: "ds1", CurrentVersion: version, Status: string(ds.StatusConverged), Revision: 1}
+			TargetStateID: "ds1", TargetVersion: version, CurrentStateID: "ds1", CurrentVersion: version, Status: ds.StatusConverged, Revision: 1}
 	}
 	cases := []struct {
 		name      string
@@ -206,7 +206,7 @@ func TestPlanScenarios(t *testing.T) {
 		{
 			name:      "apply failure backs off, then retries",
 			desired:   twoChannels("ds1", "v1"),
-			instances: []store.Instance{{Application: "app", Service: "web", ReleaseChannel: "staging", DesiredStateID: "ds1", TargetStateID: "ds1", TargetVersion: "v1", Status: "CONVERGING", Reason: string(ds.ReasonApplyFailed), ApplyAttempts: 2, LastApplyAt: t0}},
+			instances: []store.Instance{{Application: "app", Service: "web", ReleaseChannel: "staging", DesiredStateID: "ds1", TargetStateID: "ds1", TargetVersion: "v1", Status: "CONVERGING", Reason: ds.ReasonApplyFailed, ApplyAttempts: 2, LastApplyAt: t0}},
 			observed:  map[string]Observation{"staging": {}},
 			now:       t0.Add(3 * time.Second),
 			applies:   []string{"staging=v1"},
@@ -214,14 +214,14 @@ func TestPlanScenarios(t *testing.T) {
 		{
 			name:      "apply failure within backoff waits",
 			desired:   twoChannels("ds1", "v1"),
-			instances: []store.Instance{{Application: "app", Service: "web", ReleaseChannel: "staging", DesiredStateID: "ds1", TargetStateID: "ds1", TargetVersion: "v1", Status: "CONVERGING", Reason: string(ds.ReasonApplyFailed), Message: "boom", ApplyAttempts: 2, LastApplyAt: t0}},
+			instances: []store.Instance{{Application: "app", Service: "web", ReleaseChannel: "staging", DesiredStateID: "ds1", TargetStateID: "ds1", TargetVersion: "v1", Status: "CONVERGING", Reason: ds.ReasonApplyFailed, Message: "boom", ApplyAttempts: 2, LastApplyAt: t0}},
 			observed:  map[string]Observation{"staging": {}},
 			now:       t0.Add(time.Second),
 		},
 		{
 			name:      "attempts exhausted fail the channel",
 			desired:   twoChannels("ds1", "v1"),
-			instances: []store.Instance{{Application: "app", Service: "web", ReleaseChannel: "staging", DesiredStateID: "ds1", TargetStateID: "ds1", TargetVersion: "v1", Status: "CONVERGING", Reason: string(ds.ReasonApplyFailed), ApplyAttempts: 5, LastApplyAt: t0}},
+			instances: []store.Instance{{Application: "app", Service: "web", ReleaseChannel: "staging", DesiredStateID: "ds1", TargetStateID: "ds1", TargetVersion: "v1", Status: "CONVERGING", Reason: ds.ReasonApplyFailed, ApplyAttempts: 5, LastApplyAt: t0}},
 			observed:  map[string]Observation{"staging": {}},
 			now:       t0.Add(time.Hour),
 			status:    map[string]ds.Status{"staging": ds.StatusFailed},
@@ -272,7 +272,7 @@ func TestPlanScenarios(t *testing.T) {
 				}
 			}
 			for _, inst := range p.Instances {
-				if inst.Message == "" && inst.Status != string(ds.StatusPending) {
+				if inst.Message == "" && inst.Status != ds.StatusPending {
 					t.Errorf("%s is %s with no explanation", inst.ReleaseChannel, inst.Status)
 				}
 			}
@@ -303,7 +303,7 @@ func randomInput(r *rand.Rand) PlanInput {
 	for _, ch := range d.Channels {
 		if r.IntN(4) > 0 {
 			inst := store.Instance{Application: "a", Service: "s", ReleaseChannel: ch.Name, DesiredStateID: fmt.Sprintf("ds%d", r.IntN(3)),
-				Status: string(statuses[r.IntN(len(statuses))]), ApplyAttempts: r.IntN(6), LastApplyAt: t0, Paused: r.IntN(8) == 0}
+				Status: statuses[r.IntN(len(statuses))], ApplyAttempts: r.IntN(6), LastApplyAt: t0, Paused: r.IntN(8) == 0}
 			if r.IntN(2) == 0 {
 				inst.CurrentVersion, inst.CurrentStateID = versions[r.IntN(3)], fmt.Sprintf("ds%d", r.IntN(3))
 			}
@@ -312,7 +312,7 @@ func randomInput(r *rand.Rand) PlanInput {
 			}
 			if r.IntN(3) == 0 {
 				// Conditions met earlier, for some version.
-				writeExtra(&inst, extra{Satisfied: []string{fmt.Sprintf("c%d@%s", r.IntN(3), versions[r.IntN(3)])}})
+				inst.Satisfied = []string{fmt.Sprintf("c%d@%s", r.IntN(3), versions[r.IntN(3)])}
 			}
 			in.Instances[ch.Name] = inst
 		}
@@ -348,8 +348,8 @@ func TestPropertyNoVersionBeforePreconditions(t *testing.T) {
 			}
 			for _, dep := range ch.DependsOn {
 				di := in.Instances[dep]
-				metBefore := slices.Contains(readExtra(old).Satisfied, dep+"@"+ch.Version)
-				if (di.Status != string(ds.StatusConverged) || di.CurrentVersion != ch.Version) && !dependencyConvergedInPlan(p, dep, ch.Version) && !metBefore {
+				metBefore := slices.Contains(old.Satisfied, dep+"@"+ch.Version)
+				if (di.Status != ds.StatusConverged || di.CurrentVersion != ch.Version) && !dependencyConvergedInPlan(p, dep, ch.Version) && !metBefore {
 					t.Fatalf("case %d: %s received %s while %s is %s at %q\ninput: %+v", i, ch.Name, ch.Version, dep, di.Status, di.CurrentVersion, in)
 				}
 			}
@@ -375,7 +375,7 @@ func TestPropertyNoVersionBeforePreconditions(t *testing.T) {
 // converged at version (a dependency that converged in the same pass).
 func dependencyConvergedInPlan(p Plan, dep, version string) bool {
 	for _, inst := range p.Instances {
-		if inst.ReleaseChannel == dep && inst.Status == string(ds.StatusConverged) && inst.CurrentVersion == version {
+		if inst.ReleaseChannel == dep && inst.Status == ds.StatusConverged && inst.CurrentVersion == version {
 			return true
 		}
 	}
@@ -462,7 +462,7 @@ func TestPlanEveryActionNeedsApprovalPerDrift(t *testing.T) {
 	d.Channels[0].EveryAction = true
 	w := newWorld(t, d)
 	w.instances["staging"] = store.Instance{Application: "app", Service: "web", ReleaseChannel: "staging", DesiredStateID: "ds1",
-		TargetStateID: "ds1", TargetVersion: "v1", CurrentStateID: "ds1", CurrentVersion: "v1", Status: string(ds.StatusConverged)}
+		TargetStateID: "ds1", TargetVersion: "v1", CurrentStateID: "ds1", CurrentVersion: "v1", Status: ds.StatusConverged}
 	w.observed["staging"] = Observation{State: runtimes.State{Version: "v1", Drifted: true, Message: "fetch reports drift"}}
 	for range 2 {
 		if p := w.plan(); len(p.Applies) != 0 {
@@ -514,7 +514,7 @@ func TestPlanReviewRegressions(t *testing.T) {
 		t.Parallel()
 		w := newWorld(t, twoChannels("ds2", "v2"))
 		w.instances["staging"] = store.Instance{Application: "app", Service: "web", ReleaseChannel: "staging", DesiredStateID: "ds2",
-			TargetStateID: "ds1", TargetVersion: "v1", Status: string(ds.StatusConverging), ApplyAttempts: 1, LastApplyAt: t0}
+			TargetStateID: "ds1", TargetVersion: "v1", Status: ds.StatusConverging, ApplyAttempts: 1, LastApplyAt: t0}
 		w.observed["staging"] = Observation{Applying: true}
 		if p := w.plan(); len(p.Applies) != 0 || w.instances["staging"].TargetVersion != "v1" {
 			t.Fatalf("moved the target during an apply: %v, target %s", applied(p), w.instances["staging"].TargetVersion)
@@ -522,10 +522,10 @@ func TestPlanReviewRegressions(t *testing.T) {
 	})
 	t.Run("resume keeps converged", func(t *testing.T) {
 		t.Parallel()
-		inst := store.Instance{ReleaseChannel: "staging", TargetStateID: "ds1", TargetVersion: "v1", CurrentStateID: "ds1", CurrentVersion: "v1", Status: string(ds.StatusConverged)}
+		inst := store.Instance{ReleaseChannel: "staging", TargetStateID: "ds1", TargetVersion: "v1", CurrentStateID: "ds1", CurrentVersion: "v1", Status: ds.StatusConverged}
 		paused, _, _ := Pause(inst, "ana", t0)
 		resumed, _, _ := Resume(paused, "ana", t0)
-		if resumed.Status != string(ds.StatusConverged) {
+		if resumed.Status != ds.StatusConverged {
 			t.Fatalf("resumed as %s", resumed.Status)
 		}
 	})
@@ -535,7 +535,7 @@ func TestPlanReviewRegressions(t *testing.T) {
 		d.Channels[0].EveryAction = true
 		w := newWorld(t, d)
 		w.instances["staging"] = store.Instance{Application: "app", Service: "web", ReleaseChannel: "staging", DesiredStateID: "ds1",
-			TargetStateID: "ds1", TargetVersion: "v1", CurrentStateID: "ds1", CurrentVersion: "v1", Status: string(ds.StatusConverged)}
+			TargetStateID: "ds1", TargetVersion: "v1", CurrentStateID: "ds1", CurrentVersion: "v1", Status: ds.StatusConverged}
 		w.observed["staging"] = Observation{State: runtimes.State{Version: "v1", Drifted: true}}
 		w.plan()
 		w.approvals = []store.Approval{{DesiredStateID: "ds1", ReleaseChannel: "staging", Topic: ActionTopic("staging", 1), User: "bo", Reject: true}}

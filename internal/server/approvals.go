@@ -62,11 +62,11 @@ func (s *Server) approve(ctx context.Context, app, svc string, req apiv1.Approve
 	}
 	before := inst.Revision
 	if inst.DesiredStateID != "" && inst.DesiredStateID != rec.ID {
-		inst = store.Instance{Status: string(ds.StatusPending)} // not yet planned for this push
+		inst = store.Instance{Status: ds.StatusPending} // not yet planned for this push
 	}
-	typ := "approved"
+	typ := ds.EventApproved
 	if req.Reject {
-		typ = "rejected"
+		typ = ds.EventRejected
 	}
 	now := s.now()
 	// The decision and the write are one store transaction: concurrent

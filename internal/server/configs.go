@@ -13,6 +13,7 @@ import (
 	apiv1 "github.com/drover-dev/drover/api/v1"
 	"github.com/drover-dev/drover/internal/compiler"
 	"github.com/drover-dev/drover/internal/config"
+	ds "github.com/drover-dev/drover/internal/desiredstate"
 	"github.com/drover-dev/drover/internal/store"
 )
 
@@ -197,7 +198,7 @@ func (s *Server) applyConfigs(ctx context.Context, req apiv1.ApplyConfigsRequest
 				res.Action = "created"
 			}
 			app, _ := splitApp(res.Kind, res.Name)
-			ev := store.Event{Application: app, Type: "configured", Actor: req.User,
+			ev := store.Event{Application: app, Type: ds.EventConfigured, Actor: req.User,
 				Message: fmt.Sprintf("%s/%s %s (version %d)", res.Kind, res.Name, res.Action, obj.Version)}
 			if res.Kind == "service" {
 				ev.Service = src.Name()

@@ -77,7 +77,7 @@ func (s *Server) push(ctx context.Context, app, svc string, req apiv1.PushReques
 	if replaced != "" {
 		msg += ", replacing " + replaced
 	}
-	ev := store.Event{Time: now, Application: app, Service: svc, DesiredStateID: rec.ID, Type: "pushed", Actor: req.User, Message: msg}
+	ev := store.Event{Time: now, Application: app, Service: svc, DesiredStateID: rec.ID, Type: ds.EventPushed, Actor: req.User, Message: msg}
 	if err := s.store.CreateDesiredState(ctx, rec, ev); err != nil {
 		return nil, err
 	}
@@ -142,7 +142,7 @@ func (s *Server) statusDetail(ctx context.Context, rec store.DesiredState, detai
 		inst, ok := insts[ch.Name]
 		cs := apiv1.ChannelStatus{Name: ch.Name, DesiredVersion: ch.Version, Runtime: ch.Runtime, Status: string(ds.StatusPending), Message: "waiting for the engine"}
 		if ok {
-			cs.Status, cs.Reason, cs.Message = inst.Status, inst.Reason, inst.Message
+			cs.Status, cs.Reason, cs.Message = string(inst.Status), string(inst.Reason), inst.Message
 			cs.Version, cs.TargetVersion, cs.Paused, cs.UpdatedAt = inst.CurrentVersion, inst.TargetVersion, inst.Paused, inst.UpdatedAt
 			if inst.DesiredStateID != rec.ID {
 				cs.Status, cs.Reason, cs.Message = string(ds.StatusPending), "", "new desired state not yet planned"
@@ -274,7 +274,7 @@ func (s *Server) instanceAction(ctx context.Context, app, svc string, req apiv1.
 		for _, rc := range names {
 			inst, err := s.store.GetInstance(ctx, app, svc, rc)
 			if errors.Is(err, store.ErrNotFound) {
-				inst = store.Instance{Application: app, Service: svc, ReleaseChannel: rc, DesiredStateID: rec.ID, Status: string(ds.StatusPending)}
+				inst = store.Instance{Application: app, Service: svc, ReleaseChannel: rc, DesiredStateID: rec.ID, Status: ds.StatusPending}
 			} else if err != nil {
 				return nil, err
 			}
@@ -327,5 +327,5 @@ func (s *Server) events(ctx context.Context, f store.EventFilter) (*apiv1.EventL
 
 func toAPIEvent(e store.Event) apiv1.Event {
 	return apiv1.Event{Seq: e.Seq, Time: e.Time, Application: e.Application, Service: e.Service, ReleaseChannel: e.ReleaseChannel,
-		DesiredStateID: e.DesiredStateID, Type: e.Type, Actor: e.Actor, Message: e.Message}
+		DesiredStateID: e.DesiredStateID, Type: string(e.Type), Actor: e.Actor, Message: e.Message}
 }

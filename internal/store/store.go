@@ -12,6 +12,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	ds "github.com/drover-dev/drover/internal/desiredstate"
 )
 
 // ErrNotFound is returned when a requested record does not exist.
@@ -81,11 +83,6 @@ type DesiredState struct {
 // (see CreateDesiredState).
 const DefaultKeepSuperseded = 50
 
-// ExtraPreviousStateID is the one key of Instance.Extra the store reads: the
-// desired state an instance converged on before its current one, which a
-// rollback returns to; retention keeps it.
-const ExtraPreviousStateID = "previousStateId"
-
 // Approval is one person's approval (or rejection) of a topic of a desired state.
 type Approval struct {
 	DesiredStateID string    `json:"desiredStateId"`
@@ -112,20 +109,43 @@ type Instance struct {
 	TargetStateID string `json:"targetStateId,omitempty"`
 	TargetVersion string `json:"targetVersion,omitempty"`
 	// CurrentStateID and CurrentVersion are the last version seen converged.
-	CurrentStateID string `json:"currentStateId,omitempty"`
-	CurrentVersion string `json:"currentVersion,omitempty"`
-	Status         string `json:"status"`
-	Reason         string `json:"reason,omitempty"`
-	Message        string `json:"message,omitempty"`
-	Paused         bool   `json:"paused,omitempty"`
+	CurrentStateID string    `json:"currentStateId,omitempty"`
+	CurrentVersion string    `json:"currentVersion,omitempty"`
+	Status         ds.Status `json:"status"`
+	Reason         ds.Reason `json:"reason,omitempty"`
+	Message        string    `json:"message,omitempty"`
+	Paused         bool      `json:"paused,omitempty"`
 	// ApplyAttempts counts applies of the target since it last changed or progressed.
 	ApplyAttempts int       `json:"applyAttempts,omitempty"`
 	LastApplyAt   time.Time `json:"lastApplyAt,omitzero"`
 	ConvergedAt   time.Time `json:"convergedAt,omitzero"`
 	UpdatedAt     time.Time `json:"updatedAt,omitzero"`
-	// Extra holds engine-private durable details as JSON (rollback bookkeeping,
-	// conditions already satisfied); the store keeps it opaque.
-	Extra []byte `json:"extra,omitempty"`
+	// PreviousStateID and PreviousVersion were converged before the current
+	// version: the rollback target when the current version is the bad one.
+	PreviousStateID string `json:"previousStateId,omitempty"`
+	PreviousVersion string `json:"previousVersion,omitempty"`
+	// DesiredVersion is the version of the desired state the bookkeeping
+	// below belongs to.
+	DesiredVersion string `json:"desiredVersion,omitempty"`
+	// Satisfied lists release channel conditions already met, as
+	// "<channel>@<version>"; they carry over when a push of the same version
+	// replaces the desired state.
+	Satisfied []string `json:"satisfied,omitempty"`
+	// RollbackFrom is the version being rolled back from, and
+	// RollbackReason why, for people.
+	RollbackFrom   string `json:"rollbackFrom,omitempty"`
+	RollbackReason string `json:"rollbackReason,omitempty"`
+	// FailedVersion is the version that failed (not retried until a new push).
+	FailedVersion string `json:"failedVersion,omitempty"`
+	// Healed counts drift corrections since the last push.
+	Healed int `json:"healed,omitempty"`
+	// ActionSeq numbers the applies that needed their own approval
+	// (everyAction); ActionPending is set while one waits for it.
+	ActionSeq     int  `json:"actionSeq,omitempty"`
+	ActionPending bool `json:"actionPending,omitempty"`
+	// AppliedAt is when the last apply call returned successfully; an apply
+	// started (LastApplyAt) but never finished was interrupted (a restart).
+	AppliedAt time.Time `json:"appliedAt,omitzero"`
 	// Revision increases with every write; Write with a Revision that does
 	// not match the stored one fails with ErrConflict (0 = create).
 	Revision int64 `json:"revision"`
@@ -187,9 +207,9 @@ type Event struct {
 	DesiredStateID string    `json:"desiredStateId,omitempty"`
 	// Type is a short word: configured, pushed, replaced, approved, rejected,
 	// applying, applied, converged, failed, drift, rollback, paused, resumed...
-	Type    string `json:"type"`
-	Actor   string `json:"actor,omitempty"`
-	Message string `json:"message"`
+	Type    ds.EventType `json:"type"`
+	Actor   string       `json:"actor,omitempty"`
+	Message string       `json:"message"`
 	// Data is optional structured detail as JSON.
 	Data []byte `json:"data,omitempty"`
 }
@@ -268,8 +288,8 @@ type Store interface {
 	// states beyond the newest N (a setting of the implementation,
 	// DefaultKeepSuperseded unless configured; negative keeps all) lose
 	// their Compiled and get PrunedAt, except those an instance of the
-	// service references (DesiredStateID, TargetStateID, CurrentStateID, or
-	// ExtraPreviousStateID in Extra), which stay whole. A ds whose Compiled
+	// service references (DesiredStateID, TargetStateID, CurrentStateID or
+	// PreviousStateID), which stay whole. A ds whose Compiled
 	// equals the active one's may share its stored copy; reads return the
 	// same bytes either way.
 	CreateDesiredState(ctx context.Context, ds DesiredState, events ...Event) error

@@ -17,7 +17,7 @@ func BenchmarkWriteBatch(b *testing.B) {
 	for i := range 10 {
 		batch.Instances = append(batch.Instances, store.Instance{Application: "shop", Service: fmt.Sprint("svc", i),
 			ReleaseChannel: "production", DesiredStateID: "ds-1", Status: "progressing", Message: "applying 1.2.3",
-			Extra: []byte(`{"satisfied": ["approval", "soak"]}`)})
+			Satisfied: []string{"staging@1.2.3", "canary@1.2.3"}})
 	}
 	if err := s.Write(ctx, batch); err != nil {
 		b.Fatal(err)

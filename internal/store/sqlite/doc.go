@@ -92,6 +92,7 @@
 // Times are stored as TEXT in UTC with nine fractional digits
 // ("2006-01-02T15:04:05.000000000Z"): exact to the nanosecond, readable in the
 // sqlite3 shell and sortable; NULL is the zero time. They come back in UTC.
-// JSON fields (config bodies, compiled desired states, params, instance extra,
-// event data) are BLOBs kept byte for byte; nil is NULL.
+// JSON fields (config bodies, compiled desired states, params,
+// event data) are BLOBs kept byte for byte; nil is NULL. An instance's
+// satisfied conditions are a JSON array in TEXT ("[]" when empty).
 package sqlite

@@ -13,13 +13,16 @@ import (
 
 const instanceColumns = "application, service, release_channel, desired_state_id, target_state_id, target_version, " +
 	"current_state_id, current_version, status, reason, message, paused, apply_attempts, last_apply_at, converged_at, " +
-	"updated_at, extra, revision"
+	"updated_at, previous_state_id, previous_version, desired_version, satisfied, rollback_from, rollback_reason, " +
+	"failed_version, healed, action_seq, action_pending, applied_at, revision"
 
 func scanInstance(row interface{ Scan(...any) error }) (store.Instance, error) {
 	var i store.Instance
 	err := row.Scan(&i.Application, &i.Service, &i.ReleaseChannel, &i.DesiredStateID, &i.TargetStateID, &i.TargetVersion,
 		&i.CurrentStateID, &i.CurrentVersion, &i.Status, &i.Reason, &i.Message, &i.Paused, &i.ApplyAttempts,
-		scanTime{&i.LastApplyAt}, scanTime{&i.ConvergedAt}, scanTime{&i.UpdatedAt}, &i.Extra, &i.Revision)
+		scanTime{&i.LastApplyAt}, scanTime{&i.ConvergedAt}, scanTime{&i.UpdatedAt}, &i.PreviousStateID, &i.PreviousVersion,
+		&i.DesiredVersion, scanJSON{&i.Satisfied}, &i.RollbackFrom, &i.RollbackReason, &i.FailedVersion, &i.Healed,
+		&i.ActionSeq, &i.ActionPending, scanTime{&i.AppliedAt}, &i.Revision)
 	return i, err
 }
 
@@ -122,7 +125,9 @@ func (s *Store) putInstance(ctx context.Context, tx *sql.Tx, in store.Instance, 
 	}
 	args := []any{in.Application, in.Service, in.ReleaseChannel, in.DesiredStateID, in.TargetStateID, in.TargetVersion,
 		in.CurrentStateID, in.CurrentVersion, in.Status, in.Reason, in.Message, in.Paused, in.ApplyAttempts,
-		dbTime(in.LastApplyAt), dbTime(in.ConvergedAt), dbTime(updatedAt), dbBytes(in.Extra), in.Revision + 1}
+		dbTime(in.LastApplyAt), dbTime(in.ConvergedAt), dbTime(updatedAt), in.PreviousStateID, in.PreviousVersion,
+		in.DesiredVersion, dbStrings(in.Satisfied), in.RollbackFrom, in.RollbackReason, in.FailedVersion, in.Healed,
+		in.ActionSeq, in.ActionPending, dbTime(in.AppliedAt), in.Revision + 1}
 	var (
 		res sql.Result
 		err error

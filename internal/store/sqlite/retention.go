@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"time"
-
-	"github.com/drover-dev/drover/internal/store"
 )
 
 // Retention of desired states (B10). Every push stores a desired state with
@@ -18,7 +16,7 @@ import (
 //   - the service's superseded desired states beyond the newest N lose their
 //     compiled copy (compiled NULL, pruned_at set), except those an instance
 //     still needs: its desired, target and current state, and the previous
-//     converged state a rollback returns to (Extra's previousStateId). A row
+//     converged state a rollback returns to (PreviousStateID). A row
 //     whose copy a kept row shares keeps it too.
 //
 // Rows stay, so approvals, apply attempts and events keep what they refer
@@ -89,8 +87,8 @@ const pruneSuperseded = `WITH
 		SELECT desired_state_id AS id FROM instances WHERE application = ?2 AND service = ?3
 		UNION SELECT target_state_id FROM instances WHERE application = ?2 AND service = ?3
 		UNION SELECT current_state_id FROM instances WHERE application = ?2 AND service = ?3
-		UNION SELECT json_extract(extra, '$.` + store.ExtraPreviousStateID + `') FROM instances
-			WHERE application = ?2 AND service = ?3 AND json_valid(extra)) WHERE id IS NOT NULL)
+		UNION SELECT previous_state_id FROM instances
+			WHERE application = ?2 AND service = ?3) WHERE id IS NOT NULL AND id != '')
 UPDATE desired_states SET compiled = NULL, compiled_from = NULL, pruned_at = ?1
 WHERE application = ?2 AND service = ?3 AND replaced_by IS NOT NULL AND pruned_at IS NULL
 	AND ord NOT IN (SELECT ord FROM recent)

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -322,9 +323,53 @@ func (s scanTime) Scan(src any) error {
 	}
 	t, err := time.Parse(timeLayout, text)
 	if err != nil {
+		// Times migrated out of JSON (0005) are in Go's JSON form.
+		if t2, err2 := time.Parse(time.RFC3339Nano, text); err2 == nil {
+			t, err = t2, nil
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("time column: %w", err)
 	}
 	*s.t = t.UTC()
+	return nil
+}
+
+// dbStrings encodes a list for a TEXT column holding a JSON array.
+func dbStrings(list []string) string {
+	if len(list) == 0 {
+		return "[]"
+	}
+	b, err := json.Marshal(list)
+	if err != nil { // a []string always marshals
+		return "[]"
+	}
+	return string(b)
+}
+
+// scanJSON decodes a TEXT column holding JSON into v; NULL, "", "null" and
+// "[]" leave it zero (an empty list reads back as nil, as it was written).
+type scanJSON struct{ v any }
+
+func (s scanJSON) Scan(src any) error {
+	var text []byte
+	switch v := src.(type) {
+	case nil:
+		return nil
+	case string:
+		text = []byte(v)
+	case []byte:
+		text = v
+	default:
+		return fmt.Errorf("json column: unexpected %T", src)
+	}
+	switch string(text) {
+	case "", "null", "[]":
+		return nil
+	}
+	if err := json.Unmarshal(text, s.v); err != nil {
+		return fmt.Errorf("json column: %w", err)
+	}
 	return nil
 }
 

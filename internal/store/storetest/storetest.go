@@ -26,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	ds "github.com/drover-dev/drover/internal/desiredstate"
 	"github.com/drover-dev/drover/internal/store"
 )
 
@@ -261,7 +262,7 @@ func events(t *testing.T, s store.Store, f store.EventFilter) []store.Event {
 }
 
 func ev(app, svc, typ string) store.Event {
-	return store.Event{Application: app, Service: svc, Type: typ, Actor: "tester", Message: typ + " " + app + "/" + svc}
+	return store.Event{Application: app, Service: svc, Type: ds.EventType(typ), Actor: "tester", Message: typ + " " + app + "/" + svc}
 }
 
 func desiredState(id, app, svc string, i int) store.DesiredState {
@@ -286,23 +287,33 @@ func create(t *testing.T, s store.Store, ds store.DesiredState, evs ...store.Eve
 
 func instance(app, svc, rc string) store.Instance {
 	return store.Instance{
-		Application:    app,
-		Service:        svc,
-		ReleaseChannel: rc,
-		DesiredStateID: "ds-2",
-		TargetStateID:  "ds-1",
-		TargetVersion:  "1.1.0",
-		CurrentStateID: "ds-0",
-		CurrentVersion: "1.0.0",
-		Status:         "progressing",
-		Reason:         "Applying",
-		Message:        "applying 1.1.0",
-		Paused:         true,
-		ApplyAttempts:  2,
-		LastApplyAt:    ts(1),
-		ConvergedAt:    ts(2),
-		UpdatedAt:      ts(3),
-		Extra:          []byte(`{"rollback": {"from": "1.0.0"}, "satisfied": ["approval"]}`),
+		Application:     app,
+		Service:         svc,
+		ReleaseChannel:  rc,
+		DesiredStateID:  "ds-2",
+		TargetStateID:   "ds-1",
+		TargetVersion:   "1.1.0",
+		CurrentStateID:  "ds-0",
+		CurrentVersion:  "1.0.0",
+		Status:          "progressing",
+		Reason:          "Applying",
+		Message:         "applying 1.1.0",
+		Paused:          true,
+		ApplyAttempts:   2,
+		LastApplyAt:     ts(1),
+		ConvergedAt:     ts(2),
+		UpdatedAt:       ts(3),
+		PreviousStateID: "ds-prev",
+		PreviousVersion: "0.9.0",
+		DesiredVersion:  "1.1.0",
+		Satisfied:       []string{"staging@1.1.0", "canary@1.1.0"},
+		RollbackFrom:    "1.0.0",
+		RollbackReason:  "manual rollback by alice",
+		FailedVersion:   "0.8.0",
+		Healed:          3,
+		ActionSeq:       2,
+		ActionPending:   true,
+		AppliedAt:       ts(4),
 	}
 }
 
@@ -640,7 +651,7 @@ func testDesiredStateChain(t *testing.T, s store.Store) {
 	evs := events(t, s, store.EventFilter{Application: "shop", Service: "web"})
 	var types []string
 	for _, e := range evs {
-		types = append(types, e.Type)
+		types = append(types, string(e.Type))
 	}
 	if want := []string{"pushed", "pushed", "replaced", "pushed", "replaced"}; !slices.Equal(types, want) {
 		t.Errorf("events of the pushes = %v, want %v", types, want)
@@ -996,7 +1007,9 @@ func testInstanceCreateUpdate(t *testing.T, s store.Store) {
 	upd := stored
 	upd.Status, upd.Reason, upd.Message, upd.Paused, upd.ApplyAttempts = "converged", "", "", false, 0
 	upd.CurrentStateID, upd.CurrentVersion, upd.ConvergedAt, upd.LastApplyAt = "ds-2", "1.2.0", ts(10), time.Time{}
-	upd.Extra = nil
+	upd.PreviousStateID, upd.PreviousVersion, upd.DesiredVersion, upd.Satisfied = "", "", "", nil
+	upd.RollbackFrom, upd.RollbackReason, upd.FailedVersion = "", "", ""
+	upd.Healed, upd.ActionSeq, upd.ActionPending, upd.AppliedAt = 0, 0, false, time.Time{}
 	got = write(t, s, upd)
 	if got[0].Revision != 2 {
 		t.Fatalf("updated instance revision = %d, want 2", got[0].Revision)
@@ -1787,10 +1800,10 @@ func testB10Retention(t *testing.T, s store.Store) {
 	// The instance converges on ds-2, targets ds-3 and can roll back to ds-1.
 	inst := instance("shop", "web", "production")
 	inst.DesiredStateID, inst.TargetStateID, inst.CurrentStateID = "ds-late", "ds-3", "ds-2"
-	inst.Extra = []byte(`{"` + store.ExtraPreviousStateID + `": "ds-1", "satisfied": ["x"]}`)
+	inst.PreviousStateID, inst.Satisfied = "ds-1", []string{"x"}
 	write(t, s, inst)
 	other := instance("shop", "web", "canary")
-	other.DesiredStateID, other.TargetStateID, other.CurrentStateID, other.Extra = "ds-late", "", "", []byte(`not json`)
+	other.DesiredStateID, other.TargetStateID, other.CurrentStateID, other.PreviousStateID = "ds-late", "", "", ""
 	write(t, s, other)
 	pushes(t, s, "shop", "api", "api", 0, 3)
 	ids := pushes(t, s, "shop", "web", "ds", 0, n+11) // ds-0 .. ds-(n+10); the last is active
@@ -1863,7 +1876,7 @@ func testB10IdenticalPush(t *testing.T, s store.Store) {
 		same(t, got, want, "identical push "+want.ID)
 	}
 	inst := instance("shop", "web", "production")
-	inst.DesiredStateID, inst.TargetStateID, inst.CurrentStateID, inst.Extra = "ds-b", "ds-b", "ds-b", nil
+	inst.DesiredStateID, inst.TargetStateID, inst.CurrentStateID, inst.PreviousStateID = "ds-b", "ds-b", "ds-b", ""
 	write(t, s, inst)
 	pushes(t, s, "shop", "web", "ds", 2, store.DefaultKeepSuperseded+4)
 	got, err := s.GetDesiredState(ctx, "ds-b")

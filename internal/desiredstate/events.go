@@ -1,0 +1,27 @@
+package desiredstate
+
+// EventType is the kind of an entry of the event history.
+type EventType string
+
+// Event types. Who writes them: the server for what people do (configured,
+// pushed, approved, rejected, paused, resumed, rollback), the engine for
+// what it decides and observes.
+const (
+	EventConfigured       EventType = "configured"
+	EventPushed           EventType = "pushed"
+	EventReplaced         EventType = "replaced"
+	EventApproved         EventType = "approved"
+	EventRejected         EventType = "rejected"
+	EventStarted          EventType = "started"
+	EventApplying         EventType = "applying"
+	EventApplied          EventType = "applied"
+	EventApplyFailed      EventType = "apply-failed"
+	EventApplyInterrupted EventType = "apply-interrupted"
+	EventConverged        EventType = "converged"
+	EventFailed           EventType = "failed"
+	EventDrift            EventType = "drift"
+	EventRollback         EventType = "rollback"
+	EventPaused           EventType = "paused"
+	EventResumed          EventType = "resumed"
+	EventLeftoverEnded    EventType = "leftover-ended"
+)
