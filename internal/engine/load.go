@@ -21,6 +21,13 @@ type stateCache struct {
 	m  map[string]*compiledState
 }
 
+// peek returns the decoded desired state id if it is cached, else nil.
+func (c *stateCache) peek(id string) *compiledState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[id]
+}
+
 func (c *stateCache) get(rec store.DesiredState) (*compiledState, error) {
 	c.mu.Lock()
 	cs, ok := c.m[rec.ID]

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	ds "github.com/drover-dev/drover/internal/desiredstate"
 	"github.com/drover-dev/drover/internal/runtimes"
 	"github.com/drover-dev/drover/internal/store"
 )
@@ -44,6 +43,13 @@ type Loop struct {
 
 	// onWrite, when set, is called after each durable write (tests, SSE).
 	onWrite func()
+
+	// exec carries out the actions plans decide.
+	exec Executor
+	// failures counts the consecutive failed passes per service key, for
+	// the backoff of settle.
+	failMu   sync.Mutex
+	failures map[string]int
 }
 
 // Config configures a Loop.
@@ -65,6 +71,9 @@ type Config struct {
 	// context ends (0 = they are stopped at once); those still running
 	// then are stopped and recorded as interrupted.
 	ShutdownGrace time.Duration
+	// Executor carries out the actions plans decide (nil = a LocalExecutor
+	// over Store and Runtimes).
+	Executor Executor
 }
 
 // NewLoop builds a loop; call Run to start it.
@@ -84,11 +93,20 @@ func NewLoop(cfg Config) *Loop {
 	if cfg.MaxApplies <= 0 {
 		cfg.MaxApplies = 64
 	}
+	if cfg.Settings.RetryBackoff <= 0 {
+		cfg.Settings.RetryBackoff = DefaultSettings().RetryBackoff
+	}
+	if cfg.Settings.MaxBackoff <= 0 {
+		cfg.Settings.MaxBackoff = DefaultSettings().MaxBackoff
+	}
+	if cfg.Executor == nil {
+		cfg.Executor = NewLocalExecutor(cfg.Store, cfg.Runtimes, cfg.Settings, cfg.Now, cfg.Log, cfg.OnWrite)
+	}
 	return &Loop{
 		store: cfg.Store, runtimes: cfg.Runtimes, settings: cfg.Settings, now: cfg.Now,
 		log: cfg.Log, workers: cfg.Workers, queue: newQueue(cfg.Now), onWrite: cfg.OnWrite,
 		applying: map[string]time.Time{}, applySlots: make(chan struct{}, cfg.MaxApplies),
-		shutdownGrace: max(cfg.ShutdownGrace, 0),
+		shutdownGrace: max(cfg.ShutdownGrace, 0), exec: cfg.Executor, failures: map[string]int{},
 	}
 }
 
@@ -130,23 +148,69 @@ func (l *Loop) work(ctx context.Context) {
 		if !ok {
 			return
 		}
-		after, err := l.safeReconcile(ctx, key)
+		res, err := l.safeReconcile(ctx, key)
 		l.queue.Done(key)
-		switch {
-		case ctx.Err() != nil:
+		if ctx.Err() != nil {
 			return
-		case err != nil:
-			// Store or decoding trouble: retry later; the error is logged once here.
-			l.log.Error("reconcile failed", "service", key, "error", err)
-			l.queue.AddAfter(key, 5*time.Second)
-		case after > 0:
-			l.queue.AddAfter(key, after)
 		}
+		l.settle(key, "reconcile", res, err)
 	}
 }
 
+// settle applies the retry contract (see Result) to what a pass over a
+// service, or an action for it, returned: the one place outcomes become
+// queue entries. Errors are logged once here.
+func (l *Loop) settle(key, what string, res Result, err error) {
+	switch {
+	case err != nil && IsTerminal(err):
+		l.forgetFailures(key)
+		l.log.Error(what+" failed for good", "service", key, "error", err)
+	case err != nil:
+		d := l.nextBackoff(key)
+		l.log.Error(what+" failed", "service", key, "error", err, "retry_in", d)
+		l.queue.AddAfter(key, d)
+	case res.RequeueAfter > 0:
+		l.forgetFailures(key)
+		l.queue.AddAfter(key, res.RequeueAfter)
+	case res.Requeue:
+		l.forgetFailures(key)
+		l.queue.Add(key)
+	default:
+		l.forgetFailures(key)
+	}
+}
+
+// nextBackoff counts a failure of key and returns how long to wait before
+// the next try: RetryBackoff doubled per consecutive failure, capped at
+// MaxBackoff.
+func (l *Loop) nextBackoff(key string) time.Duration {
+	l.failMu.Lock()
+	n := l.failures[key]
+	l.failures[key] = n + 1
+	l.failMu.Unlock()
+	return backoff(l.settings.RetryBackoff, l.settings.MaxBackoff, n)
+}
+
+func (l *Loop) forgetFailures(key string) {
+	l.failMu.Lock()
+	delete(l.failures, key)
+	l.failMu.Unlock()
+}
+
+// backoff is base doubled n times, capped at limit.
+func backoff(base, limit time.Duration, n int) time.Duration {
+	d := base
+	for range n {
+		if d >= limit/2 {
+			return limit
+		}
+		d *= 2
+	}
+	return min(d, limit)
+}
+
 // safeReconcile turns a panic into an error so one bad service cannot stop the engine.
-func (l *Loop) safeReconcile(ctx context.Context, key string) (after time.Duration, err error) {
+func (l *Loop) safeReconcile(ctx context.Context, key string) (res Result, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
@@ -156,23 +220,23 @@ func (l *Loop) safeReconcile(ctx context.Context, key string) (after time.Durati
 	return l.Reconcile(ctx, app, svc)
 }
 
-// Reconcile makes one pass over a service: read, observe, plan, write, apply.
-// It returns when the service wants another pass.
-func (l *Loop) Reconcile(ctx context.Context, app, svc string) (time.Duration, error) {
+// Reconcile makes one pass over a service: read, observe, plan, write, and
+// start the actions. Its Result says when the service wants another pass.
+func (l *Loop) Reconcile(ctx context.Context, app, svc string) (Result, error) {
 	rec, err := l.store.ActiveDesiredState(ctx, app, svc)
 	if errors.Is(err, store.ErrNotFound) {
-		return 0, nil
+		return Result{}, nil
 	}
 	if err != nil {
-		return 0, err
+		return Result{}, err
 	}
 	cs, err := sharedStates.get(rec)
 	if err != nil {
-		return 0, err
+		return Result{}, err
 	}
 	list, err := l.store.ListInstances(ctx, app, svc)
 	if err != nil {
-		return 0, err
+		return Result{}, err
 	}
 	instances := make(map[string]store.Instance, len(list))
 	for _, inst := range list {
@@ -180,7 +244,7 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (time.Duration, e
 	}
 	approvals, err := l.store.ListApprovals(ctx, rec.ID)
 	if err != nil {
-		return 0, err
+		return Result{}, err
 	}
 	observed := map[string]Observation{}
 	desired := cs.desired
@@ -224,19 +288,16 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (time.Duration, e
 		b := &store.Batch{Instances: plan.Instances, Events: plan.Events}
 		if err := l.store.Write(ctx, b); err != nil {
 			if errors.Is(err, store.ErrConflict) {
-				return time.Millisecond, nil // changed under us (an API call); plan again
+				return Result{Requeue: true}, nil // changed under us (an API call); plan again
 			}
-			return 0, fmt.Errorf("write plan: %w", err)
+			return Result{}, fmt.Errorf("write plan: %w", err)
 		}
 		l.written()
-		for _, inst := range b.Instances {
-			instances[inst.ReleaseChannel] = inst
-		}
 	}
-	for _, a := range plan.Applies {
-		l.startApply(ctx, cs, a, instances[a.ReleaseChannel])
+	for _, a := range plan.Actions {
+		l.startAction(ctx, app, svc, a)
 	}
-	return plan.RequeueAfter, nil
+	return Result{RequeueAfter: plan.RequeueAfter}, nil
 }
 
 func instanceKey(app, svc, rc string) string { return app + "/" + svc + "/" + rc }
@@ -248,10 +309,11 @@ func (l *Loop) isApplying(app, svc, rc string) bool {
 	return ok
 }
 
-// startApply runs an apply beside the workers; when it returns, the service
-// is queued again so its effect is observed.
-func (l *Loop) startApply(ctx context.Context, cs *compiledState, a Apply, inst store.Instance) {
-	key := instanceKey(inst.Application, inst.Service, a.ReleaseChannel)
+// startAction carries out an action beside the workers, at most one per
+// instance and MaxApplies at once; what the executor returns is settled on
+// the service's key (an ended apply asks for a pass to observe its effect).
+func (l *Loop) startAction(ctx context.Context, app, svc string, a Action) {
+	key := instanceKey(app, svc, a.ReleaseChannel)
 	l.mu.Lock()
 	if _, busy := l.applying[key]; busy {
 		l.mu.Unlock()
@@ -269,7 +331,6 @@ func (l *Loop) startApply(ctx context.Context, cs *compiledState, a Apply, inst 
 			l.mu.Lock()
 			delete(l.applying, key)
 			l.mu.Unlock()
-			l.Enqueue(inst.Application, inst.Service)
 		}()
 		select {
 		case l.applySlots <- struct{}{}:
@@ -280,7 +341,11 @@ func (l *Loop) startApply(ctx context.Context, cs *compiledState, a Apply, inst 
 		if ctx.Err() != nil {
 			return // shutting down: start nothing new
 		}
-		l.apply(l.applyContext(ctx), cs, a, inst)
+		res, err := l.exec.Execute(l.applyContext(ctx), app, svc, a)
+		l.mu.Lock()
+		delete(l.applying, key)
+		l.mu.Unlock()
+		l.settle(serviceKey(app, svc), string(a.Kind), res, err)
 	}()
 }
 
@@ -309,113 +374,6 @@ func (l *Loop) target(ctx context.Context, cs *compiledState, stateID, rc string
 		return runtimes.Target{}, fmt.Errorf("desired state %s has no release channel %s", stateID, rc)
 	}
 	return t, nil
-}
-
-// apply performs one planned apply: the attempt is recorded before the
-// runtime is called, and its outcome after. The outcome is recorded even
-// when ctx ended meanwhile (the server shut down past its grace): the
-// attempt must not stay open.
-func (l *Loop) apply(ctx context.Context, cs *compiledState, a Apply, inst store.Instance) {
-	log := l.log.With("app", inst.Application, "service", inst.Service, "release_channel", a.ReleaseChannel, "version", a.Version)
-	target, err := l.target(ctx, cs, a.StateID, a.ReleaseChannel)
-	var rt runtimes.Runtime
-	if err == nil {
-		rt, err = l.runtimes.Runtime(ctx, a.Runtime)
-	}
-	var id int64
-	if err == nil {
-		id, err = l.store.StartApply(ctx, store.ApplyAttempt{
-			Application: inst.Application, Service: inst.Service, ReleaseChannel: a.ReleaseChannel,
-			DesiredStateID: a.StateID, Version: a.Version, StartedAt: l.now(),
-		})
-	}
-	started := err == nil
-	var res runtimes.ApplyResult
-	if started {
-		res, err = rt.Apply(ctx, target)
-	}
-	stopped := shutdownCause(ctx)
-	rctx, cancel := recordContext(ctx)
-	defer cancel()
-	ev := store.Event{
-		Time: l.now(), Application: inst.Application, Service: inst.Service, ReleaseChannel: a.ReleaseChannel,
-		DesiredStateID: inst.DesiredStateID, Actor: "engine",
-	}
-	if err != nil && stopped != nil {
-		// Not a failure of the apply: leave the instance as it is, so the
-		// next server sees an apply that never returned and applies again.
-		log.Warn("apply interrupted by shutdown", "error", err)
-		ev.Type = ds.EventApplyInterrupted
-		ev.Message = fmt.Sprintf("%s: apply of %s interrupted: %v; it will be applied again", a.ReleaseChannel, a.Version, stopped)
-		if started {
-			err = l.store.FinishApply(rctx, id, store.OutcomeInterrupted, stopped.Error(), l.now(), ev)
-		} else {
-			err = l.store.AppendEvents(rctx, ev)
-		}
-		if err != nil {
-			log.Error("record apply outcome failed", "error", err)
-		}
-		l.written()
-		return
-	}
-	if started {
-		outcome, msg := "succeeded", summarize(res)
-		if err != nil {
-			outcome, msg = "failed", err.Error()
-		}
-		if ferr := l.store.FinishApply(rctx, id, outcome, msg, l.now()); ferr != nil {
-			log.Error("record apply outcome failed", "error", ferr)
-		}
-	}
-	if err == nil {
-		ev.Type, ev.Message = ds.EventApplied, fmt.Sprintf("%s: applied %s: %s", a.ReleaseChannel, a.Version, summarize(res))
-		// Record that the apply returned, so a later pass can tell a finished
-		// apply (wait for the runtime) from an interrupted one (apply again).
-		if werr := l.recordOutcome(rctx, inst, ev, func(i *store.Instance) {
-			i.AppliedAt = l.now()
-		}); werr != nil {
-			log.Error("record apply failed", "error", werr)
-		}
-		return
-	}
-	log.Warn("apply failed", "error", err)
-	ev.Type, ev.Message = ds.EventApplyFailed, fmt.Sprintf("%s: apply of %s failed: %v", a.ReleaseChannel, a.Version, err)
-	if werr := l.recordOutcome(rctx, inst, ev, func(i *store.Instance) {
-		i.Reason = ds.ReasonApplyFailed
-		i.Message = err.Error()
-		if runtimes.IsPermanent(err) {
-			i.ApplyAttempts = l.settings.MaxApplyAttempts
-		}
-	}); werr != nil {
-		log.Error("record apply failure failed", "error", werr)
-	}
-}
-
-// recordOutcome writes an apply's outcome onto the instance with its event.
-// Passes may have rewritten the instance while the apply ran, so on a
-// revision conflict it re-reads the instance and tries again; the outcome is
-// dropped only if the instance moved on to another target meanwhile.
-func (l *Loop) recordOutcome(ctx context.Context, inst store.Instance, ev store.Event, change func(*store.Instance)) error {
-	target := inst.TargetStateID + "/" + inst.TargetVersion
-	for attempt := 0; ; attempt++ {
-		change(&inst)
-		inst.UpdatedAt = l.now()
-		err := l.store.Write(ctx, &store.Batch{Instances: []store.Instance{inst}, Events: []store.Event{ev}})
-		if !errors.Is(err, store.ErrConflict) || attempt == 10 {
-			l.written()
-			return err
-		}
-		fresh, gerr := l.store.GetInstance(ctx, inst.Application, inst.Service, inst.ReleaseChannel)
-		if gerr != nil {
-			return gerr
-		}
-		if fresh.TargetStateID+"/"+fresh.TargetVersion != target {
-			err := l.store.AppendEvents(ctx, ev)
-			l.written()
-			return err
-		}
-		inst = fresh
-	}
 }
 
 func (l *Loop) written() {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	ds "github.com/drover-dev/drover/internal/desiredstate"
 	"github.com/drover-dev/drover/internal/runtimes"
 	"github.com/drover-dev/drover/internal/store"
 	"github.com/drover-dev/drover/internal/store/sqlite"
@@ -52,7 +53,6 @@ type shutdownFixture struct {
 	st   store.Store
 	rt   *blockingRuntime
 	loop *Loop
-	cs   *compiledState
 	inst store.Instance
 }
 
@@ -60,12 +60,16 @@ func newShutdownFixture(t *testing.T, grace time.Duration) *shutdownFixture {
 	t.Helper()
 	ctx := t.Context()
 	st := openStore(t)
-	if err := st.CreateDesiredState(ctx, store.DesiredState{ID: "ds-1", Application: "app", Service: "svc", Version: "v1", Compiled: []byte(`{}`)}); err != nil {
+	compiled, err := ds.Encode(&ds.Compiled{Application: "app", Service: "svc", Version: "v1", Channels: []ds.Channel{{Name: "prod", Runtime: "rt"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CreateDesiredState(ctx, store.DesiredState{ID: "ds-shutdown", Application: "app", Service: "svc", Version: "v1", Compiled: compiled}); err != nil {
 		t.Fatal(err)
 	}
 	b := &store.Batch{Instances: []store.Instance{{
-		Application: "app", Service: "svc", ReleaseChannel: "prod", DesiredStateID: "ds-1",
-		TargetStateID: "ds-1", TargetVersion: "v1", Status: "CONVERGING", ApplyAttempts: 1, LastApplyAt: time.Now(),
+		Application: "app", Service: "svc", ReleaseChannel: "prod", DesiredStateID: "ds-shutdown",
+		TargetStateID: "ds-shutdown", TargetVersion: "v1", Status: "CONVERGING", ApplyAttempts: 1, LastApplyAt: time.Now(),
 	}}}
 	if err := st.Write(ctx, b); err != nil {
 		t.Fatal(err)
@@ -74,10 +78,6 @@ func newShutdownFixture(t *testing.T, grace time.Duration) *shutdownFixture {
 	return &shutdownFixture{
 		st: st, rt: rt, inst: b.Instances[0],
 		loop: NewLoop(Config{Store: st, Runtimes: oneRuntime{rt}, ShutdownGrace: grace}),
-		cs: &compiledState{
-			desired: &Desired{ID: "ds-1", Application: "app", Service: "svc", Version: "v1"},
-			targets: map[string]runtimes.Target{"prod": {InstanceKey: runtimes.InstanceKey{Application: "app", Service: "svc", ReleaseChannel: "prod"}, Version: "v1"}},
-		},
 	}
 }
 
@@ -87,7 +87,7 @@ func (f *shutdownFixture) shutDuringApply(t *testing.T) <-chan struct{} {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	stop := f.loop.startApplyContext(ctx)
-	f.loop.startApply(ctx, f.cs, Apply{ReleaseChannel: "prod", StateID: "ds-1", Version: "v1", Runtime: "rt"}, f.inst)
+	f.loop.startAction(ctx, "app", "svc", Action{Kind: ActionApply, ReleaseChannel: "prod", StateID: "ds-shutdown", Version: "v1", Runtime: "rt"})
 	select {
 	case <-f.rt.started:
 	case <-time.After(10 * time.Second):
@@ -176,7 +176,7 @@ func TestB12OpenAttemptsClosedAtStart(t *testing.T) {
 	t.Parallel()
 	f := newShutdownFixture(t, 0)
 	ctx := t.Context()
-	id, err := f.st.StartApply(ctx, store.ApplyAttempt{Application: "app", Service: "svc", ReleaseChannel: "prod", DesiredStateID: "ds-1", Version: "v1"})
+	id, err := f.st.StartApply(ctx, store.ApplyAttempt{Application: "app", Service: "svc", ReleaseChannel: "prod", DesiredStateID: "ds-shutdown", Version: "v1"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,6 +60,9 @@ type Settings struct {
 	ApplyBackoff time.Duration
 	// MaxBackoff caps the backoff.
 	MaxBackoff time.Duration
+	// RetryBackoff is the base of the exponential backoff before a service
+	// whose pass or action failed (store trouble, say) is tried again.
+	RetryBackoff time.Duration
 	// ConvergenceGrace is how long after an apply a runtime may still show
 	// the old version before the engine applies again.
 	ConvergenceGrace time.Duration
@@ -78,6 +81,7 @@ func DefaultSettings() Settings {
 		MaxApplyAttempts:   5,
 		ApplyBackoff:       time.Second,
 		MaxBackoff:         time.Minute,
+		RetryBackoff:       500 * time.Millisecond,
 		ConvergenceGrace:   10 * time.Minute,
 		ProgressDeadline:   10 * time.Minute,
 		PollInterval:       30 * time.Second,
@@ -95,23 +99,14 @@ type PlanInput struct {
 	Settings  Settings
 }
 
-// Apply is an action: apply a channel's target.
-type Apply struct {
-	ReleaseChannel string
-	StateID        string
-	Version        string
-	Runtime        string
-	Rollback       bool
-}
-
 // Plan is the planner's decision for one service.
 type Plan struct {
 	// Instances are the instance records to write (only changed ones).
 	Instances []store.Instance
 	// Events to append with them.
 	Events []store.Event
-	// Applies to perform after the writes are durable.
-	Applies []Apply
+	// Actions to carry out once the writes are durable.
+	Actions []Action
 	// RequeueAfter asks for another pass after this long (0 = only on a trigger).
 	RequeueAfter time.Duration
 }

@@ -376,7 +376,7 @@ func (p *planner) mismatch(s *step, stateID, version string, state runtimes.Stat
 		}
 		switch {
 		case inst.Reason == ds.ReasonApplyFailed:
-			wait := backoff(st, inst.ApplyAttempts)
+			wait := applyBackoff(st, inst.ApplyAttempts)
 			if since < wait {
 				p.requeue(wait - since)
 				return
@@ -445,7 +445,7 @@ func (p *planner) apply(s *step, stateID, version string) {
 		working = ds.StatusRollingBack
 	}
 	s.set(working, ds.ReasonRuntimeObjectApplyNeeded, "applying %s to %s (attempt %d)", version, s.ch.Runtime, inst.ApplyAttempts)
-	p.plan.Applies = append(p.plan.Applies, Apply{ReleaseChannel: s.ch.Name, StateID: stateID, Version: version, Runtime: s.ch.Runtime, Rollback: s.rollback})
+	p.plan.Actions = append(p.plan.Actions, Action{Kind: ActionApply, ReleaseChannel: s.ch.Name, StateID: stateID, Version: version, Runtime: s.ch.Runtime, Rollback: s.rollback})
 	p.event(inst, ds.EventApplying, "%s: applying %s (attempt %d)", s.ch.Name, version, inst.ApplyAttempts)
 	p.requeue(st.PollInterval)
 }
@@ -485,13 +485,9 @@ func (p *planner) fail(s *step, version string, reason ds.Reason, msg string) {
 	}
 }
 
-// backoff is the wait before apply attempt n+1.
-func backoff(st Settings, attempts int) time.Duration {
-	d := st.ApplyBackoff
-	for i := 1; i < attempts && d < st.MaxBackoff; i++ {
-		d *= 2
-	}
-	return min(d, st.MaxBackoff)
+// applyBackoff is the wait before apply attempt n+1.
+func applyBackoff(st Settings, attempts int) time.Duration {
+	return backoff(st.ApplyBackoff, st.MaxBackoff, attempts-1)
 }
 
 func instanceChanged(a, b store.Instance) bool {

@@ -55,7 +55,7 @@ func (w *world) status(rc string) ds.Status { return w.instances[rc].Status }
 
 func applied(p Plan) []string {
 	var out []string
-	for _, a := range p.Applies {
+	for _, a := range p.Actions {
 		out = append(out, a.ReleaseChannel+"="+a.Version)
 	}
 	return out
@@ -76,12 +76,12 @@ func TestPlanQuickstartFlow(t *testing.T) {
 
 	// Staging rolls out, then converges: prod now waits for approval only.
 	w.observed["staging"] = running("v1", false)
-	if p = w.plan(); len(p.Applies) != 0 || w.status("staging") != ds.StatusConverging {
+	if p = w.plan(); len(p.Actions) != 0 || w.status("staging") != ds.StatusConverging {
 		t.Fatalf("rolling out: applies %v, staging %s", applied(p), w.status("staging"))
 	}
 	w.observed["staging"] = running("v1", true)
 	p = w.plan()
-	if len(p.Applies) != 0 || w.status("staging") != ds.StatusConverged || w.status("prod") != ds.StatusWaitingManualApproval {
+	if len(p.Actions) != 0 || w.status("staging") != ds.StatusConverged || w.status("prod") != ds.StatusWaitingManualApproval {
 		t.Fatalf("after staging converged: applies %v, staging %s, prod %s", applied(p), w.status("staging"), w.status("prod"))
 	}
 	if w.instances["staging"].CurrentVersion != "v1" {
@@ -98,7 +98,7 @@ func TestPlanQuickstartFlow(t *testing.T) {
 		t.Fatalf("prod %s", w.status("prod"))
 	}
 	// Fixpoint: nothing left to do.
-	if p := w.plan(); len(p.Applies) != 0 || len(p.Instances) != 0 || len(p.Events) != 0 {
+	if p := w.plan(); len(p.Actions) != 0 || len(p.Instances) != 0 || len(p.Events) != 0 {
 		t.Fatalf("converged service still plans %+v", p)
 	}
 }
@@ -335,7 +335,7 @@ func TestPropertyNoVersionBeforePreconditions(t *testing.T) {
 	for i := range 20000 {
 		in := randomInput(r)
 		p := PlanService(in)
-		for _, a := range p.Applies {
+		for _, a := range p.Actions {
 			var ch Channel
 			for _, c := range in.Desired.Channels {
 				if c.Name == a.ReleaseChannel {
@@ -392,7 +392,7 @@ func TestPropertyReplanAfterEffects(t *testing.T) {
 	for i := range 20000 {
 		in := randomInput(r)
 		p := PlanService(in)
-		if len(p.Applies) == 0 {
+		if len(p.Actions) == 0 {
 			continue
 		}
 		next := in
@@ -407,17 +407,17 @@ func TestPropertyReplanAfterEffects(t *testing.T) {
 		for k, v := range in.Observed {
 			next.Observed[k] = v
 		}
-		for _, a := range p.Applies {
+		for _, a := range p.Actions {
 			next.Observed[a.ReleaseChannel] = Observation{State: runtimes.State{Version: a.Version}}
 		}
 		p2 := PlanService(next)
-		if len(p2.Applies) != 0 {
-			t.Fatalf("case %d: re-planning after the effects applies again: first %+v then %+v\ninput %+v", i, p.Applies, p2.Applies, in)
+		if len(p2.Actions) != 0 {
+			t.Fatalf("case %d: re-planning after the effects applies again: first %+v then %+v\ninput %+v", i, p.Actions, p2.Actions, in)
 		}
 		for _, inst := range p2.Instances {
 			next.Instances[inst.ReleaseChannel] = inst
 		}
-		if p3 := PlanService(next); len(p3.Applies) != 0 || len(p3.Instances) != 0 {
+		if p3 := PlanService(next); len(p3.Actions) != 0 || len(p3.Instances) != 0 {
 			t.Fatalf("case %d: no fixpoint: %+v", i, p3)
 		}
 	}
@@ -444,7 +444,7 @@ func TestPlanRepushWaitsForStagingAgain(t *testing.T) {
 		t.Fatalf("applies %v, want staging only", got)
 	}
 	w.observed["staging"] = running("v2", false)
-	if p := w.plan(); len(p.Applies) != 0 || w.status("prod") != ds.StatusWaitingPreconditions {
+	if p := w.plan(); len(p.Actions) != 0 || w.status("prod") != ds.StatusWaitingPreconditions {
 		t.Fatalf("while staging rolls out v2: applies %v, prod %s", applied(p), w.status("prod"))
 	}
 	w.observed["staging"] = running("v2", true)
@@ -465,7 +465,7 @@ func TestPlanEveryActionNeedsApprovalPerDrift(t *testing.T) {
 		TargetStateID: "ds1", TargetVersion: "v1", CurrentStateID: "ds1", CurrentVersion: "v1", Status: ds.StatusConverged}
 	w.observed["staging"] = Observation{State: runtimes.State{Version: "v1", Drifted: true, Message: "fetch reports drift"}}
 	for range 2 {
-		if p := w.plan(); len(p.Applies) != 0 {
+		if p := w.plan(); len(p.Actions) != 0 {
 			t.Fatalf("drift applied without approval: %v", applied(p))
 		}
 	}
@@ -483,7 +483,7 @@ func TestPlanEveryActionNeedsApprovalPerDrift(t *testing.T) {
 	}
 	// A second drift needs a second approval: the first one was used.
 	w.observed["staging"] = Observation{State: runtimes.State{Version: "v1", Drifted: true}}
-	if p := w.plan(); len(p.Applies) != 0 || w.status("staging") != ds.StatusWaitingManualApproval {
+	if p := w.plan(); len(p.Actions) != 0 || w.status("staging") != ds.StatusWaitingManualApproval {
 		t.Fatalf("second drift: applies %v, staging %s", applied(p), w.status("staging"))
 	}
 }
@@ -496,7 +496,7 @@ func TestPlanHoldsUnenforcedGates(t *testing.T) {
 	d.Channels[0].Checks = []ds.Check{{Kind: ds.CheckProtection, Name: "window", Lifecycle: "preApproval"}}
 	w := newWorld(t, d)
 	w.observed["staging"], w.observed["prod"] = Observation{}, Observation{}
-	if p := w.plan(); len(p.Applies) != 0 {
+	if p := w.plan(); len(p.Actions) != 0 {
 		t.Fatalf("applied past an unenforced protection: %v", applied(p))
 	}
 	if w.status("staging") != ds.StatusWaitingPreconditions || !strings.Contains(w.instances["staging"].Message, "not supported yet") {
@@ -516,7 +516,7 @@ func TestPlanReviewRegressions(t *testing.T) {
 		w.instances["staging"] = store.Instance{Application: "app", Service: "web", ReleaseChannel: "staging", DesiredStateID: "ds2",
 			TargetStateID: "ds1", TargetVersion: "v1", Status: ds.StatusConverging, ApplyAttempts: 1, LastApplyAt: t0}
 		w.observed["staging"] = Observation{Applying: true}
-		if p := w.plan(); len(p.Applies) != 0 || w.instances["staging"].TargetVersion != "v1" {
+		if p := w.plan(); len(p.Actions) != 0 || w.instances["staging"].TargetVersion != "v1" {
 			t.Fatalf("moved the target during an apply: %v, target %s", applied(p), w.instances["staging"].TargetVersion)
 		}
 	})
@@ -539,7 +539,7 @@ func TestPlanReviewRegressions(t *testing.T) {
 		w.observed["staging"] = Observation{State: runtimes.State{Version: "v1", Drifted: true}}
 		w.plan()
 		w.approvals = []store.Approval{{DesiredStateID: "ds1", ReleaseChannel: "staging", Topic: ActionTopic("staging", 1), User: "bo", Reject: true}}
-		if p := w.plan(); len(p.Applies) != 0 {
+		if p := w.plan(); len(p.Actions) != 0 {
 			t.Fatalf("applied a rejected heal: %v", applied(p))
 		}
 		w.approvals = append(w.approvals, store.Approval{DesiredStateID: "ds1", ReleaseChannel: "staging", Topic: ActionTopic("staging", 2), User: "ana"})
