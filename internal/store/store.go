@@ -257,8 +257,39 @@ type EventFilter struct {
 
 // Batch is a set of writes applied atomically.
 type Batch struct {
+	// Fence, when set, makes the whole batch conditional on the lease: a
+	// stale token fails the batch with ErrFenced.
+	Fence     *Fence
 	Instances []Instance
 	Events    []Event
+	// Tasks are enqueued (pending; ID, Status, CreatedAt are assigned and
+	// set in b). A task for a Key and Instance that has an open task fails
+	// the batch with ErrConflict.
+	Tasks []Task
+}
+
+// Committed sets in b what a store assigned when it committed b at time t:
+// instance revisions and zero UpdatedAt, event Seq and zero Time, task ID,
+// Status and CreatedAt. For implementations of Store.
+func (b *Batch) Committed(seqs, taskIDs []int64, t time.Time) {
+	for i := range b.Instances {
+		in := &b.Instances[i]
+		in.Revision++
+		if in.UpdatedAt.IsZero() {
+			in.UpdatedAt = t
+		}
+	}
+	for i := range seqs {
+		b.Events[i].Seq = seqs[i]
+		if b.Events[i].Time.IsZero() {
+			b.Events[i].Time = t
+		}
+	}
+	for i := range taskIDs {
+		task := &b.Tasks[i]
+		task.ID, task.Status, task.CreatedAt = taskIDs[i], TaskPending, t
+		task.Owner, task.Token, task.Attempts = "", 0, 0
+	}
 }
 
 // Store is drover's durable state. Implementations are safe for concurrent use.
@@ -329,13 +360,14 @@ type Store interface {
 	// application's; both "" = all), ordered by application, service and
 	// release channel.
 	ListInstances(ctx context.Context, application, service string) ([]Instance, error)
-	// Write applies a batch atomically: each instance is upserted with a
-	// Revision check (0 = create, ErrConflict if it exists; otherwise the
-	// stored revision must equal Revision, ErrConflict if it differs or the
-	// instance does not exist), then events are appended. On any error nothing
-	// is written and b is unchanged. On success the revisions of the
-	// instances are incremented in b, a zero UpdatedAt is set to the current
-	// time, and the events' Seq (and zero Time) are set in b.
+	// Write applies a batch atomically: the fence (if any) is checked, each
+	// instance is upserted with a Revision check (0 = create, ErrConflict if
+	// it exists; otherwise the stored revision must equal Revision,
+	// ErrConflict if it differs or the instance does not exist), events are
+	// appended and tasks enqueued. On any error nothing is written and b is
+	// unchanged. On success the revisions of the instances are incremented
+	// in b, a zero UpdatedAt is set to the current time, the events' Seq
+	// (and zero Time) and the tasks' ID, Status and CreatedAt are set in b.
 	Write(ctx context.Context, b *Batch) error
 
 	// StartApply records an apply attempt before it runs and returns its id.
@@ -372,6 +404,41 @@ type Store interface {
 	ListRuns(ctx context.Context, f RunFilter) ([]TaskRun, error)
 	// GetRun returns one task run by id, or ErrNotFound.
 	GetRun(ctx context.Context, id int64) (TaskRun, error)
+
+	// ClaimLease gives key to owner for ttl: when nobody holds it, when it
+	// expired, or when owner holds it already (a renewal keeps the token).
+	// A new holder gets a higher Token than any before it. Another owner's
+	// unexpired lease fails with ErrLeaseHeld, and the holder's lease is
+	// returned with it.
+	ClaimLease(ctx context.Context, key, owner string, ttl time.Duration) (Lease, error)
+	// RenewLease extends l by ttl from now if l.Owner still holds the key
+	// with l.Token (even if it expired meanwhile and nobody claimed it);
+	// otherwise ErrFenced.
+	RenewLease(ctx context.Context, l Lease, ttl time.Duration) (Lease, error)
+	// ReleaseLease ends l now if it is still held with l.Token (the token
+	// is kept, so later claims get higher ones); a lost lease is no error.
+	ReleaseLease(ctx context.Context, l Lease) error
+	// ListLeases returns every lease (held or expired), ordered by key.
+	ListLeases(ctx context.Context) ([]Lease, error)
+
+	// ClaimTask gives owner the oldest claimable task for ttl: a pending
+	// one, or a running one whose claim expired (its runner is gone). It
+	// becomes running with a new Token and Attempts+1. No claimable task
+	// is ErrNotFound.
+	ClaimTask(ctx context.Context, owner string, ttl time.Duration) (Task, error)
+	// HeartbeatTask extends the claim t by ttl from now if t.Owner still
+	// holds it with t.Token; otherwise ErrFenced.
+	HeartbeatTask(ctx context.Context, t Task, ttl time.Duration) (Task, error)
+	// CompleteTask records the outcome of the claim t (TaskSucceeded or
+	// TaskFailed, with message) and applies b (may be nil) in the same
+	// transaction, as Write does. A claim no longer held fails with
+	// ErrFenced and writes nothing. Finished tasks of the same Key and
+	// Instance beyond the newest KeepFinishedTasks are deleted.
+	CompleteTask(ctx context.Context, t Task, status TaskStatus, message string, b *Batch) error
+	// GetTask returns a task by id, or ErrNotFound.
+	GetTask(ctx context.Context, id int64) (Task, error)
+	// ListTasks returns tasks matching f, oldest first.
+	ListTasks(ctx context.Context, f TaskFilter) ([]Task, error)
 
 	// AppendEvents appends events, assigning Seq (and Time when zero).
 	AppendEvents(ctx context.Context, events ...Event) error

@@ -64,39 +64,55 @@ func (s *Store) ListInstances(ctx context.Context, application, service string) 
 // UpdatedAt of an instance and the Seq and zero Time of the events are set
 // in b as well.
 func (s *Store) Write(ctx context.Context, b *store.Batch) error {
-	for _, in := range b.Instances {
-		if in.Application == "" || in.Service == "" || in.ReleaseChannel == "" {
-			return fmt.Errorf("write: instance %s/%s/%s: application, service and release channel are required",
-				in.Application, in.Service, in.ReleaseChannel)
-		}
-		if in.Revision < 0 {
-			return fmt.Errorf("write: instance %s/%s/%s: negative revision %d", in.Application, in.Service, in.ReleaseChannel, in.Revision)
-		}
+	if err := validateBatch(b); err != nil {
+		return fmt.Errorf("write: %w", err)
 	}
 	t := now()
-	var seqs []int64
+	var seqs, ids []int64
 	err := s.writeTxMode(ctx, crashSafe, func(tx *sql.Tx) error {
-		for _, in := range b.Instances {
-			if err := s.putInstance(ctx, tx, in, t); err != nil {
-				return err
-			}
-		}
 		var err error
-		seqs, err = s.insertEvents(ctx, tx, b.Events, t)
+		seqs, ids, err = s.applyBatch(ctx, tx, b, t)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("write: %w", err)
 	}
-	for i := range b.Instances {
-		in := &b.Instances[i]
-		in.Revision++
-		if in.UpdatedAt.IsZero() {
-			in.UpdatedAt = t
+	b.Committed(seqs, ids, t)
+	return nil
+}
+
+// validateBatch checks what can be checked before a transaction.
+func validateBatch(b *store.Batch) error {
+	for _, in := range b.Instances {
+		if in.Application == "" || in.Service == "" || in.ReleaseChannel == "" {
+			return fmt.Errorf("instance %s/%s/%s: application, service and release channel are required",
+				in.Application, in.Service, in.ReleaseChannel)
+		}
+		if in.Revision < 0 {
+			return fmt.Errorf("instance %s/%s/%s: negative revision %d", in.Application, in.Service, in.ReleaseChannel, in.Revision)
 		}
 	}
-	setSeqs(b.Events, seqs, t)
 	return nil
+}
+
+// applyBatch writes b inside tx: fence, instances, events, tasks. It
+// returns the events' sequence numbers and the tasks' ids.
+func (s *Store) applyBatch(ctx context.Context, tx *sql.Tx, b *store.Batch, t time.Time) (seqs, ids []int64, err error) {
+	if err := checkFence(ctx, tx, b.Fence); err != nil {
+		return nil, nil, err
+	}
+	for _, in := range b.Instances {
+		if err := s.putInstance(ctx, tx, in, t); err != nil {
+			return nil, nil, err
+		}
+	}
+	if seqs, err = s.insertEvents(ctx, tx, b.Events, t); err != nil {
+		return nil, nil, err
+	}
+	if ids, err = insertTasks(ctx, tx, b.Tasks, t); err != nil {
+		return nil, nil, err
+	}
+	return seqs, ids, nil
 }
 
 var (

@@ -1,0 +1,273 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/drover-dev/drover/internal/store"
+)
+
+// ClaimLease implements store.Store.
+func (s *Store) ClaimLease(ctx context.Context, key, owner string, ttl time.Duration) (store.Lease, error) {
+	if key == "" || owner == "" || ttl <= 0 {
+		return store.Lease{}, fmt.Errorf("claim lease: key, owner and a positive ttl are required")
+	}
+	var out store.Lease
+	err := s.writeTxMode(ctx, crashSafe, func(tx *sql.Tx) error {
+		t := now()
+		cur, err := scanLease(tx.QueryRowContext(ctx, "SELECT key, owner, token, expires FROM leases WHERE key = ?", key))
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			out = store.Lease{Key: key, Owner: owner, Token: 1, Expires: t.Add(ttl)}
+		case err != nil:
+			return err
+		case cur.Owner == owner:
+			out = store.Lease{Key: key, Owner: owner, Token: cur.Token, Expires: t.Add(ttl)}
+		case cur.Expires.After(t):
+			out = cur
+			return fmt.Errorf("claim lease %s: held by %s until %s: %w", key, cur.Owner, cur.Expires.Format(time.RFC3339Nano), store.ErrLeaseHeld)
+		default:
+			out = store.Lease{Key: key, Owner: owner, Token: cur.Token + 1, Expires: t.Add(ttl)}
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO leases (key, owner, token, expires) VALUES (?, ?, ?, ?)
+			ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, token = excluded.token, expires = excluded.expires`,
+			out.Key, out.Owner, out.Token, dbTime(out.Expires))
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, store.ErrLeaseHeld) {
+			return out, err
+		}
+		return store.Lease{}, fmt.Errorf("claim lease %s: %w", key, err)
+	}
+	return out, nil
+}
+
+// RenewLease implements store.Store.
+func (s *Store) RenewLease(ctx context.Context, l store.Lease, ttl time.Duration) (store.Lease, error) {
+	if ttl <= 0 {
+		return store.Lease{}, fmt.Errorf("renew lease %s: a positive ttl is required", l.Key)
+	}
+	out := l
+	err := s.writeTxMode(ctx, crashSafe, func(tx *sql.Tx) error {
+		out.Expires = now().Add(ttl)
+		res, err := tx.ExecContext(ctx, "UPDATE leases SET expires = ? WHERE key = ? AND owner = ? AND token = ?",
+			dbTime(out.Expires), l.Key, l.Owner, l.Token)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return fmt.Errorf("lease %s of %s (token %d) is no longer held: %w", l.Key, l.Owner, l.Token, store.ErrFenced)
+		}
+		return nil
+	})
+	if err != nil {
+		return store.Lease{}, fmt.Errorf("renew lease: %w", err)
+	}
+	return out, nil
+}
+
+// ReleaseLease implements store.Store.
+func (s *Store) ReleaseLease(ctx context.Context, l store.Lease) error {
+	err := s.writeTxMode(ctx, crashSafe, func(tx *sql.Tx) error {
+		// The row stays with its token, expired, so later claims get higher tokens.
+		_, err := tx.ExecContext(ctx, "UPDATE leases SET expires = ? WHERE key = ? AND owner = ? AND token = ?",
+			dbTime(now().Add(-time.Nanosecond)), l.Key, l.Owner, l.Token)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("release lease %s: %w", l.Key, err)
+	}
+	return nil
+}
+
+// ListLeases implements store.Store.
+func (s *Store) ListLeases(ctx context.Context) ([]store.Lease, error) {
+	out, err := queryAll(ctx, s.reads, "SELECT key, owner, token, expires FROM leases ORDER BY key", nil, scanLease)
+	if err != nil {
+		return nil, fmt.Errorf("list leases: %w", err)
+	}
+	return out, nil
+}
+
+func scanLease(row interface{ Scan(...any) error }) (store.Lease, error) {
+	var l store.Lease
+	err := row.Scan(&l.Key, &l.Owner, &l.Token, scanTime{&l.Expires})
+	return l, err
+}
+
+// checkFence fails with store.ErrFenced unless f's key is held with f's token.
+func checkFence(ctx context.Context, tx *sql.Tx, f *store.Fence) error {
+	if f == nil {
+		return nil
+	}
+	var token int64
+	err := tx.QueryRowContext(ctx, "SELECT token FROM leases WHERE key = ?", f.Key).Scan(&token)
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && token != f.Token) {
+		return fmt.Errorf("lease %s with token %d is no longer held: %w", f.Key, f.Token, store.ErrFenced)
+	}
+	return err
+}
+
+const taskColumns = "id, key, instance, kind, payload, status, owner, token, attempts, expires, created_at, claimed_at, finished_at, message"
+
+func scanTask(row interface{ Scan(...any) error }) (store.Task, error) {
+	var t store.Task
+	err := row.Scan(&t.ID, &t.Key, &t.Instance, &t.Kind, &t.Payload, &t.Status, &t.Owner, &t.Token, &t.Attempts,
+		scanTime{&t.Expires}, scanTime{&t.CreatedAt}, scanTime{&t.ClaimedAt}, scanTime{&t.FinishedAt}, &t.Message)
+	return t, err
+}
+
+// insertTasks enqueues tasks as pending, refusing a second open task for one
+// key and instance; ids are set in tasks after the commit by the caller.
+func insertTasks(ctx context.Context, tx *sql.Tx, tasks []store.Task, t time.Time) ([]int64, error) {
+	ids := make([]int64, 0, len(tasks))
+	for _, task := range tasks {
+		if task.Key == "" || task.Kind == "" {
+			return nil, fmt.Errorf("task: key and kind are required")
+		}
+		var open int64
+		err := tx.QueryRowContext(ctx, "SELECT id FROM tasks WHERE key = ? AND instance = ? AND status IN ('pending', 'running')",
+			task.Key, task.Instance).Scan(&open)
+		switch {
+		case err == nil:
+			return nil, fmt.Errorf("task %s %s/%s: task %d is still open: %w", task.Kind, task.Key, task.Instance, open, store.ErrConflict)
+		case !errors.Is(err, sql.ErrNoRows):
+			return nil, err
+		}
+		res, err := tx.ExecContext(ctx, "INSERT INTO tasks (key, instance, kind, payload, status, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+			task.Key, task.Instance, task.Kind, dbBytes(task.Payload), store.TaskPending, dbTime(t))
+		if err != nil {
+			return nil, err
+		}
+		id, err := res.LastInsertId()
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+// ClaimTask implements store.Store.
+func (s *Store) ClaimTask(ctx context.Context, owner string, ttl time.Duration) (store.Task, error) {
+	if owner == "" || ttl <= 0 {
+		return store.Task{}, fmt.Errorf("claim task: owner and a positive ttl are required")
+	}
+	var out store.Task
+	err := s.writeTxMode(ctx, crashSafe, func(tx *sql.Tx) error {
+		t := now()
+		task, err := scanTask(tx.QueryRowContext(ctx, "SELECT "+taskColumns+` FROM tasks
+			WHERE status = 'pending' OR (status = 'running' AND expires <= ?) ORDER BY id LIMIT 1`, dbTime(t)))
+		if err != nil {
+			return notFound(err)
+		}
+		task.Status, task.Owner, task.Attempts = store.TaskRunning, owner, task.Attempts+1
+		task.Token, task.Expires, task.ClaimedAt = task.Token+1, t.Add(ttl), t
+		_, err = tx.ExecContext(ctx, "UPDATE tasks SET status = ?, owner = ?, token = ?, attempts = ?, expires = ?, claimed_at = ? WHERE id = ?",
+			task.Status, task.Owner, task.Token, task.Attempts, dbTime(task.Expires), dbTime(task.ClaimedAt), task.ID)
+		out = task
+		return err
+	})
+	if err != nil {
+		return store.Task{}, fmt.Errorf("claim task: %w", err)
+	}
+	return out, nil
+}
+
+// HeartbeatTask implements store.Store.
+func (s *Store) HeartbeatTask(ctx context.Context, task store.Task, ttl time.Duration) (store.Task, error) {
+	if ttl <= 0 {
+		return store.Task{}, fmt.Errorf("heartbeat task %d: a positive ttl is required", task.ID)
+	}
+	out := task
+	err := s.writeTxMode(ctx, crashSafe, func(tx *sql.Tx) error {
+		out.Expires = now().Add(ttl)
+		res, err := tx.ExecContext(ctx, "UPDATE tasks SET expires = ? WHERE id = ? AND status = 'running' AND owner = ? AND token = ?",
+			dbTime(out.Expires), task.ID, task.Owner, task.Token)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return fmt.Errorf("task %d is no longer claimed by %s (token %d): %w", task.ID, task.Owner, task.Token, store.ErrFenced)
+		}
+		return nil
+	})
+	if err != nil {
+		return store.Task{}, fmt.Errorf("heartbeat task: %w", err)
+	}
+	return out, nil
+}
+
+// CompleteTask implements store.Store.
+func (s *Store) CompleteTask(ctx context.Context, task store.Task, status store.TaskStatus, message string, b *store.Batch) error {
+	if status != store.TaskSucceeded && status != store.TaskFailed {
+		return fmt.Errorf("complete task %d: status must be %s or %s, not %q", task.ID, store.TaskSucceeded, store.TaskFailed, status)
+	}
+	if b == nil {
+		b = &store.Batch{}
+	}
+	if err := validateBatch(b); err != nil {
+		return fmt.Errorf("complete task %d: %w", task.ID, err)
+	}
+	t := now()
+	var seqs, ids []int64
+	err := s.writeTxMode(ctx, crashSafe, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE tasks SET status = ?, message = ?, finished_at = ?, expires = NULL
+			WHERE id = ? AND status = 'running' AND owner = ? AND token = ?`,
+			status, message, dbTime(t), task.ID, task.Owner, task.Token)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return fmt.Errorf("task %d is no longer claimed by %s (token %d): %w", task.ID, task.Owner, task.Token, store.ErrFenced)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM tasks WHERE key = ?1 AND instance = ?2 AND status IN ('succeeded', 'failed')
+			AND id NOT IN (SELECT id FROM tasks WHERE key = ?1 AND instance = ?2 AND status IN ('succeeded', 'failed') ORDER BY id DESC LIMIT ?3)`,
+			task.Key, task.Instance, store.KeepFinishedTasks); err != nil {
+			return err
+		}
+		seqs, ids, err = s.applyBatch(ctx, tx, b, t)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("complete task %d: %w", task.ID, err)
+	}
+	b.Committed(seqs, ids, t)
+	return nil
+}
+
+// GetTask implements store.Store.
+func (s *Store) GetTask(ctx context.Context, id int64) (store.Task, error) {
+	t, err := scanTask(s.reads.QueryRowContext(ctx, "SELECT "+taskColumns+" FROM tasks WHERE id = ?", id))
+	if err != nil {
+		return store.Task{}, fmt.Errorf("get task %d: %w", id, notFound(err))
+	}
+	return t, nil
+}
+
+// ListTasks implements store.Store.
+func (s *Store) ListTasks(ctx context.Context, f store.TaskFilter) ([]store.Task, error) {
+	q := "SELECT " + taskColumns + " FROM tasks WHERE 1 = 1"
+	var args []any
+	if f.Key != "" {
+		q += " AND key = ?"
+		args = append(args, f.Key)
+	}
+	if f.Open {
+		q += " AND status IN ('pending', 'running')"
+	}
+	q += " ORDER BY id"
+	if f.Limit > 0 {
+		q += " LIMIT ?"
+		args = append(args, f.Limit)
+	}
+	out, err := queryAll(ctx, s.reads, q, args, scanTask)
+	if err != nil {
+		return nil, fmt.Errorf("list tasks: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,440 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/drover-dev/drover/internal/store"
+)
+
+// workTests are the conformance cases of leases and durable tasks.
+var workTests = []struct {
+	name string
+	fn   func(t *testing.T, s store.Store)
+}{
+	{"Lease/ClaimRenewRelease", testLeaseClaimRenewRelease},
+	{"Lease/ExpiryTakeoverFencesOldHolder", testLeaseExpiry},
+	{"Lease/ConcurrentClaimsOneWinner", testLeaseConcurrent},
+	{"Task/EnqueueClaimComplete", testTaskLifecycle},
+	{"Task/ExpiredClaimTakenOver", testTaskExpiry},
+	{"Task/ConcurrentClaimsEachOnce", testTaskConcurrentClaims},
+	{"Work/TwoEnginesTwoRunners", testTwoEnginesTwoRunners},
+}
+
+// eventually polls cond until it holds or 10 s pass.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func testLeaseClaimRenewRelease(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	a, err := s.ClaimLease(ctx, "shop/web", "engine-a", time.Minute)
+	must(t, err)
+	if a.Key != "shop/web" || a.Owner != "engine-a" || a.Token < 1 || time.Until(a.Expires) < 50*time.Second {
+		t.Fatalf("claimed %+v", a)
+	}
+	held, err := s.ClaimLease(ctx, "shop/web", "engine-b", time.Minute)
+	wantErr(t, err, store.ErrLeaseHeld, "claim of a held lease")
+	if held.Owner != "engine-a" || held.Token != a.Token {
+		t.Errorf("ErrLeaseHeld came with %+v, want the holder's lease", held)
+	}
+	again, err := s.ClaimLease(ctx, "shop/web", "engine-a", time.Minute)
+	must(t, err)
+	if again.Token != a.Token {
+		t.Errorf("the holder's second claim changed the token %d -> %d", a.Token, again.Token)
+	}
+	renewed, err := s.RenewLease(ctx, a, 2*time.Minute)
+	must(t, err)
+	if renewed.Token != a.Token || !renewed.Expires.After(a.Expires) {
+		t.Errorf("renewed %+v from %+v", renewed, a)
+	}
+	must(t, s.Write(ctx, &store.Batch{Fence: &store.Fence{Key: a.Key, Token: a.Token}, Events: []store.Event{ev("shop", "web", "fenced")}}))
+	must(t, s.ReleaseLease(ctx, renewed))
+	b, err := s.ClaimLease(ctx, "shop/web", "engine-b", time.Minute)
+	must(t, err)
+	if b.Token <= a.Token {
+		t.Errorf("a new holder got token %d, not above %d", b.Token, a.Token)
+	}
+	_, err = s.RenewLease(ctx, a, time.Minute)
+	wantErr(t, err, store.ErrFenced, "renewal of a released lease another owner claimed")
+	must(t, s.ReleaseLease(ctx, a)) // a lost lease: no error, and b keeps it
+	if _, err := s.ClaimLease(ctx, "shop/web", "engine-c", time.Minute); !errors.Is(err, store.ErrLeaseHeld) {
+		t.Errorf("the old holder's release freed the new holder's lease: %v", err)
+	}
+	leases, err := s.ListLeases(ctx)
+	must(t, err)
+	if len(leases) != 1 || leases[0].Owner != "engine-b" || leases[0].Token != b.Token {
+		t.Errorf("leases %+v", leases)
+	}
+	for _, bad := range []struct{ key, owner string }{{"", "x"}, {"k", ""}} {
+		if _, err := s.ClaimLease(ctx, bad.key, bad.owner, time.Minute); err == nil || errors.Is(err, store.ErrLeaseHeld) {
+			t.Errorf("claim %q by %q: %v, want a validation error", bad.key, bad.owner, err)
+		}
+	}
+}
+
+func testLeaseExpiry(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	a, err := s.ClaimLease(ctx, "shop/web", "engine-a", 50*time.Millisecond)
+	must(t, err)
+	var b store.Lease
+	eventually(t, "the lease to expire", func() bool {
+		b, err = s.ClaimLease(ctx, "shop/web", "engine-b", time.Minute)
+		return err == nil
+	})
+	if b.Token <= a.Token || b.Owner != "engine-b" {
+		t.Fatalf("taken over as %+v from %+v", b, a)
+	}
+	_, err = s.RenewLease(ctx, a, time.Minute)
+	wantErr(t, err, store.ErrFenced, "renewal by the holder whose lease expired and was taken")
+	// The old holder's fenced write is refused whole.
+	inst := instance("shop", "web", "prod")
+	err = s.Write(ctx, &store.Batch{Fence: &store.Fence{Key: a.Key, Token: a.Token}, Instances: []store.Instance{inst},
+		Events: []store.Event{ev("shop", "web", "stale")}, Tasks: []store.Task{{Key: "shop/web", Instance: "prod", Kind: "apply"}}})
+	wantErr(t, err, store.ErrFenced, "write fenced by a lost lease")
+	if _, err := s.GetInstance(ctx, "shop", "web", "prod"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a fenced-out write created the instance: %v", err)
+	}
+	if evs := events(t, s, store.EventFilter{}); len(evs) != 0 {
+		t.Errorf("a fenced-out write appended %d events", len(evs))
+	}
+	if tasks, err := s.ListTasks(ctx, store.TaskFilter{}); err != nil || len(tasks) != 0 {
+		t.Errorf("a fenced-out write enqueued %v (%v)", tasks, err)
+	}
+	// A fence on a key nobody ever claimed is refused too.
+	err = s.Write(ctx, &store.Batch{Fence: &store.Fence{Key: "nobody/claimed", Token: 1}, Events: []store.Event{ev("a", "b", "x")}})
+	wantErr(t, err, store.ErrFenced, "write fenced by a lease that never existed")
+	must(t, s.Write(ctx, &store.Batch{Fence: &store.Fence{Key: b.Key, Token: b.Token}, Instances: []store.Instance{inst}}))
+}
+
+func testLeaseConcurrent(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	var wins atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			_, err := s.ClaimLease(ctx, "shop/web", fmt.Sprintf("engine-%d", i), time.Minute)
+			switch {
+			case err == nil:
+				wins.Add(1)
+			case !errors.Is(err, store.ErrLeaseHeld):
+				t.Errorf("claim: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := wins.Load(); n != 1 {
+		t.Errorf("%d of 8 concurrent claims of one key won, want 1", n)
+	}
+}
+
+func testTaskLifecycle(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	if _, err := s.ClaimTask(ctx, "runner-a", time.Minute); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("claim with nothing queued: %v, want ErrNotFound", err)
+	}
+	inst := instance("shop", "web", "prod")
+	b := &store.Batch{Instances: []store.Instance{inst}, Tasks: []store.Task{
+		{Key: "shop/web", Instance: "prod", Kind: "apply", Payload: []byte(`{"version":"v1"}`)},
+		{Key: "shop/web", Instance: "staging", Kind: "apply"},
+	}}
+	must(t, s.Write(ctx, b))
+	if b.Tasks[0].ID == 0 || b.Tasks[1].ID <= b.Tasks[0].ID || b.Tasks[0].Status != store.TaskPending || b.Tasks[0].CreatedAt.IsZero() {
+		t.Fatalf("enqueued %+v", b.Tasks)
+	}
+	// A second open task for one instance is refused, with the whole batch.
+	dup := &store.Batch{Events: []store.Event{ev("shop", "web", "dup")}, Tasks: []store.Task{{Key: "shop/web", Instance: "prod", Kind: "apply"}}}
+	wantErr(t, s.Write(ctx, dup), store.ErrConflict, "a second open task for one instance")
+	if evs := events(t, s, store.EventFilter{}); len(evs) != 0 {
+		t.Errorf("the refused batch appended %d events", len(evs))
+	}
+	if err := s.Write(ctx, &store.Batch{Tasks: []store.Task{{Key: "shop/web", Instance: "x"}}}); err == nil {
+		t.Error("a task without a kind was enqueued")
+	}
+
+	first, err := s.ClaimTask(ctx, "runner-a", time.Minute)
+	must(t, err)
+	if first.ID != b.Tasks[0].ID || first.Status != store.TaskRunning || first.Owner != "runner-a" || first.Attempts != 1 ||
+		first.Token < 1 || string(first.Payload) != `{"version":"v1"}` || first.ClaimedAt.IsZero() {
+		t.Fatalf("claimed %+v, want the oldest task", first)
+	}
+	second, err := s.ClaimTask(ctx, "runner-b", time.Minute)
+	must(t, err)
+	if second.ID != b.Tasks[1].ID {
+		t.Fatalf("second claim got task %d, want %d", second.ID, b.Tasks[1].ID)
+	}
+	if _, err := s.ClaimTask(ctx, "runner-c", time.Minute); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a third claim: %v, want ErrNotFound (both tasks are claimed)", err)
+	}
+	hb, err := s.HeartbeatTask(ctx, first, 2*time.Minute)
+	must(t, err)
+	if !hb.Expires.After(first.Expires) || hb.Token != first.Token {
+		t.Errorf("heartbeat %+v from %+v", hb, first)
+	}
+	wrong := first
+	wrong.Owner = "runner-b"
+	_, err = s.HeartbeatTask(ctx, wrong, time.Minute)
+	wantErr(t, err, store.ErrFenced, "heartbeat by another owner")
+
+	stored, err := s.GetInstance(ctx, "shop", "web", "prod")
+	must(t, err)
+	stored.CurrentVersion = "v1"
+	done := &store.Batch{Instances: []store.Instance{stored}, Events: []store.Event{ev("shop", "web", "applied")}}
+	must(t, s.CompleteTask(ctx, hb, store.TaskSucceeded, "applied v1", done))
+	if done.Instances[0].Revision != stored.Revision+1 || done.Events[0].Seq == 0 {
+		t.Errorf("the completion batch was not committed into b: %+v", done)
+	}
+	got, err := s.GetTask(ctx, first.ID)
+	must(t, err)
+	if got.Status != store.TaskSucceeded || got.Message != "applied v1" || got.FinishedAt.IsZero() {
+		t.Errorf("completed task %+v", got)
+	}
+	wantErr(t, s.CompleteTask(ctx, hb, store.TaskFailed, "again", nil), store.ErrFenced, "completing a completed task")
+	if err := s.CompleteTask(ctx, second, "bogus", "", nil); err == nil || errors.Is(err, store.ErrFenced) {
+		t.Errorf("completion with a bad status: %v", err)
+	}
+	// A completion whose batch conflicts writes nothing, the task stays claimed.
+	staleDone := &store.Batch{Instances: []store.Instance{stored}}
+	wantErr(t, s.CompleteTask(ctx, second, store.TaskFailed, "x", staleDone), store.ErrConflict, "completion with a stale instance")
+	if got, err := s.GetTask(ctx, second.ID); err != nil || got.Status != store.TaskRunning {
+		t.Errorf("after a conflicting completion the task is %+v (%v), want still running", got, err)
+	}
+	must(t, s.CompleteTask(ctx, second, store.TaskFailed, "runtime said no", nil))
+	// Now prod has no open task: a new one may be enqueued.
+	must(t, s.Write(ctx, &store.Batch{Tasks: []store.Task{{Key: "shop/web", Instance: "prod", Kind: "apply"}}}))
+	open, err := s.ListTasks(ctx, store.TaskFilter{Key: "shop/web", Open: true})
+	must(t, err)
+	if len(open) != 1 || open[0].Instance != "prod" || open[0].Status != store.TaskPending {
+		t.Errorf("open tasks %+v", open)
+	}
+	all, err := s.ListTasks(ctx, store.TaskFilter{Key: "shop/web"})
+	must(t, err)
+	if len(all) != 3 || all[0].ID != first.ID {
+		t.Errorf("all tasks %+v", all)
+	}
+	if _, err := s.GetTask(ctx, 1<<40); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("get unknown task: %v", err)
+	}
+}
+
+func testTaskExpiry(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	must(t, s.Write(ctx, &store.Batch{Tasks: []store.Task{{Key: "shop/web", Instance: "prod", Kind: "apply"}}}))
+	a, err := s.ClaimTask(ctx, "runner-a", 50*time.Millisecond)
+	must(t, err)
+	var b store.Task
+	eventually(t, "the claim to expire", func() bool {
+		b, err = s.ClaimTask(ctx, "runner-b", time.Minute)
+		return err == nil
+	})
+	if b.ID != a.ID || b.Attempts != 2 || b.Token <= a.Token || b.Owner != "runner-b" {
+		t.Fatalf("taken over as %+v from %+v", b, a)
+	}
+	_, err = s.HeartbeatTask(ctx, a, time.Minute)
+	wantErr(t, err, store.ErrFenced, "heartbeat of a claim taken over")
+	inst := instance("shop", "web", "prod")
+	wantErr(t, s.CompleteTask(ctx, a, store.TaskSucceeded, "late", &store.Batch{Instances: []store.Instance{inst}}), store.ErrFenced, "completion of a claim taken over")
+	if _, err := s.GetInstance(ctx, "shop", "web", "prod"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a fenced-out completion wrote its batch: %v", err)
+	}
+	must(t, s.CompleteTask(ctx, b, store.TaskSucceeded, "done", nil))
+}
+
+func testTaskConcurrentClaims(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	const n = 40
+	b := &store.Batch{}
+	for i := range n {
+		b.Tasks = append(b.Tasks, store.Task{Key: fmt.Sprintf("shop/svc%d", i), Instance: "prod", Kind: "apply"})
+	}
+	must(t, s.Write(ctx, b))
+	var mu sync.Mutex
+	claimed := map[int64]string{}
+	var wg sync.WaitGroup
+	for r := range 4 {
+		owner := fmt.Sprintf("runner-%d", r)
+		wg.Go(func() {
+			for {
+				task, err := s.ClaimTask(ctx, owner, time.Minute)
+				if errors.Is(err, store.ErrNotFound) {
+					return
+				}
+				if err != nil {
+					t.Errorf("claim: %v", err)
+					return
+				}
+				mu.Lock()
+				if prev, dup := claimed[task.ID]; dup {
+					t.Errorf("task %d claimed by %s and %s", task.ID, prev, owner)
+				}
+				claimed[task.ID] = owner
+				mu.Unlock()
+				if err := s.CompleteTask(ctx, task, store.TaskSucceeded, "", nil); err != nil {
+					t.Errorf("complete: %v", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if len(claimed) != n {
+		t.Errorf("%d of %d tasks were claimed", len(claimed), n)
+	}
+}
+
+// testTwoEnginesTwoRunners runs the shape the engine uses over one store:
+// engines lease service keys, write a plan and enqueue an apply task in one
+// fenced batch; runners claim tasks and complete them with the instance's
+// new state. Engine A stops midway without releasing its leases (a crash);
+// B takes its services over once they expire. Every service ends applied,
+// and each (service, version) is applied exactly once.
+func testTwoEnginesTwoRunners(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	const services = 40
+	const ttl = 200 * time.Millisecond
+	var mu sync.Mutex
+	applied := map[string]int{}
+
+	// plan is one engine pass over a service under its lease.
+	plan := func(ctx context.Context, owner string, svc string) error {
+		key := "shop/" + svc
+		lease, err := s.ClaimLease(ctx, key, owner, ttl)
+		if err != nil {
+			return err
+		}
+		inst, err := s.GetInstance(ctx, "shop", svc, "prod")
+		if errors.Is(err, store.ErrNotFound) {
+			inst = store.Instance{Application: "shop", Service: svc, ReleaseChannel: "prod", Status: "PENDING"}
+		} else if err != nil {
+			return err
+		}
+		open, err := s.ListTasks(ctx, store.TaskFilter{Key: key, Open: true})
+		if err != nil {
+			return err
+		}
+		if inst.TargetVersion == "v1" || len(open) > 0 {
+			return nil // decided already
+		}
+		inst.TargetVersion, inst.Status = "v1", "CONVERGING"
+		return s.Write(ctx, &store.Batch{Fence: &store.Fence{Key: key, Token: lease.Token}, Instances: []store.Instance{inst},
+			Tasks: []store.Task{{Key: key, Instance: "prod", Kind: "apply", Payload: []byte("v1")}}})
+	}
+	engine := func(ctx context.Context, owner string, only func(i int) bool) {
+		for {
+			pending := 0
+			for i := range services {
+				if !only(i) {
+					continue
+				}
+				inst, err := s.GetInstance(ctx, "shop", fmt.Sprintf("svc%d", i), "prod")
+				if err == nil && inst.TargetVersion == "v1" {
+					continue
+				}
+				pending++
+				err = plan(ctx, owner, fmt.Sprintf("svc%d", i))
+				switch {
+				case ctx.Err() != nil:
+					return
+				case err != nil && !errors.Is(err, store.ErrLeaseHeld) && !errors.Is(err, store.ErrFenced) && !errors.Is(err, store.ErrConflict):
+					t.Errorf("%s: plan svc%d: %v", owner, i, err)
+					return
+				}
+			}
+			if pending == 0 {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	runner := func(ctx context.Context, owner string) {
+		for ctx.Err() == nil {
+			task, err := s.ClaimTask(ctx, owner, time.Minute)
+			if errors.Is(err, store.ErrNotFound) {
+				time.Sleep(time.Millisecond)
+				continue
+			}
+			if err != nil {
+				if ctx.Err() == nil {
+					t.Errorf("%s: claim: %v", owner, err)
+				}
+				return
+			}
+			svc := task.Key[len("shop/"):]
+			mu.Lock()
+			applied[svc+"@"+string(task.Payload)]++
+			mu.Unlock()
+			for {
+				inst, err := s.GetInstance(ctx, "shop", svc, "prod")
+				if err != nil {
+					t.Errorf("%s: %v", owner, err)
+					return
+				}
+				inst.CurrentVersion, inst.Status = string(task.Payload), "CONVERGED"
+				err = s.CompleteTask(ctx, task, store.TaskSucceeded, "applied", &store.Batch{Instances: []store.Instance{inst}})
+				if !errors.Is(err, store.ErrConflict) {
+					if err != nil {
+						t.Errorf("%s: complete: %v", owner, err)
+					}
+					break
+				}
+			}
+		}
+	}
+
+	runCtx, stopRunners := context.WithCancel(ctx)
+	var runners sync.WaitGroup
+	runners.Go(func() { runner(runCtx, "runner-1") })
+	runners.Go(func() { runner(runCtx, "runner-2") })
+
+	// Engine A leases the even services and "crashes" before planning them.
+	for i := 0; i < services; i += 2 {
+		if _, err := s.ClaimLease(ctx, fmt.Sprintf("shop/svc%d", i), "engine-a", ttl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Both engines work; A only gets to plan the first quarter, then stops.
+	aCtx, crashA := context.WithCancel(ctx)
+	var engines sync.WaitGroup
+	engines.Go(func() { engine(aCtx, "engine-a", func(i int) bool { return i < services/4 }) })
+	engines.Go(func() { engine(ctx, "engine-b", func(int) bool { return true }) })
+	time.Sleep(20 * time.Millisecond)
+	crashA()
+	engines.Wait()
+
+	eventually(t, "every service applied", func() bool {
+		list, err := s.ListInstances(ctx, "shop", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, inst := range list {
+			if inst.CurrentVersion == "v1" {
+				n++
+			}
+		}
+		return n == services
+	})
+	stopRunners()
+	runners.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(applied) != services {
+		t.Errorf("%d services applied, want %d", len(applied), services)
+	}
+	for k, n := range applied {
+		if n != 1 {
+			t.Errorf("%s applied %d times, want once", k, n)
+		}
+	}
+}
