@@ -190,4 +190,3 @@ func (x *LocalExecutor) recordOutcome(ctx context.Context, inst store.Instance, 
 		inst = fresh
 	}
 }
-
