@@ -1,4 +1,4 @@
-package cli
+package daemon
 
 import (
 	"context"
@@ -22,6 +22,7 @@ import (
 	"github.com/drover-dev/drover/api/client"
 	apiv1 "github.com/drover-dev/drover/api/v1"
 	"github.com/drover-dev/drover/internal/auth"
+	"github.com/drover-dev/drover/internal/cli"
 	"github.com/drover-dev/drover/internal/config"
 	"github.com/drover-dev/drover/internal/engine"
 	"github.com/drover-dev/drover/internal/runtimes"
@@ -49,7 +50,7 @@ the process.`,
 		Example: `  drover bench --services 1000 --channels 10`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := outputFormat(output, "text", "json"); err != nil {
+			if err := cli.OutputFormat(output, "text", "json"); err != nil {
 				return err
 			}
 			if data == "" {
@@ -81,7 +82,7 @@ the process.`,
 				}
 			}
 			if output == "json" {
-				return writeJSON(cmd.OutOrStdout(), res)
+				return cli.WriteJSON(cmd.OutOrStdout(), res)
 			}
 			printBench(cmd.OutOrStdout(), res)
 			return nil
@@ -196,10 +197,10 @@ func runBench(ctx context.Context, data string, services, channels, workers int,
 	settings := engine.DefaultSettings()
 	token := auth.NewToken()
 	edge := server.EdgeConfig{Auth: auth.NewTokenAuthenticator(token, auth.LocalIdentity)}
-	srv := server.New(server.Config{Store: st, DataDir: data, Settings: settings, Registry: registry, Workers: workers, Log: slog.New(slog.DiscardHandler), Edge: edge})
+	node := New(Config{Store: st, DataDir: data, Settings: settings, Registry: registry, Workers: workers, Log: slog.New(slog.DiscardHandler), Edge: edge})
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- srv.Run(runCtx, ln) }()
+	go func() { done <- node.Run(runCtx, ln) }()
 	defer func() {
 		stop()
 		if serr := <-done; serr != nil && err == nil {
@@ -215,7 +216,7 @@ func runBench(ctx context.Context, data string, services, channels, workers int,
 	res = &benchResult{Services: services, Channels: channels, Instances: services * channels}
 	start := time.Now()
 	if _, err := c.ApplyConfigs(ctx, apiv1.ApplyConfigsRequest{Configs: configs}); err != nil {
-		return nil, apiErr(err)
+		return nil, cli.APIError(err)
 	}
 	res.ApplySeconds = time.Since(start).Seconds()
 
@@ -243,13 +244,13 @@ func runBench(ctx context.Context, data string, services, channels, workers int,
 	}
 	wg.Wait()
 	if err, _ := first.Load().(error); err != nil {
-		return nil, apiErr(err)
+		return nil, cli.APIError(err)
 	}
 	res.PushSeconds = time.Since(pushStart).Seconds()
 	for {
 		list, err := c.ListServices(ctx)
 		if err != nil {
-			return nil, apiErr(err)
+			return nil, cli.APIError(err)
 		}
 		converged := 0
 		for _, s := range list.Services {
