@@ -25,6 +25,7 @@ import (
 	"github.com/drover-dev/drover/internal/cli"
 	"github.com/drover-dev/drover/internal/config"
 	"github.com/drover-dev/drover/internal/engine"
+	"github.com/drover-dev/drover/internal/runtimehost"
 	"github.com/drover-dev/drover/internal/runtimes"
 	"github.com/drover-dev/drover/internal/runtimes/fake"
 	"github.com/drover-dev/drover/internal/server"
@@ -191,7 +192,7 @@ func runBench(ctx context.Context, data string, services, channels, workers int,
 	if err != nil {
 		return nil, err
 	}
-	registry := runtimes.Registry{"fake": func(cfg *config.Runtime, opts runtimes.Options) (runtimes.Runtime, error) {
+	registry := runtimehost.Registry{"fake": func(cfg *config.Runtime, opts runtimes.Options) (runtimes.Runtime, error) {
 		return fake.Open(cfg.Name, fake.Settings{}, opts) // zero-delay rollouts
 	}}
 	settings := engine.DefaultSettings()

@@ -20,7 +20,7 @@ type Config struct {
 	// DataDir is where runtimes may keep state (the fake runtime does).
 	DataDir string
 	// Registry of runtime kinds; nil means the built-in ones.
-	Registry runtimes.Registry
+	Registry runtimehost.Registry
 	Settings engine.Settings
 	// Workers is the number of engine workers.
 	Workers int

@@ -32,7 +32,7 @@ type Config struct {
 	Store Store
 	// Registry holds the runtime kinds the host can build (builtin.Registry
 	// in drover).
-	Registry runtimes.Registry
+	Registry Registry
 	// DataDir is where runtimes may keep state (the fake runtime does).
 	DataDir string
 	// Log is the host's and the runtimes' logger (nil = discard).
@@ -47,7 +47,7 @@ type Config struct {
 // concurrent use.
 type Host struct {
 	store    Store
-	registry runtimes.Registry
+	registry Registry
 	opts     runtimes.Options
 	log      *slog.Logger
 

@@ -53,8 +53,8 @@ type builds struct {
 	all []*testRuntime
 }
 
-func (b *builds) registry() runtimes.Registry {
-	return runtimes.Registry{"fake": func(cfg *config.Runtime, opts runtimes.Options) (runtimes.Runtime, error) {
+func (b *builds) registry() runtimehost.Registry {
+	return runtimehost.Registry{"fake": func(cfg *config.Runtime, opts runtimes.Options) (runtimes.Runtime, error) {
 		r := &testRuntime{name: cfg.Name, opts: opts, closed: make(chan struct{}), watched: make(chan struct{})}
 		b.mu.Lock()
 		b.all = append(b.all, r)

@@ -4,7 +4,7 @@
 package builtin
 
 import (
-	"github.com/drover-dev/drover/internal/runtimes"
+	"github.com/drover-dev/drover/internal/runtimehost"
 	"github.com/drover-dev/drover/internal/runtimes/custom"
 	"github.com/drover-dev/drover/internal/runtimes/fake"
 	"github.com/drover-dev/drover/internal/runtimes/kubernetes"
@@ -12,8 +12,8 @@ import (
 )
 
 // Registry returns the runtime kinds built into drover.
-func Registry() runtimes.Registry {
-	return runtimes.Registry{
+func Registry() runtimehost.Registry {
+	return runtimehost.Registry{
 		"fake":            fake.Factory,
 		"custom":          custom.Factory,
 		"terraformRunner": terraform.Factory,
