@@ -91,24 +91,3 @@ func TestB9CLIRequestTimeout(t *testing.T) {
 		}
 	}
 }
-
-func TestS11NonLoopbackListenWarns(t *testing.T) {
-	t.Parallel()
-	for addr, warn := range map[string]bool{
-		"127.0.0.1:7420": false, "[::1]:7420": false, "127.0.0.2:7420": false,
-		"0.0.0.0:7420": true, "[::]:7420": true, "192.168.1.5:7420": true,
-	} {
-		msg := exposureWarning(addr)
-		if (msg != "") != warn {
-			t.Errorf("%s: warning %q", addr, msg)
-		}
-		if warn && !strings.Contains(msg, "reachable from other machines") {
-			t.Errorf("%s: unclear warning %q", addr, msg)
-		}
-	}
-	var b bytes.Buffer
-	warnExposure(&b, "http://0.0.0.0:7420")
-	if !strings.HasPrefix(b.String(), "warning: ") {
-		t.Errorf("printed %q", b.String())
-	}
-}

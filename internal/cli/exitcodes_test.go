@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -49,7 +48,6 @@ func TestB16UsageErrorsExit64(t *testing.T) {
 		{"validate", quickstart, "-o", "toml"},
 		{"compile", quickstart, "--app", "nosuch"},
 		{"compile", quickstart, "--param", "image"},
-		{"server", "--log-level", "loud"},
 		{"nosuch"},
 		{"--bogus"},
 		{"version", "extra"},
@@ -120,34 +118,5 @@ func TestB13RepeatedParamRefused(t *testing.T) {
 		"--param", "image=1.0", "--param-by-release-channel", "staging=image=2.0", "--param-by-release-channel", "prod=image=3.0")
 	if code != exitOK || !strings.Contains(stdout, "nginx:2.0") || !strings.Contains(stdout, "nginx:3.0") {
 		t.Errorf("one value for all plus one per channel: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
-	}
-}
-
-// TestB7ServerIntervalsHaveAFloor: a server started with a poll interval
-// that would keep a core busy fetching (or other values the engine cannot
-// run with) is refused as a usage error before anything is opened.
-func TestB7ServerIntervalsHaveAFloor(t *testing.T) {
-	t.Parallel()
-	for _, flags := range [][]string{
-		{"--steady-poll-interval", "1ns"},
-		{"--poll-interval", "1ms"},
-		{"--poll-interval", "0s"},
-		{"--progress-deadline", "0s"},
-		{"--apply-attempts", "0"},
-		{"--workers", "0"},
-		{"--shutdown-grace", "-1s"},
-	} {
-		t.Run(strings.Join(flags, " "), func(t *testing.T) {
-			t.Parallel()
-			data := filepath.Join(t.TempDir(), "data")
-			args := append([]string{"server", "--data", data, "--listen", "127.0.0.1:0"}, flags...)
-			code, _, stderr := runMain(args...)
-			if code != exitUsage || !strings.Contains(stderr, "invalid "+flags[0]) {
-				t.Errorf("exit %d, want %d with the flag named; stderr:\n%s", code, exitUsage, stderr)
-			}
-			if _, err := os.Stat(data); !os.IsNotExist(err) {
-				t.Errorf("the data directory was created (stat: %v)", err)
-			}
-		})
 	}
 }

@@ -39,5 +39,3 @@ func writeYAML(w io.Writer, v any) error {
 	_, err = w.Write(out)
 	return err
 }
-
-func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }

@@ -1,5 +1,8 @@
-// Package cli implements drover's command-line verbs. Each verb is a cobra
-// command built by a small constructor; the root command wires them together.
+// Package cli implements drover's command-line verbs that talk to a server
+// (and validate and compile, which need none). Each verb is a cobra command
+// built by a small constructor; the root command wires them together. The
+// verbs that run a server (server, dev, bench) live in the composition root,
+// internal/daemon, and come in through Main's and NewRoot's cmds.
 package cli
 
 import (
@@ -37,9 +40,10 @@ var linkKustomize sync.Once
 // Main runs the CLI with args and returns the process exit code: exitOK,
 // exitError, exitFailed or exitTimeout (wait), or exitUsage for every usage
 // error, cobra's own (unknown command or flag, argument count) included.
-func Main(args []string, stdout, stderr io.Writer) int {
+// cmds are further verbs to add to the root (see NewRoot).
+func Main(args []string, stdout, stderr io.Writer, cmds ...*cobra.Command) int {
 	linkKustomize.Do(func() { config.RenderKustomize = manifest.RenderKustomizeDir })
-	root := NewRoot(stdout, stderr)
+	root := NewRoot(stdout, stderr, cmds...)
 	root.SetArgs(args)
 	// cobra adds help and completion when it executes; Find must see them.
 	root.InitDefaultHelpCmd()
@@ -68,8 +72,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	return exitError
 }
 
-// NewRoot builds the root command.
-func NewRoot(stdout, stderr io.Writer) *cobra.Command {
+// NewRoot builds the root command with the API-client verbs and cmds (the
+// server verbs of internal/daemon), whose errors it treats like its own: a
+// usage error (UsageErrorf, a bad flag) exits 64, an ExitError its code.
+func NewRoot(stdout, stderr io.Writer, cmds ...*cobra.Command) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "drover",
 		Short: "Intent-based continuous delivery",
@@ -89,15 +95,15 @@ approvals, protections). It reads Prodvana-format configs (*.pvn.yaml).`,
 	root.PersistentFlags().DurationVar(&g.requestTimeout, "request-timeout", client.DefaultTimeout, "give up on a request the server does not answer in this long (0 = never; event streams reconnect instead)")
 	root.AddCommand(
 		newValidateCmd(), newCompileCmd(),
-		newServerCmd(), newDevCmd(),
 		newApplyCmd(g), newPushCmd(g), newStatusCmd(g), newWaitCmd(g),
 		newApproveCmd(g, false), newApproveCmd(g, true),
 		newChannelCmd(g, "pause", "Stop applying to a release channel (or all) until resumed", (*client.Client).Pause),
 		newChannelCmd(g, "resume", "Let drover apply to a paused release channel (or all) again", (*client.Client).Resume),
 		newChannelCmd(g, "rollback", "Roll a release channel (or all) back to its last converged version", (*client.Client).Rollback),
-		newEventsCmd(g), newRunsCmd(g), newRunCmd(g), newBenchCmd(),
+		newEventsCmd(g), newRunsCmd(g), newRunCmd(g),
 		newVersionCmd(),
 	)
+	root.AddCommand(cmds...)
 	markUsageErrors(root)
 	return root
 }

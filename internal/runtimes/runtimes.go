@@ -9,11 +9,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
-
-	"github.com/drover-dev/drover/internal/config"
 )
 
 // InstanceKey names a service in a release channel.
@@ -211,20 +208,4 @@ type Options struct {
 	Processes ProcessRecorder
 	// Log is the runtime's logger (nil = discard).
 	Log *slog.Logger
-}
-
-// Factory builds a runtime from its config.
-type Factory func(cfg *config.Runtime, opts Options) (Runtime, error)
-
-// Registry maps runtime kinds ("fake", "kubernetes", "custom",
-// "terraformRunner") to factories.
-type Registry map[string]Factory
-
-// New builds the runtime for cfg, whose kind is given by kind.
-func (r Registry) New(kind string, cfg *config.Runtime, opts Options) (Runtime, error) {
-	f, ok := r[kind]
-	if !ok {
-		return nil, fmt.Errorf("runtime %s: %s runtimes are not supported yet", cfg.Name, kind)
-	}
-	return f(cfg, opts)
 }

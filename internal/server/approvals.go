@@ -101,7 +101,7 @@ func (s *Server) approve(ctx context.Context, app, svc string, req apiv1.Approve
 	case err != nil:
 		return nil, err
 	}
-	s.loop.Enqueue(app, svc)
+	s.engine.Enqueue(app, svc)
 	s.changed.notify()
 	s.awaitPlan(ctx, app, svc, ch.Name, before)
 	return s.statusOf(ctx, rec)

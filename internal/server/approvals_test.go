@@ -27,9 +27,7 @@ func newPushedServer(t *testing.T) (*Server, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	s := New(Config{Store: st, DataDir: t.TempDir()})
-	s.runtimes.ctx = t.Context() // what Run sets; the engine itself is not run
-	t.Cleanup(s.runtimes.Close)
+	s, _ := newTestServer(t, st, t.TempDir(), EdgeConfig{}) // the engine is not run
 	dir := t.TempDir()
 	sub, err := fs.Sub(examples.Quickstart, "quickstart")
 	if err != nil {

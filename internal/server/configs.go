@@ -209,7 +209,7 @@ func (s *Server) applyConfigs(ctx context.Context, req apiv1.ApplyConfigsRequest
 		}
 		resp.Results = append(resp.Results, res)
 	}
-	s.runtimes.invalidate()
+	s.runtimes.Invalidate()
 	s.changed.notify()
 	return resp, nil
 }

@@ -34,18 +34,21 @@ func startServer(t *testing.T, edge server.EdgeConfig) string {
 	if edge.Auth == nil {
 		edge.Auth = auth.NewTokenAuthenticator(testToken, auth.LocalIdentity)
 	}
-	srv := server.New(server.Config{Store: st, DataDir: dir, Edge: edge, Workers: 1})
+	srv, loop := server.NewTestServer(t, st, dir, edge)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
+	done := make(chan error, 2)
 	go func() { done <- srv.Run(ctx, ln) }()
+	go func() { done <- loop.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("server: %v", err)
+		for range 2 {
+			if err := <-done; err != nil {
+				t.Errorf("server: %v", err)
+			}
 		}
 		_ = st.Close()
 	})

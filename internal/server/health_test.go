@@ -57,7 +57,8 @@ func TestB25HealthReportsStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	api := New(Config{Store: st, DataDir: dir}).Handler()
+	srv, _ := newTestServer(t, st, dir, EdgeConfig{})
+	api := srv.Handler()
 	// ts answers as to a caller with the local credential, anon as to a probe without one.
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		api.ServeHTTP(w, r.WithContext(auth.WithIdentity(r.Context(), auth.LocalIdentity)))

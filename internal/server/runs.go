@@ -13,21 +13,6 @@ import (
 	"github.com/drover-dev/drover/internal/store"
 )
 
-// runRecorder stores the commands runtimes run.
-type runRecorder struct {
-	store store.Store
-}
-
-func (r runRecorder) RecordRun(ctx context.Context, run runtimes.Run) error {
-	_, err := r.store.RecordRun(ctx, store.TaskRun{
-		Application: run.Application, Service: run.Service, ReleaseChannel: run.ReleaseChannel,
-		Runtime: run.Runtime, Kind: run.Kind, Version: run.Version, Command: run.Command,
-		ExitCode: run.ExitCode, Error: run.Error, StartedAt: run.StartedAt, FinishedAt: run.FinishedAt,
-		Stdout: run.Stdout, Stderr: run.Stderr, Truncated: run.Truncated,
-	})
-	return err
-}
-
 func toAPIRun(r store.TaskRun, withOutput bool) apiv1.Run {
 	out := apiv1.Run{
 		ID: r.ID, Application: r.Application, Service: r.Service, ReleaseChannel: r.ReleaseChannel,

@@ -1,6 +1,8 @@
 // Package server is drover's API server: it stores configs, compiles pushes
-// into desired states, accepts approvals and other requests, streams events,
-// and runs the convergence engine, all in one process.
+// into desired states, accepts approvals and other requests, and streams
+// events. It holds routes and use cases, not the wiring: the composition root
+// (internal/daemon) builds the store, the runtime host and the engine and
+// hands them to New.
 package server
 
 import (
@@ -15,40 +17,43 @@ import (
 	"sync"
 	"time"
 
-	"github.com/drover-dev/drover/internal/engine"
 	"github.com/drover-dev/drover/internal/runtimes"
-	"github.com/drover-dev/drover/internal/runtimes/custom"
-	"github.com/drover-dev/drover/internal/runtimes/fake"
-	"github.com/drover-dev/drover/internal/runtimes/kubernetes"
-	"github.com/drover-dev/drover/internal/runtimes/terraform"
 	"github.com/drover-dev/drover/internal/store"
 )
+
+// Engine is what the server needs of the convergence engine.
+type Engine interface {
+	// Enqueue asks the engine to look at a service again.
+	Enqueue(app, svc string)
+}
+
+// Runtimes is what the server needs of the runtime host.
+type Runtimes interface {
+	// Runtime returns the configured runtime named name.
+	Runtime(ctx context.Context, name string) (runtimes.Runtime, error)
+	// Invalidate makes the next lookups re-read runtime configs.
+	Invalidate()
+}
 
 // Config configures a Server.
 type Config struct {
 	Store store.Store
-	// DataDir is where runtimes may keep state (the fake runtime does).
-	DataDir  string
-	Settings engine.Settings
+	// Engine is woken after every write that may change a plan.
+	Engine Engine
+	// Runtimes answers what status shows of the runtimes.
+	Runtimes Runtimes
 	Log      *slog.Logger
-	// Registry of runtime kinds; nil means the built-in ones.
-	Registry runtimes.Registry
 	// Now is the clock (nil = time.Now).
 	Now func() time.Time
-	// Workers is the number of engine workers.
-	Workers int
 	// Edge is who may call the API and the limits of its HTTP edge.
 	Edge EdgeConfig
-	// ShutdownGrace is how long applies in flight may finish once Run's
-	// context ends (see engine.Config.ShutdownGrace).
-	ShutdownGrace time.Duration
 }
 
-// Server is the API and the engine.
+// Server is the API.
 type Server struct {
 	store    store.Store
-	loop     *engine.Loop
-	runtimes *runtimeSet
+	engine   Engine
+	runtimes Runtimes
 	log      *slog.Logger
 	now      func() time.Time
 	changed  *broadcaster
@@ -60,17 +65,7 @@ type Server struct {
 	pushMu sync.Mutex
 }
 
-// DefaultRegistry returns the runtime kinds built into drover.
-func DefaultRegistry() runtimes.Registry {
-	return runtimes.Registry{
-		"fake":            fake.Factory,
-		"custom":          custom.Factory,
-		"terraformRunner": terraform.Factory,
-		"kubernetes":      kubernetes.Factory,
-	}
-}
-
-// New builds a server. Call Run to start the engine and serve.
+// New builds a server. Call Run to serve.
 func New(cfg Config) *Server {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -78,47 +73,32 @@ func New(cfg Config) *Server {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Registry == nil {
-		cfg.Registry = DefaultRegistry()
-	}
-	s := &Server{store: cfg.Store, log: cfg.Log, now: cfg.Now, changed: newBroadcaster(), edgeCfg: cfg.Edge}
-	s.runtimes = &runtimeSet{
-		store: cfg.Store, registry: cfg.Registry, log: cfg.Log,
-		opts: runtimes.Options{DataDir: cfg.DataDir, Now: cfg.Now, Runs: runRecorder{store: cfg.Store}, Log: cfg.Log,
-			Processes: processRecorder{store: cfg.Store, log: cfg.Log}},
-	}
-	s.loop = engine.NewLoop(engine.Config{
-		Store: cfg.Store, Runtimes: s.runtimes, Settings: cfg.Settings, Now: cfg.Now,
-		Log: cfg.Log, Workers: cfg.Workers, OnWrite: s.changed.notify, ShutdownGrace: cfg.ShutdownGrace,
-	})
-	s.runtimes.notify = func(k runtimes.InstanceKey) { s.loop.Enqueue(k.Application, k.Service) }
+	s := &Server{store: cfg.Store, engine: cfg.Engine, runtimes: cfg.Runtimes, log: cfg.Log, now: cfg.Now,
+		changed: newBroadcaster(), edgeCfg: cfg.Edge}
 	s.routes()
 	return s
 }
+
+// Changed tells the server that something was written (the engine calls it
+// after each of its writes): event streams and answers waiting for the
+// engine look again.
+func (s *Server) Changed() { s.changed.notify() }
 
 // Handler is the HTTP API without its edge (Host, Origin, Content-Type and
 // credential checks, timeouts), which Run adds: for tests only.
 func (s *Server) Handler() http.Handler { return s.mux }
 
-// Run ends what commands of a crashed earlier run left, then serves the API
-// on ln and runs the engine until ctx ends. It returns once the engine has
-// stopped (applies in flight finished or were interrupted, and recorded).
+// Run serves the API on ln and checks the store now and then until ctx ends,
+// then shuts the HTTP server down (requests in flight get a few seconds).
 func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if err := s.endLeftovers(ctx, 0); err != nil {
-		return err
-	}
-	s.runtimes.ctx = ctx
-	defer s.runtimes.Close()
 	handler, ln, err := s.edge(ln)
 	if err != nil {
 		return err
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout, BaseContext: func(net.Listener) context.Context { return ctx }}
-	errc := make(chan error, 2)
-	loopDone := make(chan error, 1)
-	go func() { loopDone <- s.loop.Run(ctx) }()
+	errc := make(chan error, 1)
 	go s.monitorStore(ctx)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -132,18 +112,10 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 	case err = <-errc:
 		cancel()
-	case err = <-loopDone:
-		loopDone <- err
-		cancel()
 	}
 	shutdownCtx, stop := context.WithTimeout(context.Background(), 5*time.Second)
 	defer stop()
 	_ = srv.Shutdown(shutdownCtx)
-	// The runtimes are closed (deferred above) only once the engine's
-	// applies are over.
-	if lerr := <-loopDone; err == nil {
-		err = lerr
-	}
 	return err
 }
 

@@ -81,7 +81,7 @@ func (s *Server) push(ctx context.Context, app, svc string, req apiv1.PushReques
 	if err := s.store.CreateDesiredState(ctx, rec, ev); err != nil {
 		return nil, err
 	}
-	s.loop.Enqueue(app, svc)
+	s.engine.Enqueue(app, svc)
 	s.changed.notify()
 	return &apiv1.PushResponse{DesiredStateID: rec.ID, BundleVersion: res.BundleVersion, BundleName: res.BundleName, Replaced: replaced}, nil
 }
@@ -300,7 +300,7 @@ func (s *Server) instanceAction(ctx context.Context, app, svc string, req apiv1.
 		}
 		break
 	}
-	s.loop.Enqueue(app, svc)
+	s.engine.Enqueue(app, svc)
 	s.changed.notify()
 	return s.statusOf(ctx, rec)
 }

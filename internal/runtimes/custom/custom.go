@@ -117,7 +117,6 @@ var (
 	_ runtimes.Watcher    = (*Runtime)(nil)
 	_ runtimes.InfoGetter = (*Runtime)(nil)
 	_ runtimes.Closer     = (*Runtime)(nil)
-	_ runtimes.Factory    = Factory
 )
 
 // Runtime runs a custom runtime's commands on this host. It is safe for
@@ -183,7 +182,7 @@ type instance struct {
 	infoFailures int
 }
 
-// Factory builds a custom runtime; it is the runtimes.Factory for kind "custom".
+// Factory builds a custom runtime; it is the runtimehost.Factory for kind "custom".
 func Factory(cfg *config.Runtime, opts runtimes.Options) (runtimes.Runtime, error) {
 	r, err := New(cfg, opts)
 	if err != nil {

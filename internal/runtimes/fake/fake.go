@@ -71,7 +71,6 @@ var (
 	_ runtimes.Watcher       = (*Runtime)(nil)
 	_ runtimes.Closer        = (*Runtime)(nil)
 	_ runtimes.GraceReporter = (*Runtime)(nil)
-	_ runtimes.Factory       = Factory
 )
 
 // ConvergenceGrace implements runtimes.GraceReporter: Fetch shows an applied
@@ -129,7 +128,7 @@ type object struct {
 	hash                 sum
 }
 
-// Factory builds a fake runtime; it is the runtimes.Factory for kind "fake".
+// Factory builds a fake runtime; it is the runtimehost.Factory for kind "fake".
 func Factory(cfg *config.Runtime, opts runtimes.Options) (runtimes.Runtime, error) {
 	r, err := New(cfg, opts)
 	if err != nil {

@@ -148,9 +148,8 @@ func TestConformance(t *testing.T) {
 		t.Parallel()
 		runtimestest.Run(t, runtimestest.Harness{
 			New: func(t *testing.T) runtimes.Runtime {
-				reg := runtimes.Registry{"fake": Factory}
 				cfg := &config.Runtime{Name: "sim", Fake: &config.FakeRuntime{RolloutDuration: config.Duration{Duration: 10 * time.Millisecond}}}
-				rt, err := reg.New("fake", cfg, runtimes.Options{})
+				rt, err := Factory(cfg, runtimes.Options{})
 				if err != nil {
 					t.Fatal(err)
 				}

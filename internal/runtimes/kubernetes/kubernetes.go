@@ -101,7 +101,6 @@ var (
 	_ runtimes.Runtime = (*Runtime)(nil)
 	_ runtimes.Watcher = (*Runtime)(nil)
 	_ runtimes.Closer  = (*Runtime)(nil)
-	_ runtimes.Factory = Factory
 )
 
 // Runtime applies service instances to one cluster and watches them. It is
@@ -134,7 +133,7 @@ type Runtime struct {
 	closeOnce sync.Once
 }
 
-// Factory builds a Kubernetes runtime; it is the runtimes.Factory for kind "kubernetes".
+// Factory builds a Kubernetes runtime; it is the runtimehost.Factory for kind "kubernetes".
 func Factory(cfg *config.Runtime, opts runtimes.Options) (runtimes.Runtime, error) {
 	r, err := New(cfg, opts)
 	if err != nil {

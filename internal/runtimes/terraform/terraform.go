@@ -61,7 +61,6 @@ var (
 	_ runtimes.Runtime = (*Runtime)(nil)
 	_ runtimes.Watcher = (*Runtime)(nil)
 	_ runtimes.Closer  = (*Runtime)(nil)
-	_ runtimes.Factory = Factory
 )
 
 // Runtime runs terraform for the services of one terraformRunner runtime.
@@ -136,7 +135,7 @@ type spec struct {
 	runner   *config.TerraformRunner
 }
 
-// Factory builds a terraform runtime; it is the runtimes.Factory for kind
+// Factory builds a terraform runtime; it is the runtimehost.Factory for kind
 // "terraformRunner".
 func Factory(cfg *config.Runtime, opts runtimes.Options) (runtimes.Runtime, error) {
 	r, err := New(cfg, opts)

@@ -1,4 +1,4 @@
-package cli
+package daemon
 
 import (
 	"context"
@@ -22,8 +22,10 @@ import (
 	"github.com/drover-dev/drover/api/client"
 	apiv1 "github.com/drover-dev/drover/api/v1"
 	"github.com/drover-dev/drover/internal/auth"
+	"github.com/drover-dev/drover/internal/cli"
 	"github.com/drover-dev/drover/internal/config"
 	"github.com/drover-dev/drover/internal/engine"
+	"github.com/drover-dev/drover/internal/runtimehost"
 	"github.com/drover-dev/drover/internal/runtimes"
 	"github.com/drover-dev/drover/internal/runtimes/fake"
 	"github.com/drover-dev/drover/internal/server"
@@ -49,7 +51,7 @@ the process.`,
 		Example: `  drover bench --services 1000 --channels 10`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := outputFormat(output, "text", "json"); err != nil {
+			if err := cli.OutputFormat(output, "text", "json"); err != nil {
 				return err
 			}
 			if data == "" {
@@ -81,7 +83,7 @@ the process.`,
 				}
 			}
 			if output == "json" {
-				return writeJSON(cmd.OutOrStdout(), res)
+				return cli.WriteJSON(cmd.OutOrStdout(), res)
 			}
 			printBench(cmd.OutOrStdout(), res)
 			return nil
@@ -190,16 +192,16 @@ func runBench(ctx context.Context, data string, services, channels, workers int,
 	if err != nil {
 		return nil, err
 	}
-	registry := runtimes.Registry{"fake": func(cfg *config.Runtime, opts runtimes.Options) (runtimes.Runtime, error) {
+	registry := runtimehost.Registry{"fake": func(cfg *config.Runtime, opts runtimes.Options) (runtimes.Runtime, error) {
 		return fake.Open(cfg.Name, fake.Settings{}, opts) // zero-delay rollouts
 	}}
 	settings := engine.DefaultSettings()
 	token := auth.NewToken()
 	edge := server.EdgeConfig{Auth: auth.NewTokenAuthenticator(token, auth.LocalIdentity)}
-	srv := server.New(server.Config{Store: st, DataDir: data, Settings: settings, Registry: registry, Workers: workers, Log: slog.New(slog.DiscardHandler), Edge: edge})
+	node := New(Config{Store: st, DataDir: data, Settings: settings, Registry: registry, Workers: workers, Log: slog.New(slog.DiscardHandler), Edge: edge})
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- srv.Run(runCtx, ln) }()
+	go func() { done <- node.Run(runCtx, ln) }()
 	defer func() {
 		stop()
 		if serr := <-done; serr != nil && err == nil {
@@ -215,7 +217,7 @@ func runBench(ctx context.Context, data string, services, channels, workers int,
 	res = &benchResult{Services: services, Channels: channels, Instances: services * channels}
 	start := time.Now()
 	if _, err := c.ApplyConfigs(ctx, apiv1.ApplyConfigsRequest{Configs: configs}); err != nil {
-		return nil, apiErr(err)
+		return nil, cli.APIError(err)
 	}
 	res.ApplySeconds = time.Since(start).Seconds()
 
@@ -243,13 +245,13 @@ func runBench(ctx context.Context, data string, services, channels, workers int,
 	}
 	wg.Wait()
 	if err, _ := first.Load().(error); err != nil {
-		return nil, apiErr(err)
+		return nil, cli.APIError(err)
 	}
 	res.PushSeconds = time.Since(pushStart).Seconds()
 	for {
 		list, err := c.ListServices(ctx)
 		if err != nil {
-			return nil, apiErr(err)
+			return nil, cli.APIError(err)
 		}
 		converged := 0
 		for _, s := range list.Services {

@@ -1,7 +1,8 @@
-package cli
+package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,13 +16,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/drover-dev/drover/internal/cli"
+
 	"github.com/drover-dev/drover/api/client"
 	apiv1 "github.com/drover-dev/drover/api/v1"
 	"github.com/drover-dev/drover/examples"
 	"github.com/drover-dev/drover/internal/auth"
 	"github.com/drover-dev/drover/internal/config"
 	"github.com/drover-dev/drover/internal/engine"
-	"github.com/drover-dev/drover/internal/server"
 	"github.com/drover-dev/drover/internal/store"
 	"github.com/drover-dev/drover/internal/store/sqlite"
 )
@@ -56,7 +58,7 @@ func (f *serverFlags) register(cmd *cobra.Command, defaultData string) {
 func (f *serverFlags) logger(w io.Writer) (*slog.Logger, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
-		return nil, usageErrorf("invalid --log-level %q: use debug, info, warn or error", f.logLevel)
+		return nil, cli.UsageErrorf("invalid --log-level %q: use debug, info, warn or error", f.logLevel)
 	}
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})), nil
 }
@@ -71,17 +73,17 @@ const MinServerPollInterval = 100 * time.Millisecond
 func (f *serverFlags) validate() error {
 	switch {
 	case f.shutdownGrace < 0:
-		return usageErrorf("invalid --shutdown-grace %v: must not be negative", f.shutdownGrace)
+		return cli.UsageErrorf("invalid --shutdown-grace %v: must not be negative", f.shutdownGrace)
 	case f.settings.PollInterval < MinServerPollInterval:
-		return usageErrorf("invalid --poll-interval %v: must be at least %v", f.settings.PollInterval, MinServerPollInterval)
+		return cli.UsageErrorf("invalid --poll-interval %v: must be at least %v", f.settings.PollInterval, MinServerPollInterval)
 	case f.settings.SteadyPollInterval < MinServerPollInterval:
-		return usageErrorf("invalid --steady-poll-interval %v: must be at least %v", f.settings.SteadyPollInterval, MinServerPollInterval)
+		return cli.UsageErrorf("invalid --steady-poll-interval %v: must be at least %v", f.settings.SteadyPollInterval, MinServerPollInterval)
 	case f.settings.ProgressDeadline <= 0:
-		return usageErrorf("invalid --progress-deadline %v: must be positive", f.settings.ProgressDeadline)
+		return cli.UsageErrorf("invalid --progress-deadline %v: must be positive", f.settings.ProgressDeadline)
 	case f.settings.MaxApplyAttempts < 1:
-		return usageErrorf("invalid --apply-attempts %d: must be at least 1", f.settings.MaxApplyAttempts)
+		return cli.UsageErrorf("invalid --apply-attempts %d: must be at least 1", f.settings.MaxApplyAttempts)
 	case f.workers < 1:
-		return usageErrorf("invalid --workers %d: must be at least 1", f.workers)
+		return cli.UsageErrorf("invalid --workers %d: must be at least 1", f.workers)
 	}
 	return nil
 }
@@ -114,10 +116,10 @@ func (f *serverFlags) start(ctx context.Context, log *slog.Logger) (addr string,
 	if !auth.IsLoopback(ln.Addr()) {
 		log.Warn("api reachable from other machines", "addr", ln.Addr().String())
 	}
-	srv := server.New(server.Config{Store: st, DataDir: f.data, Settings: f.settings, Log: log, Workers: f.workers, Edge: edge, ShutdownGrace: f.shutdownGrace})
+	node := New(Config{Store: st, DataDir: f.data, Settings: f.settings, Log: log, Workers: f.workers, Edge: edge, ShutdownGrace: f.shutdownGrace})
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx, ln) }()
+	go func() { done <- node.Run(ctx, ln) }()
 	return "http://" + ln.Addr().String(), func() error {
 		cancel()
 		err := <-done
@@ -162,7 +164,7 @@ interrupted apply runs again).`,
 			if err != nil {
 				return err
 			}
-			ctx, cancel := signalContext(cmd.Context())
+			ctx, cancel := cli.SignalContext(cmd.Context())
 			defer cancel()
 			addr, stop, err := f.start(ctx, log)
 			if err != nil {
@@ -205,7 +207,7 @@ commands in another terminal. Ctrl-C stops it; run it again to continue.`,
 			if err != nil {
 				return err
 			}
-			ctx, cancel := signalContext(cmd.Context())
+			ctx, cancel := cli.SignalContext(cmd.Context())
 			defer cancel()
 			addr, stop, err := f.start(ctx, log)
 			if err != nil {
@@ -248,7 +250,7 @@ func devSetup(ctx context.Context, w io.Writer, c *client.Client, addr, data, im
 	}
 	req := apiv1.ApplyConfigsRequest{User: "drover-dev"}
 	for _, src := range sources {
-		body, err := jsonMarshal(src.File)
+		body, err := json.Marshal(src.File)
 		if err != nil {
 			return err
 		}
@@ -256,7 +258,7 @@ func devSetup(ctx context.Context, w io.Writer, c *client.Client, addr, data, im
 	}
 	resp, err := c.ApplyConfigs(ctx, req)
 	if err != nil {
-		return apiErr(err)
+		return cli.APIError(err)
 	}
 	var applied []string
 	for _, r := range resp.Results {
@@ -267,11 +269,11 @@ func devSetup(ctx context.Context, w io.Writer, c *client.Client, addr, data, im
 	if _, err := c.Status(ctx, "quickstart", "web"); client.IsNotFound(err) {
 		push, err := c.Push(ctx, "quickstart", "web", apiv1.PushRequest{User: "drover-dev", Params: []apiv1.Param{{Name: "image", Value: image}}})
 		if err != nil {
-			return apiErr(err)
+			return cli.APIError(err)
 		}
 		fmt.Fprintf(w, "pushed web with image=%s: version %s, desired state %s\n", image, push.BundleVersion, push.DesiredStateID)
 	} else if err != nil {
-		return apiErr(err)
+		return cli.APIError(err)
 	} else {
 		fmt.Fprintln(w, "web was pushed in an earlier run; continuing where it stopped")
 		if evs, err := c.Events(ctx, "quickstart", "web", 0, 0); err == nil && len(evs.Events) > 0 {
@@ -297,7 +299,7 @@ Ctrl-C stops the server; drover dev again continues.
 		if rc == "" {
 			rc = "-"
 		}
-		fmt.Fprintf(w, "%s  %-17s %-8s %s\n", e.Time.Local().Format("15:04:05"), clean(e.Type), clean(rc), clean(e.Message))
+		fmt.Fprintf(w, "%s  %-17s %-8s %s\n", e.Time.Local().Format("15:04:05"), cli.Clean(e.Type), cli.Clean(rc), cli.Clean(e.Message))
 		return nil
 	})
 	if errors.Is(err, context.Canceled) {
@@ -323,4 +325,10 @@ func extract(fsys fs.FS, root, dir string) error {
 		}
 		return os.WriteFile(target, data, 0o600)
 	})
+}
+
+// Commands are the verbs that run a server in this process: drover server,
+// drover dev and drover bench, for the CLI's root (cli.Main).
+func Commands() []*cobra.Command {
+	return []*cobra.Command{newServerCmd(), newDevCmd(), newBenchCmd()}
 }

@@ -1,4 +1,4 @@
-package cli
+package daemon
 
 import (
 	"fmt"
@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/drover-dev/drover/internal/auth"
+	"github.com/drover-dev/drover/internal/cli"
 	"github.com/drover-dev/drover/internal/server"
 )
 
@@ -23,7 +24,7 @@ func (f *serverFlags) edge(ln net.Listener, log *slog.Logger) (server.EdgeConfig
 		names = append(names, f.listen) // a name --listen gave (localhost is always allowed)
 	}
 	if _, err := auth.NewHosts(ln.Addr(), names...); err != nil {
-		return server.EdgeConfig{}, usageError(fmt.Errorf("invalid --public-name: %w", err))
+		return server.EdgeConfig{}, cli.UsageErrorf("invalid --public-name: %w", err)
 	}
 	token, err := auth.LoadOrCreateToken(f.data)
 	if err != nil {

@@ -1,0 +1,69 @@
+package archtest
+
+// Rules are the import arrows that must never exist (issue 10, item 7;
+// docs/architecture.md). To enable a pending rule, delete its Pending line.
+var Rules = []Rule{
+	{
+		Name: "engine-is-pure",
+		From: []string{"internal/engine/..."},
+		Deny: []string{
+			"internal/runtimes/fake", "internal/runtimes/custom", "internal/runtimes/terraform",
+			"internal/runtimes/kubernetes", "internal/runtimes/localexec",
+			"internal/server", "internal/runtimehost", "internal/daemon", "api", "net/http", "os/exec",
+		},
+		Why: "the engine decides and imports no runtime implementation, server or transport; the composition root wires them",
+	},
+	{
+		Name:    "engine-without-compiler",
+		From:    []string{"internal/engine/..."},
+		Deny:    []string{"internal/compiler"},
+		Why:     "the engine reads desiredstate, not the compiler (kustomize, Helm)",
+		Pending: true, // enabled once item 1 lands
+	},
+	{
+		Name:    "engine-without-config",
+		From:    []string{"internal/engine/..."},
+		Deny:    []string{"internal/config"},
+		Why:     "the engine reads desiredstate, not config files",
+		Pending: true, // enabled once item 1 lands
+	},
+	{
+		Name: "compiler-is-an-adapter",
+		From: []string{"internal/compiler/..."},
+		Deny: []string{"internal/store", "internal/runtimes", "internal/runtimehost", "internal/engine"},
+		Why:  "the compiler turns configs into desired states and knows no storage, runtime or engine",
+	},
+	{
+		Name: "cli-is-an-api-client",
+		From: []string{"internal/cli/..."},
+		Deny: []string{"internal/server", "internal/engine", "internal/store", "internal/daemon", "internal/runtimehost"},
+		Why:  "the CLI talks to a server through the API; the verbs that run one live in internal/daemon",
+	},
+	{
+		Name: "store-below-engine",
+		From: []string{"internal/store/..."},
+		Deny: []string{"internal/engine"},
+		Why:  "the store keeps what the engine decides and does not call it",
+	},
+	{
+		Name: "desiredstate-is-a-model",
+		From: []string{"internal/desiredstate/..."},
+		Deny: []string{"internal/store"},
+		Why:  "desiredstate is the model the compiler emits and the store persists",
+	},
+	{
+		Name: "server-has-no-backend",
+		From: []string{"internal/server/...", "internal/runtimehost"},
+		Deny: []string{
+			"internal/runtimes/fake", "internal/runtimes/custom", "internal/runtimes/terraform",
+			"internal/runtimes/kubernetes", "internal/daemon",
+		},
+		Why: "runtime kinds are chosen by the composition root (runtimehost/builtin)",
+	},
+	{
+		Name: "runtimehost-below-server-and-engine",
+		From: []string{"internal/runtimehost/..."},
+		Deny: []string{"internal/server", "internal/engine", "internal/daemon"},
+		Why:  "an agent hosts the same runtime host without a server or an engine",
+	},
+}

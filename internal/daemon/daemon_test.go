@@ -1,0 +1,95 @@
+package daemon
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/drover-dev/drover/internal/cli"
+)
+
+// exitUsage is the exit code of a usage error (cli's exitUsage).
+const exitUsage = 64
+
+// runMain runs the CLI with the server verbs as the binary does and returns
+// its exit code, stdout and stderr.
+func runMain(args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	code = cli.Main(args, &out, &errb, Commands()...)
+	return code, out.String(), errb.String()
+}
+
+// TestB16ServerUsageErrorsExit64: the server verbs' usage errors exit 64
+// with the CLI's usage message.
+func TestB16ServerUsageErrorsExit64(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"server", "--log-level", "loud"},
+		{"dev", "extra"},
+		{"bench", "-o", "xml"},
+		{"bench", "--services", "many"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			t.Parallel()
+			code, _, stderr := runMain(args...)
+			if code != exitUsage {
+				t.Errorf("exit %d, want %d; stderr:\n%s", code, exitUsage, stderr)
+			}
+			if !strings.HasPrefix(stderr, "error: ") || !strings.Contains(stderr, "--help' for usage") {
+				t.Errorf("stderr is not a usage message:\n%s", stderr)
+			}
+		})
+	}
+}
+
+// TestB7ServerIntervalsHaveAFloor: a server started with a poll interval
+// that would keep a core busy fetching (or other values the engine cannot
+// run with) is refused as a usage error before anything is opened.
+func TestB7ServerIntervalsHaveAFloor(t *testing.T) {
+	t.Parallel()
+	for _, flags := range [][]string{
+		{"--steady-poll-interval", "1ns"},
+		{"--poll-interval", "1ms"},
+		{"--poll-interval", "0s"},
+		{"--progress-deadline", "0s"},
+		{"--apply-attempts", "0"},
+		{"--workers", "0"},
+		{"--shutdown-grace", "-1s"},
+	} {
+		t.Run(strings.Join(flags, " "), func(t *testing.T) {
+			t.Parallel()
+			data := filepath.Join(t.TempDir(), "data")
+			args := append([]string{"server", "--data", data, "--listen", "127.0.0.1:0"}, flags...)
+			code, _, stderr := runMain(args...)
+			if code != exitUsage || !strings.Contains(stderr, "invalid "+flags[0]) {
+				t.Errorf("exit %d, want %d with the flag named; stderr:\n%s", code, exitUsage, stderr)
+			}
+			if _, err := os.Stat(data); !os.IsNotExist(err) {
+				t.Errorf("the data directory was created (stat: %v)", err)
+			}
+		})
+	}
+}
+
+func TestS11NonLoopbackListenWarns(t *testing.T) {
+	t.Parallel()
+	for addr, warn := range map[string]bool{
+		"127.0.0.1:7420": false, "[::1]:7420": false, "127.0.0.2:7420": false,
+		"0.0.0.0:7420": true, "[::]:7420": true, "192.168.1.5:7420": true,
+	} {
+		msg := exposureWarning(addr)
+		if (msg != "") != warn {
+			t.Errorf("%s: warning %q", addr, msg)
+		}
+		if warn && !strings.Contains(msg, "reachable from other machines") {
+			t.Errorf("%s: unclear warning %q", addr, msg)
+		}
+	}
+	var b bytes.Buffer
+	warnExposure(&b, "http://0.0.0.0:7420")
+	if !strings.HasPrefix(b.String(), "warning: ") {
+		t.Errorf("printed %q", b.String())
+	}
+}

@@ -1,0 +1,99 @@
+package daemon
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/drover-dev/drover/internal/engine"
+	"github.com/drover-dev/drover/internal/runtimehost"
+	"github.com/drover-dev/drover/internal/runtimehost/builtin"
+	"github.com/drover-dev/drover/internal/runtimes"
+	"github.com/drover-dev/drover/internal/server"
+	"github.com/drover-dev/drover/internal/store"
+)
+
+// Config configures a Node.
+type Config struct {
+	Store store.Store
+	// DataDir is where runtimes may keep state (the fake runtime does).
+	DataDir string
+	// Registry of runtime kinds; nil means the built-in ones.
+	Registry runtimehost.Registry
+	Settings engine.Settings
+	// Workers is the number of engine workers.
+	Workers int
+	// ShutdownGrace is how long applies in flight may finish once Run's
+	// context ends (see engine.Config.ShutdownGrace).
+	ShutdownGrace time.Duration
+	// Edge is who may call the API and the limits of its HTTP edge.
+	Edge server.EdgeConfig
+	Log  *slog.Logger
+	// Now is the clock (nil = time.Now).
+	Now func() time.Time
+}
+
+// Node is one drover server process: the runtime host, the engine that
+// applies through it, and the API server in front of both.
+type Node struct {
+	host *runtimehost.Host
+	loop *engine.Loop
+	srv  *server.Server
+}
+
+// New wires a node on cfg.Store. Call Run to start it.
+func New(cfg Config) *Node {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = builtin.Registry()
+	}
+	n := &Node{host: runtimehost.New(runtimehost.Config{
+		Store: cfg.Store, Registry: cfg.Registry, DataDir: cfg.DataDir, Log: cfg.Log, Now: cfg.Now,
+	})}
+	n.loop = engine.NewLoop(engine.Config{
+		Store: cfg.Store, Runtimes: n.host, Settings: cfg.Settings, Now: cfg.Now,
+		Log: cfg.Log, Workers: cfg.Workers, OnWrite: n.changed, ShutdownGrace: cfg.ShutdownGrace,
+	})
+	n.srv = server.New(server.Config{Store: cfg.Store, Engine: n.loop, Runtimes: n.host, Log: cfg.Log, Now: cfg.Now, Edge: cfg.Edge})
+	return n
+}
+
+// changed tells the server about each write of the engine (event streams,
+// answers waiting for a plan).
+func (n *Node) changed() { n.srv.Changed() }
+
+// Run ends what commands of a crashed earlier run left, then serves the API
+// on ln and runs the engine until ctx ends (or either stops with an error).
+// It returns once the engine has stopped (applies in flight finished or were
+// interrupted, and recorded), after which the runtimes are closed.
+func (n *Node) Run(ctx context.Context, ln net.Listener) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if err := n.host.Start(ctx, func(k runtimes.InstanceKey) { n.loop.Enqueue(k.Application, k.Service) }); err != nil {
+		return err
+	}
+	defer n.host.Close()
+	loopDone := make(chan error, 1)
+	srvDone := make(chan error, 1)
+	go func() { loopDone <- n.loop.Run(ctx) }()
+	go func() { srvDone <- n.srv.Run(ctx, ln) }()
+	var err, other error
+	select {
+	case err = <-srvDone:
+		cancel()
+		other = <-loopDone
+	case err = <-loopDone:
+		cancel()
+		other = <-srvDone
+	}
+	if err == nil {
+		err = other
+	}
+	return err
+}

@@ -1,0 +1,185 @@
+package runtimehost
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/drover-dev/drover/internal/compiler"
+	"github.com/drover-dev/drover/internal/config"
+	"github.com/drover-dev/drover/internal/runtimes"
+	"github.com/drover-dev/drover/internal/store"
+)
+
+// Store is what a Host needs of the store: runtime configs to build from,
+// and records of runs, process groups and the events ending them. A
+// store.Store is one; an agent would answer these over its stream.
+type Store interface {
+	GetConfig(ctx context.Context, kind, name string) (store.ConfigObject, error)
+	RecordRun(ctx context.Context, r store.TaskRun) (int64, error)
+	AddProcess(ctx context.Context, p store.Process) (int64, error)
+	RemoveProcess(ctx context.Context, id int64) error
+	ListProcesses(ctx context.Context) ([]store.Process, error)
+	AppendEvents(ctx context.Context, events ...store.Event) error
+}
+
+// Config configures a Host.
+type Config struct {
+	Store Store
+	// Registry holds the runtime kinds the host can build (builtin.Registry
+	// in drover).
+	Registry Registry
+	// DataDir is where runtimes may keep state (the fake runtime does).
+	DataDir string
+	// Log is the host's and the runtimes' logger (nil = discard).
+	Log *slog.Logger
+	// Now is the clock (nil = time.Now).
+	Now func() time.Time
+}
+
+// Host builds runtimes from their stored configs on first use, rebuilds one
+// when its config version changes, and starts a watch on those that push
+// changes, so the engine hears about them without polling. It is safe for
+// concurrent use.
+type Host struct {
+	store    Store
+	registry Registry
+	opts     runtimes.Options
+	log      *slog.Logger
+
+	mu sync.Mutex
+	// ctx is the parent of every watch (Start's); notify hears of changes.
+	ctx     context.Context
+	notify  func(runtimes.InstanceKey)
+	entries map[string]*entry
+	// checked marks runtimes whose config was read since the last
+	// Invalidate, so the hot path does not query the store every time.
+	checked map[string]bool
+}
+
+type entry struct {
+	version int64
+	rt      runtimes.Runtime
+	cancel  context.CancelFunc
+}
+
+// New builds a host; it builds no runtime yet. Call Start before the first
+// Runtime, and Close at the end.
+func New(cfg Config) *Host {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Host{
+		store: cfg.Store, registry: cfg.Registry, log: cfg.Log,
+		ctx: context.Background(), notify: func(runtimes.InstanceKey) {},
+		opts: runtimes.Options{DataDir: cfg.DataDir, Now: cfg.Now, Log: cfg.Log,
+			Runs: runRecorder{store: cfg.Store}, Processes: processRecorder{store: cfg.Store, log: cfg.Log}},
+	}
+}
+
+// Start ends what commands of a crashed earlier process left running (see
+// endLeftovers), then lets runtimes be built: their watches run until ctx
+// ends or Close, and report every instance whose state changed to notify
+// (nil = nobody listens). Call it once, before anything applies.
+func (h *Host) Start(ctx context.Context, notify func(runtimes.InstanceKey)) error {
+	if err := h.endLeftovers(ctx, 0); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ctx = ctx
+	if notify != nil {
+		h.notify = notify
+	}
+	return nil
+}
+
+// Invalidate makes the next lookups re-read runtime configs (after configs
+// were applied).
+func (h *Host) Invalidate() {
+	h.mu.Lock()
+	h.checked = nil
+	h.mu.Unlock()
+}
+
+// Runtime returns the runtime named name, built from its stored config (or
+// rebuilt when the config changed since it was built).
+func (h *Host) Runtime(ctx context.Context, name string) (runtimes.Runtime, error) {
+	h.mu.Lock()
+	if e, ok := h.entries[name]; ok && h.checked[name] {
+		h.mu.Unlock()
+		return e.rt, nil
+	}
+	h.mu.Unlock()
+	obj, err := h.store.GetConfig(ctx, "runtime", name)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("runtime %q is not configured (drover apply its config)", name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.checked == nil {
+		h.checked = map[string]bool{}
+	}
+	if e, ok := h.entries[name]; ok && e.version == obj.Version {
+		h.checked[name] = true
+		return e.rt, nil
+	}
+	var f config.File
+	if err := json.Unmarshal(obj.Body, &f); err != nil || f.Runtime == nil {
+		return nil, fmt.Errorf("runtime %q: stored config is not a runtime", name)
+	}
+	rt, err := h.registry.New(compiler.RuntimeKind(f.Runtime), f.Runtime, h.opts)
+	if err != nil {
+		return nil, err
+	}
+	if old, ok := h.entries[name]; ok {
+		old.close()
+	}
+	e := &entry{version: obj.Version, rt: rt}
+	if w, ok := rt.(runtimes.Watcher); ok {
+		wctx, cancel := context.WithCancel(h.ctx)
+		e.cancel = cancel
+		notify := h.notify
+		go func() {
+			if err := w.Watch(wctx, notify); err != nil && wctx.Err() == nil {
+				h.log.Error("runtime watch stopped", "runtime", name, "error", err)
+			}
+		}()
+	}
+	if h.entries == nil {
+		h.entries = map[string]*entry{}
+	}
+	h.entries[name] = e
+	h.checked[name] = true
+	return rt, nil
+}
+
+func (e *entry) close() {
+	if e.cancel != nil {
+		e.cancel()
+	}
+	if c, ok := e.rt.(runtimes.Closer); ok {
+		_ = c.Close()
+	}
+}
+
+// Close stops every watch and closes every runtime. Call it once nothing
+// applies any more; a later Runtime builds anew.
+func (h *Host) Close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, e := range h.entries {
+		e.close()
+	}
+	h.entries = nil
+}
