@@ -14,18 +14,16 @@ var Rules = []Rule{
 		Why: "the engine decides and imports no runtime implementation, server or transport; the composition root wires them",
 	},
 	{
-		Name:    "engine-without-compiler",
-		From:    []string{"internal/engine/..."},
-		Deny:    []string{"internal/compiler"},
-		Why:     "the engine reads desiredstate, not the compiler (kustomize, Helm)",
-		Pending: true, // enabled once item 1 lands
+		Name: "engine-without-compiler",
+		From: []string{"internal/engine/..."},
+		Deny: []string{"internal/compiler"},
+		Why:  "the engine reads desiredstate, not the compiler (kustomize, Helm)",
 	},
 	{
-		Name:    "engine-without-config",
-		From:    []string{"internal/engine/..."},
-		Deny:    []string{"internal/config"},
-		Why:     "the engine reads desiredstate, not config files",
-		Pending: true, // enabled once item 1 lands
+		Name: "engine-without-config",
+		From: []string{"internal/engine/..."},
+		Deny: []string{"internal/config"},
+		Why:  "the engine reads desiredstate, not config files",
 	},
 	{
 		Name: "compiler-is-an-adapter",

@@ -267,7 +267,7 @@ func TestPlanScenarios(t *testing.T) {
 				}
 			}
 			for rc, want := range tc.reason {
-				if got := ds.Reason(w.instances[rc].Reason); got != want {
+				if got := w.instances[rc].Reason; got != want {
 					t.Errorf("%s reason %s, want %s (%s)", rc, got, want, w.instances[rc].Message)
 				}
 			}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	ds "github.com/drover-dev/drover/internal/desiredstate"
 	"github.com/drover-dev/drover/internal/runtimes/localexec"
 	"github.com/drover-dev/drover/internal/store"
 )
@@ -40,7 +41,7 @@ func (h *Host) endLeftovers(ctx context.Context, grace time.Duration) error {
 				log.Warn("ended a leftover process group", "pgid", g.Pgid, "processes", res.Found, "killed", res.Killed, "started_at", p.StartedAt)
 				ev := store.Event{
 					Application: p.Application, Service: p.Service, ReleaseChannel: p.ReleaseChannel,
-					Type: "leftover-ended", Actor: "server",
+					Type: ds.EventLeftoverEnded, Actor: "server",
 					Message: fmt.Sprintf("%s: ended %d leftover process(es) of the %s command started %s for %s (the server stopped while it ran)",
 						p.ReleaseChannel, res.Found, p.Kind, p.StartedAt.UTC().Format(time.RFC3339), p.Version),
 				}
