@@ -59,6 +59,10 @@ func New(cfg Config) *Node {
 	n.loop = engine.NewLoop(engine.Config{
 		Store: cfg.Store, Runtimes: n.host, Settings: cfg.Settings, Now: cfg.Now,
 		Log: cfg.Log, Workers: cfg.Workers, OnWrite: n.changed, ShutdownGrace: cfg.ShutdownGrace,
+		// The store is the data directory's SQLite database, which the
+		// directory's lock gives to this process alone: claims left in it
+		// are a dead process's.
+		Exclusive: true,
 	})
 	n.srv = server.New(server.Config{Store: cfg.Store, Engine: n.loop, Runtimes: n.host, Log: cfg.Log, Now: cfg.Now, Edge: cfg.Edge})
 	return n

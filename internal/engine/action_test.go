@@ -105,7 +105,7 @@ func TestLocalExecutorRefusesWhatItCannotDo(t *testing.T) {
 	x := NewLocalExecutor(nil, nil, DefaultSettings(), nil, nil, nil)
 	for _, k := range []ActionKind{ActionRunCheck, ActionDelete, "teleport"} {
 		res, err := x.Execute(t.Context(), "app", "svc", Action{Kind: k, ReleaseChannel: "prod"})
-		if !IsTerminal(err) || res != (Result{}) {
+		if !IsTerminal(err) || res.Result != (Result{}) {
 			t.Errorf("%s: %+v, %v; want a terminal error", k, res, err)
 		}
 	}

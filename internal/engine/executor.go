@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -12,18 +11,36 @@ import (
 	"github.com/drover-dev/drover/internal/store"
 )
 
-// Executor carries out the actions plans decide. Execute returns once the
-// action is over (or handed to whoever carries it out); its Result and error
-// follow the contract written on Result. It must be safe for concurrent use:
-// the loop runs actions of different instances at once, never two of one
-// instance.
+// Executor carries out the actions plans decide; the engine's task runner
+// calls it for each task it claims. Execute returns once the action is over,
+// with what to record (Outcome) and what the work queue should do for the
+// service (Outcome.Result, following the contract written on Result). It must
+// be safe for concurrent use: the runner carries out tasks of different
+// instances at once, never two of one instance.
 type Executor interface {
-	Execute(ctx context.Context, app, svc string, a Action) (Result, error)
+	Execute(ctx context.Context, app, svc string, a Action) (Outcome, error)
+}
+
+// Outcome is what carrying out an action came to. The runner records it
+// when it completes the action's task, in one transaction fenced by its
+// claim: the task's status and message, Change applied to the instance (when
+// the instance still targets what the action was for), and Events.
+type Outcome struct {
+	Result
+	// Failed and Message are the task's outcome.
+	Failed  bool
+	Message string
+	// Change updates the instance (nil = no change).
+	Change func(*store.Instance)
+	Events []store.Event
+	// Interrupted means the action did not finish (the server shut down):
+	// nothing is completed, and the task is carried out again once its
+	// claim lapses (or at the next start).
+	Interrupted bool
 }
 
 // LocalExecutor carries out actions in this process through the runtimes:
-// an apply is recorded as an attempt before the runtime is called and its
-// outcome (event, instance) after.
+// an apply is recorded as an attempt before the runtime is called.
 type LocalExecutor struct {
 	store    store.Store
 	runtimes RuntimeSource
@@ -45,23 +62,17 @@ func NewLocalExecutor(st store.Store, rs RuntimeSource, settings Settings, now f
 }
 
 // Execute implements Executor. An apply's own failure is not an error here:
-// it is recorded on the instance, whose plan retries it with backoff; the
-// error is for what kept the apply from being recorded at all. Checks and
-// deletes are not carried out by this version of drover (the planner does
-// not decide them yet): they fail as Terminal.
-func (x *LocalExecutor) Execute(ctx context.Context, app, svc string, a Action) (Result, error) {
+// it is an outcome recorded on the instance, whose plan retries it with
+// backoff. Checks and deletes are not carried out by this version of drover
+// (the planner does not decide them yet): they fail as Terminal.
+func (x *LocalExecutor) Execute(ctx context.Context, app, svc string, a Action) (Outcome, error) {
 	switch a.Kind {
 	case ActionApply:
-		inst, err := x.store.GetInstance(ctx, app, svc, a.ReleaseChannel)
-		if err != nil {
-			return Result{}, fmt.Errorf("apply %s/%s/%s: %w", app, svc, a.ReleaseChannel, err)
-		}
-		x.apply(ctx, a, inst)
-		return Result{Requeue: true}, nil
+		return x.apply(ctx, app, svc, a), nil
 	case ActionRunCheck, ActionDelete:
-		return Result{}, Terminal(fmt.Errorf("%s/%s/%s: %s actions are not carried out by this drover yet", app, svc, a.ReleaseChannel, a.Kind))
+		return Outcome{}, Terminal(fmt.Errorf("%s/%s/%s: %s actions are not carried out by this drover yet", app, svc, a.ReleaseChannel, a.Kind))
 	}
-	return Result{}, Terminal(fmt.Errorf("%s/%s/%s: unknown action kind %q", app, svc, a.ReleaseChannel, a.Kind))
+	return Outcome{}, Terminal(fmt.Errorf("%s/%s/%s: unknown action kind %q", app, svc, a.ReleaseChannel, a.Kind))
 }
 
 // target is the runtime target of release channel rc in desired state stateID.
@@ -84,12 +95,11 @@ func (x *LocalExecutor) written() {
 	}
 }
 
-// apply performs one planned apply: the attempt is recorded before the
-// runtime is called, and its outcome after. The outcome is recorded even
-// when ctx ended meanwhile (the server shut down past its grace): the
-// attempt must not stay open.
-func (x *LocalExecutor) apply(ctx context.Context, a Action, inst store.Instance) {
-	log := x.log.With("app", inst.Application, "service", inst.Service, "release_channel", a.ReleaseChannel, "version", a.Version)
+// apply performs one apply: the attempt is recorded before the runtime is
+// called, and its end after, even when ctx ended meanwhile (the server shut
+// down past its grace): the attempt must not stay open.
+func (x *LocalExecutor) apply(ctx context.Context, app, svc string, a Action) Outcome {
+	log := x.log.With("app", app, "service", svc, "release_channel", a.ReleaseChannel, "version", a.Version)
 	target, err := x.target(ctx, a.StateID, a.ReleaseChannel)
 	var rt runtimes.Runtime
 	if err == nil {
@@ -98,7 +108,7 @@ func (x *LocalExecutor) apply(ctx context.Context, a Action, inst store.Instance
 	var id int64
 	if err == nil {
 		id, err = x.store.StartApply(ctx, store.ApplyAttempt{
-			Application: inst.Application, Service: inst.Service, ReleaseChannel: a.ReleaseChannel,
+			Application: app, Service: svc, ReleaseChannel: a.ReleaseChannel,
 			DesiredStateID: a.StateID, Version: a.Version, StartedAt: x.now(),
 		})
 	}
@@ -111,12 +121,12 @@ func (x *LocalExecutor) apply(ctx context.Context, a Action, inst store.Instance
 	rctx, cancel := recordContext(ctx)
 	defer cancel()
 	ev := store.Event{
-		Time: x.now(), Application: inst.Application, Service: inst.Service, ReleaseChannel: a.ReleaseChannel,
-		DesiredStateID: inst.DesiredStateID, Actor: "engine",
+		Time: x.now(), Application: app, Service: svc, ReleaseChannel: a.ReleaseChannel,
+		DesiredStateID: a.StateID, Actor: "engine",
 	}
 	if err != nil && stopped != nil {
-		// Not a failure of the apply: leave the instance as it is, so the
-		// next server sees an apply that never returned and applies again.
+		// Not a failure of the apply: the task stays claimed, and is
+		// carried out again (by the next server, or another runner).
 		log.Warn("apply interrupted by shutdown", "error", err)
 		ev.Type = ds.EventApplyInterrupted
 		ev.Message = fmt.Sprintf("%s: apply of %s interrupted: %v; it will be applied again", a.ReleaseChannel, a.Version, stopped)
@@ -129,7 +139,7 @@ func (x *LocalExecutor) apply(ctx context.Context, a Action, inst store.Instance
 			log.Error("record apply outcome failed", "error", err)
 		}
 		x.written()
-		return
+		return Outcome{Interrupted: true}
 	}
 	if started {
 		outcome, msg := "succeeded", summarize(res)
@@ -142,51 +152,26 @@ func (x *LocalExecutor) apply(ctx context.Context, a Action, inst store.Instance
 	}
 	if err == nil {
 		ev.Type, ev.Message = ds.EventApplied, fmt.Sprintf("%s: applied %s: %s", a.ReleaseChannel, a.Version, summarize(res))
-		// Record that the apply returned, so a later pass can tell a finished
-		// apply (wait for the runtime) from an interrupted one (apply again).
-		if werr := x.recordOutcome(rctx, inst, ev, func(i *store.Instance) {
-			i.AppliedAt = x.now()
-		}); werr != nil {
-			log.Error("record apply failed", "error", werr)
+		at := x.now()
+		return Outcome{
+			Result: Result{Requeue: true}, Message: summarize(res), Events: []store.Event{ev},
+			// Record that the apply returned, so the plan waits for the
+			// runtime to show the version (its grace period).
+			Change: func(i *store.Instance) { i.AppliedAt = at },
 		}
-		return
 	}
 	log.Warn("apply failed", "error", err)
 	ev.Type, ev.Message = ds.EventApplyFailed, fmt.Sprintf("%s: apply of %s failed: %v", a.ReleaseChannel, a.Version, err)
-	if werr := x.recordOutcome(rctx, inst, ev, func(i *store.Instance) {
-		i.Reason = ds.ReasonApplyFailed
-		i.Message = err.Error()
-		if runtimes.IsPermanent(err) {
-			i.ApplyAttempts = x.settings.MaxApplyAttempts
-		}
-	}); werr != nil {
-		log.Error("record apply failure failed", "error", werr)
-	}
-}
-
-// recordOutcome writes an apply's outcome onto the instance with its event.
-// Passes may have rewritten the instance while the apply ran, so on a
-// revision conflict it re-reads the instance and tries again; the outcome is
-// dropped only if the instance moved on to another target meanwhile.
-func (x *LocalExecutor) recordOutcome(ctx context.Context, inst store.Instance, ev store.Event, change func(*store.Instance)) error {
-	target := inst.TargetStateID + "/" + inst.TargetVersion
-	for attempt := 0; ; attempt++ {
-		change(&inst)
-		inst.UpdatedAt = x.now()
-		err := x.store.Write(ctx, &store.Batch{Instances: []store.Instance{inst}, Events: []store.Event{ev}})
-		if !errors.Is(err, store.ErrConflict) || attempt == 10 {
-			x.written()
-			return err
-		}
-		fresh, gerr := x.store.GetInstance(ctx, inst.Application, inst.Service, inst.ReleaseChannel)
-		if gerr != nil {
-			return gerr
-		}
-		if fresh.TargetStateID+"/"+fresh.TargetVersion != target {
-			err := x.store.AppendEvents(ctx, ev)
-			x.written()
-			return err
-		}
-		inst = fresh
+	permanent := runtimes.IsPermanent(err)
+	msg := err.Error()
+	return Outcome{
+		Result: Result{Requeue: true}, Failed: true, Message: msg, Events: []store.Event{ev},
+		Change: func(i *store.Instance) {
+			i.Reason = ds.ReasonApplyFailed
+			i.Message = msg
+			if permanent {
+				i.ApplyAttempts = x.settings.MaxApplyAttempts
+			}
+		},
 	}
 }

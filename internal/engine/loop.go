@@ -2,9 +2,13 @@ package engine
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -19,8 +23,10 @@ type RuntimeSource interface {
 	Runtime(ctx context.Context, name string) (runtimes.Runtime, error)
 }
 
-// Loop runs the convergence engine: workers take service keys from a queue,
-// observe, plan, write the plan, then apply.
+// Loop runs the convergence engine: workers take service keys from a queue
+// and, under a lease on the key, observe, plan, and write the plan with the
+// tasks it decides; the task runner (runner.go) claims tasks and carries
+// them out through the executor. Several loops may share one store.
 type Loop struct {
 	store    store.Store
 	runtimes RuntimeSource
@@ -30,12 +36,23 @@ type Loop struct {
 	workers  int
 	queue    *queue
 
-	// applying holds the instances whose apply is running, with its start.
-	mu       sync.Mutex
-	applying map[string]time.Time
-	applies  sync.WaitGroup
-	// applySlots bounds the applies running at once.
-	applySlots chan struct{}
+	// owner names this loop in leases and task claims.
+	owner    string
+	leaseTTL time.Duration
+	taskTTL  time.Duration
+	taskPoll time.Duration
+	// exclusive: no other process uses the store (claims left in it are a
+	// dead process's, ended at start).
+	exclusive bool
+	leaseMu   sync.Mutex
+	leases    map[string]store.Lease
+
+	// tasks counts the tasks being carried out; slots bounds them; wake
+	// tells the dispatcher that tasks were enqueued.
+	mu    sync.Mutex
+	tasks sync.WaitGroup
+	slots chan struct{}
+	wake  chan struct{}
 	// shutdownGrace is how long Run lets applies in flight finish once its
 	// context ends; applyCtx is what they run under (see loop_shutdown.go).
 	shutdownGrace time.Duration
@@ -74,6 +91,22 @@ type Config struct {
 	// Executor carries out the actions plans decide (nil = a LocalExecutor
 	// over Store and Runtimes).
 	Executor Executor
+	// Owner names this engine in leases and task claims (default: host,
+	// process id and a random suffix); it must differ between engines
+	// sharing a store.
+	Owner string
+	// LeaseTTL is how long a lease on a service key lasts without renewal
+	// (default 15 s): after a crash, another engine takes the service over
+	// within it. TaskTTL is the same for a task's claim (default 30 s;
+	// heartbeats every third of it); TaskPoll how often idle runners look
+	// for tasks other engines enqueued (default 1 s).
+	LeaseTTL time.Duration
+	TaskTTL  time.Duration
+	TaskPoll time.Duration
+	// Exclusive says no other process uses the store (the SQLite data
+	// directory's lock): leases and claims found at start belong to a dead
+	// process and are ended at once, rather than when they lapse.
+	Exclusive bool
 }
 
 // NewLoop builds a loop; call Run to start it.
@@ -102,12 +135,34 @@ func NewLoop(cfg Config) *Loop {
 	if cfg.Executor == nil {
 		cfg.Executor = NewLocalExecutor(cfg.Store, cfg.Runtimes, cfg.Settings, cfg.Now, cfg.Log, cfg.OnWrite)
 	}
+	if cfg.Owner == "" {
+		cfg.Owner = defaultOwner()
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = 15 * time.Second
+	}
+	if cfg.TaskTTL <= 0 {
+		cfg.TaskTTL = 30 * time.Second
+	}
+	if cfg.TaskPoll <= 0 {
+		cfg.TaskPoll = time.Second
+	}
 	return &Loop{
 		store: cfg.Store, runtimes: cfg.Runtimes, settings: cfg.Settings, now: cfg.Now,
 		log: cfg.Log, workers: cfg.Workers, queue: newQueue(cfg.Now), onWrite: cfg.OnWrite,
-		applying: map[string]time.Time{}, applySlots: make(chan struct{}, cfg.MaxApplies),
+		owner: cfg.Owner, leaseTTL: cfg.LeaseTTL, taskTTL: cfg.TaskTTL, taskPoll: cfg.TaskPoll,
+		exclusive: cfg.Exclusive, leases: map[string]store.Lease{},
+		slots: make(chan struct{}, cfg.MaxApplies), wake: make(chan struct{}, 1),
 		shutdownGrace: max(cfg.ShutdownGrace, 0), exec: cfg.Executor, failures: map[string]int{},
 	}
+}
+
+// defaultOwner names a loop uniquely: host, process id, random suffix.
+func defaultOwner() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }
 
 func serviceKey(app, svc string) string { return app + "/" + svc }
@@ -123,6 +178,11 @@ func (l *Loop) Run(ctx context.Context) error {
 	if err := l.closeInterrupted(ctx); err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
+	if l.exclusive {
+		if err := l.store.ResetClaims(ctx); err != nil {
+			return fmt.Errorf("engine: %w", err)
+		}
+	}
 	stopApplies := l.startApplyContext(ctx)
 	active, err := l.store.ListActiveDesiredStates(ctx)
 	if err != nil {
@@ -135,10 +195,12 @@ func (l *Loop) Run(ctx context.Context) error {
 	for range l.workers {
 		wg.Go(func() { l.work(ctx) })
 	}
+	wg.Go(func() { l.dispatch(ctx) })
 	<-ctx.Done()
 	l.queue.Close()
 	wg.Wait()
 	l.drain(stopApplies)
+	l.releaseLeases()
 	return nil
 }
 
@@ -223,6 +285,15 @@ func (l *Loop) safeReconcile(ctx context.Context, key string) (res Result, err e
 // Reconcile makes one pass over a service: read, observe, plan, write, and
 // start the actions. Its Result says when the service wants another pass.
 func (l *Loop) Reconcile(ctx context.Context, app, svc string) (Result, error) {
+	key := serviceKey(app, svc)
+	lease, err := l.lease(ctx, key)
+	if errors.Is(err, store.ErrLeaseHeld) {
+		// Another engine plans this service; take it over if its lease lapses.
+		return Result{RequeueAfter: max(lease.Expires.Sub(l.now()), 0) + l.leaseTTL/10}, nil
+	}
+	if err != nil {
+		return Result{}, err
+	}
 	rec, err := l.store.ActiveDesiredState(ctx, app, svc)
 	if errors.Is(err, store.ErrNotFound) {
 		return Result{}, nil
@@ -246,6 +317,14 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	open, err := l.store.ListTasks(ctx, store.TaskFilter{Key: key, Open: true})
+	if err != nil {
+		return Result{}, err
+	}
+	applying := make(map[string]bool, len(open))
+	for _, t := range open {
+		applying[t.Instance] = true
+	}
 	observed := map[string]Observation{}
 	desired := cs.desired
 	for i, ch := range cs.desired.Channels {
@@ -261,7 +340,7 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (Result, error) {
 				}
 			}
 		}
-		if l.isApplying(app, svc, ch.Name) {
+		if applying[ch.Name] {
 			observed[ch.Name] = Observation{Applying: true}
 			continue
 		}
@@ -284,69 +363,77 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (Result, error) {
 	}
 	now := l.now()
 	plan := PlanService(PlanInput{Now: now, Desired: desired, Instances: instances, Observed: observed, Approvals: approvals, Settings: l.settings})
-	if len(plan.Instances) > 0 || len(plan.Events) > 0 {
-		b := &store.Batch{Instances: plan.Instances, Events: plan.Events}
-		if err := l.store.Write(ctx, b); err != nil {
-			if errors.Is(err, store.ErrConflict) {
-				return Result{Requeue: true}, nil // changed under us (an API call); plan again
-			}
+	b := &store.Batch{Fence: &store.Fence{Key: leaseKey(key), Token: lease.Token}, Instances: plan.Instances, Events: plan.Events}
+	for _, a := range plan.Actions {
+		payload, err := json.Marshal(a)
+		if err != nil {
+			return Result{}, fmt.Errorf("encode %s action: %w", a.Kind, err)
+		}
+		b.Tasks = append(b.Tasks, store.Task{Key: key, Instance: a.ReleaseChannel, Kind: taskKind(a), Payload: payload})
+	}
+	if len(b.Instances) > 0 || len(b.Events) > 0 || len(b.Tasks) > 0 {
+		err := l.store.Write(ctx, b)
+		switch {
+		case errors.Is(err, store.ErrConflict):
+			return Result{Requeue: true}, nil // changed under us (an API call); plan again
+		case errors.Is(err, store.ErrFenced):
+			l.forgetLease(key) // another engine took the service over
+			return Result{Requeue: true}, nil
+		case err != nil:
 			return Result{}, fmt.Errorf("write plan: %w", err)
 		}
 		l.written()
-	}
-	for _, a := range plan.Actions {
-		l.startAction(ctx, app, svc, a)
+		if len(b.Tasks) > 0 {
+			l.kick()
+		}
 	}
 	return Result{RequeueAfter: plan.RequeueAfter}, nil
 }
 
-func instanceKey(app, svc, rc string) string { return app + "/" + svc + "/" + rc }
+// leaseKey is the store lease of a service key.
+func leaseKey(key string) string { return "service/" + key }
 
-func (l *Loop) isApplying(app, svc, rc string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	_, ok := l.applying[instanceKey(app, svc, rc)]
-	return ok
+// lease returns this loop's lease on a service key, claiming or renewing it
+// when less than half its ttl is left. ErrLeaseHeld comes with the holder's
+// lease.
+func (l *Loop) lease(ctx context.Context, key string) (store.Lease, error) {
+	l.leaseMu.Lock()
+	cur, ok := l.leases[key]
+	l.leaseMu.Unlock()
+	if ok && cur.Expires.Sub(l.now()) > l.leaseTTL/2 {
+		return cur, nil
+	}
+	got, err := l.store.ClaimLease(ctx, leaseKey(key), l.owner, l.leaseTTL)
+	if err != nil {
+		l.forgetLease(key)
+		return got, err
+	}
+	l.leaseMu.Lock()
+	l.leases[key] = got
+	l.leaseMu.Unlock()
+	return got, nil
 }
 
-// startAction carries out an action beside the workers, at most one per
-// instance and MaxApplies at once; what the executor returns is settled on
-// the service's key (an ended apply asks for a pass to observe its effect).
-func (l *Loop) startAction(ctx context.Context, app, svc string, a Action) {
-	key := instanceKey(app, svc, a.ReleaseChannel)
-	l.mu.Lock()
-	if _, busy := l.applying[key]; busy {
-		l.mu.Unlock()
-		return // the planner saw it running; never two applies of one instance
+func (l *Loop) forgetLease(key string) {
+	l.leaseMu.Lock()
+	delete(l.leases, key)
+	l.leaseMu.Unlock()
+}
+
+// releaseLeases gives up every lease this loop holds (a clean stop), so
+// other engines need not wait for them to lapse.
+func (l *Loop) releaseLeases() {
+	l.leaseMu.Lock()
+	held := l.leases
+	l.leases = map[string]store.Lease{}
+	l.leaseMu.Unlock()
+	ctx, cancel := recordContext(context.Background())
+	defer cancel()
+	for _, lease := range held {
+		if err := l.store.ReleaseLease(ctx, lease); err != nil {
+			l.log.Warn("release lease failed", "lease", lease.Key, "error", err)
+		}
 	}
-	l.applying[key] = l.now()
-	l.mu.Unlock()
-	l.applies.Add(1)
-	go func() {
-		defer l.applies.Done()
-		defer func() {
-			if r := recover(); r != nil {
-				l.log.Error("apply panicked", "instance", key, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-			}
-			l.mu.Lock()
-			delete(l.applying, key)
-			l.mu.Unlock()
-		}()
-		select {
-		case l.applySlots <- struct{}{}:
-			defer func() { <-l.applySlots }()
-		case <-ctx.Done():
-			return
-		}
-		if ctx.Err() != nil {
-			return // shutting down: start nothing new
-		}
-		res, err := l.exec.Execute(l.applyContext(ctx), app, svc, a)
-		l.mu.Lock()
-		delete(l.applying, key)
-		l.mu.Unlock()
-		l.settle(serviceKey(app, svc), string(a.Kind), res, err)
-	}()
 }
 
 // targetFor is what to fetch for a channel: the instance's current target

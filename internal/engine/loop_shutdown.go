@@ -74,7 +74,7 @@ func (l *Loop) applyContext(ctx context.Context) context.Context {
 func (l *Loop) drain(stop context.CancelCauseFunc) {
 	done := make(chan struct{})
 	go func() {
-		l.applies.Wait()
+		l.tasks.Wait()
 		close(done)
 	}()
 	defer stop(nil)
@@ -98,11 +98,8 @@ func (l *Loop) drain(stop context.CancelCauseFunc) {
 	<-done
 }
 
-func (l *Loop) applyingCount() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.applying)
-}
+// applyingCount is the number of tasks being carried out.
+func (l *Loop) applyingCount() int { return len(l.slots) }
 
 // shutdownCause is the reason ctx was canceled when that is the shutdown,
 // else nil.

@@ -70,7 +70,8 @@ func newShutdownFixture(t *testing.T, grace time.Duration) *shutdownFixture {
 	b := &store.Batch{Instances: []store.Instance{{
 		Application: "app", Service: "svc", ReleaseChannel: "prod", DesiredStateID: "ds-shutdown",
 		TargetStateID: "ds-shutdown", TargetVersion: "v1", Status: "CONVERGING", ApplyAttempts: 1, LastApplyAt: time.Now(),
-	}}}
+	}}, Tasks: []store.Task{{Key: "app/svc", Instance: "prod", Kind: "engine.apply",
+		Payload: []byte(`{"kind":"apply","releaseChannel":"prod","stateId":"ds-shutdown","version":"v1","runtime":"rt"}`)}}}
 	if err := st.Write(ctx, b); err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +88,11 @@ func (f *shutdownFixture) shutDuringApply(t *testing.T) <-chan struct{} {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	stop := f.loop.startApplyContext(ctx)
-	f.loop.startAction(ctx, "app", "svc", Action{Kind: ActionApply, ReleaseChannel: "prod", StateID: "ds-shutdown", Version: "v1", Runtime: "rt"})
+	dispatched := make(chan struct{})
+	go func() {
+		f.loop.dispatch(ctx)
+		close(dispatched)
+	}()
 	select {
 	case <-f.rt.started:
 	case <-time.After(10 * time.Second):
@@ -96,10 +101,20 @@ func (f *shutdownFixture) shutDuringApply(t *testing.T) <-chan struct{} {
 	cancel() // SIGTERM
 	done := make(chan struct{})
 	go func() {
+		<-dispatched
 		f.loop.drain(stop)
 		close(done)
 	}()
 	return done
+}
+
+func (f *shutdownFixture) task(t *testing.T) store.Task {
+	t.Helper()
+	tasks, err := f.st.ListTasks(t.Context(), store.TaskFilter{})
+	if err != nil || len(tasks) != 1 {
+		t.Fatalf("tasks %v %v", tasks, err)
+	}
+	return tasks[0]
 }
 
 func (f *shutdownFixture) attempt(t *testing.T) store.ApplyAttempt {
@@ -144,6 +159,12 @@ func TestB11ShutdownLetsApplyFinish(t *testing.T) {
 	if got := f.eventTypes(t); len(got) != 1 || got[0] != "applied" {
 		t.Errorf("events %v", got)
 	}
+	if task := f.task(t); task.Status != store.TaskSucceeded {
+		t.Errorf("task %+v, want succeeded", task)
+	}
+	if inst, err := f.st.GetInstance(t.Context(), "app", "svc", "prod"); err != nil || inst.AppliedAt.IsZero() {
+		t.Errorf("the instance does not record the finished apply: %+v %v", inst, err)
+	}
 }
 
 // TestB11ShutdownPastGraceRecordsInterrupted: an apply still running when the
@@ -167,6 +188,11 @@ func TestB11ShutdownPastGraceRecordsInterrupted(t *testing.T) {
 	inst, err := f.st.GetInstance(t.Context(), "app", "svc", "prod")
 	if err != nil || inst.Reason != "" || inst.Revision != f.inst.Revision {
 		t.Errorf("the instance was changed: %+v %v", inst, err)
+	}
+	// The task stays claimed: it is carried out again once the claim lapses
+	// (or at the next start, which ends every claim of a dead process).
+	if task := f.task(t); task.Status != store.TaskRunning {
+		t.Errorf("task %+v, want still running (claimed)", task)
 	}
 }
 

@@ -47,7 +47,8 @@ type Observation struct {
 	State runtimes.State
 	// Err is set when the fetch failed; State is then meaningless.
 	Err string
-	// Applying is set while an apply of the instance is running.
+	// Applying is set while the instance has an open task (an apply
+	// enqueued or running, here or in another engine sharing the store).
 	Applying bool
 }
 

@@ -382,8 +382,9 @@ func (p *planner) mismatch(s *step, stateID, version string, state runtimes.Stat
 				return
 			}
 		case s.inst.AppliedAt.Before(inst.LastApplyAt):
-			// The apply started but never returned, and none is running:
-			// the server stopped mid-apply. Apply again now.
+			// The apply was planned but never recorded as done, and no task
+			// is open for it: a desired state from before durable tasks
+			// whose apply a crash interrupted. Apply again now.
 		case since < grace:
 			s.set(working, ds.ReasonVersionMismatch, "applied %s; waiting for the runtime to report it (runs %q)", version, running)
 			p.requeue(min(st.PollInterval, grace-since))

@@ -435,6 +435,11 @@ type Store interface {
 	// ErrFenced and writes nothing. Finished tasks of the same Key and
 	// Instance beyond the newest KeepFinishedTasks are deleted.
 	CompleteTask(ctx context.Context, t Task, status TaskStatus, message string, b *Batch) error
+	// ResetClaims ends every lease and every task claim now: running tasks
+	// become pending again (keeping Attempts), and tokens keep growing. It
+	// is for a process that owns the store exclusively (the SQLite data
+	// directory's lock), at its start, when every holder is known dead.
+	ResetClaims(ctx context.Context) error
 	// GetTask returns a task by id, or ErrNotFound.
 	GetTask(ctx context.Context, id int64) (Task, error)
 	// ListTasks returns tasks matching f, oldest first.

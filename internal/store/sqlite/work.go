@@ -240,6 +240,22 @@ func (s *Store) CompleteTask(ctx context.Context, task store.Task, status store.
 	return nil
 }
 
+// ResetClaims implements store.Store.
+func (s *Store) ResetClaims(ctx context.Context) error {
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		past := dbTime(now().Add(-time.Nanosecond))
+		if _, err := tx.ExecContext(ctx, "UPDATE leases SET expires = ? WHERE expires > ?", past, past); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, "UPDATE tasks SET status = 'pending', owner = '', expires = NULL WHERE status = 'running'")
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("reset claims: %w", err)
+	}
+	return nil
+}
+
 // GetTask implements store.Store.
 func (s *Store) GetTask(ctx context.Context, id int64) (store.Task, error) {
 	t, err := scanTask(s.reads.QueryRowContext(ctx, "SELECT "+taskColumns+" FROM tasks WHERE id = ?", id))

@@ -24,6 +24,7 @@ var workTests = []struct {
 	{"Task/ExpiredClaimTakenOver", testTaskExpiry},
 	{"Task/ConcurrentClaimsEachOnce", testTaskConcurrentClaims},
 	{"Work/TwoEnginesTwoRunners", testTwoEnginesTwoRunners},
+	{"Work/ResetClaims", testResetClaims},
 }
 
 // eventually polls cond until it holds or 10 s pass.
@@ -437,4 +438,30 @@ func testTwoEnginesTwoRunners(t *testing.T, s store.Store) {
 			t.Errorf("%s applied %d times, want once", k, n)
 		}
 	}
+}
+
+// testResetClaims: after a reset (a sole owner starting), every lease can be
+// claimed at once with a higher token and running tasks are pending again;
+// the old holders are fenced out.
+func testResetClaims(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	old, err := s.ClaimLease(ctx, "shop/web", "dead-engine", time.Hour)
+	must(t, err)
+	must(t, s.Write(ctx, &store.Batch{Tasks: []store.Task{{Key: "shop/web", Instance: "prod", Kind: "apply"}}}))
+	running, err := s.ClaimTask(ctx, "dead-runner", time.Hour)
+	must(t, err)
+	must(t, s.ResetClaims(ctx))
+	l, err := s.ClaimLease(ctx, "shop/web", "new-engine", time.Minute)
+	must(t, err)
+	if l.Token <= old.Token {
+		t.Errorf("token after reset %d, not above %d", l.Token, old.Token)
+	}
+	again, err := s.ClaimTask(ctx, "new-runner", time.Minute)
+	must(t, err)
+	if again.ID != running.ID || again.Attempts != 2 || again.Token <= running.Token {
+		t.Errorf("reclaimed %+v after %+v", again, running)
+	}
+	wantErr(t, s.CompleteTask(ctx, running, store.TaskSucceeded, "", nil), store.ErrFenced, "completion by the runner from before the reset")
+	_, err = s.RenewLease(ctx, old, time.Minute)
+	wantErr(t, err, store.ErrFenced, "renewal by the engine from before the reset")
 }

@@ -1,0 +1,222 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	ds "github.com/drover-dev/drover/internal/desiredstate"
+	"github.com/drover-dev/drover/internal/store"
+)
+
+// The task runner: applies are durable tasks, enqueued with the plan that
+// decides them. The runner claims them from the store (this engine's, or
+// any other's sharing the store), heartbeats the claim while the executor
+// carries the action out, and completes the task with the outcome in one
+// transaction fenced by the claim. A runner that dies stops heartbeating;
+// its task is claimed again once the claim lapses.
+
+// taskKind is the store's task kind of an action.
+func taskKind(a Action) string { return "engine." + string(a.Kind) }
+
+// kick wakes the dispatcher: tasks were enqueued.
+func (l *Loop) kick() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// dispatch claims tasks while a slot is free, until ctx ends. Between claims
+// that find nothing it waits for a kick or the task poll interval (tasks
+// enqueued by other engines sharing the store).
+func (l *Loop) dispatch(ctx context.Context) {
+	poll := time.NewTicker(l.taskPoll)
+	defer poll.Stop()
+	failures := 0
+	for {
+		select {
+		case l.slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		task, err := l.store.ClaimTask(ctx, l.owner, l.taskTTL)
+		if err != nil {
+			<-l.slots
+			wait := l.taskPoll
+			switch {
+			case ctx.Err() != nil:
+				return
+			case errors.Is(err, store.ErrNotFound):
+				failures = 0
+			default:
+				wait = backoff(l.settings.RetryBackoff, l.settings.MaxBackoff, failures)
+				failures++
+				l.log.Error("claim task failed", "error", err, "retry_in", wait)
+			}
+			t := time.NewTimer(wait)
+			select {
+			case <-l.wake:
+			case <-poll.C:
+			case <-t.C:
+			case <-ctx.Done():
+			}
+			t.Stop()
+			continue
+		}
+		failures = 0
+		l.tasks.Add(1)
+		go func() {
+			defer l.tasks.Done()
+			defer func() { <-l.slots }()
+			l.runTask(task)
+		}()
+	}
+}
+
+// runTask carries out one claimed task and completes it.
+func (l *Loop) runTask(task store.Task) {
+	app, svc, _ := strings.Cut(task.Key, "/")
+	log := l.log.With("task", task.ID, "service", task.Key, "release_channel", task.Instance, "attempt", task.Attempts)
+	var a Action
+	if err := json.Unmarshal(task.Payload, &a); err != nil || taskKind(a) != task.Kind {
+		err = Terminal(fmt.Errorf("task %d: undecodable action %q: %w", task.ID, task.Payload, err))
+		l.completeTask(task, a, Outcome{Failed: true, Message: err.Error()}, log)
+		l.settle(task.Key, "task", Result{}, err)
+		return
+	}
+	if task.Attempts > 1 {
+		log.Warn("task claimed again: its earlier runner stopped before completing it")
+		if a.Kind == ActionApply {
+			ev := store.Event{
+				Time: l.now(), Application: app, Service: svc, ReleaseChannel: a.ReleaseChannel, DesiredStateID: a.StateID,
+				Type: ds.EventApplying, Actor: "engine",
+				Message: fmt.Sprintf("%s: applying %s again: its earlier run stopped before it ended (task %d, run %d)", a.ReleaseChannel, a.Version, task.ID, task.Attempts),
+			}
+			if err := l.store.AppendEvents(context.Background(), ev); err != nil {
+				log.Error("record event failed", "error", err)
+			}
+			l.written()
+		}
+	}
+	actx, cancel := context.WithCancelCause(l.applyContext(context.Background()))
+	defer cancel(nil)
+	stopBeats := l.heartbeat(actx, task, cancel, log)
+	out, err := l.safeExecute(actx, app, svc, a)
+	lost := stopBeats()
+	switch {
+	case lost:
+		// Another runner has the task now; whatever happened here is its
+		// to redo. Nothing is recorded by this claim.
+		log.Warn("task claim lost while it ran; its outcome is dropped")
+		return
+	case out.Interrupted:
+		return
+	case err != nil:
+		out = Outcome{Failed: true, Message: err.Error()}
+		if a.Kind == ActionApply {
+			msg := err.Error()
+			out.Change = func(i *store.Instance) { i.Reason, i.Message = ds.ReasonApplyFailed, msg }
+		}
+	}
+	l.completeTask(task, a, out, log)
+	l.settle(task.Key, string(a.Kind), out.Result, err)
+}
+
+// safeExecute turns a panic of the executor into an error.
+func (l *Loop) safeExecute(ctx context.Context, app, svc string, a Action) (out Outcome, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%s panicked: %v\n%s", a.Kind, r, debug.Stack())
+		}
+	}()
+	return l.exec.Execute(ctx, app, svc, a)
+}
+
+// heartbeat renews the task's claim every third of its ttl until the
+// returned function is called; that function reports whether the claim was
+// lost meanwhile (the action's context is then canceled: another runner may
+// be carrying it out).
+func (l *Loop) heartbeat(ctx context.Context, task store.Task, cancel context.CancelCauseFunc, log interface {
+	Warn(string, ...any)
+}) func() bool {
+	done := make(chan struct{})
+	lost := make(chan bool, 1)
+	go func() {
+		t := time.NewTicker(l.taskTTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				lost <- false
+				return
+			case <-t.C:
+			}
+			hctx, stop := recordContext(ctx)
+			next, err := l.store.HeartbeatTask(hctx, task, l.taskTTL)
+			stop()
+			switch {
+			case errors.Is(err, store.ErrFenced):
+				cancel(err)
+				<-done
+				lost <- true
+				return
+			case err != nil:
+				log.Warn("task heartbeat failed", "error", err)
+			default:
+				task = next
+			}
+		}
+	}()
+	return func() bool {
+		close(done)
+		return <-lost
+	}
+}
+
+// completeTask records out for the claim task: the task's status, the
+// instance change (when the instance still targets what the action was for)
+// and the events, in one transaction. Passes may have rewritten the instance
+// meanwhile, so a revision conflict re-reads it and tries again.
+func (l *Loop) completeTask(task store.Task, a Action, out Outcome, log interface {
+	Error(string, ...any)
+	Warn(string, ...any)
+}) {
+	ctx, cancel := recordContext(context.Background())
+	defer cancel()
+	app, svc, _ := strings.Cut(task.Key, "/")
+	status := store.TaskSucceeded
+	if out.Failed {
+		status = store.TaskFailed
+	}
+	for attempt := 0; ; attempt++ {
+		b := &store.Batch{Events: append([]store.Event(nil), out.Events...)}
+		if out.Change != nil {
+			inst, err := l.store.GetInstance(ctx, app, svc, task.Instance)
+			switch {
+			case err != nil && !errors.Is(err, store.ErrNotFound):
+				log.Error("record task outcome failed", "error", err)
+				return
+			case err == nil && inst.TargetStateID == a.StateID && inst.TargetVersion == a.Version:
+				out.Change(&inst)
+				inst.UpdatedAt = l.now()
+				b.Instances = []store.Instance{inst}
+			}
+		}
+		err := l.store.CompleteTask(ctx, task, status, out.Message, b)
+		switch {
+		case errors.Is(err, store.ErrConflict) && attempt < 10:
+			continue
+		case errors.Is(err, store.ErrFenced):
+			log.Warn("task claim lost before its outcome was recorded; another runner carries it out", "error", err)
+		case err != nil:
+			log.Error("record task outcome failed", "error", err)
+		}
+		l.written()
+		return
+	}
+}

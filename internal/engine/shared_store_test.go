@@ -1,0 +1,259 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	ds "github.com/drover-dev/drover/internal/desiredstate"
+	"github.com/drover-dev/drover/internal/runtimes"
+	"github.com/drover-dev/drover/internal/store"
+)
+
+// slowRuntime takes a while to apply and counts the applies that completed,
+// per instance and version.
+type slowRuntime struct {
+	delay time.Duration
+	mu    sync.Mutex
+	runs  map[string]string // instance -> version running
+	done  map[string]int    // instance@version -> completed applies
+	by    map[string]string // instance@version -> the engine that applied it
+	owner func(ctx context.Context) string
+}
+
+func (r *slowRuntime) Fetch(_ context.Context, t runtimes.Target) (runtimes.State, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	v := r.runs[t.String()]
+	return runtimes.State{Version: v, Converged: v != ""}, nil
+}
+
+func (r *slowRuntime) Apply(ctx context.Context, t runtimes.Target) (runtimes.ApplyResult, error) {
+	select {
+	case <-time.After(r.delay):
+	case <-ctx.Done():
+		return runtimes.ApplyResult{}, context.Cause(ctx)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := t.String()
+	r.runs[k] = t.Version
+	r.done[k+"@"+t.Version]++
+	r.by[k+"@"+t.Version] += r.owner(ctx) + " "
+	return runtimes.ApplyResult{}, nil
+}
+
+type ownerKey struct{}
+
+// ownedRuntimes hands each engine the shared runtime with its name in the
+// context, so the runtime can tell who applied.
+type ownedRuntimes struct {
+	rt    *slowRuntime
+	owner string
+}
+
+func (o ownedRuntimes) Runtime(context.Context, string) (runtimes.Runtime, error) {
+	return ownedRuntime{o}, nil
+}
+
+type ownedRuntime struct{ o ownedRuntimes }
+
+func (r ownedRuntime) Fetch(ctx context.Context, t runtimes.Target) (runtimes.State, error) {
+	return r.o.rt.Fetch(ctx, t)
+}
+
+func (r ownedRuntime) Apply(ctx context.Context, t runtimes.Target) (runtimes.ApplyResult, error) {
+	return r.o.rt.Apply(context.WithValue(ctx, ownerKey{}, r.o.owner), t)
+}
+
+// mortalStore is a store as seen by one process: once killed, nothing the
+// process does reaches the store any more (a crash), and it released
+// nothing.
+type mortalStore struct {
+	store.Store
+	dead atomic.Bool
+}
+
+var errDead = errors.New("the process is dead")
+
+func (m *mortalStore) check() error {
+	if m.dead.Load() {
+		return errDead
+	}
+	return nil
+}
+
+func (m *mortalStore) Write(ctx context.Context, b *store.Batch) error {
+	if err := m.check(); err != nil {
+		return err
+	}
+	return m.Store.Write(ctx, b)
+}
+
+func (m *mortalStore) ClaimLease(ctx context.Context, key, owner string, ttl time.Duration) (store.Lease, error) {
+	if err := m.check(); err != nil {
+		return store.Lease{}, err
+	}
+	return m.Store.ClaimLease(ctx, key, owner, ttl)
+}
+
+func (m *mortalStore) RenewLease(ctx context.Context, l store.Lease, ttl time.Duration) (store.Lease, error) {
+	if err := m.check(); err != nil {
+		return store.Lease{}, err
+	}
+	return m.Store.RenewLease(ctx, l, ttl)
+}
+
+func (m *mortalStore) ReleaseLease(ctx context.Context, l store.Lease) error {
+	if err := m.check(); err != nil {
+		return err
+	}
+	return m.Store.ReleaseLease(ctx, l)
+}
+
+func (m *mortalStore) ClaimTask(ctx context.Context, owner string, ttl time.Duration) (store.Task, error) {
+	if err := m.check(); err != nil {
+		return store.Task{}, err
+	}
+	return m.Store.ClaimTask(ctx, owner, ttl)
+}
+
+func (m *mortalStore) HeartbeatTask(ctx context.Context, t store.Task, ttl time.Duration) (store.Task, error) {
+	if err := m.check(); err != nil {
+		return store.Task{}, err
+	}
+	return m.Store.HeartbeatTask(ctx, t, ttl)
+}
+
+func (m *mortalStore) CompleteTask(ctx context.Context, t store.Task, status store.TaskStatus, msg string, b *store.Batch) error {
+	if err := m.check(); err != nil {
+		return err
+	}
+	return m.Store.CompleteTask(ctx, t, status, msg, b)
+}
+
+func (m *mortalStore) StartApply(ctx context.Context, a store.ApplyAttempt) (int64, error) {
+	if err := m.check(); err != nil {
+		return 0, err
+	}
+	return m.Store.StartApply(ctx, a)
+}
+
+func (m *mortalStore) FinishApply(ctx context.Context, id int64, outcome, message string, at time.Time, events ...store.Event) error {
+	if err := m.check(); err != nil {
+		return err
+	}
+	return m.Store.FinishApply(ctx, id, outcome, message, at, events...)
+}
+
+func (m *mortalStore) AppendEvents(ctx context.Context, events ...store.Event) error {
+	if err := m.check(); err != nil {
+		return err
+	}
+	return m.Store.AppendEvents(ctx, events...)
+}
+
+// TestTwoEnginesShareOneStore: two engines, each with its task runner, on
+// one store converge 200 services on a slow runtime; each version is applied
+// to each instance once. Engine A dies a quarter of the way (it releases
+// nothing); B takes A's services and tasks over once their leases and
+// claims lapse.
+func TestTwoEnginesShareOneStore(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("converges 200 services")
+	}
+	ctx := t.Context()
+	st := openStore(t)
+	const services = 200
+	for i := range services {
+		svc := fmt.Sprintf("svc%03d", i)
+		compiled, err := ds.Encode(&ds.Compiled{Application: "app", Service: svc, Version: "v1",
+			Channels: []ds.Channel{{Name: "staging", Runtime: "slow"}, {Name: "prod", Runtime: "slow", DependsOn: []string{"staging"}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.CreateDesiredState(ctx, store.DesiredState{ID: "ds-shared-" + svc, Application: "app", Service: svc, Version: "v1", Compiled: compiled}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rt := &slowRuntime{delay: 10 * time.Millisecond, runs: map[string]string{}, done: map[string]int{}, by: map[string]string{},
+		owner: func(ctx context.Context) string { s, _ := ctx.Value(ownerKey{}).(string); return s }}
+	settings := DefaultSettings()
+	settings.PollInterval, settings.SteadyPollInterval = 50*time.Millisecond, time.Second
+	newLoop := func(owner string, s store.Store) *Loop {
+		return NewLoop(Config{Store: s, Runtimes: ownedRuntimes{rt: rt, owner: owner}, Settings: settings, Owner: owner,
+			Workers: 4, MaxApplies: 8, LeaseTTL: time.Second, TaskTTL: time.Second, TaskPoll: 20 * time.Millisecond})
+	}
+	mortal := &mortalStore{Store: st}
+	a, b := newLoop("engine-a", mortal), newLoop("engine-b", st)
+	aCtx, killA := context.WithCancel(ctx)
+	bCtx, stopB := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = a.Run(aCtx) })
+	wg.Go(func() { _ = b.Run(bCtx) })
+	defer func() {
+		killA()
+		stopB()
+		wg.Wait()
+	}()
+
+	converged := func() int {
+		list, err := st.ListInstances(ctx, "app", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, inst := range list {
+			if inst.Status == ds.StatusConverged && inst.CurrentVersion == "v1" {
+				n++
+			}
+		}
+		return n
+	}
+	wait := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(90 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s (%d of %d instances converged)", what, converged(), 2*services)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	wait("a quarter converged", func() bool { return converged() >= services/2 })
+	mortal.dead.Store(true) // engine A dies: it writes nothing more and releases nothing
+	killA()
+	wait("every instance converged", func() bool { return converged() == 2*services })
+
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	// A crash can come between an apply reaching the runtime and its
+	// task's completion: that apply is done again by B (at least once, as
+	// a killed process would leave it). Only A's applies in flight at its
+	// death (MaxApplies at most) may be done twice, and never by B twice.
+	byA, byB, again := 0, 0, 0
+	for k, n := range rt.done {
+		switch {
+		case n == 1 && rt.by[k] == "engine-a ":
+			byA++
+		case n == 1 && rt.by[k] == "engine-b ":
+			byB++
+		case n == 2 && rt.by[k] == "engine-a engine-b ":
+			again++
+		default:
+			t.Errorf("%s applied %d times (by %s), want once", k, n, rt.by[k])
+		}
+	}
+	t.Logf("applied once by A: %d, once by B: %d, by A then again by B after A died: %d", byA, byB, again)
+	if again > 8 {
+		t.Errorf("%d applies of the dead engine were done again, more than it could have in flight (8)", again)
+	}
+	if len(rt.done) != 2*services || byA == 0 || byB == 0 {
+		t.Errorf("%d instances applied (%d by A, %d by B), want %d by both engines", len(rt.done), byA, byB, 2*services)
+	}
+}
