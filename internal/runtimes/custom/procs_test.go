@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -44,14 +43,14 @@ func (p *procRecorder) AddProcess(_ context.Context, proc runtimes.Process) (fun
 	}, nil
 }
 
-// TestB3ApplyRecordsItsProcessGroup: an apply's process group is recorded
-// while it runs (with the leader's start time, secrets redacted from the
+// TestB3ApplyRecordsItsProcessGroup: an apply's processes are recorded while
+// it runs (by the mark in its environment, secrets redacted from the
 // command) and the record is removed once it ended.
 func TestB3ApplyRecordsItsProcessGroup(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	out := filepath.Join(dir, "pid")
-	apply := script(t, dir, "apply.sh", `echo $$ > "$OUT"`)
+	apply := script(t, dir, "apply.sh", `echo "$DROVER_RUN_MARK" > "$OUT"`)
 	cr := &config.CustomRuntime{Apply: &config.ApplyCommand{
 		TaskConfig: &config.TaskConfig{Program: &config.Program{Cmd: []string{apply, "s3cr3t-token"}}},
 		Env:        map[string]config.EnvValue{"OUT": {Value: out}, "TOKEN": {RawSecret: "s3cr3t-token"}},
@@ -77,8 +76,8 @@ func TestB3ApplyRecordsItsProcessGroup(t *testing.T) {
 	if err := json.Unmarshal(p.Handle, &g); err != nil {
 		t.Fatalf("handle %s: %v", p.Handle, err)
 	}
-	if strconv.Itoa(g.Pgid) != strings.TrimSpace(readFile(t, out)) {
-		t.Errorf("group %+v, command pid %s", g, readFile(t, out))
+	if g.Mark == "" || g.Mark != strings.TrimSpace(readFile(t, out)) {
+		t.Errorf("group %+v, the command's mark %s", g, readFile(t, out))
 	}
 }
 

@@ -2,28 +2,36 @@ package localexec
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"time"
 )
 
-// Group identifies the process group of a command that ran: its id (the
-// leader's pid) and, on Linux, the leader's start time and the boot it
-// started in, which tell the leader from a later process that reused its id.
+// Group identifies the processes of a command that ran. A tracked command
+// gets a random mark in its environment (MarkEnv), which every process it
+// starts inherits; Mark and the boot it ran in identify them. Records made
+// by earlier drover versions name the process group instead: its id (the
+// leader's pid) and the leader's start time, which tell the leader from a
+// later process that reused its id.
 //
-// Run reports each command's Group to Cmd.Tracker as soon as the command
-// started, so that a record of it can outlive drover. After a crash (kill -9,
-// OOM kill, power loss of the process, not of the host) Pdeathsig kills only
-// the command itself; what it started (the steps of a script) goes on in the
-// group. EndGroup, called by the next drover before it applies anything, ends
-// those leftovers.
+// Run reports each tracked command's Group to Cmd.Tracker before the command
+// starts, so a record of it outlives drover whenever the command ran. After
+// a crash (kill -9, OOM kill, power loss of the process, not of the host)
+// Pdeathsig kills only the command itself; what it started (the steps of a
+// script) goes on. EndGroup, called by the next drover before it applies
+// anything, ends those leftovers.
 //
-// Limits: a process that left the group (setsid, setpgid) is not found; the
-// group is recorded a moment after the command started, so a crash in that
-// moment (before the record is durable) can leave an unrecorded group, though
-// Pdeathsig still kills its leader; and see EndGroup for reused ids.
+// Limits: a process that starts its children with an emptied environment
+// (env -i) hides them from the mark; see EndGroup for the older records.
 type Group struct {
-	Pgid int `json:"pgid"`
+	// Mark is the value of MarkEnv in the command's environment ("" in
+	// records of earlier versions).
+	Mark string `json:"mark,omitempty"`
+	// Pgid is the process group id of earlier versions' records (0 with a
+	// Mark).
+	Pgid int `json:"pgid,omitempty"`
 	// StartTicks is the leader's start time in clock ticks since boot
 	// (field 22 of /proc/PID/stat); 0 where unknown.
 	StartTicks uint64 `json:"startTicks,omitempty"`
@@ -33,10 +41,11 @@ type Group struct {
 
 // Tracker keeps a durable record of the process groups of running commands.
 type Tracker interface {
-	// Started records g; Run calls it right after the command started.
-	// When it fails, Run kills the command and fails with ErrNotStarted:
-	// a command that a crash could orphan unnoticed is not let run. done is
-	// called once the group has been killed and the command reaped.
+	// Started records g; Run calls it right before the command starts.
+	// When it fails, Run fails with ErrNotStarted and starts nothing: a
+	// command that a crash could orphan unnoticed is not let run. done is
+	// called once the command's processes have been killed and reaped (or
+	// when it could not start).
 	Started(ctx context.Context, g Group) (done func(), err error)
 }
 
@@ -65,13 +74,18 @@ type EndResult struct {
 	Killed bool
 }
 
-// EndGroup ends what is left of the process group g of an earlier drover:
-// if the group still has live processes and is the one recorded, they get
-// SIGTERM, then SIGKILL after grace (0 = DefaultEndGrace), and EndGroup waits
-// until they are gone or ctx ends. A group from another boot is gone; a live
-// leader with another start time means the id was reused: nothing is done.
+// MarkEnv is the environment variable that carries a tracked command's mark.
+const MarkEnv = "DROVER_RUN_MARK"
+
+// EndGroup ends what is left of the command g of an earlier drover: its live
+// processes get SIGTERM, then SIGKILL after grace (0 = DefaultEndGrace), and
+// EndGroup waits until they are gone or ctx ends. A group from another boot
+// is gone. With a Mark, its processes are those whose environment holds the
+// mark (it is random: nothing else has it).
 //
-// When the leader is gone (it usually is: Pdeathsig killed it with drover)
+// A record of an earlier version names a process group: a live leader with
+// another start time means the id was reused and nothing is done. When the
+// leader is gone (it usually is: Pdeathsig killed it with drover)
 // but members remain, they are ours: Linux does not hand out a pid that is
 // still some group's id. The one case this cannot tell apart is a group that
 // ended entirely, then a new process that got the same pid, made it its own
@@ -85,4 +99,13 @@ func EndGroup(ctx context.Context, g Group, grace time.Duration) (EndResult, err
 		grace = DefaultEndGrace
 	}
 	return endGroup(ctx, g, grace)
+}
+
+// newGroup makes the Group of a command about to start: a fresh mark.
+func newGroup() (Group, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return Group{}, fmt.Errorf("make a process mark: %w", err)
+	}
+	return Group{Mark: hex.EncodeToString(b), BootID: bootID()}, nil
 }

@@ -1,6 +1,7 @@
 package localexec
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -55,7 +56,8 @@ func bootID() string {
 	return strings.TrimSpace(string(b))
 }
 
-// groupOf identifies the group led by pid, a child not yet reaped.
+// groupOf identifies the group led by pid, a child not yet reaped (the form
+// of records of earlier versions).
 func groupOf(pid int) Group {
 	g := Group{Pgid: pid, BootID: bootID()}
 	if st, ok := readStat(pid); ok {
@@ -84,10 +86,108 @@ func liveMembers(pgid int) (int, error) {
 	return n, nil
 }
 
+// marked lists the live processes whose environment holds the mark
+// (MarkEnv=mark). A process whose environment cannot be read (another
+// user's, or one that made itself undumpable) is not listed.
+func marked(mark string) ([]int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	want := []byte(MarkEnv + "=" + mark)
+	self := os.Getpid()
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil || !hasEntry(env, want) {
+			continue
+		}
+		if st, ok := readStat(pid); ok && st.state != 'Z' && st.state != 'X' {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
+
+// hasEntry says whether the NUL-separated environment block env holds the
+// entry want.
+func hasEntry(env, want []byte) bool {
+	for len(env) > 0 {
+		entry, rest, _ := bytes.Cut(env, []byte{0})
+		if bytes.Equal(entry, want) {
+			return true
+		}
+		env = rest
+	}
+	return false
+}
+
 func endGroup(ctx context.Context, g Group, grace time.Duration) (EndResult, error) {
+	if g.BootID == "" || g.BootID != bootID() {
+		return EndResult{}, nil // another boot: everything it ran is gone
+	}
+	if g.Mark != "" {
+		return endMarked(ctx, g.Mark, grace)
+	}
+	return endPgid(ctx, g, grace)
+}
+
+// endMarked ends the processes carrying mark: SIGTERM, SIGKILL after grace
+// to those left (and to any they started meanwhile).
+func endMarked(ctx context.Context, mark string, grace time.Duration) (EndResult, error) {
 	var res EndResult
-	if g.Pgid <= 1 || g.BootID == "" || g.BootID != bootID() {
-		return res, nil // another boot: everything it ran is gone
+	pids, err := marked(mark)
+	if err != nil || len(pids) == 0 {
+		return res, err
+	}
+	res.Found = len(pids)
+	signal := func(pids []int, sig syscall.Signal) {
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, sig) // ESRCH: it ended meanwhile
+		}
+	}
+	signal(pids, syscall.SIGTERM)
+	gone := func(d time.Duration, sig syscall.Signal) (bool, error) {
+		deadline := time.Now().Add(d)
+		for {
+			pids, err := marked(mark)
+			if err != nil || len(pids) == 0 {
+				return len(pids) == 0, err
+			}
+			if time.Now().After(deadline) {
+				return false, nil
+			}
+			if sig != 0 {
+				signal(pids, sig)
+			}
+			select {
+			case <-ctx.Done():
+				return false, context.Cause(ctx)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	if ok, err := gone(grace, 0); ok || err != nil {
+		return res, err
+	}
+	res.Killed = true
+	ok, err := gone(killWait, syscall.SIGKILL)
+	if err == nil && !ok {
+		err = fmt.Errorf("processes marked %s remain %v after SIGKILL", mark, killWait)
+	}
+	return res, err
+}
+
+// endPgid ends what is left of a process group recorded by an earlier
+// version.
+func endPgid(ctx context.Context, g Group, grace time.Duration) (EndResult, error) {
+	var res EndResult
+	if g.Pgid <= 1 {
+		return res, nil
 	}
 	if g.Pgid == syscall.Getpgrp() {
 		return res, nil // never our own group

@@ -17,21 +17,28 @@ type trackerFunc func(ctx context.Context, g Group) (func(), error)
 
 func (f trackerFunc) Started(ctx context.Context, g Group) (func(), error) { return f(ctx, g) }
 
-// TestB3TrackerSeesGroup: Run reports the command's group (with the leader's
-// start time) while it runs, and says when it is gone.
+// TestB3TrackerSeesGroup: Run records the command's mark before the command
+// starts (nothing carries it yet), puts it in the command's environment, and
+// says when the command is gone.
 func TestB3TrackerSeesGroup(t *testing.T) {
 	t.Parallel()
 	requireLinux(t)
 	var (
 		mu      sync.Mutex
 		started []Group
+		early   []int
 		ended   int
 	)
-	c := sh("echo $$")
+	c := sh("echo $" + MarkEnv)
 	c.Tracker = trackerFunc(func(_ context.Context, g Group) (func(), error) {
 		mu.Lock()
 		defer mu.Unlock()
 		started = append(started, g)
+		pids, err := marked(g.Mark)
+		if err != nil {
+			t.Error(err)
+		}
+		early = pids
 		return func() {
 			mu.Lock()
 			ended++
@@ -48,13 +55,91 @@ func TestB3TrackerSeesGroup(t *testing.T) {
 		t.Fatalf("started %v, ended %d times", started, ended)
 	}
 	g := started[0]
-	if strconv.Itoa(g.Pgid) != strings.TrimSpace(string(res.Stdout)) || g.StartTicks == 0 || g.BootID == "" {
-		t.Errorf("group %+v, command pid %s", g, res.Stdout)
+	if len(g.Mark) != 32 || g.Mark != strings.TrimSpace(string(res.Stdout)) || g.BootID == "" || g.Pgid != 0 {
+		t.Errorf("group %+v, command saw mark %q", g, res.Stdout)
+	}
+	if len(early) != 0 {
+		t.Errorf("processes %v carried the mark before it was recorded", early)
 	}
 }
 
-// TestB3TrackerFailureStopsCommand: a command whose group cannot be recorded
-// does not run on.
+// TestB3EndGroupEndsMarked: every process a crashed command left (a
+// background job, one that moved to its own session) is found by its mark
+// and ended; a mark of another boot is left alone; one ignoring SIGTERM gets
+// SIGKILL.
+func TestB3EndGroupEndsMarked(t *testing.T) {
+	t.Parallel()
+	requireLinux(t)
+	mark := func() Group {
+		g, err := newGroup()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	orphans := func(g Group, script string) []int {
+		cmd := exec.CommandContext(t.Context(), "sh", "-c", script)
+		cmd.Env = []string{"PATH=/usr/bin:/bin", MarkEnv + "=" + g.Mark}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var pids []int
+		buf := make([]byte, 64)
+		n, _ := out.Read(buf)
+		for f := range strings.FieldsSeq(string(buf[:n])) {
+			pid, err := strconv.Atoi(f)
+			if err != nil {
+				t.Fatalf("pid %q: %v", f, err)
+			}
+			pids = append(pids, pid)
+		}
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Cleanup(func() {
+			for _, pid := range pids {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		})
+		return pids
+	}
+
+	g := mark()
+	jobs := orphans(g, `sleep 100 & a=$!; setsid sleep 100 & echo $a $!; wait`)
+	if len(jobs) < 2 {
+		t.Fatalf("jobs %v", jobs)
+	}
+	other := g
+	other.BootID = "another-boot"
+	if res, err := EndGroup(t.Context(), other, time.Second); err != nil || res.Found != 0 {
+		t.Errorf("mark of another boot: %+v %v", res, err)
+	}
+	res, err := EndGroup(t.Context(), g, time.Second)
+	if err != nil || res.Found != 2 || res.Killed {
+		t.Errorf("EndGroup: %+v %v", res, err)
+	}
+	for _, pid := range jobs {
+		waitDead(t, pid)
+	}
+	if res, err := EndGroup(t.Context(), g, time.Second); err != nil || res.Found != 0 {
+		t.Errorf("EndGroup again: %+v %v", res, err)
+	}
+
+	stubborn := mark()
+	jobs = orphans(stubborn, `sh -c 'trap "" TERM; echo $$; while :; do sleep 0.05; done' & wait`)
+	res, err = EndGroup(t.Context(), stubborn, 200*time.Millisecond)
+	if err != nil || res.Found == 0 || !res.Killed {
+		t.Errorf("EndGroup of a process ignoring SIGTERM: %+v %v", res, err)
+	}
+	waitDead(t, jobs[0])
+}
+
+// TestB3TrackerFailureStopsCommand: a command whose processes cannot be
+// recorded does not start.
 func TestB3TrackerFailureStopsCommand(t *testing.T) {
 	t.Parallel()
 	requireLinux(t)
@@ -65,10 +150,9 @@ func TestB3TrackerFailureStopsCommand(t *testing.T) {
 	if time.Since(start) > 5*time.Second {
 		t.Errorf("Run took %v", time.Since(start))
 	}
-	if !errors.Is(res.Err, ErrNotStarted) || !strings.Contains(res.Err.Error(), "store down") || res.ExitCode != -1 {
-		t.Fatalf("got %d %v", res.ExitCode, res.Err)
+	if !errors.Is(res.Err, ErrNotStarted) || !strings.Contains(res.Err.Error(), "store down") || res.ExitCode != -1 || res.Pid != 0 {
+		t.Fatalf("got %d %v (pid %d)", res.ExitCode, res.Err, res.Pid)
 	}
-	assertReaped(t, res)
 }
 
 // orphanedGroup starts a script in its own group that starts a background

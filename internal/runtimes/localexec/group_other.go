@@ -7,10 +7,9 @@ import (
 	"time"
 )
 
-// groupOf: without /proc the leader's start time is unknown.
-func groupOf(pid int) Group { return Group{Pgid: pid} }
+func bootID() string { return "" }
 
-// endGroup does nothing: without /proc a group cannot be told from a later
-// one that reused its id, and killing a stranger's processes is worse than
-// leaving leftovers.
+// endGroup does nothing: without /proc neither a mark nor a group can be
+// told from a stranger's processes, and killing those is worse than leaving
+// leftovers.
 func endGroup(context.Context, Group, time.Duration) (EndResult, error) { return EndResult{}, nil }

@@ -9,7 +9,8 @@
 // Pdeathsig SIGKILL, so it dies with drover if drover is killed (only the
 // direct child: grandchildren in its group are orphaned then, as after any
 // crash of a parent; with Cmd.Tracker set, the next drover ends them, see
-// Group and EndGroup). Pdeathsig fires when the OS thread that started the
+// Group and EndGroup; such a command also has MarkEnv in its environment).
+// Pdeathsig fires when the OS thread that started the
 // child exits; Go only ends threads locked with runtime.LockOSThread, so Run
 // must not be called from such a goroutine that then exits.
 //
@@ -66,7 +67,8 @@ type Cmd struct {
 	// Path, if set, is the executable to run instead of resolving Args[0].
 	Path string
 	// Env is the complete environment of the command, KEY=VALUE. Nothing is
-	// inherited from drover: nil means an empty environment.
+	// inherited from drover: nil means an empty environment. With a
+	// Tracker, MarkEnv is added.
 	Env []string
 	// Dir is the working directory ("" = drover's).
 	Dir string
@@ -81,7 +83,7 @@ type Cmd struct {
 	// WaitDelay bounds how long output pipes still held open by escaped
 	// descendants are read after the command exited (0 = DefaultWaitDelay).
 	WaitDelay time.Duration
-	// Tracker, if set, records the command's process group while it runs,
+	// Tracker, if set, records the command's processes while it runs,
 	// so that a drover started after a crash can end what it left (see
 	// Group and EndGroup).
 	Tracker Tracker
@@ -165,6 +167,26 @@ func Run(ctx context.Context, c Cmd) Result {
 		res.Err = fmt.Errorf("%w: %w", ErrNotStarted, err)
 		return res
 	}
+	if c.Tracker != nil {
+		// The record is durable before the command starts: a crash at
+		// any moment after finds every process the command started.
+		g, err := newGroup()
+		if err != nil {
+			res.Err = fmt.Errorf("%w: %w", ErrNotStarted, err)
+			return res
+		}
+		cmd.Env = append(append([]string(nil), env...), MarkEnv+"="+g.Mark)
+		done, err := c.Tracker.Started(ctx, g)
+		if err != nil {
+			res.Err = fmt.Errorf("%w: record its processes: %w", ErrNotStarted, err)
+			return res
+		}
+		if done != nil {
+			// Every return below comes after the command's processes
+			// were killed and the leader reaped.
+			defer done()
+		}
+	}
 	res.StartedAt = time.Now()
 	if err := cmd.Start(); err != nil {
 		res.Err = fmt.Errorf("%w: %w", ErrNotStarted, err)
@@ -172,22 +194,6 @@ func Run(ctx context.Context, c Cmd) Result {
 	}
 	pid := cmd.Process.Pid
 	res.Pid = pid
-	if c.Tracker != nil {
-		// The leader is not reaped before the group is killed below, so
-		// its /proc entry and its group id are still its own here.
-		done, err := c.Tracker.Started(ctx, groupOf(pid))
-		if err != nil {
-			killGroup(pid, syscall.SIGKILL)
-			_ = cmd.Wait()
-			res.Err = fmt.Errorf("%w: record its process group: %w", ErrNotStarted, err)
-			return res
-		}
-		if done != nil {
-			// Every return below comes after the group was killed and
-			// the leader reaped.
-			defer done()
-		}
-	}
 
 	var timeout <-chan time.Time
 	if c.Timeout > 0 {

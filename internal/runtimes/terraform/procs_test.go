@@ -6,7 +6,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -68,7 +67,7 @@ func TestB3PreRunRecordsItsProcessGroup(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	runner := runnerConfig(t, time.Minute, time.Minute)
 	runner.Env["PID_FILE"] = config.EnvValue{Value: pidFile}
-	runner.PreRun = []config.RunnerCommand{{Cmd: `echo $$ > "$PID_FILE"; echo ` + secret + ` >/dev/null`}}
+	runner.PreRun = []config.RunnerCommand{{Cmd: `echo "$DROVER_RUN_MARK" > "$PID_FILE"; echo ` + secret + ` >/dev/null`}}
 	rec := &procRecorder{}
 	rt := newTrackedRuntime(t, runner, rec)
 	k := key("web", "staging")
@@ -97,8 +96,8 @@ func TestB3PreRunRecordsItsProcessGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strconv.Itoa(g.Pgid) != strings.TrimSpace(string(pid)) {
-		t.Errorf("group %+v, preRun pid %s", g, pid)
+	if g.Mark == "" || g.Mark != strings.TrimSpace(string(pid)) {
+		t.Errorf("group %+v, the preRun's mark %s", g, pid)
 	}
 }
 
