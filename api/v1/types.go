@@ -160,11 +160,18 @@ type ChannelStatus struct {
 	// Approvals lists approval gates and who approved.
 	Approvals []ApprovalStatus `json:"approvals,omitempty"`
 	// Objects are the runtime objects of the channel's current target as the
-	// runtime reports them (replica counts for Kubernetes workloads).
+	// runtime last reported them to the engine (replica counts for
+	// Kubernetes workloads).
 	Objects []ObjectStatus `json:"objects,omitempty"`
 	// Info is display-only information from the runtime (a custom runtime's getInfo).
-	Info      []InfoOutput `json:"info,omitempty"`
-	UpdatedAt time.Time    `json:"updatedAt,omitzero"`
+	Info []InfoOutput `json:"info,omitempty"`
+	// ObservedAt is since when the engine's last observation of the channel
+	// (Objects, Info, ObserveError) has held: status reads what the engine
+	// recorded and never asks a runtime.
+	ObservedAt time.Time `json:"observedAt,omitzero"`
+	// ObserveError says why the engine's last fetch of the channel failed.
+	ObserveError string    `json:"observeError,omitempty"`
+	UpdatedAt    time.Time `json:"updatedAt,omitzero"`
 }
 
 // ApprovalStatus is one manual approval gate of a channel.

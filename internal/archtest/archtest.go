@@ -30,6 +30,9 @@ type Rule struct {
 	Deny []string
 	// Why is what the rule protects, for the failure message.
 	Why string
+	// Direct rules deny only From's own imports: a denied package reached
+	// through another package is allowed.
+	Direct bool
 	// Pending rules are reported but do not fail: they describe where the
 	// code is going, not yet where it is. A violation of another rule whose
 	// every chain passes through a package a pending rule of the same
@@ -148,6 +151,12 @@ func Check(g Graph, rules []Rule) []Violation {
 			}
 			for _, d := range r.Deny {
 				denied := func(p string) bool { return matches(p, d) }
+				if r.Direct {
+					if i := slices.IndexFunc(g[pkg], denied); i >= 0 {
+						out = append(out, Violation{Rule: r, Chain: []string{pkg, g[pkg][i]}, Pending: r.Pending})
+					}
+					continue
+				}
 				if chain := path(g, pkg, denied, func(p string) bool {
 					return slices.ContainsFunc(pendingDeny, func(pd string) bool { return matches(p, pd) })
 				}); chain != nil {

@@ -52,12 +52,15 @@ func TestCheckReportsViolations(t *testing.T) {
 		m("internal/store"):           {"fmt"},
 		m("internal/store/sqlite"):    {m("internal/store")},
 		m("internal/store/storetest"): {m("internal/engine")},
+		m("internal/server"):          {m("internal/engine"), "fmt"},
+		m("internal/server/sub"):      {m("internal/runtimes/fake")},
 		"fmt":                         nil, "os/exec": nil, "net/http": nil,
 	}
 	rules := []Rule{
 		{Name: "pure", From: []string{"internal/engine/..."}, Deny: []string{"internal/runtimes", "os/exec", "net/http"}, Why: "pure"},
 		{Name: "no-compiler", From: []string{"internal/engine"}, Deny: []string{"internal/compiler"}, Why: "model", Pending: true},
 		{Name: "store-below-engine", From: []string{"internal/store/..."}, Deny: []string{"internal/engine"}, Why: "below"},
+		{Name: "direct", From: []string{"internal/server/..."}, Deny: []string{"internal/runtimes"}, Why: "own imports", Direct: true},
 	}
 	var got []string
 	for _, v := range Check(g, rules) {
@@ -69,6 +72,7 @@ func TestCheckReportsViolations(t *testing.T) {
 		`rule "pure": internal/engine must not import net/http (pure), but it does: internal/engine -> internal/compiler -> net/http [pending: only through internal/compiler, which a pending rule denies]`,
 		`rule "no-compiler": internal/engine must not import internal/compiler (model), but it does: internal/engine -> internal/compiler [pending rule]`,
 		`rule "store-below-engine": internal/store/storetest must not import internal/engine (below), but it does: internal/store/storetest -> internal/engine`,
+		`rule "direct": internal/server/sub must not import internal/runtimes/fake (own imports), but it does: internal/server/sub -> internal/runtimes/fake`,
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("violations:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -79,7 +83,7 @@ func TestCheckReportsViolations(t *testing.T) {
 			failing++
 		}
 	}
-	if failing != 3 {
-		t.Errorf("%d failing violations, want 3", failing)
+	if failing != 4 {
+		t.Errorf("%d failing violations, want 4", failing)
 	}
 }

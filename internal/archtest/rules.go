@@ -59,6 +59,13 @@ var Rules = []Rule{
 		Why: "runtime kinds are chosen by the composition root (runtimehost/builtin)",
 	},
 	{
+		Name:   "requests-reach-no-runtime",
+		From:   []string{"internal/server/..."},
+		Deny:   []string{"internal/runtimes", "internal/runtimehost"},
+		Why:    "people's requests never reach a runtime: status reads the observations the engine stored (the engine, whose model the server uses, may import runtimes)",
+		Direct: true,
+	},
+	{
 		Name: "runtimehost-below-server-and-engine",
 		From: []string{"internal/runtimehost/..."},
 		Deny: []string{"internal/server", "internal/engine", "internal/daemon"},

@@ -291,6 +291,9 @@ func printStatus(w io.Writer, st *apiv1.ServiceStatus) {
 		for _, info := range c.Info {
 			fmt.Fprintf(w, "%s %s: %s\n", clean(c.Name), clean(info.Name), clean(info.Text))
 		}
+		if c.ObserveError != "" {
+			fmt.Fprintf(w, "%s: fetch failing since %s: %s\n", clean(c.Name), c.ObservedAt.Local().Format(time.DateTime), clean(c.ObserveError))
+		}
 	}
 }
 

@@ -32,10 +32,15 @@ type Config struct {
 	Log  *slog.Logger
 	// Now is the clock (nil = time.Now).
 	Now func() time.Time
+	// APIOnly serves the API from the store alone: no engine, no runtime
+	// (nothing converges; what is pushed, approved or paused is recorded and
+	// acted on by the next node that runs the engine).
+	APIOnly bool
 }
 
 // Node is one drover server process: the runtime host, the engine that
-// applies through it, and the API server in front of both.
+// applies through it, and the API server in front of both (or the API
+// server alone).
 type Node struct {
 	host *runtimehost.Host
 	loop *engine.Loop
@@ -52,6 +57,9 @@ func New(cfg Config) *Node {
 	}
 	if cfg.Registry == nil {
 		cfg.Registry = builtin.Registry()
+	}
+	if cfg.APIOnly {
+		return &Node{srv: server.New(server.Config{Store: cfg.Store, Engine: noEngine{}, Runtimes: noEngine{}, Log: cfg.Log, Now: cfg.Now, Edge: cfg.Edge})}
 	}
 	n := &Node{host: runtimehost.New(runtimehost.Config{
 		Store: cfg.Store, Registry: cfg.Registry, DataDir: cfg.DataDir, Log: cfg.Log, Now: cfg.Now,
@@ -77,6 +85,9 @@ func (n *Node) changed() { n.srv.Changed() }
 // It returns once the engine has stopped (applies in flight finished or were
 // interrupted, and recorded), after which the runtimes are closed.
 func (n *Node) Run(ctx context.Context, ln net.Listener) error {
+	if n.loop == nil {
+		return n.srv.Run(ctx, ln)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if err := n.host.Start(ctx, func(k runtimes.InstanceKey) { n.loop.Enqueue(k.Application, k.Service) }); err != nil {
@@ -101,3 +112,10 @@ func (n *Node) Run(ctx context.Context, ln net.Listener) error {
 	}
 	return err
 }
+
+// noEngine stands for the engine and runtimes of an API-only node: what the
+// API records waits for a node that runs them.
+type noEngine struct{}
+
+func (noEngine) Enqueue(string, string) {}
+func (noEngine) Invalidate()            {}

@@ -37,6 +37,7 @@ type serverFlags struct {
 	publicNames            []string // see serve_edge.go
 	token                  string   // set by start
 	shutdownGrace          time.Duration
+	apiOnly                bool
 }
 
 func (f *serverFlags) register(cmd *cobra.Command, defaultData string) {
@@ -116,7 +117,10 @@ func (f *serverFlags) start(ctx context.Context, log *slog.Logger) (addr string,
 	if !auth.IsLoopback(ln.Addr()) {
 		log.Warn("api reachable from other machines", "addr", ln.Addr().String())
 	}
-	node := New(Config{Store: st, DataDir: f.data, Settings: f.settings, Log: log, Workers: f.workers, Edge: edge, ShutdownGrace: f.shutdownGrace})
+	if f.apiOnly {
+		log.Warn("api only: the engine and the runtimes do not run; nothing converges until a server runs without --api-only")
+	}
+	node := New(Config{Store: st, DataDir: f.data, Settings: f.settings, Log: log, Workers: f.workers, Edge: edge, ShutdownGrace: f.shutdownGrace, APIOnly: f.apiOnly})
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- node.Run(ctx, ln) }()
@@ -156,9 +160,15 @@ It can also be killed at any moment and restarted: nothing acknowledged is
 lost, what the killed server's commands left running is ended (custom runtime
 commands and Terraform preRun commands; not what terraform itself started: see
 docs/custom-runtimes.md), and rollouts continue where they stopped (an
-interrupted apply runs again).`,
-		Example: `  drover server --data /var/lib/drover --listen 127.0.0.1:7420`,
-		Args:    cobra.NoArgs,
+interrupted apply runs again).
+
+With --api-only it serves the API alone: no engine, no runtime, no backend
+call. Status, events and runs show what the engine last recorded (people's
+requests never reach a runtime, with or without the flag); what is pushed,
+approved or paused is recorded and acted on once a server runs without it.`,
+		Example: `  drover server --data /var/lib/drover --listen 127.0.0.1:7420
+  drover server --data /var/lib/drover --api-only   # inspect while backends are unreachable`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := f.logger(cmd.ErrOrStderr())
 			if err != nil {
@@ -178,6 +188,7 @@ interrupted apply runs again).`,
 		},
 	}
 	f.register(cmd, defaultDataDir("server"))
+	cmd.Flags().BoolVar(&f.apiOnly, "api-only", false, "serve the API without the engine or any runtime: nothing converges, no backend is called")
 	return cmd
 }
 

@@ -46,6 +46,9 @@ type Loop struct {
 	exclusive bool
 	leaseMu   sync.Mutex
 	leases    map[string]store.Lease
+	// observed remembers what was last written of each instance's
+	// observation (see observe.go).
+	observed observed
 
 	// tasks counts the tasks being carried out; slots bounds them; wake
 	// tells the dispatcher that tasks were enqueued.
@@ -151,7 +154,7 @@ func NewLoop(cfg Config) *Loop {
 		store: cfg.Store, runtimes: cfg.Runtimes, settings: cfg.Settings, now: cfg.Now,
 		log: cfg.Log, workers: cfg.Workers, queue: newQueue(cfg.Now), onWrite: cfg.OnWrite,
 		owner: cfg.Owner, leaseTTL: cfg.LeaseTTL, taskTTL: cfg.TaskTTL, taskPoll: cfg.TaskPoll,
-		exclusive: cfg.Exclusive, leases: map[string]store.Lease{},
+		exclusive: cfg.Exclusive, leases: map[string]store.Lease{}, observed: observed{seen: map[string]map[string]uint64{}},
 		slots: make(chan struct{}, cfg.MaxApplies), wake: make(chan struct{}, 1),
 		shutdownGrace: max(cfg.ShutdownGrace, 0), exec: cfg.Executor, failures: map[string]int{},
 	}
@@ -289,6 +292,7 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (Result, error) {
 	lease, err := l.lease(ctx, key)
 	if errors.Is(err, store.ErrLeaseHeld) {
 		// Another engine plans this service; take it over if its lease lapses.
+		l.forgetObservations(key)
 		return Result{RequeueAfter: max(lease.Expires.Sub(l.now()), 0) + l.leaseTTL/10}, nil
 	}
 	if err != nil {
@@ -325,6 +329,11 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (Result, error) {
 	for _, t := range open {
 		applying[t.Instance] = true
 	}
+	seen, err := l.knownObservations(ctx, key, app, svc)
+	if err != nil {
+		return Result{}, err
+	}
+	var newObs []store.Observation
 	observed := map[string]Observation{}
 	desired := cs.desired
 	for i, ch := range cs.desired.Channels {
@@ -355,6 +364,9 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (Result, error) {
 			continue
 		}
 		st, err := rt.Fetch(ctx, target)
+		if o := observation(ctx, rt, target, st, err); seen[ch.Name] != fingerprint(o) {
+			newObs = append(newObs, o)
+		}
 		if err != nil {
 			observed[ch.Name] = Observation{Err: err.Error()}
 			continue
@@ -363,7 +375,7 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (Result, error) {
 	}
 	now := l.now()
 	plan := PlanService(PlanInput{Now: now, Desired: desired, Instances: instances, Observed: observed, Approvals: approvals, Settings: l.settings})
-	b := &store.Batch{Fence: &store.Fence{Key: leaseKey(key), Token: lease.Token}, Instances: plan.Instances, Events: plan.Events}
+	b := &store.Batch{Fence: &store.Fence{Key: leaseKey(key), Token: lease.Token}, Instances: plan.Instances, Events: plan.Events, Observations: newObs}
 	for _, a := range plan.Actions {
 		payload, err := json.Marshal(a)
 		if err != nil {
@@ -371,16 +383,20 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (Result, error) {
 		}
 		b.Tasks = append(b.Tasks, store.Task{Key: key, Instance: a.ReleaseChannel, Kind: taskKind(a), Payload: payload})
 	}
-	if len(b.Instances) > 0 || len(b.Events) > 0 || len(b.Tasks) > 0 {
+	if len(b.Instances) > 0 || len(b.Events) > 0 || len(b.Tasks) > 0 || len(b.Observations) > 0 {
 		err := l.store.Write(ctx, b)
 		switch {
 		case errors.Is(err, store.ErrConflict):
 			return Result{Requeue: true}, nil // changed under us (an API call); plan again
 		case errors.Is(err, store.ErrFenced):
 			l.forgetLease(key) // another engine took the service over
+			l.forgetObservations(key)
 			return Result{Requeue: true}, nil
 		case err != nil:
 			return Result{}, fmt.Errorf("write plan: %w", err)
+		}
+		if len(b.Observations) > 0 {
+			l.rememberObservations(key, seen, b.Observations)
 		}
 		l.written()
 		if len(b.Tasks) > 0 {

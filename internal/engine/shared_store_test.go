@@ -185,9 +185,13 @@ func TestTwoEnginesShareOneStore(t *testing.T) {
 		owner: func(ctx context.Context) string { s, _ := ctx.Value(ownerKey{}).(string); return s }}
 	settings := DefaultSettings()
 	settings.PollInterval, settings.SteadyPollInterval = 50*time.Millisecond, time.Second
+	// A task claim outlives the slowest store write of a loaded CI machine
+	// (under -race beside other packages' tests); a claim that lapses while
+	// its runner is alive lets another runner apply again, which is the
+	// at-least-once contract but not what this test is about.
 	newLoop := func(owner string, s store.Store) *Loop {
 		return NewLoop(Config{Store: s, Runtimes: ownedRuntimes{rt: rt, owner: owner}, Settings: settings, Owner: owner,
-			Workers: 4, MaxApplies: 8, LeaseTTL: time.Second, TaskTTL: time.Second, TaskPoll: 20 * time.Millisecond})
+			Workers: 4, MaxApplies: 8, LeaseTTL: time.Second, TaskTTL: 3 * time.Second, TaskPoll: 20 * time.Millisecond})
 	}
 	mortal := &mortalStore{Store: st}
 	a, b := newLoop("engine-a", mortal), newLoop("engine-b", st)

@@ -3,13 +3,9 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
-	"time"
 
 	apiv1 "github.com/drover-dev/drover/api/v1"
-	"github.com/drover-dev/drover/internal/engine"
-	"github.com/drover-dev/drover/internal/runtimes"
 	"github.com/drover-dev/drover/internal/store"
 )
 
@@ -49,56 +45,24 @@ func (s *Server) run(ctx context.Context, id int64) (*apiv1.Run, error) {
 	return &out, nil
 }
 
-// objects asks the channel's runtime what runs for the instance's target.
-// Runtimes answer from what they already observed (watch caches, the last
-// fetch), so this is cheap; a slow answer is left out rather than waited for.
-func (s *Server) objects(ctx context.Context, runtime string, inst store.Instance) []apiv1.ObjectStatus {
-	if inst.TargetStateID == "" {
-		return nil
-	}
-	rec, err := s.store.GetDesiredState(ctx, inst.TargetStateID)
-	if err != nil {
-		return nil
-	}
-	target, err := engine.TargetOf(rec, inst.ReleaseChannel)
-	if err != nil {
-		return nil
-	}
-	rt, err := s.runtimes.Runtime(ctx, runtime)
-	if err != nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	st, err := rt.Fetch(ctx, target)
-	if err != nil {
-		return nil
-	}
-	out := make([]apiv1.ObjectStatus, 0, len(st.Objects))
-	for _, o := range st.Objects {
-		out = append(out, apiv1.ObjectStatus{ObjectType: o.ObjectType, Namespace: o.Namespace, Name: o.Name, Version: o.Version,
-			Replicas: o.Replicas, AvailableReplicas: o.AvailableReplicas, TargetReplicas: o.TargetReplicas, Status: string(o.Status), Message: o.Message})
+// objectsOf is what status shows of an observation's objects.
+func objectsOf(o store.Observation) []apiv1.ObjectStatus {
+	out := make([]apiv1.ObjectStatus, 0, len(o.Objects))
+	for _, obj := range o.Objects {
+		out = append(out, apiv1.ObjectStatus{ObjectType: obj.ObjectType, Namespace: obj.Namespace, Name: obj.Name, Version: obj.Version,
+			Replicas: obj.Replicas, AvailableReplicas: obj.AvailableReplicas, TargetReplicas: obj.TargetReplicas, Status: obj.Status, Message: obj.Message})
 	}
 	return out
 }
 
-// info asks the channel's runtime for display-only information.
-func (s *Server) info(ctx context.Context, runtime string, key runtimes.InstanceKey) []apiv1.InfoOutput {
-	rt, err := s.runtimes.Runtime(ctx, runtime)
-	if err != nil {
+// infoOf is what status shows of an observation's getInfo outputs.
+func infoOf(o store.Observation) []apiv1.InfoOutput {
+	if len(o.Info) == 0 {
 		return nil
 	}
-	ig, ok := rt.(runtimes.InfoGetter)
-	if !ok {
-		return nil
+	out := make([]apiv1.InfoOutput, 0, len(o.Info))
+	for _, i := range o.Info {
+		out = append(out, apiv1.InfoOutput{Name: i.Name, Text: strings.TrimSpace(i.Text)})
 	}
-	outs, err := ig.Info(ctx, key)
-	if err != nil {
-		return []apiv1.InfoOutput{{Name: "error", Text: fmt.Sprintf("getInfo failed: %v", err)}}
-	}
-	res := make([]apiv1.InfoOutput, 0, len(outs))
-	for _, o := range outs {
-		res = append(res, apiv1.InfoOutput{Name: o.Name, Text: strings.TrimSpace(o.Text)})
-	}
-	return res
+	return out
 }

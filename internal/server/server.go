@@ -17,7 +17,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/drover-dev/drover/internal/runtimes"
 	"github.com/drover-dev/drover/internal/store"
 )
 
@@ -27,10 +26,10 @@ type Engine interface {
 	Enqueue(app, svc string)
 }
 
-// Runtimes is what the server needs of the runtime host.
+// Runtimes is what the server needs of the runtime host: to say that
+// runtime configs changed. Nothing a person asks reaches a runtime: status
+// reads the observations the engine recorded.
 type Runtimes interface {
-	// Runtime returns the configured runtime named name.
-	Runtime(ctx context.Context, name string) (runtimes.Runtime, error)
 	// Invalidate makes the next lookups re-read runtime configs.
 	Invalidate()
 }
@@ -40,7 +39,7 @@ type Config struct {
 	Store store.Store
 	// Engine is woken after every write that may change a plan.
 	Engine Engine
-	// Runtimes answers what status shows of the runtimes.
+	// Runtimes is told when runtime configs change.
 	Runtimes Runtimes
 	Log      *slog.Logger
 	// Now is the clock (nil = time.Now).

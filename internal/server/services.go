@@ -11,7 +11,6 @@ import (
 	"github.com/drover-dev/drover/internal/compiler"
 	ds "github.com/drover-dev/drover/internal/desiredstate"
 	"github.com/drover-dev/drover/internal/engine"
-	"github.com/drover-dev/drover/internal/runtimes"
 	"github.com/drover-dev/drover/internal/store"
 )
 
@@ -133,6 +132,14 @@ func (s *Server) statusDetail(ctx context.Context, rec store.DesiredState, detai
 	if err != nil {
 		return nil, err
 	}
+	obs, err := s.store.ListObservations(ctx, rec.Application, rec.Service)
+	if err != nil {
+		return nil, err
+	}
+	observed := make(map[string]store.Observation, len(obs))
+	for _, o := range obs {
+		observed[o.ReleaseChannel] = o
+	}
 	insts := map[string]store.Instance{}
 	for _, i := range list {
 		insts[i.ReleaseChannel] = i
@@ -162,9 +169,12 @@ func (s *Server) statusDetail(ctx context.Context, rec store.DesiredState, detai
 			}
 			cs.Approvals = append(cs.Approvals, as)
 		}
-		cs.Info = s.info(ctx, ch.Runtime, runtimes.InstanceKey{Application: rec.Application, Service: rec.Service, ReleaseChannel: ch.Name})
-		if ok && detail {
-			cs.Objects = s.objects(ctx, ch.Runtime, inst)
+		if o, seen := observed[ch.Name]; seen {
+			cs.Info = infoOf(o)
+			cs.ObservedAt, cs.ObserveError = o.Since, o.Error
+			if ok && detail && o.DesiredStateID == inst.TargetStateID && o.TargetVersion == inst.TargetVersion {
+				cs.Objects = objectsOf(o)
+			}
 		}
 		out.ReleaseChannels = append(out.ReleaseChannels, cs)
 	}

@@ -266,12 +266,65 @@ type Batch struct {
 	// set in b). A task for a Key and Instance that has an open task fails
 	// the batch with ErrConflict.
 	Tasks []Task
+	// Observations replace the stored observation of their instance.
+	Observations []Observation
+}
+
+// Observation is what the engine last saw of one instance: what its
+// runtime's fetch (or watch) reported for the instance's target, and the
+// runtime's display-only information. People read instances through it:
+// status never asks a runtime.
+type Observation struct {
+	Application    string `json:"-"`
+	Service        string `json:"-"`
+	ReleaseChannel string `json:"-"`
+	// DesiredStateID and TargetVersion name the target the fetch was for.
+	DesiredStateID string `json:"desiredStateId,omitempty"`
+	TargetVersion  string `json:"targetVersion,omitempty"`
+	// Version is the version running ("" = none).
+	Version   string           `json:"version,omitempty"`
+	Converged bool             `json:"converged,omitempty"`
+	Failed    bool             `json:"failed,omitempty"`
+	Drifted   bool             `json:"drifted,omitempty"`
+	Message   string           `json:"message,omitempty"`
+	Objects   []ObservedObject `json:"objects,omitempty"`
+	Info      []ObservedInfo   `json:"info,omitempty"`
+	// Error says why the fetch failed ("" = it answered).
+	Error string `json:"error,omitempty"`
+	// Since is when the engine first saw what this records (it writes an
+	// observation again only when what it sees changes).
+	Since time.Time `json:"-"`
+}
+
+// ObservedObject is one runtime object of an observation.
+type ObservedObject struct {
+	ObjectType        string `json:"objectType"`
+	Namespace         string `json:"namespace,omitempty"`
+	Name              string `json:"name"`
+	Version           string `json:"version,omitempty"`
+	Replicas          int32  `json:"replicas,omitempty"`
+	AvailableReplicas int32  `json:"availableReplicas,omitempty"`
+	TargetReplicas    int32  `json:"targetReplicas,omitempty"`
+	Status            string `json:"status,omitempty"`
+	Message           string `json:"message,omitempty"`
+}
+
+// ObservedInfo is one display-only output of a runtime (getInfo).
+type ObservedInfo struct {
+	Name string `json:"name"`
+	Text string `json:"text"`
 }
 
 // Committed sets in b what a store assigned when it committed b at time t:
 // instance revisions and zero UpdatedAt, event Seq and zero Time, task ID,
-// Status and CreatedAt. For implementations of Store.
+// Status and CreatedAt, observations' zero Since. For implementations of
+// Store.
 func (b *Batch) Committed(seqs, taskIDs []int64, t time.Time) {
+	for i := range b.Observations {
+		if b.Observations[i].Since.IsZero() {
+			b.Observations[i].Since = t
+		}
+	}
 	for i := range b.Instances {
 		in := &b.Instances[i]
 		in.Revision++
@@ -360,11 +413,15 @@ type Store interface {
 	// application's; both "" = all), ordered by application, service and
 	// release channel.
 	ListInstances(ctx context.Context, application, service string) ([]Instance, error)
+	// ListObservations returns the observations of a service's instances
+	// ("" service = the application's; both "" = all), ordered like
+	// ListInstances. Batches write them.
+	ListObservations(ctx context.Context, application, service string) ([]Observation, error)
 	// Write applies a batch atomically: the fence (if any) is checked, each
 	// instance is upserted with a Revision check (0 = create, ErrConflict if
 	// it exists; otherwise the stored revision must equal Revision,
 	// ErrConflict if it differs or the instance does not exist), events are
-	// appended and tasks enqueued. On any error nothing is written and b is
+	// appended, tasks enqueued and observations replaced. On any error nothing is written and b is
 	// unchanged. On success the revisions of the instances are incremented
 	// in b, a zero UpdatedAt is set to the current time, the events' Seq
 	// (and zero Time) and the tasks' ID, Status and CreatedAt are set in b.

@@ -112,6 +112,9 @@ func (s *Store) applyBatch(ctx context.Context, tx *sql.Tx, b *store.Batch, t ti
 	if ids, err = insertTasks(ctx, tx, b.Tasks, t); err != nil {
 		return nil, nil, err
 	}
+	if err := putObservations(ctx, tx, b.Observations, t); err != nil {
+		return nil, nil, err
+	}
 	return seqs, ids, nil
 }
 

@@ -83,6 +83,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"DesiredState/B10IdenticalPushKeepsSharedCopy", testB10IdenticalPush},
 	}
 	tests = append(tests, workTests...)
+	tests = append(tests, observeTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -1,0 +1,118 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"hash/fnv"
+	"sync"
+	"time"
+
+	"github.com/drover-dev/drover/internal/runtimes"
+	"github.com/drover-dev/drover/internal/store"
+)
+
+// Observations: each pass records what the runtimes reported of a service's
+// instances (fetch or watch, and getInfo) in the store, so that what people
+// read never asks a runtime. An observation is written only when what is
+// seen changes; the engine remembers a fingerprint of what it last wrote per
+// instance (loaded from the store the first time it plans a service).
+
+// observed remembers, per service key, the fingerprints of the stored
+// observations by release channel.
+type observed struct {
+	mu   sync.Mutex
+	seen map[string]map[string]uint64
+}
+
+// fingerprint hashes what an observation records (not its key nor Since).
+func fingerprint(o store.Observation) uint64 {
+	b, err := json.Marshal(o)
+	if err != nil {
+		return 0 // cannot happen: the fields are plain; 0 makes it written
+	}
+	h := fnv.New64a()
+	_, _ = h.Write(b)
+	return h.Sum64()
+}
+
+// knownObservations returns the fingerprints of the service's stored observations,
+// reading them from the store the first time.
+func (l *Loop) knownObservations(ctx context.Context, key, app, svc string) (map[string]uint64, error) {
+	l.observed.mu.Lock()
+	seen, ok := l.observed.seen[key]
+	l.observed.mu.Unlock()
+	if ok {
+		return seen, nil
+	}
+	list, err := l.store.ListObservations(ctx, app, svc)
+	if err != nil {
+		return nil, err
+	}
+	seen = make(map[string]uint64, len(list))
+	for _, o := range list {
+		seen[o.ReleaseChannel] = fingerprint(o)
+	}
+	l.observed.mu.Lock()
+	l.observed.seen[key] = seen
+	l.observed.mu.Unlock()
+	return seen, nil
+}
+
+// rememberObservations records that obs were written for the service.
+func (l *Loop) rememberObservations(key string, seen map[string]uint64, obs []store.Observation) {
+	next := make(map[string]uint64, len(seen)+len(obs))
+	for rc, f := range seen {
+		next[rc] = f
+	}
+	for _, o := range obs {
+		next[o.ReleaseChannel] = fingerprint(o)
+	}
+	l.observed.mu.Lock()
+	l.observed.seen[key] = next
+	l.observed.mu.Unlock()
+}
+
+// forgetObservations drops what the loop remembers of a service (another
+// engine may write its observations now).
+func (l *Loop) forgetObservations(key string) {
+	l.observed.mu.Lock()
+	delete(l.observed.seen, key)
+	l.observed.mu.Unlock()
+}
+
+// observation is the store form of one fetch of target (err: the fetch
+// failed), with the runtime's getInfo outputs when it has them.
+func observation(ctx context.Context, rt runtimes.Runtime, target runtimes.Target, st runtimes.State, fetchErr error) store.Observation {
+	o := store.Observation{
+		Application: target.Application, Service: target.Service, ReleaseChannel: target.ReleaseChannel,
+		DesiredStateID: target.DesiredStateID, TargetVersion: target.Version,
+	}
+	if fetchErr != nil {
+		o.Error = fetchErr.Error()
+	} else {
+		o.Version, o.Converged, o.Failed, o.Drifted, o.Message = st.Version, st.Converged, st.Failed, st.Drifted, st.Message
+		for _, obj := range st.Objects {
+			o.Objects = append(o.Objects, store.ObservedObject{
+				ObjectType: obj.ObjectType, Namespace: obj.Namespace, Name: obj.Name, Version: obj.Version,
+				Replicas: obj.Replicas, AvailableReplicas: obj.AvailableReplicas, TargetReplicas: obj.TargetReplicas,
+				Status: string(obj.Status), Message: obj.Message,
+			})
+		}
+	}
+	if ig, ok := rt.(runtimes.InfoGetter); ok {
+		ictx, cancel := context.WithTimeout(ctx, infoTimeout)
+		outs, err := ig.Info(ictx, target.InstanceKey)
+		cancel()
+		if err != nil {
+			o.Info = []store.ObservedInfo{{Name: "error", Text: "getInfo failed: " + err.Error()}}
+		}
+		for _, out := range outs {
+			o.Info = append(o.Info, store.ObservedInfo{Name: out.Name, Text: out.Text})
+		}
+	}
+	return o
+}
+
+// infoTimeout bounds a runtime's answer to getInfo (it answers from what it
+// has; a slow one is left out of the observation).
+const infoTimeout = 2 * time.Second
