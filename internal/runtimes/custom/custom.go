@@ -708,6 +708,7 @@ func (r *Runtime) infoLoop(in *instance) {
 			return
 		}
 		in.mu.Lock()
+		before := in.info
 		if err != nil {
 			in.infoFailures++
 			in.info = append(slices.Clone(in.goodInfo), runtimes.InfoOutput{Name: "error", Text: err.Error()})
@@ -715,8 +716,12 @@ func (r *Runtime) infoLoop(in *instance) {
 			in.infoFailures = 0
 			in.info, in.goodInfo = outs, outs
 		}
+		changed := !slices.Equal(before, in.info)
 		delay := sp.infoDelay(in.infoFailures)
 		in.mu.Unlock()
+		if changed {
+			r.notify(in.key) // the engine records what status shows
+		}
 		timer.Reset(delay)
 	}
 }

@@ -596,6 +596,15 @@ printf '{"outputs":[{"name":"Version","text":"%s"},{"name":"URL","text":"https:/
 	if outs, err := r.Info(t.Context(), k); err != nil || outs != nil {
 		t.Fatalf("before any fetch: %v %v", outs, err)
 	}
+	// Watchers hear of each change of the outputs (the engine records them).
+	var notified atomic.Int32
+	go func() {
+		_ = r.Watch(t.Context(), func(got runtimes.InstanceKey) {
+			if got == k {
+				notified.Add(1)
+			}
+		})
+	}()
 	mustFetch(t, r, target(k, "v7", cr))
 	want := []runtimes.InfoOutput{{Name: "Version", Text: "v7"}, {Name: "URL", Text: "https://example.com/web"}}
 	eventually(t, "getInfo outputs", func() bool {
@@ -607,6 +616,7 @@ printf '{"outputs":[{"name":"Version","text":"%s"},{"name":"URL","text":"https:/
 		outs, _ := r.Info(t.Context(), k)
 		return len(outs) == 3 && outs[2].Name == "error" && strings.Contains(outs[2].Text, "cannot reach api") && outs[0] == want[0]
 	})
+	eventually(t, "watchers told of the change of the outputs", func() bool { return notified.Load() >= 1 })
 	// getInfo never affects convergence.
 	if st := mustFetch(t, r, target(k, "v7", cr)); st.Version != "" {
 		t.Errorf("state %+v", st)
