@@ -120,21 +120,30 @@ func (s *Server) statusOf(ctx context.Context, rec store.DesiredState) (*apiv1.S
 
 // statusDetail builds a service's status; detail adds the runtime objects.
 func (s *Server) statusDetail(ctx context.Context, rec store.DesiredState, detail bool) (*apiv1.ServiceStatus, error) {
-	d, err := engine.DecodeDesired(rec)
-	if err != nil {
-		return nil, err
-	}
 	list, err := s.store.ListInstances(ctx, rec.Application, rec.Service)
-	if err != nil {
-		return nil, err
-	}
-	approvals, err := s.store.ListApprovals(ctx, rec.ID)
 	if err != nil {
 		return nil, err
 	}
 	obs, err := s.store.ListObservations(ctx, rec.Application, rec.Service)
 	if err != nil {
 		return nil, err
+	}
+	return s.buildStatus(ctx, rec, list, obs, detail)
+}
+
+// buildStatus builds a service's status from its active desired state, its
+// instances and the engine's observations of them (approvals are read when
+// a channel has gates).
+func (s *Server) buildStatus(ctx context.Context, rec store.DesiredState, list []store.Instance, obs []store.Observation, detail bool) (*apiv1.ServiceStatus, error) {
+	d, err := engine.DecodeDesired(rec)
+	if err != nil {
+		return nil, err
+	}
+	var approvals []store.Approval
+	if slices.ContainsFunc(d.Channels, func(c engine.Channel) bool { return len(c.Approvals) > 0 }) {
+		if approvals, err = s.store.ListApprovals(ctx, rec.ID); err != nil {
+			return nil, err
+		}
 	}
 	observed := make(map[string]store.Observation, len(obs))
 	for _, o := range obs {
@@ -224,15 +233,50 @@ func (s *Server) listServices(ctx context.Context) (*apiv1.ServiceList, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &apiv1.ServiceList{Services: []apiv1.ServiceStatus{}}
+	// Three queries for every service (not three per service): instances
+	// and observations come ordered by application and service, like recs.
+	insts, err := s.store.ListInstances(ctx, "", "")
+	if err != nil {
+		return nil, err
+	}
+	obs, err := s.store.ListObservations(ctx, "", "")
+	if err != nil {
+		return nil, err
+	}
+	out := &apiv1.ServiceList{Services: make([]apiv1.ServiceStatus, 0, len(recs))}
 	for _, rec := range recs {
-		st, err := s.statusDetail(ctx, rec, false)
+		var mine []store.Instance
+		insts, mine = takeService(insts, rec.Application, rec.Service, func(i store.Instance) (string, string) { return i.Application, i.Service })
+		var seen []store.Observation
+		obs, seen = takeService(obs, rec.Application, rec.Service, func(o store.Observation) (string, string) { return o.Application, o.Service })
+		st, err := s.buildStatus(ctx, rec, mine, seen, false)
 		if err != nil {
 			return nil, err
 		}
 		out.Services = append(out.Services, *st)
 	}
 	return out, nil
+}
+
+// takeService splits the leading records of list, sorted by application and
+// service, that belong to app/svc from the rest; records of services before
+// it (without an active desired state) are dropped.
+func takeService[T any](list []T, app, svc string, key func(T) (string, string)) (rest, mine []T) {
+	for len(list) > 0 {
+		a, s := key(list[0])
+		if a > app || (a == app && s >= svc) {
+			break
+		}
+		list = list[1:]
+	}
+	n := 0
+	for n < len(list) {
+		if a, s := key(list[n]); a != app || s != svc {
+			break
+		}
+		n++
+	}
+	return list[n:], list[:n]
 }
 
 // channelOf returns the active desired state, its decoded form and the channel.

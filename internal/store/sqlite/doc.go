@@ -14,13 +14,16 @@
 // # Connections and transactions
 //
 // Writes go through a pool of exactly one connection, so the process's write
-// transactions run one at a time, queued by database/sql in call order (and
-// honouring their contexts while they wait); they never fail with
+// transactions run one at a time, queued in call order (and honouring their
+// contexts while they wait); they never fail with
 // SQLITE_BUSY against each other. Write transactions begin IMMEDIATE, taking
 // SQLite's write lock up front rather than upgrading a read lock mid-
 // transaction, which could fail against another process. Each Store method
 // that writes is one transaction: the records and their events commit
-// together or not at all. Reads use a separate pool of query_only connections
+// together or not at all. Writes that arrive while another commits are
+// committed with it (group commit, group.go): each runs in its own savepoint,
+// so one that fails is undone alone, and each returns once the group's
+// commit did. Reads use a separate pool of query_only connections
 // and see the last committed state. Hot statements (event insert, instance
 // insert/update, task run insert/prune) are prepared once on the write
 // connection.

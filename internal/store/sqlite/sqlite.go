@@ -51,6 +51,8 @@ type Store struct {
 	// health is what Check reports: the files' identity, and the outcome
 	// of the last write (see health.go).
 	health health
+	// group queues write transactions for group commit (see group.go).
+	group group
 	// keepSuperseded is the retention bound of CreateDesiredState (see
 	// retention.go); negative keeps everything.
 	keepSuperseded int
@@ -257,37 +259,11 @@ func (s *Store) writeTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return s.writeTxMode(ctx, durable, fn)
 }
 
-// writeTxMode runs fn in a write transaction with the given durability.
+// writeTxMode runs fn in a write transaction with the given durability:
+// committed together with the writes queued beside it (group commit, see
+// group.go), it returns once the commit did.
 func (s *Store) writeTxMode(ctx context.Context, d durability, fn func(tx *sql.Tx) error) error {
-	conn, err := s.write.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = conn.Close() }()
-	mode := "FULL"
-	if d == crashSafe {
-		mode = "NORMAL"
-	}
-	// synchronous applies per connection and may change between transactions;
-	// set it every time, as a replaced connection starts at the DSN's FULL.
-	if _, err := conn.ExecContext(ctx, "PRAGMA synchronous="+mode); err != nil {
-		return err
-	}
-	tx, err := conn.BeginTx(ctx, nil)
-	if err != nil {
-		return s.health.wrote(err)
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return s.health.wrote(err)
-	}
-	// Refuse to acknowledge a write into a database file that was removed
-	// or replaced: nobody would ever read it again (B4).
-	if err := s.health.checkFiles(); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	return s.health.wrote(tx.Commit())
+	return s.group.run(ctx, s, &writeReq{ctx: ctx, d: d, fn: fn})
 }
 
 // now is the store's clock, truncated to what the store keeps.

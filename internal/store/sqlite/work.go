@@ -160,8 +160,10 @@ func (s *Store) ClaimTask(ctx context.Context, owner string, ttl time.Duration) 
 	var out store.Task
 	err := s.writeTxMode(ctx, crashSafe, func(tx *sql.Tx) error {
 		t := now()
+		// The IN term lets SQLite use the partial index of open tasks
+		// instead of scanning every task ever finished.
 		task, err := scanTask(tx.QueryRowContext(ctx, "SELECT "+taskColumns+` FROM tasks
-			WHERE status = 'pending' OR (status = 'running' AND expires <= ?) ORDER BY id LIMIT 1`, dbTime(t)))
+			WHERE status IN ('pending', 'running') AND (status = 'pending' OR expires <= ?) ORDER BY id LIMIT 1`, dbTime(t)))
 		if err != nil {
 			return notFound(err)
 		}

@@ -1,0 +1,194 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+)
+
+// Group commit: write transactions that arrive while one commits are queued
+// and committed together, as one SQLite transaction, by the first of them
+// (the leader). Each keeps its own all-or-nothing meaning: it runs inside a
+// savepoint, and one that fails is rolled back to it alone and gets its
+// error, while the others commit. A commit that fails fails every request of
+// the group (none of them is written). The group commits with
+// synchronous=FULL when any of its requests is durable.
+//
+// The cost of a commit (BEGIN, the WAL frames of the pages touched, the
+// file checks, COMMIT, an fsync for durable writes) is paid once per group:
+// under load, when many goroutines write at once, that is what lets the
+// engine's many small transactions share one. Alone, a write commits as
+// before.
+
+// writeReq is one write transaction waiting for its commit.
+type writeReq struct {
+	ctx  context.Context
+	d    durability
+	fn   func(tx *sql.Tx) error
+	err  error
+	done chan struct{}
+	// lead tells a queued request that it leads the next group.
+	lead chan struct{}
+}
+
+// group is the queue of write requests.
+type group struct {
+	mu      sync.Mutex
+	queue   []*writeReq
+	leading bool
+}
+
+// maxGroup bounds the requests committed together, so one group's commit
+// does not keep its first request waiting for long.
+const maxGroup = 256
+
+// run queues r and returns once it has been committed (or failed). The
+// first request to find no leader leads: it commits groups until its own is
+// done, then hands the lead to the next queued request.
+func (g *group) run(ctx context.Context, s *Store, r *writeReq) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	r.done, r.lead = make(chan struct{}), make(chan struct{}, 1)
+	g.mu.Lock()
+	g.queue = append(g.queue, r)
+	if g.leading {
+		g.mu.Unlock()
+		select {
+		case <-r.done:
+			return r.err
+		case <-r.lead:
+		}
+		g.mu.Lock()
+	}
+	g.leading = true
+	for {
+		n := min(len(g.queue), maxGroup)
+		batch := g.queue[:n:n]
+		g.queue = g.queue[n:]
+		g.mu.Unlock()
+		s.commitGroup(batch)
+		g.mu.Lock()
+		select {
+		case <-r.done:
+		default:
+			continue // r waits in the queue still (the group was full)
+		}
+		if len(g.queue) > 0 {
+			g.queue[0].lead <- struct{}{} // it leads now; leading stays set
+		} else {
+			g.leading = false
+			g.queue = nil
+		}
+		g.mu.Unlock()
+		return r.err
+	}
+}
+
+// finish ends r with err.
+func (r *writeReq) finish(err error) {
+	r.err = err
+	close(r.done)
+}
+
+// commitGroup runs the requests in one transaction and ends each.
+func (s *Store) commitGroup(reqs []*writeReq) {
+	live := reqs[:0:0]
+	mode := "NORMAL"
+	for _, r := range reqs {
+		if err := r.ctx.Err(); err != nil {
+			r.finish(err) // canceled while queued: nothing was written
+			continue
+		}
+		live = append(live, r)
+		if r.d == durable {
+			mode = "FULL"
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	failAll := func(err error) {
+		err = s.health.wrote(err)
+		for _, r := range live {
+			r.finish(err)
+		}
+	}
+	// The group outlives any one caller's context; each request's own
+	// statements still use its context (a canceled one fails that request).
+	ctx := context.Background()
+	conn, err := s.write.Conn(ctx)
+	if err != nil {
+		failAll(err)
+		return
+	}
+	defer func() { _ = conn.Close() }()
+	// synchronous applies per connection and may change between
+	// transactions; set it every time, as a replaced connection starts at
+	// the DSN's FULL.
+	if _, err := conn.ExecContext(ctx, "PRAGMA synchronous="+mode); err != nil {
+		failAll(err)
+		return
+	}
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		failAll(err)
+		return
+	}
+	errs := make([]error, len(live))
+	for i, r := range live {
+		if _, err := tx.ExecContext(ctx, "SAVEPOINT w"); err != nil {
+			_ = tx.Rollback()
+			failAll(err)
+			return
+		}
+		errs[i] = runFn(r.fn, tx)
+		if errs[i] != nil {
+			// SQLite rolls a whole transaction back on some errors (a full
+			// disk, I/O): then the savepoint is gone with what the group
+			// wrote so far, and the group fails.
+			if _, err := tx.ExecContext(ctx, "ROLLBACK TO w"); err != nil {
+				_ = tx.Rollback()
+				failAll(errors.Join(errs[i], err))
+				return
+			}
+		}
+		if _, err := tx.ExecContext(ctx, "RELEASE w"); err != nil {
+			_ = tx.Rollback()
+			failAll(errors.Join(errs[i], err))
+			return
+		}
+	}
+	// Refuse to acknowledge a write into a database file that was removed
+	// or replaced: nobody would ever read it again (B4).
+	if err := s.health.checkFiles(); err != nil {
+		_ = tx.Rollback()
+		for _, r := range live {
+			r.finish(err)
+		}
+		return
+	}
+	if err := s.health.wrote(tx.Commit()); err != nil {
+		for _, r := range live {
+			r.finish(err)
+		}
+		return
+	}
+	for i, r := range live {
+		r.finish(s.health.wrote(errs[i]))
+	}
+}
+
+// runFn runs one request's function, turning a panic into its error (it
+// runs on the leader's goroutine, which must go on).
+func runFn(fn func(*sql.Tx) error, tx *sql.Tx) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("write panicked: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return fn(tx)
+}
