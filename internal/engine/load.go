@@ -14,6 +14,9 @@ import (
 type compiledState struct {
 	desired *Desired
 	targets map[string]runtimes.Target // by release channel
+	// gated says a channel has approval gates (only then does a pass read
+	// the approvals).
+	gated bool
 }
 
 type stateCache struct {
@@ -63,6 +66,7 @@ func decodeState(rec store.DesiredState) (*compiledState, error) {
 	}
 	for _, rc := range c.Channels {
 		cs.desired.Channels = append(cs.desired.Channels, Channel{Channel: rc, Version: c.Version, StateID: rec.ID})
+		cs.gated = cs.gated || len(rc.Approvals) > 0
 		cs.targets[rc.Name] = runtimes.Target{
 			InstanceKey:    runtimes.InstanceKey{Application: rec.Application, Service: rec.Service, ReleaseChannel: rc.Name},
 			Version:        c.Version,

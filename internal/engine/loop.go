@@ -317,9 +317,11 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (Result, error) {
 	for _, inst := range list {
 		instances[inst.ReleaseChannel] = inst
 	}
-	approvals, err := l.store.ListApprovals(ctx, rec.ID)
-	if err != nil {
-		return Result{}, err
+	var approvals []store.Approval
+	if cs.gated {
+		if approvals, err = l.store.ListApprovals(ctx, rec.ID); err != nil {
+			return Result{}, err
+		}
 	}
 	open, err := l.store.ListTasks(ctx, store.TaskFilter{Key: key, Open: true})
 	if err != nil {
