@@ -40,17 +40,7 @@ func (s *Store) GetInstance(ctx context.Context, application, service, releaseCh
 // ListInstances implements store.Store. Each non-empty argument filters; the
 // result is ordered by application, service and release channel.
 func (s *Store) ListInstances(ctx context.Context, application, service string) ([]store.Instance, error) {
-	q := "SELECT " + instanceColumns + " FROM instances WHERE 1 = 1"
-	var args []any
-	if application != "" {
-		q += " AND application = ?"
-		args = append(args, application)
-	}
-	if service != "" {
-		q += " AND service = ?"
-		args = append(args, service)
-	}
-	q += " ORDER BY application, service, release_channel"
+	q, args := byService("SELECT "+instanceColumns+" FROM instances", application, service)
 	out, err := queryAll(ctx, s.reads, q, args, scanInstance)
 	if err != nil {
 		return nil, fmt.Errorf("list instances of %s/%s: %w", application, service, err)
@@ -178,4 +168,21 @@ func (s *Store) putInstance(ctx context.Context, tx *sql.Tx, in store.Instance, 
 	}
 	return fmt.Errorf("instance %s/%s/%s: revision %d given, stored %d: %w",
 		in.Application, in.Service, in.ReleaseChannel, in.Revision, stored, store.ErrConflict)
+}
+
+// byService completes query, a SELECT of a table keyed by application,
+// service and release channel, with the filters of the non-empty arguments
+// and that order.
+func byService(query, application, service string) (string, []any) {
+	query += " WHERE 1 = 1"
+	var args []any
+	if application != "" {
+		query += " AND application = ?"
+		args = append(args, application)
+	}
+	if service != "" {
+		query += " AND service = ?"
+		args = append(args, service)
+	}
+	return query + " ORDER BY application, service, release_channel", args
 }

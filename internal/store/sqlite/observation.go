@@ -52,17 +52,7 @@ func scanObservation(row interface{ Scan(...any) error }) (store.Observation, er
 
 // ListObservations implements store.Store.
 func (s *Store) ListObservations(ctx context.Context, application, service string) ([]store.Observation, error) {
-	q := "SELECT application, service, release_channel, body, since FROM observations WHERE 1 = 1"
-	var args []any
-	if application != "" {
-		q += " AND application = ?"
-		args = append(args, application)
-	}
-	if service != "" {
-		q += " AND service = ?"
-		args = append(args, service)
-	}
-	q += " ORDER BY application, service, release_channel"
+	q, args := byService("SELECT application, service, release_channel, body, since FROM observations", application, service)
 	out, err := queryAll(ctx, s.reads, q, args, scanObservation)
 	if err != nil {
 		return nil, fmt.Errorf("list observations of %s/%s: %w", application, service, err)
