@@ -26,7 +26,7 @@ func (s *Store) PutConfig(ctx context.Context, obj store.ConfigObject) (store.Co
 		out     store.ConfigObject
 		created bool
 	)
-	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+	err := s.writeTx(ctx, func(tx *wtx) error {
 		latest, err := scanConfig(tx.QueryRowContext(ctx,
 			"SELECT "+configColumns+" FROM configs WHERE kind = ? AND name = ? ORDER BY version DESC LIMIT 1",
 			obj.Kind, obj.Name))

@@ -58,7 +58,7 @@ func (s *Store) CreateDesiredState(ctx context.Context, ds store.DesiredState, e
 		ds.CreatedAt = t
 	}
 	var seqs []int64
-	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+	err := s.writeTx(ctx, func(tx *wtx) error {
 		var exists int
 		err := tx.QueryRowContext(ctx, "SELECT 1 FROM desired_states WHERE id = ?", ds.ID).Scan(&exists)
 		if err == nil {
@@ -169,7 +169,7 @@ func (s *Store) AddApproval(ctx context.Context, desiredStateID string, decide s
 		events []store.Event
 		seqs   []int64
 	)
-	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+	err := s.writeTx(ctx, func(tx *wtx) error {
 		ds, err := scanDesiredState(tx.QueryRowContext(ctx, selectDesiredState+" WHERE id = ?", desiredStateID))
 		if err != nil {
 			return fmt.Errorf("desired state: %w", notFound(err))

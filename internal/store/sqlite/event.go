@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"time"
 
@@ -23,18 +22,17 @@ const insertEvent = "INSERT INTO events (time, application, service, release_cha
 
 // insertEvents appends events in tx and returns their sequence numbers. A
 // zero Time is stored as t.
-func (s *Store) insertEvents(ctx context.Context, tx *sql.Tx, events []store.Event, t time.Time) ([]int64, error) {
+func (s *Store) insertEvents(ctx context.Context, tx *wtx, events []store.Event, t time.Time) ([]int64, error) {
 	if len(events) == 0 {
 		return nil, nil
 	}
-	stmt := tx.StmtContext(ctx, s.stmts.insertEvent)
 	seqs := make([]int64, len(events))
 	for i, e := range events {
 		at := e.Time
 		if at.IsZero() {
 			at = t
 		}
-		res, err := stmt.ExecContext(ctx, dbTime(at), e.Application, e.Service, e.ReleaseChannel, e.DesiredStateID,
+		res, err := tx.ExecContext(ctx, insertEvent, dbTime(at), e.Application, e.Service, e.ReleaseChannel, e.DesiredStateID,
 			e.Type, e.Actor, e.Message, dbBytes(e.Data))
 		if err != nil {
 			return nil, fmt.Errorf("event %d (%s): %w", i, e.Type, err)
@@ -65,7 +63,7 @@ func (s *Store) AppendEvents(ctx context.Context, events ...store.Event) error {
 	}
 	t := now()
 	var seqs []int64
-	err := s.writeTxMode(ctx, crashSafe, func(tx *sql.Tx) error {
+	err := s.writeTxMode(ctx, crashSafe, func(tx *wtx) error {
 		var err error
 		seqs, err = s.insertEvents(ctx, tx, events, t)
 		return err
@@ -117,7 +115,7 @@ func (s *Store) StartApply(ctx context.Context, a store.ApplyAttempt) (int64, er
 		a.StartedAt = now()
 	}
 	var id int64
-	err := s.writeTxMode(ctx, crashSafe, func(tx *sql.Tx) error {
+	err := s.writeTxMode(ctx, crashSafe, func(tx *wtx) error {
 		var exists int
 		err := tx.QueryRowContext(ctx, "SELECT 1 FROM desired_states WHERE id = ?", a.DesiredStateID).Scan(&exists)
 		if err != nil {
@@ -147,7 +145,7 @@ func (s *Store) FinishApply(ctx context.Context, id int64, outcome, message stri
 		at = t
 	}
 	var seqs []int64
-	err := s.writeTxMode(ctx, crashSafe, func(tx *sql.Tx) error {
+	err := s.writeTxMode(ctx, crashSafe, func(tx *wtx) error {
 		res, err := tx.ExecContext(ctx, "UPDATE apply_attempts SET finished_at = ?, outcome = ?, message = ? WHERE id = ?",
 			dbTime(at), outcome, message, id)
 		if err != nil {

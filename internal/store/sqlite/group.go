@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -27,7 +26,7 @@ import (
 type writeReq struct {
 	ctx  context.Context
 	d    durability
-	fn   func(tx *sql.Tx) error
+	fn   func(tx *wtx) error
 	err  error
 	done chan struct{}
 	// lead tells a queued request that it leads the next group.
@@ -71,6 +70,7 @@ func (g *group) run(ctx context.Context, s *Store, r *writeReq) error {
 		g.queue = g.queue[n:]
 		g.mu.Unlock()
 		s.commitGroup(batch)
+		s.wstmts.prepareMissed(context.Background(), s.write)
 		g.mu.Lock()
 		select {
 		case <-r.done:
@@ -138,25 +138,26 @@ func (s *Store) commitGroup(reqs []*writeReq) {
 		failAll(err)
 		return
 	}
+	wt := s.newWtx(tx)
 	errs := make([]error, len(live))
 	for i, r := range live {
-		if _, err := tx.ExecContext(ctx, "SAVEPOINT w"); err != nil {
+		if _, err := wt.ExecContext(ctx, "SAVEPOINT w"); err != nil {
 			_ = tx.Rollback()
 			failAll(err)
 			return
 		}
-		errs[i] = runFn(r.fn, tx)
+		errs[i] = runFn(r.fn, wt)
 		if errs[i] != nil {
 			// SQLite rolls a whole transaction back on some errors (a full
 			// disk, I/O): then the savepoint is gone with what the group
 			// wrote so far, and the group fails.
-			if _, err := tx.ExecContext(ctx, "ROLLBACK TO w"); err != nil {
+			if _, err := wt.ExecContext(ctx, "ROLLBACK TO w"); err != nil {
 				_ = tx.Rollback()
 				failAll(errors.Join(errs[i], err))
 				return
 			}
 		}
-		if _, err := tx.ExecContext(ctx, "RELEASE w"); err != nil {
+		if _, err := wt.ExecContext(ctx, "RELEASE w"); err != nil {
 			_ = tx.Rollback()
 			failAll(errors.Join(errs[i], err))
 			return
@@ -184,7 +185,7 @@ func (s *Store) commitGroup(reqs []*writeReq) {
 
 // runFn runs one request's function, turning a panic into its error (it
 // runs on the leader's goroutine, which must go on).
-func runFn(fn func(*sql.Tx) error, tx *sql.Tx) (err error) {
+func runFn(fn func(*wtx) error, tx *wtx) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("write panicked: %v\n%s", p, debug.Stack())

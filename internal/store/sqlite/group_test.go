@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"sync"
@@ -18,7 +17,7 @@ func TestGroupCommitKeepsEachWriteApart(t *testing.T) {
 	s, _ := openTemp(t)
 	t.Cleanup(func() { _ = s.Close() })
 	ctx := t.Context()
-	if err := s.writeTx(ctx, func(tx *sql.Tx) error {
+	if err := s.writeTx(ctx, func(tx *wtx) error {
 		_, err := tx.ExecContext(ctx, "CREATE TABLE g (k TEXT PRIMARY KEY, v INTEGER NOT NULL)")
 		return err
 	}); err != nil {
@@ -39,7 +38,7 @@ func TestGroupCommitKeepsEachWriteApart(t *testing.T) {
 			case i%25 == 7:
 				wctx = canceled
 			}
-			errs[i] = s.writeTxMode(wctx, d, func(tx *sql.Tx) error {
+			errs[i] = s.writeTxMode(wctx, d, func(tx *wtx) error {
 				for j := range 3 {
 					if _, err := tx.ExecContext(wctx, "INSERT INTO g (k, v) VALUES (?, ?)", fmt.Sprintf("w%03d-%d", i, j), i); err != nil {
 						return err

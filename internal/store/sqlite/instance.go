@@ -59,7 +59,7 @@ func (s *Store) Write(ctx context.Context, b *store.Batch) error {
 	}
 	t := now()
 	var seqs, ids []int64
-	err := s.writeTxMode(ctx, crashSafe, func(tx *sql.Tx) error {
+	err := s.writeTxMode(ctx, crashSafe, func(tx *wtx) error {
 		var err error
 		seqs, ids, err = s.applyBatch(ctx, tx, b, t)
 		return err
@@ -87,7 +87,7 @@ func validateBatch(b *store.Batch) error {
 
 // applyBatch writes b inside tx: fence, instances, events, tasks. It
 // returns the events' sequence numbers and the tasks' ids.
-func (s *Store) applyBatch(ctx context.Context, tx *sql.Tx, b *store.Batch, t time.Time) (seqs, ids []int64, err error) {
+func (s *Store) applyBatch(ctx context.Context, tx *wtx, b *store.Batch, t time.Time) (seqs, ids []int64, err error) {
 	if err := checkFence(ctx, tx, b.Fence); err != nil {
 		return nil, nil, err
 	}
@@ -127,7 +127,7 @@ var (
 )
 
 // putInstance creates (Revision 0) or updates (Revision = the stored one) in.
-func (s *Store) putInstance(ctx context.Context, tx *sql.Tx, in store.Instance, t time.Time) error {
+func (s *Store) putInstance(ctx context.Context, tx *wtx, in store.Instance, t time.Time) error {
 	updatedAt := in.UpdatedAt
 	if updatedAt.IsZero() {
 		updatedAt = t
@@ -142,9 +142,9 @@ func (s *Store) putInstance(ctx context.Context, tx *sql.Tx, in store.Instance, 
 		err error
 	)
 	if in.Revision == 0 {
-		res, err = tx.StmtContext(ctx, s.stmts.insertInstance).ExecContext(ctx, args...)
+		res, err = tx.ExecContext(ctx, insertInstance, args...)
 	} else {
-		res, err = tx.StmtContext(ctx, s.stmts.updateInstance).ExecContext(ctx, append(args, in.Revision)...)
+		res, err = tx.ExecContext(ctx, updateInstance, append(args, in.Revision)...)
 	}
 	if err != nil {
 		return fmt.Errorf("instance %s/%s/%s: %w", in.Application, in.Service, in.ReleaseChannel, err)

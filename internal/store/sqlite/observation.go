@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -12,7 +11,7 @@ import (
 
 // putObservations replaces the stored observations of b's instances; a zero
 // Since is set to t.
-func putObservations(ctx context.Context, tx *sql.Tx, obs []store.Observation, t time.Time) error {
+func putObservations(ctx context.Context, tx *wtx, obs []store.Observation, t time.Time) error {
 	for _, o := range obs {
 		if o.Application == "" || o.Service == "" || o.ReleaseChannel == "" {
 			return fmt.Errorf("observation %s/%s/%s: application, service and release channel are required",

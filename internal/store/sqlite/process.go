@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 
 	"github.com/drover-dev/drover/internal/store"
@@ -31,7 +30,7 @@ func (s *Store) AddProcess(ctx context.Context, p store.Process) (int64, error) 
 		p.StartedAt = now()
 	}
 	var id int64
-	err = s.writeTxMode(ctx, crashSafe, func(tx *sql.Tx) error {
+	err = s.writeTxMode(ctx, crashSafe, func(tx *wtx) error {
 		res, err := tx.ExecContext(ctx, "INSERT INTO processes (application, service, release_channel, runtime, kind, version, command, handle, started_at)"+
 			" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
 			p.Application, p.Service, p.ReleaseChannel, p.Runtime, p.Kind, p.Version, cmd, p.Handle, dbTime(p.StartedAt))
@@ -49,7 +48,7 @@ func (s *Store) AddProcess(ctx context.Context, p store.Process) (int64, error) 
 
 // RemoveProcess implements store.Store; an unknown id fails with store.ErrNotFound.
 func (s *Store) RemoveProcess(ctx context.Context, id int64) error {
-	err := s.writeTxMode(ctx, crashSafe, func(tx *sql.Tx) error {
+	err := s.writeTxMode(ctx, crashSafe, func(tx *wtx) error {
 		res, err := tx.ExecContext(ctx, "DELETE FROM processes WHERE id = ?", id)
 		if err != nil {
 			return err

@@ -34,13 +34,13 @@ func KeepSuperseded(n int) Option { return func(o *options) { o.keepSuperseded =
 
 // sharedCopy returns the id of the row holding the active desired state's
 // compiled copy when it equals compiled, or "".
-func (s *Store) sharedCopy(ctx context.Context, tx *sql.Tx, application, service string, compiled []byte) (string, error) {
+func (s *Store) sharedCopy(ctx context.Context, tx *wtx, application, service string, compiled []byte) (string, error) {
 	if compiled == nil {
 		return "", nil
 	}
 	var origin string
 	var same bool
-	err := tx.StmtContext(ctx, s.stmts.sharedCopy).QueryRowContext(ctx, compiled, application, service).Scan(&origin, &same)
+	err := tx.QueryRowContext(ctx, sharedCopyQuery, compiled, application, service).Scan(&origin, &same)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && !same) {
 		return "", nil
 	}
@@ -60,20 +60,19 @@ const unprunedQuery = `SELECT count(*) FROM desired_states
 // pruneSuperseded drops the compiled copies the retention bound lets go. It
 // runs twice: the first pass frees the rows that share a copy, the second
 // the rows that held a copy only they shared.
-func (s *Store) pruneSuperseded(ctx context.Context, tx *sql.Tx, application, service string, at time.Time) error {
+func (s *Store) pruneSuperseded(ctx context.Context, tx *wtx, application, service string, at time.Time) error {
 	if s.keepSuperseded < 0 {
 		return nil
 	}
 	var unpruned int
-	if err := tx.StmtContext(ctx, s.stmts.unpruned).QueryRowContext(ctx, application, service).Scan(&unpruned); err != nil {
+	if err := tx.QueryRowContext(ctx, unprunedQuery, application, service).Scan(&unpruned); err != nil {
 		return err
 	}
 	if unpruned <= s.keepSuperseded {
 		return nil
 	}
-	prune := tx.StmtContext(ctx, s.stmts.pruneSuperseded)
 	for range 2 {
-		if _, err := prune.ExecContext(ctx, dbTime(at), application, service, s.keepSuperseded); err != nil {
+		if _, err := tx.ExecContext(ctx, pruneSuperseded, dbTime(at), application, service, s.keepSuperseded); err != nil {
 			return err
 		}
 	}

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 
@@ -93,8 +92,8 @@ func (s *Store) RecordRun(ctx context.Context, r store.TaskRun) (int64, error) {
 		r.FinishedAt = t
 	}
 	var id int64
-	err = s.writeTxMode(ctx, crashSafe, func(tx *sql.Tx) error {
-		res, err := tx.StmtContext(ctx, s.stmts.insertRun).ExecContext(ctx,
+	err = s.writeTxMode(ctx, crashSafe, func(tx *wtx) error {
+		res, err := tx.ExecContext(ctx, insertRun,
 			r.Application, r.Service, r.ReleaseChannel, r.Runtime, r.Kind, r.Version, cmd, r.ExitCode, r.Error,
 			dbTime(r.StartedAt), dbTime(r.FinishedAt), r.Stdout, r.Stderr, r.Truncated)
 		if err != nil {
@@ -103,7 +102,7 @@ func (s *Store) RecordRun(ctx context.Context, r store.TaskRun) (int64, error) {
 		if id, err = res.LastInsertId(); err != nil {
 			return err
 		}
-		_, err = tx.StmtContext(ctx, s.stmts.pruneRuns).ExecContext(ctx,
+		_, err = tx.ExecContext(ctx, pruneRuns,
 			r.Application, r.Service, r.ReleaseChannel, r.Kind, runsKept)
 		if err != nil {
 			return fmt.Errorf("prune: %w", err)

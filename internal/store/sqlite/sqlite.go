@@ -42,12 +42,9 @@ type Store struct {
 	// last committed transaction and neither block nor are blocked by the
 	// writer. For MemoryPath it is the same pool as write.
 	read *sql.DB
-	// stmts are the hot write statements, prepared once on the write
-	// connection (tx.StmtContext reuses them instead of parsing again).
-	stmts struct {
-		insertEvent, insertInstance, updateInstance, insertRun, pruneRuns *sql.Stmt
-		sharedCopy, unpruned, pruneSuperseded                             *sql.Stmt
-	}
+	// wstmts are the write transactions' statements, prepared once on the
+	// write connection (see wtx.go).
+	wstmts writeStmts
 	// health is what Check reports: the files' identity, and the outcome
 	// of the last write (see health.go).
 	health health
@@ -185,25 +182,18 @@ func (s *Store) init(ctx context.Context, memory bool, ms []migration) error {
 	return migrate(ctx, s.write, ms)
 }
 
-// prepare prepares the hot write statements on the write connection.
+// prepare prepares the hottest write statements on the write connection
+// up front (the others are prepared when first used, see wtx.go), which also
+// checks them against the schema.
 func (s *Store) prepare(ctx context.Context) error {
-	for _, p := range []struct {
-		stmt **sql.Stmt
-		sql  string
-	}{
-		{&s.stmts.insertEvent, insertEvent},
-		{&s.stmts.insertInstance, insertInstance},
-		{&s.stmts.updateInstance, updateInstance},
-		{&s.stmts.insertRun, insertRun},
-		{&s.stmts.pruneRuns, pruneRuns},
-		{&s.stmts.sharedCopy, sharedCopyQuery},
-		{&s.stmts.unpruned, unprunedQuery},
-		{&s.stmts.pruneSuperseded, pruneSuperseded},
-	} {
-		var err error
-		if *p.stmt, err = s.write.PrepareContext(ctx, p.sql); err != nil {
-			return fmt.Errorf("prepare %q: %w", p.sql, err)
+	s.wstmts.m = make(map[string]*sql.Stmt)
+	for _, q := range []string{insertEvent, insertInstance, updateInstance, insertRun, pruneRuns,
+		sharedCopyQuery, unprunedQuery, pruneSuperseded} {
+		st, err := s.write.PrepareContext(ctx, q)
+		if err != nil {
+			return fmt.Errorf("prepare %q: %w", q, err)
 		}
+		s.wstmts.m[q] = st
 	}
 	return nil
 }
@@ -222,12 +212,7 @@ func (s *Store) Close() error {
 	if s.read != nil && s.read != s.write {
 		err = s.read.Close()
 	}
-	for _, st := range []*sql.Stmt{s.stmts.insertEvent, s.stmts.insertInstance, s.stmts.updateInstance,
-		s.stmts.insertRun, s.stmts.pruneRuns} {
-		if st != nil {
-			err = errors.Join(err, st.Close())
-		}
-	}
+	err = errors.Join(err, s.wstmts.close())
 	// The write pool closes last: closing the last connection checkpoints the
 	// WAL into the database file.
 	if s.write != nil {
@@ -255,14 +240,14 @@ const (
 )
 
 // writeTx runs fn in a durable write transaction and commits it when fn succeeds.
-func (s *Store) writeTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+func (s *Store) writeTx(ctx context.Context, fn func(tx *wtx) error) error {
 	return s.writeTxMode(ctx, durable, fn)
 }
 
 // writeTxMode runs fn in a write transaction with the given durability:
 // committed together with the writes queued beside it (group commit, see
 // group.go), it returns once the commit did.
-func (s *Store) writeTxMode(ctx context.Context, d durability, fn func(tx *sql.Tx) error) error {
+func (s *Store) writeTxMode(ctx context.Context, d durability, fn func(tx *wtx) error) error {
 	return s.group.run(ctx, s, &writeReq{ctx: ctx, d: d, fn: fn})
 }
 

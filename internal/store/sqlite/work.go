@@ -16,7 +16,7 @@ func (s *Store) ClaimLease(ctx context.Context, key, owner string, ttl time.Dura
 		return store.Lease{}, fmt.Errorf("claim lease: key, owner and a positive ttl are required")
 	}
 	var out store.Lease
-	err := s.writeTxMode(ctx, crashSafe, func(tx *sql.Tx) error {
+	err := s.writeTxMode(ctx, crashSafe, func(tx *wtx) error {
 		t := now()
 		cur, err := scanLease(tx.QueryRowContext(ctx, "SELECT key, owner, token, expires FROM leases WHERE key = ?", key))
 		switch {
@@ -52,7 +52,7 @@ func (s *Store) RenewLease(ctx context.Context, l store.Lease, ttl time.Duration
 		return store.Lease{}, fmt.Errorf("renew lease %s: a positive ttl is required", l.Key)
 	}
 	out := l
-	err := s.writeTxMode(ctx, crashSafe, func(tx *sql.Tx) error {
+	err := s.writeTxMode(ctx, crashSafe, func(tx *wtx) error {
 		out.Expires = now().Add(ttl)
 		res, err := tx.ExecContext(ctx, "UPDATE leases SET expires = ? WHERE key = ? AND owner = ? AND token = ?",
 			dbTime(out.Expires), l.Key, l.Owner, l.Token)
@@ -72,7 +72,7 @@ func (s *Store) RenewLease(ctx context.Context, l store.Lease, ttl time.Duration
 
 // ReleaseLease implements store.Store.
 func (s *Store) ReleaseLease(ctx context.Context, l store.Lease) error {
-	err := s.writeTxMode(ctx, crashSafe, func(tx *sql.Tx) error {
+	err := s.writeTxMode(ctx, crashSafe, func(tx *wtx) error {
 		// The row stays with its token, expired, so later claims get higher tokens.
 		_, err := tx.ExecContext(ctx, "UPDATE leases SET expires = ? WHERE key = ? AND owner = ? AND token = ?",
 			dbTime(now().Add(-time.Nanosecond)), l.Key, l.Owner, l.Token)
@@ -100,7 +100,7 @@ func scanLease(row interface{ Scan(...any) error }) (store.Lease, error) {
 }
 
 // checkFence fails with store.ErrFenced unless f's key is held with f's token.
-func checkFence(ctx context.Context, tx *sql.Tx, f *store.Fence) error {
+func checkFence(ctx context.Context, tx *wtx, f *store.Fence) error {
 	if f == nil {
 		return nil
 	}
@@ -123,7 +123,7 @@ func scanTask(row interface{ Scan(...any) error }) (store.Task, error) {
 
 // insertTasks enqueues tasks as pending, refusing a second open task for one
 // key and instance; ids are set in tasks after the commit by the caller.
-func insertTasks(ctx context.Context, tx *sql.Tx, tasks []store.Task, t time.Time) ([]int64, error) {
+func insertTasks(ctx context.Context, tx *wtx, tasks []store.Task, t time.Time) ([]int64, error) {
 	ids := make([]int64, 0, len(tasks))
 	for _, task := range tasks {
 		if task.Key == "" || task.Kind == "" {
@@ -158,7 +158,7 @@ func (s *Store) ClaimTask(ctx context.Context, owner string, ttl time.Duration) 
 		return store.Task{}, fmt.Errorf("claim task: owner and a positive ttl are required")
 	}
 	var out store.Task
-	err := s.writeTxMode(ctx, crashSafe, func(tx *sql.Tx) error {
+	err := s.writeTxMode(ctx, crashSafe, func(tx *wtx) error {
 		t := now()
 		// The IN term lets SQLite use the partial index of open tasks
 		// instead of scanning every task ever finished.
@@ -186,7 +186,7 @@ func (s *Store) HeartbeatTask(ctx context.Context, task store.Task, ttl time.Dur
 		return store.Task{}, fmt.Errorf("heartbeat task %d: a positive ttl is required", task.ID)
 	}
 	out := task
-	err := s.writeTxMode(ctx, crashSafe, func(tx *sql.Tx) error {
+	err := s.writeTxMode(ctx, crashSafe, func(tx *wtx) error {
 		out.Expires = now().Add(ttl)
 		res, err := tx.ExecContext(ctx, "UPDATE tasks SET expires = ? WHERE id = ? AND status = 'running' AND owner = ? AND token = ?",
 			dbTime(out.Expires), task.ID, task.Owner, task.Token)
@@ -217,7 +217,7 @@ func (s *Store) CompleteTask(ctx context.Context, task store.Task, status store.
 	}
 	t := now()
 	var seqs, ids []int64
-	err := s.writeTxMode(ctx, crashSafe, func(tx *sql.Tx) error {
+	err := s.writeTxMode(ctx, crashSafe, func(tx *wtx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE tasks SET status = ?, message = ?, finished_at = ?, expires = NULL
 			WHERE id = ? AND status = 'running' AND owner = ? AND token = ?`,
 			status, message, dbTime(t), task.ID, task.Owner, task.Token)
@@ -244,7 +244,7 @@ func (s *Store) CompleteTask(ctx context.Context, task store.Task, status store.
 
 // ResetClaims implements store.Store.
 func (s *Store) ResetClaims(ctx context.Context) error {
-	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+	err := s.writeTx(ctx, func(tx *wtx) error {
 		past := dbTime(now().Add(-time.Nanosecond))
 		if _, err := tx.ExecContext(ctx, "UPDATE leases SET expires = ? WHERE expires > ?", past, past); err != nil {
 			return err
