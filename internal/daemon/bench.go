@@ -193,7 +193,12 @@ func runBench(ctx context.Context, data string, services, channels, workers int,
 		return nil, err
 	}
 	registry := runtimehost.Registry{"fake": func(cfg *config.Runtime, opts runtimes.Options) (runtimes.Runtime, error) {
-		return fake.Open(cfg.Name, fake.Settings{}, opts) // zero-delay rollouts
+		// Zero-delay rollouts, kept in memory only: the simulated backend
+		// keeps its state the way a real one would, outside drover, so the
+		// bench measures drover alone (a fake runtime with a data directory
+		// rewrites its whole state file as it changes).
+		opts.DataDir = ""
+		return fake.Open(cfg.Name, fake.Settings{}, opts)
 	}}
 	settings := engine.DefaultSettings()
 	token := auth.NewToken()
@@ -220,6 +225,10 @@ func runBench(ctx context.Context, data string, services, channels, workers int,
 		return nil, cli.APIError(err)
 	}
 	res.ApplySeconds = time.Since(start).Seconds()
+
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	allConverged := followConverged(watchCtx, c, res.Instances)
 
 	cpu0 := cpuTime()
 	pushStart := time.Now()
@@ -248,26 +257,10 @@ func runBench(ctx context.Context, data string, services, channels, workers int,
 		return nil, cli.APIError(err)
 	}
 	res.PushSeconds = time.Since(pushStart).Seconds()
-	for {
-		list, err := c.ListServices(ctx)
-		if err != nil {
-			return nil, cli.APIError(err)
-		}
-		converged := 0
-		for _, s := range list.Services {
-			if s.Status == "CONVERGED" {
-				converged++
-			}
-		}
-		if converged == services {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("timed out with %d/%d services converged: %w", converged, services, ctx.Err())
-		case <-time.After(500 * time.Millisecond):
-		}
+	if err := waitConverged(ctx, c, services, allConverged); err != nil {
+		return nil, err
 	}
+	stopWatch()
 	res.ConvergeSeconds = time.Since(pushStart).Seconds()
 	res.CPUSeconds = (cpuTime() - cpu0).Seconds()
 	res.InstancesPerSec = float64(res.Instances) / res.ConvergeSeconds
@@ -276,6 +269,60 @@ func runBench(ctx context.Context, data string, services, channels, workers int,
 		return nil, errors.New("bench measured no time")
 	}
 	return res, nil
+}
+
+// followConverged follows the event stream and closes the returned channel
+// once instances distinct instances reported that they converged (or when
+// the stream fails: the caller then polls). It follows events rather than
+// polling the service list, which at 100,000 instances would cost more than
+// what it measures; it is what a UI showing a release live does too.
+func followConverged(ctx context.Context, c *client.Client, instances int) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		seen := make(map[[2]string]struct{}, instances)
+		errEnough := errors.New("every instance converged")
+		_ = c.Watch(ctx, "", "", 0, func(e apiv1.Event) error {
+			if e.Type != "converged" {
+				return nil
+			}
+			seen[[2]string{e.Service, e.ReleaseChannel}] = struct{}{}
+			if len(seen) >= instances {
+				return errEnough
+			}
+			return nil
+		})
+	}()
+	return done
+}
+
+// waitConverged waits for the events to say every instance converged, then
+// polls the service list until it shows every service CONVERGED.
+func waitConverged(ctx context.Context, c *client.Client, services int, events <-chan struct{}) error {
+	select {
+	case <-events:
+	case <-ctx.Done():
+	}
+	for {
+		list, err := c.ListServices(ctx)
+		if err != nil {
+			return cli.APIError(err)
+		}
+		converged := 0
+		for _, s := range list.Services {
+			if s.Status == "CONVERGED" {
+				converged++
+			}
+		}
+		if converged == services {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("timed out with %d/%d services converged: %w", converged, services, ctx.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 func cpuTime() time.Duration {

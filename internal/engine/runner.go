@@ -31,9 +31,10 @@ func (l *Loop) kick() {
 	}
 }
 
-// dispatch claims tasks while a slot is free, until ctx ends. Between claims
-// that find nothing it waits for a kick or the task poll interval (tasks
-// enqueued by other engines sharing the store).
+// dispatch claims tasks while slots are free, as many at once as there are
+// free slots (one claim is one write transaction), until ctx ends. Between
+// claims that find nothing it waits for a kick or the task poll interval
+// (tasks enqueued by other engines sharing the store).
 func (l *Loop) dispatch(ctx context.Context) {
 	poll := time.NewTicker(l.taskPoll)
 	defer poll.Stop()
@@ -44,14 +45,26 @@ func (l *Loop) dispatch(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		}
-		task, err := l.store.ClaimTask(ctx, l.owner, l.taskTTL)
-		if err != nil {
+		free := 1
+	more:
+		for {
+			select {
+			case l.slots <- struct{}{}:
+				free++
+			default:
+				break more
+			}
+		}
+		tasks, err := l.store.ClaimTasks(ctx, l.owner, l.taskTTL, free)
+		for range free - len(tasks) {
 			<-l.slots
+		}
+		if err != nil || len(tasks) == 0 {
 			wait := l.taskPoll
 			switch {
 			case ctx.Err() != nil:
 				return
-			case errors.Is(err, store.ErrNotFound):
+			case err == nil:
 				failures = 0
 			default:
 				wait = backoff(l.settings.RetryBackoff, l.settings.MaxBackoff, failures)
@@ -69,12 +82,14 @@ func (l *Loop) dispatch(ctx context.Context) {
 			continue
 		}
 		failures = 0
-		l.tasks.Add(1)
-		go func() {
-			defer l.tasks.Done()
-			defer func() { <-l.slots }()
-			l.runTask(task)
-		}()
+		for _, task := range tasks {
+			l.tasks.Add(1)
+			go func() {
+				defer l.tasks.Done()
+				defer func() { <-l.slots }()
+				l.runTask(task)
+			}()
+		}
 	}
 }
 

@@ -115,11 +115,11 @@ func (m *mortalStore) ReleaseLease(ctx context.Context, l store.Lease) error {
 	return m.Store.ReleaseLease(ctx, l)
 }
 
-func (m *mortalStore) ClaimTask(ctx context.Context, owner string, ttl time.Duration) (store.Task, error) {
+func (m *mortalStore) ClaimTasks(ctx context.Context, owner string, ttl time.Duration, limit int) ([]store.Task, error) {
 	if err := m.check(); err != nil {
-		return store.Task{}, err
+		return nil, err
 	}
-	return m.Store.ClaimTask(ctx, owner, ttl)
+	return m.Store.ClaimTasks(ctx, owner, ttl, limit)
 }
 
 func (m *mortalStore) HeartbeatTask(ctx context.Context, t store.Task, ttl time.Duration) (store.Task, error) {

@@ -478,11 +478,11 @@ type Store interface {
 	// ListLeases returns every lease (held or expired), ordered by key.
 	ListLeases(ctx context.Context) ([]Lease, error)
 
-	// ClaimTask gives owner the oldest claimable task for ttl: a pending
-	// one, or a running one whose claim expired (its runner is gone). It
-	// becomes running with a new Token and Attempts+1. No claimable task
-	// is ErrNotFound.
-	ClaimTask(ctx context.Context, owner string, ttl time.Duration) (Task, error)
+	// ClaimTasks gives owner up to limit (at least 1) of the oldest
+	// claimable tasks for ttl, oldest first: pending ones, or running ones
+	// whose claim expired (their runner is gone). Each becomes running with
+	// a new Token and Attempts+1. No claimable task is an empty list.
+	ClaimTasks(ctx context.Context, owner string, ttl time.Duration, limit int) ([]Task, error)
 	// HeartbeatTask extends the claim t by ttl from now if t.Owner still
 	// holds it with t.Token; otherwise ErrFenced.
 	HeartbeatTask(ctx context.Context, t Task, ttl time.Duration) (Task, error)

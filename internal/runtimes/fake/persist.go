@@ -161,7 +161,14 @@ func (r *Runtime) markDirtyLocked() {
 	}
 }
 
-// saver writes the state when it is dirty, at most once per SaveInterval.
+// saveSpacing bounds the share of time the saver spends writing: it waits at
+// least this many times as long as its last write took.
+const saveSpacing = 20
+
+// saver writes the state when it is dirty, at most once per SaveInterval,
+// and, for a large simulated cluster whose file takes long to write, at most
+// once per saveSpacing times the last write's duration: the whole file is
+// written each time, so saving must not take most of the process's time.
 func (r *Runtime) saver() {
 	defer close(r.saverDone)
 	t := time.NewTimer(0)
@@ -172,8 +179,9 @@ func (r *Runtime) saver() {
 		case <-r.done:
 			return
 		}
+		start := time.Now()
 		_ = r.Flush() // a failure keeps the state dirty; Close reports it
-		t.Reset(r.settings.SaveInterval)
+		t.Reset(max(r.settings.SaveInterval, saveSpacing*time.Since(start)))
 		select {
 		case <-t.C:
 		case <-r.done:

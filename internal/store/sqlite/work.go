@@ -152,30 +152,47 @@ func insertTasks(ctx context.Context, tx *wtx, tasks []store.Task, t time.Time) 
 	return ids, nil
 }
 
-// ClaimTask implements store.Store.
-func (s *Store) ClaimTask(ctx context.Context, owner string, ttl time.Duration) (store.Task, error) {
-	if owner == "" || ttl <= 0 {
-		return store.Task{}, fmt.Errorf("claim task: owner and a positive ttl are required")
+// ClaimTasks implements store.Store.
+func (s *Store) ClaimTasks(ctx context.Context, owner string, ttl time.Duration, limit int) ([]store.Task, error) {
+	if owner == "" || ttl <= 0 || limit < 1 {
+		return nil, fmt.Errorf("claim tasks: owner, a positive ttl and a limit of at least 1 are required")
 	}
-	var out store.Task
+	var out []store.Task
 	err := s.writeTxMode(ctx, crashSafe, func(tx *wtx) error {
+		out = out[:0]
 		t := now()
 		// The IN term lets SQLite use the partial index of open tasks
 		// instead of scanning every task ever finished.
-		task, err := scanTask(tx.QueryRowContext(ctx, "SELECT "+taskColumns+` FROM tasks
-			WHERE status IN ('pending', 'running') AND (status = 'pending' OR expires <= ?) ORDER BY id LIMIT 1`, dbTime(t)))
+		rows, err := tx.QueryContext(ctx, "SELECT "+taskColumns+` FROM tasks
+			WHERE status IN ('pending', 'running') AND (status = 'pending' OR expires <= ?) ORDER BY id LIMIT ?`, dbTime(t), limit)
 		if err != nil {
-			return notFound(err)
+			return err
 		}
-		task.Status, task.Owner, task.Attempts = store.TaskRunning, owner, task.Attempts+1
-		task.Token, task.Expires, task.ClaimedAt = task.Token+1, t.Add(ttl), t
-		_, err = tx.ExecContext(ctx, "UPDATE tasks SET status = ?, owner = ?, token = ?, attempts = ?, expires = ?, claimed_at = ? WHERE id = ?",
-			task.Status, task.Owner, task.Token, task.Attempts, dbTime(task.Expires), dbTime(task.ClaimedAt), task.ID)
-		out = task
-		return err
+		for rows.Next() {
+			task, err := scanTask(rows)
+			if err != nil {
+				_ = rows.Close()
+				return err
+			}
+			out = append(out, task)
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return err
+		}
+		for i := range out {
+			task := &out[i]
+			task.Status, task.Owner, task.Attempts = store.TaskRunning, owner, task.Attempts+1
+			task.Token, task.Expires, task.ClaimedAt = task.Token+1, t.Add(ttl), t
+			_, err = tx.ExecContext(ctx, "UPDATE tasks SET status = ?, owner = ?, token = ?, attempts = ?, expires = ?, claimed_at = ? WHERE id = ?",
+				task.Status, task.Owner, task.Token, task.Attempts, dbTime(task.Expires), dbTime(task.ClaimedAt), task.ID)
+			if err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
-		return store.Task{}, fmt.Errorf("claim task: %w", err)
+		return nil, fmt.Errorf("claim tasks: %w", err)
 	}
 	return out, nil
 }

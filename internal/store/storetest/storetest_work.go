@@ -141,9 +141,26 @@ func testLeaseConcurrent(t *testing.T, s store.Store) {
 	}
 }
 
+// claimOne claims the oldest claimable task, or fails with ErrNotFound.
+func claimOne(ctx context.Context, s store.Store, owner string, ttl time.Duration) (store.Task, error) {
+	tasks, err := s.ClaimTasks(ctx, owner, ttl, 1)
+	switch {
+	case err != nil:
+		return store.Task{}, err
+	case len(tasks) == 0:
+		return store.Task{}, store.ErrNotFound
+	case len(tasks) > 1:
+		return store.Task{}, fmt.Errorf("claimed %d tasks with limit 1", len(tasks))
+	}
+	return tasks[0], nil
+}
+
 func testTaskLifecycle(t *testing.T, s store.Store) {
 	ctx := t.Context()
-	if _, err := s.ClaimTask(ctx, "runner-a", time.Minute); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.ClaimTasks(ctx, "runner-a", time.Minute, 0); err == nil {
+		t.Error("a claim of at most 0 tasks was accepted")
+	}
+	if _, err := claimOne(ctx, s, "runner-a", time.Minute); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("claim with nothing queued: %v, want ErrNotFound", err)
 	}
 	inst := instance("shop", "web", "prod")
@@ -165,18 +182,18 @@ func testTaskLifecycle(t *testing.T, s store.Store) {
 		t.Error("a task without a kind was enqueued")
 	}
 
-	first, err := s.ClaimTask(ctx, "runner-a", time.Minute)
+	first, err := claimOne(ctx, s, "runner-a", time.Minute)
 	must(t, err)
 	if first.ID != b.Tasks[0].ID || first.Status != store.TaskRunning || first.Owner != "runner-a" || first.Attempts != 1 ||
 		first.Token < 1 || string(first.Payload) != `{"version":"v1"}` || first.ClaimedAt.IsZero() {
 		t.Fatalf("claimed %+v, want the oldest task", first)
 	}
-	second, err := s.ClaimTask(ctx, "runner-b", time.Minute)
+	second, err := claimOne(ctx, s, "runner-b", time.Minute)
 	must(t, err)
 	if second.ID != b.Tasks[1].ID {
 		t.Fatalf("second claim got task %d, want %d", second.ID, b.Tasks[1].ID)
 	}
-	if _, err := s.ClaimTask(ctx, "runner-c", time.Minute); !errors.Is(err, store.ErrNotFound) {
+	if _, err := claimOne(ctx, s, "runner-c", time.Minute); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("a third claim: %v, want ErrNotFound (both tasks are claimed)", err)
 	}
 	hb, err := s.HeartbeatTask(ctx, first, 2*time.Minute)
@@ -233,11 +250,11 @@ func testTaskLifecycle(t *testing.T, s store.Store) {
 func testTaskExpiry(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	must(t, s.Write(ctx, &store.Batch{Tasks: []store.Task{{Key: "shop/web", Instance: "prod", Kind: "apply"}}}))
-	a, err := s.ClaimTask(ctx, "runner-a", 50*time.Millisecond)
+	a, err := claimOne(ctx, s, "runner-a", 50*time.Millisecond)
 	must(t, err)
 	var b store.Task
 	eventually(t, "the claim to expire", func() bool {
-		b, err = s.ClaimTask(ctx, "runner-b", time.Minute)
+		b, err = claimOne(ctx, s, "runner-b", time.Minute)
 		return err == nil
 	})
 	if b.ID != a.ID || b.Attempts != 2 || b.Token <= a.Token || b.Owner != "runner-b" {
@@ -268,22 +285,27 @@ func testTaskConcurrentClaims(t *testing.T, s store.Store) {
 		owner := fmt.Sprintf("runner-%d", r)
 		wg.Go(func() {
 			for {
-				task, err := s.ClaimTask(ctx, owner, time.Minute)
-				if errors.Is(err, store.ErrNotFound) {
-					return
-				}
+				tasks, err := s.ClaimTasks(ctx, owner, time.Minute, 3)
 				if err != nil {
 					t.Errorf("claim: %v", err)
 					return
 				}
-				mu.Lock()
-				if prev, dup := claimed[task.ID]; dup {
-					t.Errorf("task %d claimed by %s and %s", task.ID, prev, owner)
+				if len(tasks) == 0 {
+					return
 				}
-				claimed[task.ID] = owner
-				mu.Unlock()
-				if err := s.CompleteTask(ctx, task, store.TaskSucceeded, "", nil); err != nil {
-					t.Errorf("complete: %v", err)
+				if len(tasks) > 3 {
+					t.Errorf("claimed %d tasks at once, limit 3", len(tasks))
+				}
+				for _, task := range tasks {
+					mu.Lock()
+					if prev, dup := claimed[task.ID]; dup {
+						t.Errorf("task %d claimed by %s and %s", task.ID, prev, owner)
+					}
+					claimed[task.ID] = owner
+					mu.Unlock()
+					if err := s.CompleteTask(ctx, task, store.TaskSucceeded, "", nil); err != nil {
+						t.Errorf("complete: %v", err)
+					}
 				}
 			}
 		})
@@ -360,7 +382,7 @@ func testTwoEnginesTwoRunners(t *testing.T, s store.Store) {
 	}
 	runner := func(ctx context.Context, owner string) {
 		for ctx.Err() == nil {
-			task, err := s.ClaimTask(ctx, owner, time.Minute)
+			task, err := claimOne(ctx, s, owner, time.Minute)
 			if errors.Is(err, store.ErrNotFound) {
 				time.Sleep(time.Millisecond)
 				continue
@@ -448,7 +470,7 @@ func testResetClaims(t *testing.T, s store.Store) {
 	old, err := s.ClaimLease(ctx, "shop/web", "dead-engine", time.Hour)
 	must(t, err)
 	must(t, s.Write(ctx, &store.Batch{Tasks: []store.Task{{Key: "shop/web", Instance: "prod", Kind: "apply"}}}))
-	running, err := s.ClaimTask(ctx, "dead-runner", time.Hour)
+	running, err := claimOne(ctx, s, "dead-runner", time.Hour)
 	must(t, err)
 	must(t, s.ResetClaims(ctx))
 	l, err := s.ClaimLease(ctx, "shop/web", "new-engine", time.Minute)
@@ -456,7 +478,7 @@ func testResetClaims(t *testing.T, s store.Store) {
 	if l.Token <= old.Token {
 		t.Errorf("token after reset %d, not above %d", l.Token, old.Token)
 	}
-	again, err := s.ClaimTask(ctx, "new-runner", time.Minute)
+	again, err := claimOne(ctx, s, "new-runner", time.Minute)
 	must(t, err)
 	if again.ID != running.ID || again.Attempts != 2 || again.Token <= running.Token {
 		t.Errorf("reclaimed %+v after %+v", again, running)
