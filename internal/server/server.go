@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"net"
 	"net/http"
@@ -59,9 +60,24 @@ type Server struct {
 	cache    decodeCache
 	mux      *http.ServeMux
 	edgeCfg  EdgeConfig
-	// pushMu serializes pushes, so the desired state a push reports as
-	// replaced is exactly the one it replaced (the store is atomic either way).
-	pushMu sync.Mutex
+	// pushMu serializes the pushes of each service, so the desired state a
+	// push reports as replaced is exactly the one it replaced (the store is
+	// atomic either way). Pushes of different services run at once, and
+	// their writes commit together.
+	pushMu stripedMutex
+}
+
+// stripedMutex is a set of mutexes picked by a key's hash: one key always
+// gets the same mutex; different keys rarely share one.
+type stripedMutex [64]sync.Mutex
+
+// lock locks key's mutex and returns its unlock.
+func (m *stripedMutex) lock(key string) func() {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))
+	mu := &m[h.Sum32()%uint32(len(m))]
+	mu.Lock()
+	return mu.Unlock
 }
 
 // New builds a server. Call Run to serve.

@@ -56,8 +56,7 @@ func (s *Server) push(ctx context.Context, app, svc string, req apiv1.PushReques
 	if err != nil {
 		return nil, err
 	}
-	s.pushMu.Lock()
-	defer s.pushMu.Unlock()
+	defer s.pushMu.lock(app + "/" + svc)()
 	now := s.now()
 	rec := store.DesiredState{
 		ID: newID("ds", now), Application: app, Service: svc, Version: res.BundleVersion,
