@@ -111,6 +111,18 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 		return fmt.Errorf("cannot reach the drover server at %s (start one with drover server or drover dev, or set --server/DROVER_SERVER): %w", c.base, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode < 300 && out != nil {
+		// Decoded as it arrives: a list of every service can be tens of
+		// megabytes, and need not be held twice.
+		err := json.NewDecoder(io.LimitReader(resp.Body, 256<<20)).Decode(out)
+		switch {
+		case err == nil:
+			return nil
+		case c.timedOut(parent, ctx):
+			return c.timeoutError(method, path)
+		}
+		return fmt.Errorf("decode %s response: %w", path, err)
+	}
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
 	if err != nil {
 		if c.timedOut(parent, ctx) {
@@ -124,11 +136,6 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 			return newError(resp.StatusCode, apiv1.Error{Code: "internal", Message: fmt.Sprintf("%s %s: %s", method, path, resp.Status)})
 		}
 		return newError(resp.StatusCode, er.Error)
-	}
-	if out != nil {
-		if err := json.Unmarshal(raw, out); err != nil {
-			return fmt.Errorf("decode %s response: %w", path, err)
-		}
 	}
 	return nil
 }

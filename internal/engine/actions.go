@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -21,10 +22,11 @@ var ErrNothingToRollBack = errors.New("no earlier converged version to roll back
 // ErrNotWaitingForApproval is returned when an approval would change nothing.
 var ErrNotWaitingForApproval = errors.New("not waiting for an approval")
 
-// DecodeDesired decodes a stored desired state into the engine's model. The
-// result is cached by id (desired states are immutable) and must not be modified.
-func DecodeDesired(rec store.DesiredState) (*Desired, error) {
-	cs, err := sharedStates.get(rec)
+// DecodeDesired decodes a stored desired state into the engine's model,
+// reading its compiled form with st when rec lacks it. The result is cached
+// by id (desired states are immutable) and must not be modified.
+func DecodeDesired(ctx context.Context, st DesiredStates, rec store.DesiredState) (*Desired, error) {
+	cs, err := sharedStates.get(ctx, st, rec)
 	if err != nil {
 		return nil, err
 	}
@@ -32,9 +34,9 @@ func DecodeDesired(rec store.DesiredState) (*Desired, error) {
 }
 
 // TargetOf returns what the engine applies to release channel rc for the
-// stored desired state rec.
-func TargetOf(rec store.DesiredState, rc string) (runtimes.Target, error) {
-	cs, err := sharedStates.get(rec)
+// stored desired state rec (read with st when rec lacks its compiled form).
+func TargetOf(ctx context.Context, st DesiredStates, rec store.DesiredState, rc string) (runtimes.Target, error) {
+	cs, err := sharedStates.get(ctx, st, rec)
 	if err != nil {
 		return runtimes.Target{}, err
 	}

@@ -77,16 +77,7 @@ func (x *LocalExecutor) Execute(ctx context.Context, app, svc string, a Action) 
 
 // target is the runtime target of release channel rc in desired state stateID.
 func (x *LocalExecutor) target(ctx context.Context, stateID, rc string) (runtimes.Target, error) {
-	if cs := sharedStates.peek(stateID); cs != nil {
-		if t, ok := cs.targets[rc]; ok {
-			return t, nil
-		}
-	}
-	rec, err := x.store.GetDesiredState(ctx, stateID)
-	if err != nil {
-		return runtimes.Target{}, fmt.Errorf("load desired state %s: %w", stateID, err)
-	}
-	return TargetOf(rec, rc)
+	return TargetOf(ctx, x.store, store.DesiredState{ID: stateID}, rc)
 }
 
 func (x *LocalExecutor) written() {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"sync"
 
@@ -31,12 +32,23 @@ func (c *stateCache) peek(id string) *compiledState {
 	return c.m[id]
 }
 
-func (c *stateCache) get(rec store.DesiredState) (*compiledState, error) {
-	c.mu.Lock()
-	cs, ok := c.m[rec.ID]
-	c.mu.Unlock()
-	if ok {
+// DesiredStates reads stored desired states by id; a store.Store is one.
+type DesiredStates interface {
+	GetDesiredState(ctx context.Context, id string) (store.DesiredState, error)
+}
+
+// get returns rec decoded. rec may come without its compiled form (the
+// store's active desired states do): on a miss it is then read with st.
+func (c *stateCache) get(ctx context.Context, st DesiredStates, rec store.DesiredState) (*compiledState, error) {
+	if cs := c.peek(rec.ID); cs != nil {
 		return cs, nil
+	}
+	if rec.Compiled == nil && rec.PrunedAt.IsZero() {
+		full, err := st.GetDesiredState(ctx, rec.ID)
+		if err != nil {
+			return nil, fmt.Errorf("load desired state %s: %w", rec.ID, err)
+		}
+		rec = full
 	}
 	cs, err := decodeState(rec)
 	if err != nil {

@@ -305,7 +305,7 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	cs, err := sharedStates.get(rec)
+	cs, err := sharedStates.get(ctx, l.store, rec)
 	if err != nil {
 		return Result{}, err
 	}
@@ -466,11 +466,8 @@ func (l *Loop) targetFor(ctx context.Context, cs *compiledState, ch Channel, ins
 
 func (l *Loop) target(ctx context.Context, cs *compiledState, stateID, rc string) (runtimes.Target, error) {
 	if stateID != cs.desired.ID {
-		rec, err := l.store.GetDesiredState(ctx, stateID)
-		if err != nil {
-			return runtimes.Target{}, fmt.Errorf("load desired state %s: %w", stateID, err)
-		}
-		if cs, err = sharedStates.get(rec); err != nil {
+		var err error
+		if cs, err = sharedStates.get(ctx, l.store, store.DesiredState{ID: stateID}); err != nil {
 			return runtimes.Target{}, err
 		}
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,7 +30,11 @@ func (s *Server) routes() {
 	})
 	m.HandleFunc("GET /v1/services", func(w http.ResponseWriter, r *http.Request) {
 		out, err := s.listServices(r.Context())
-		reply(w, s, out, err)
+		if err != nil {
+			writeError(w, s, err)
+			return
+		}
+		writeServiceList(w, out)
 	})
 	m.HandleFunc("GET /v1/apps/{app}/services/{svc}", func(w http.ResponseWriter, r *http.Request) {
 		out, err := s.status(r.Context(), r.PathValue("app"), r.PathValue("svc"))
@@ -150,6 +155,28 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(v)
+}
+
+// writeServiceList writes list as writeJSON would, one service at a time:
+// the list of every service can be tens of megabytes, which need not be
+// encoded whole in memory first.
+func writeServiceList(w http.ResponseWriter, list *apiv1.ServiceList) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, 64<<10)
+	enc := json.NewEncoder(bw)
+	enc.SetEscapeHTML(false)
+	_, _ = bw.WriteString(`{"services":[`)
+	for i := range list.Services {
+		if i > 0 {
+			_ = bw.WriteByte(',')
+		}
+		if err := enc.Encode(&list.Services[i]); err != nil {
+			return // the connection is gone
+		}
+	}
+	_, _ = bw.WriteString("]}\n")
+	_ = bw.Flush()
 }
 
 func writeError(w http.ResponseWriter, s *Server, err error) {

@@ -1,8 +1,14 @@
 package server
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"net/http/httptest"
+	"reflect"
 	"testing"
+
+	apiv1 "github.com/drover-dev/drover/api/v1"
 )
 
 // TestTakeService: the records of each service are split off a list sorted
@@ -25,5 +31,37 @@ func TestTakeService(t *testing.T) {
 	}
 	if len(rest) != 0 {
 		t.Errorf("left %v", rest)
+	}
+}
+
+// TestWriteServiceList: the list written one service at a time is the JSON
+// the whole value encodes to.
+func TestWriteServiceList(t *testing.T) {
+	t.Parallel()
+	for _, list := range []*apiv1.ServiceList{
+		{Services: []apiv1.ServiceStatus{}},
+		{Services: []apiv1.ServiceStatus{
+			{Application: "a", Service: "x<&>", ReleaseChannels: []apiv1.ChannelStatus{{Name: "prod", Status: "CONVERGED"}}},
+			{Application: "b", Service: "y", ReleaseChannels: []apiv1.ChannelStatus{}},
+		}},
+	} {
+		rec := httptest.NewRecorder()
+		writeServiceList(rec, list)
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(list); err != nil {
+			t.Fatal(err)
+		}
+		var got, want any
+		if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+			t.Fatalf("%s: %v", rec.Body, err)
+		}
+		if err := json.Unmarshal(buf.Bytes(), &want); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) || rec.Header().Get("Content-Type") != "application/json" {
+			t.Errorf("wrote %s\nwant  %s", rec.Body, buf.Bytes())
+		}
 	}
 }

@@ -134,7 +134,7 @@ func (s *Server) statusDetail(ctx context.Context, rec store.DesiredState, detai
 // instances and the engine's observations of them (approvals are read when
 // a channel has gates).
 func (s *Server) buildStatus(ctx context.Context, rec store.DesiredState, list []store.Instance, obs []store.Observation, detail bool) (*apiv1.ServiceStatus, error) {
-	d, err := engine.DecodeDesired(rec)
+	d, err := engine.DecodeDesired(ctx, s.store, rec)
 	if err != nil {
 		return nil, err
 	}
@@ -287,7 +287,7 @@ func (s *Server) channelOf(ctx context.Context, app, svc, rc string) (store.Desi
 	if err != nil {
 		return rec, nil, nil, err
 	}
-	d, err := engine.DecodeDesired(rec)
+	d, err := engine.DecodeDesired(ctx, s.store, rec)
 	if err != nil {
 		return rec, nil, nil, err
 	}

@@ -380,10 +380,13 @@ type Store interface {
 	// GetDesiredState returns a desired state by id, or ErrNotFound.
 	GetDesiredState(ctx context.Context, id string) (DesiredState, error)
 	// ActiveDesiredState returns the service's newest desired state (the one
-	// not replaced), or ErrNotFound.
+	// not replaced), or ErrNotFound. Its Compiled is nil: the engine's
+	// passes and the service lists read the active state often and keep
+	// compiled forms cached by id; GetDesiredState reads it whole.
 	ActiveDesiredState(ctx context.Context, application, service string) (DesiredState, error)
 	// ListActiveDesiredStates returns every service's active desired state,
-	// ordered by application and service.
+	// ordered by application and service, without Compiled (as
+	// ActiveDesiredState).
 	ListActiveDesiredStates(ctx context.Context) ([]DesiredState, error)
 	// ListDesiredStates returns a service's desired states, newest (most
 	// recently created, whatever their CreatedAt) first.

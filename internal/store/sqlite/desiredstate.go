@@ -18,6 +18,10 @@ const selectDesiredState = "SELECT id, application, service, version, config_ver
 	" COALESCE(compiled, (SELECT o.compiled FROM desired_states o WHERE o.id = desired_states.compiled_from))," +
 	" params, rollback, release_channels, created_by, created_at, replaced_by, pruned_at FROM desired_states"
 
+// selectDesiredStateHead reads desired states without their compiled form.
+const selectDesiredStateHead = "SELECT id, application, service, version, config_version, NULL," +
+	" params, rollback, release_channels, created_by, created_at, replaced_by, pruned_at FROM desired_states"
+
 func scanDesiredState(row interface{ Scan(...any) error }) (store.DesiredState, error) {
 	var (
 		ds         store.DesiredState
@@ -116,7 +120,7 @@ func (s *Store) GetDesiredState(ctx context.Context, id string) (store.DesiredSt
 // ActiveDesiredState implements store.Store.
 func (s *Store) ActiveDesiredState(ctx context.Context, application, service string) (store.DesiredState, error) {
 	ds, err := scanDesiredState(s.reads.QueryRowContext(ctx,
-		selectDesiredState+" WHERE application = ? AND service = ? AND replaced_by IS NULL",
+		selectDesiredStateHead+" WHERE application = ? AND service = ? AND replaced_by IS NULL",
 		application, service))
 	if err != nil {
 		return store.DesiredState{}, fmt.Errorf("active desired state of %s/%s: %w", application, service, notFound(err))
@@ -128,7 +132,7 @@ func (s *Store) ActiveDesiredState(ctx context.Context, application, service str
 // application and service.
 func (s *Store) ListActiveDesiredStates(ctx context.Context) ([]store.DesiredState, error) {
 	out, err := queryAll(ctx, s.reads,
-		selectDesiredState+" WHERE replaced_by IS NULL ORDER BY application, service",
+		selectDesiredStateHead+" WHERE replaced_by IS NULL ORDER BY application, service",
 		nil, scanDesiredState)
 	if err != nil {
 		return nil, fmt.Errorf("list active desired states: %w", err)

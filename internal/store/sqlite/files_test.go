@@ -113,7 +113,7 @@ func TestB10IdenticalPushStoresOneCopy(t *testing.T) {
 	if err := pushOne(ctx, s, "ds-4", []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.ActiveDesiredState(ctx, "shop", "web")
+	got, err := s.GetDesiredState(ctx, "ds-4")
 	if err != nil || string(got.Compiled) != `{}` {
 		t.Fatalf("active = %s %q, %v", got.ID, got.Compiled, err)
 	}

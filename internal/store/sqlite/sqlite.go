@@ -126,6 +126,7 @@ func open(ctx context.Context, path string, ms []migration) (*Store, error) {
 		// tasks, their indexes): a larger page cache than the default 2 MiB
 		// saves reading them back from the OS at each transaction.
 		fmt.Sprintf("_pragma=cache_size(%d)", -writeCacheKiB),
+		"_pragma=wal_autocheckpoint(10000)",
 		"_txlock=immediate",
 	)
 	write, err := sql.Open("sqlite", name+"?"+strings.Join(writeParams, "&"))
@@ -229,7 +230,7 @@ func (s *Store) Close() error {
 }
 
 // writeCacheKiB is the write connection's page cache.
-const writeCacheKiB = 32 << 10
+const writeCacheKiB = 16 << 10
 
 // durability says how hard a commit waits for the disk.
 type durability int
