@@ -34,13 +34,12 @@ type Outcome struct {
 	Change func(*store.Instance)
 	Events []store.Event
 	// Interrupted means the action did not finish (the server shut down):
-	// nothing is completed, and the task is carried out again once its
-	// claim lapses (or at the next start).
+	// the runner releases the task with Message and Events, and it is
+	// carried out again (by another runner, or at the next start).
 	Interrupted bool
 }
 
-// LocalExecutor carries out actions in this process through the runtimes:
-// an apply is recorded as an attempt before the runtime is called.
+// LocalExecutor carries out actions in this process through the runtimes.
 type LocalExecutor struct {
 	store    store.Store
 	runtimes RuntimeSource
@@ -86,9 +85,8 @@ func (x *LocalExecutor) written() {
 	}
 }
 
-// apply performs one apply: the attempt is recorded before the runtime is
-// called, and its end after, even when ctx ended meanwhile (the server shut
-// down past its grace): the attempt must not stay open.
+// apply performs one apply. Its record is the task that carries it (claimed
+// before, completed or released after) and the events of its outcome.
 func (x *LocalExecutor) apply(ctx context.Context, app, svc string, a Action) Outcome {
 	log := x.log.With("app", app, "service", svc, "release_channel", a.ReleaseChannel, "version", a.Version)
 	target, err := x.target(ctx, a.StateID, a.ReleaseChannel)
@@ -96,50 +94,22 @@ func (x *LocalExecutor) apply(ctx context.Context, app, svc string, a Action) Ou
 	if err == nil {
 		rt, err = x.runtimes.Runtime(ctx, a.Runtime)
 	}
-	var id int64
-	if err == nil {
-		id, err = x.store.StartApply(ctx, store.ApplyAttempt{
-			Application: app, Service: svc, ReleaseChannel: a.ReleaseChannel,
-			DesiredStateID: a.StateID, Version: a.Version, StartedAt: x.now(),
-		})
-	}
-	started := err == nil
 	var res runtimes.ApplyResult
-	if started {
+	if err == nil {
 		res, err = rt.Apply(ctx, target)
 	}
 	stopped := shutdownCause(ctx)
-	rctx, cancel := recordContext(ctx)
-	defer cancel()
 	ev := store.Event{
 		Time: x.now(), Application: app, Service: svc, ReleaseChannel: a.ReleaseChannel,
 		DesiredStateID: a.StateID, Actor: "engine",
 	}
 	if err != nil && stopped != nil {
-		// Not a failure of the apply: the task stays claimed, and is
-		// carried out again (by the next server, or another runner).
+		// Not a failure of the apply: the runner hands the task back, and
+		// it is carried out again (by the next server, or another runner).
 		log.Warn("apply interrupted by shutdown", "error", err)
 		ev.Type = ds.EventApplyInterrupted
 		ev.Message = fmt.Sprintf("%s: apply of %s interrupted: %v; it will be applied again", a.ReleaseChannel, a.Version, stopped)
-		if started {
-			err = x.store.FinishApply(rctx, id, store.OutcomeInterrupted, stopped.Error(), x.now(), ev)
-		} else {
-			err = x.store.AppendEvents(rctx, ev)
-		}
-		if err != nil {
-			log.Error("record apply outcome failed", "error", err)
-		}
-		x.written()
-		return Outcome{Interrupted: true}
-	}
-	if started {
-		outcome, msg := "succeeded", summarize(res)
-		if err != nil {
-			outcome, msg = "failed", err.Error()
-		}
-		if ferr := x.store.FinishApply(rctx, id, outcome, msg, x.now()); ferr != nil {
-			log.Error("record apply outcome failed", "error", ferr)
-		}
+		return Outcome{Interrupted: true, Message: stopped.Error(), Events: []store.Event{ev}}
 	}
 	if err == nil {
 		ev.Type, ev.Message = ds.EventApplied, fmt.Sprintf("%s: applied %s: %s", a.ReleaseChannel, a.Version, summarize(res))

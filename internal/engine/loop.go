@@ -173,16 +173,13 @@ func serviceKey(app, svc string) string { return app + "/" + svc }
 // Enqueue asks for a pass over a service.
 func (l *Loop) Enqueue(app, svc string) { l.queue.Add(serviceKey(app, svc)) }
 
-// Run closes the apply attempts a crash left open, enqueues every service
+// Run ends the claims a crash left (when it owns the store alone), enqueues every service
 // with a desired state and reconciles until ctx ends. Then it takes no new
 // work, lets the applies in flight finish within Config.ShutdownGrace, and
 // returns once their outcomes are recorded.
 func (l *Loop) Run(ctx context.Context) error {
-	if err := l.closeInterrupted(ctx); err != nil {
-		return fmt.Errorf("engine: %w", err)
-	}
 	if l.exclusive {
-		if err := l.store.ResetClaims(ctx); err != nil {
+		if err := l.resetInterrupted(ctx); err != nil {
 			return fmt.Errorf("engine: %w", err)
 		}
 	}

@@ -2,8 +2,10 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	ds "github.com/drover-dev/drover/internal/desiredstate"
@@ -20,29 +22,36 @@ const recordTimeout = 10 * time.Second
 // interruptedByRestart is the message of attempts a crash left open.
 const interruptedByRestart = "interrupted by a server restart"
 
-// closeInterrupted gives an outcome to the apply attempts a crash left open
-// (no finished_at) and says so in each service's history, before the engine
-// plans anything: the planner then applies them again. With one server per
-// store, no attempt can be running when Run starts.
-func (l *Loop) closeInterrupted(ctx context.Context) error {
-	open, err := l.store.OpenApplies(ctx)
+// resetInterrupted is how a process that owns the store alone starts: every
+// claim left by a process that died (a crash) ends, and each apply task it
+// left running gets an event saying so, before the engine plans anything;
+// the runner then claims those tasks again. Engines that share a store
+// instead take a dead one's work over as its claims lapse.
+func (l *Loop) resetInterrupted(ctx context.Context) error {
+	open, err := l.store.ListTasks(ctx, store.TaskFilter{Open: true})
 	if err != nil {
-		return fmt.Errorf("list interrupted applies: %w", err)
+		return fmt.Errorf("list interrupted tasks: %w", err)
 	}
-	for _, a := range open {
-		ev := store.Event{
-			Time: l.now(), Application: a.Application, Service: a.Service, ReleaseChannel: a.ReleaseChannel,
-			DesiredStateID: a.DesiredStateID, Type: ds.EventApplyInterrupted, Actor: "engine",
+	var evs []store.Event
+	for _, t := range open {
+		var a Action
+		if t.Status != store.TaskRunning || json.Unmarshal(t.Payload, &a) != nil || a.Kind != ActionApply {
+			continue
+		}
+		app, svc, _ := strings.Cut(t.Key, "/")
+		evs = append(evs, store.Event{
+			Time: l.now(), Application: app, Service: svc, ReleaseChannel: a.ReleaseChannel,
+			DesiredStateID: a.StateID, Type: ds.EventApplyInterrupted, Actor: "engine",
 			Message: fmt.Sprintf("%s: apply of %s started %s was %s; it will be applied again",
-				a.ReleaseChannel, a.Version, a.StartedAt.UTC().Format(time.RFC3339), interruptedByRestart),
-		}
-		if err := l.store.FinishApply(ctx, a.ID, store.OutcomeInterrupted, interruptedByRestart, l.now(), ev); err != nil {
-			return fmt.Errorf("close interrupted apply %d: %w", a.ID, err)
-		}
-		l.log.Warn("apply interrupted by a server restart", "app", a.Application, "service", a.Service,
-			"release_channel", a.ReleaseChannel, "version", a.Version, "apply_id", a.ID)
+				a.ReleaseChannel, a.Version, t.ClaimedAt.UTC().Format(time.RFC3339), interruptedByRestart),
+		})
+		l.log.Warn("apply interrupted by a server restart", "app", app, "service", svc,
+			"release_channel", a.ReleaseChannel, "version", a.Version, "task", t.ID)
 	}
-	if len(open) > 0 {
+	if err := l.store.ResetClaims(ctx, evs...); err != nil {
+		return err
+	}
+	if len(evs) > 0 {
 		l.written()
 	}
 	return nil

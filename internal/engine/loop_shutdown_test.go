@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -117,15 +116,6 @@ func (f *shutdownFixture) task(t *testing.T) store.Task {
 	return tasks[0]
 }
 
-func (f *shutdownFixture) attempt(t *testing.T) store.ApplyAttempt {
-	t.Helper()
-	as, err := f.st.ListApplies(t.Context(), "app", "svc", 0)
-	if err != nil || len(as) != 1 {
-		t.Fatalf("applies %v %v", as, err)
-	}
-	return as[0]
-}
-
 func (f *shutdownFixture) eventTypes(t *testing.T) []string {
 	t.Helper()
 	evs, err := f.st.ListEvents(t.Context(), store.EventFilter{})
@@ -153,13 +143,10 @@ func TestB11ShutdownLetsApplyFinish(t *testing.T) {
 	}
 	close(f.rt.release)
 	<-done
-	if a := f.attempt(t); a.Outcome != "succeeded" || a.FinishedAt.IsZero() {
-		t.Errorf("attempt %+v", a)
-	}
 	if got := f.eventTypes(t); len(got) != 1 || got[0] != "applied" {
 		t.Errorf("events %v", got)
 	}
-	if task := f.task(t); task.Status != store.TaskSucceeded {
+	if task := f.task(t); task.Status != store.TaskSucceeded || task.FinishedAt.IsZero() || task.Attempts != 1 {
 		t.Errorf("task %+v, want succeeded", task)
 	}
 	if inst, err := f.st.GetInstance(t.Context(), "app", "svc", "prod"); err != nil || inst.AppliedAt.IsZero() {
@@ -169,7 +156,7 @@ func TestB11ShutdownLetsApplyFinish(t *testing.T) {
 
 // TestB11ShutdownPastGraceRecordsInterrupted: an apply still running when the
 // shutdown grace is over is stopped and recorded as interrupted (not failed,
-// and not left open), with a context the shutdown did not cancel.
+// and not left claimed), with a context the shutdown did not cancel.
 func TestB11ShutdownPastGraceRecordsInterrupted(t *testing.T) {
 	t.Parallel()
 	f := newShutdownFixture(t, 50*time.Millisecond)
@@ -178,10 +165,6 @@ func TestB11ShutdownPastGraceRecordsInterrupted(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("shutdown did not stop the apply after the grace")
 	}
-	a := f.attempt(t)
-	if a.Outcome != store.OutcomeInterrupted || a.FinishedAt.IsZero() || !strings.Contains(a.Message, "shut down") {
-		t.Errorf("attempt %+v", a)
-	}
 	if got := f.eventTypes(t); len(got) != 1 || got[0] != "apply-interrupted" {
 		t.Errorf("events %v", got)
 	}
@@ -189,39 +172,37 @@ func TestB11ShutdownPastGraceRecordsInterrupted(t *testing.T) {
 	if err != nil || inst.Reason != "" || inst.Revision != f.inst.Revision {
 		t.Errorf("the instance was changed: %+v %v", inst, err)
 	}
-	// The task stays claimed: it is carried out again once the claim lapses
-	// (or at the next start, which ends every claim of a dead process).
-	if task := f.task(t); task.Status != store.TaskRunning {
-		t.Errorf("task %+v, want still running (claimed)", task)
+	// The task is handed back: any runner (this server's next start, or
+	// another sharing the store) carries it out again.
+	if task := f.task(t); task.Status != store.TaskPending || task.Owner != "" || task.Attempts != 1 ||
+		!strings.Contains(task.Message, "shut down") {
+		t.Errorf("task %+v, want pending again, with why", task)
 	}
 }
 
-// TestB12OpenAttemptsClosedAtStart: attempts a crash left open get the
-// outcome "interrupted" and an event before the engine plans anything.
-func TestB12OpenAttemptsClosedAtStart(t *testing.T) {
+// TestB12InterruptedTasksResetAtStart: apply tasks a crash left claimed get
+// an event and become claimable again before the engine plans anything.
+func TestB12InterruptedTasksResetAtStart(t *testing.T) {
 	t.Parallel()
 	f := newShutdownFixture(t, 0)
 	ctx := t.Context()
-	id, err := f.st.StartApply(ctx, store.ApplyAttempt{Application: "app", Service: "svc", ReleaseChannel: "prod", DesiredStateID: "ds-shutdown", Version: "v1"})
-	if err != nil {
+	claimed, err := f.st.ClaimTasks(ctx, "dead-runner", time.Hour, 1)
+	if err != nil || len(claimed) != 1 {
+		t.Fatal(claimed, err)
+	}
+	if err := f.loop.resetInterrupted(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.loop.closeInterrupted(ctx); err != nil {
-		t.Fatal(err)
-	}
-	a := f.attempt(t)
-	if a.ID != id || a.Outcome != store.OutcomeInterrupted || a.Message != "interrupted by a server restart" || a.FinishedAt.IsZero() {
-		t.Errorf("attempt %+v", a)
+	if task := f.task(t); task.Status != store.TaskPending || task.Owner != "" || task.Attempts != 1 {
+		t.Errorf("task %+v, want pending again", task)
 	}
 	evs, err := f.st.ListEvents(ctx, store.EventFilter{})
 	if err != nil || len(evs) != 1 || evs[0].Type != "apply-interrupted" || evs[0].ReleaseChannel != "prod" ||
-		!strings.Contains(evs[0].Message, "interrupted by a server restart") {
+		!strings.Contains(evs[0].Message, "interrupted by a server restart") || evs[0].DesiredStateID != "ds-shutdown" {
 		t.Errorf("events %+v %v", evs, err)
 	}
-	// Run does it too, first; a second start finds nothing open.
-	runCtx, cancel := context.WithCancel(ctx)
-	cancel()
-	if err := f.loop.Run(runCtx); err != nil && !errors.Is(err, context.Canceled) {
+	// A second start finds nothing claimed.
+	if err := f.loop.resetInterrupted(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if evs, _ := f.st.ListEvents(ctx, store.EventFilter{}); len(evs) != 1 {

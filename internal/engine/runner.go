@@ -130,6 +130,7 @@ func (l *Loop) runTask(task store.Task) {
 		log.Warn("task claim lost while it ran; its outcome is dropped")
 		return
 	case out.Interrupted:
+		l.releaseTask(task, out, log)
 		return
 	case err != nil:
 		out = Outcome{Failed: true, Message: err.Error()}
@@ -197,6 +198,18 @@ func (l *Loop) heartbeat(ctx context.Context, task store.Task, cancel context.Ca
 // instance change (when the instance still targets what the action was for)
 // and the events, in one transaction. Passes may have rewritten the instance
 // meanwhile, so a revision conflict re-reads it and tries again.
+// releaseTask hands an interrupted task back (pending again, for any
+// runner) with the events of its interruption.
+func (l *Loop) releaseTask(task store.Task, out Outcome, log interface{ Error(string, ...any) }) {
+	ctx, cancel := recordContext(context.Background())
+	defer cancel()
+	b := &store.Batch{Events: out.Events}
+	if err := l.store.ReleaseTask(ctx, task, out.Message, b); err != nil && !errors.Is(err, store.ErrFenced) {
+		log.Error("release interrupted task failed", "error", err)
+	}
+	l.written()
+}
+
 func (l *Loop) completeTask(task store.Task, a Action, out Outcome, log interface {
 	Error(string, ...any)
 	Warn(string, ...any)

@@ -136,18 +136,11 @@ func (m *mortalStore) CompleteTask(ctx context.Context, t store.Task, status sto
 	return m.Store.CompleteTask(ctx, t, status, msg, b)
 }
 
-func (m *mortalStore) StartApply(ctx context.Context, a store.ApplyAttempt) (int64, error) {
-	if err := m.check(); err != nil {
-		return 0, err
-	}
-	return m.Store.StartApply(ctx, a)
-}
-
-func (m *mortalStore) FinishApply(ctx context.Context, id int64, outcome, message string, at time.Time, events ...store.Event) error {
+func (m *mortalStore) ReleaseTask(ctx context.Context, t store.Task, msg string, b *store.Batch) error {
 	if err := m.check(); err != nil {
 		return err
 	}
-	return m.Store.FinishApply(ctx, id, outcome, message, at, events...)
+	return m.Store.ReleaseTask(ctx, t, msg, b)
 }
 
 func (m *mortalStore) AppendEvents(ctx context.Context, events ...store.Event) error {

@@ -151,29 +151,6 @@ type Instance struct {
 	Revision int64 `json:"revision"`
 }
 
-// ApplyAttempt records one apply, written before the runtime is called.
-type ApplyAttempt struct {
-	ID             int64     `json:"id"`
-	Application    string    `json:"application"`
-	Service        string    `json:"service"`
-	ReleaseChannel string    `json:"releaseChannel"`
-	DesiredStateID string    `json:"desiredStateId"`
-	Version        string    `json:"version"`
-	StartedAt      time.Time `json:"startedAt"`
-	FinishedAt     time.Time `json:"finishedAt,omitzero"`
-	// Outcome is "" while running, then "succeeded", "failed" or
-	// "interrupted" (the server stopped before the apply returned).
-	Outcome string `json:"outcome,omitempty"`
-	Message string `json:"message,omitempty"`
-}
-
-// Outcomes of apply attempts besides "succeeded" and "failed".
-const (
-	// OutcomeInterrupted: the server stopped (or crashed) before the
-	// runtime's apply returned; the engine applies again.
-	OutcomeInterrupted = "interrupted"
-)
-
 // Process is a command a runtime started on this host that has not been
 // seen to end: recorded when it starts and removed once it and its process
 // group are gone, so that a server started after a crash can end what the
@@ -430,20 +407,6 @@ type Store interface {
 	// (and zero Time) and the tasks' ID, Status and CreatedAt are set in b.
 	Write(ctx context.Context, b *Batch) error
 
-	// StartApply records an apply attempt before it runs and returns its id.
-	// An unknown desired state fails with ErrNotFound; a zero StartedAt is set
-	// to the current time.
-	StartApply(ctx context.Context, a ApplyAttempt) (int64, error)
-	// FinishApply records the outcome of an apply attempt (a zero at is the
-	// current time) and appends events, in one transaction, or returns
-	// ErrNotFound (and appends nothing).
-	FinishApply(ctx context.Context, id int64, outcome, message string, at time.Time, events ...Event) error
-	// ListApplies returns a service's apply attempts, newest first.
-	ListApplies(ctx context.Context, application, service string, limit int) ([]ApplyAttempt, error)
-	// OpenApplies returns the attempts of every service that have no
-	// outcome yet (running, or left so by a crash), oldest first.
-	OpenApplies(ctx context.Context) ([]ApplyAttempt, error)
-
 	// AddProcess records a command that started and returns its id (p.ID is
 	// ignored). Kind and Handle are required; a zero StartedAt is set to the
 	// current time.
@@ -495,11 +458,19 @@ type Store interface {
 	// ErrFenced and writes nothing. Finished tasks of the same Key and
 	// Instance beyond the newest KeepFinishedTasks are deleted.
 	CompleteTask(ctx context.Context, t Task, status TaskStatus, message string, b *Batch) error
+	// ReleaseTask ends the claim t without an outcome: the task is pending
+	// again (keeping Attempts and the message given), for any runner to
+	// claim, and b (may be nil) is applied in the same transaction. A
+	// runner that stops before its task is done (a shutdown) hands it over
+	// this way rather than letting the claim lapse. A claim no longer held
+	// fails with ErrFenced and writes nothing.
+	ReleaseTask(ctx context.Context, t Task, message string, b *Batch) error
 	// ResetClaims ends every lease and every task claim now: running tasks
-	// become pending again (keeping Attempts), and tokens keep growing. It
-	// is for a process that owns the store exclusively (the SQLite data
-	// directory's lock), at its start, when every holder is known dead.
-	ResetClaims(ctx context.Context) error
+	// become pending again (keeping Attempts), and tokens keep growing;
+	// events are appended in the same transaction. It is for a process
+	// that owns the store exclusively (the SQLite data directory's lock),
+	// at its start, when every holder is known dead.
+	ResetClaims(ctx context.Context, events ...Event) error
 	// GetTask returns a task by id, or ErrNotFound.
 	GetTask(ctx context.Context, id int64) (Task, error)
 	// ListTasks returns tasks matching f, oldest first.

@@ -42,16 +42,16 @@ func (s *server) terminate(within time.Duration) {
 	s.mu.Unlock()
 }
 
-// applyAttempts reads the apply attempts and process records from the
-// database of a stopped server.
-func (s *server) applyAttempts(app, svc string) ([]store.ApplyAttempt, []store.Process) {
+// applyTasks reads the apply tasks of a service and the process records
+// from the database of a stopped server.
+func (s *server) applyTasks(app, svc string) ([]store.Task, []store.Process) {
 	s.t.Helper()
 	st, err := sqlite.Open(s.t.Context(), filepath.Join(s.data, "drover.db"))
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	defer func() { _ = st.Close() }()
-	as, err := st.ListApplies(s.t.Context(), app, svc, 0)
+	as, err := st.ListTasks(s.t.Context(), store.TaskFilter{Key: app + "/" + svc})
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -171,10 +171,10 @@ echo "done $$" >> "$LOG"`
 	}
 
 	s.terminate(30 * time.Second)
-	attempts, procs := s.applyAttempts(app, svc)
-	if len(attempts) != 2 || attempts[1].Outcome != store.OutcomeInterrupted || attempts[1].FinishedAt.IsZero() ||
-		attempts[0].Outcome != "succeeded" {
-		t.Errorf("apply attempts (newest first): %s", dump(attempts))
+	// One task, claimed twice: the crash interrupted the first claim.
+	tasks, procs := s.applyTasks(app, svc)
+	if len(tasks) != 1 || tasks[0].Status != store.TaskSucceeded || tasks[0].Attempts != 2 || tasks[0].FinishedAt.IsZero() {
+		t.Errorf("apply tasks: %s", dump(tasks))
 	}
 	if len(procs) != 0 {
 		t.Errorf("process records left: %s", dump(procs))
@@ -201,9 +201,9 @@ func TestB11SIGTERMLetsApplyFinish(t *testing.T) {
 	if strings.Contains(logText, "context canceled") || !strings.Contains(logText, "shutdown waits for applies in flight") {
 		t.Errorf("server log:\n%s", s.logTail(40))
 	}
-	attempts, procs := s.applyAttempts(app, svc)
-	if len(attempts) != 1 || attempts[0].Outcome != "succeeded" || attempts[0].FinishedAt.IsZero() || len(procs) != 0 {
-		t.Fatalf("attempts %s, processes %s", dump(attempts), dump(procs))
+	tasks, procs := s.applyTasks(app, svc)
+	if len(tasks) != 1 || tasks[0].Status != store.TaskSucceeded || tasks[0].Attempts != 1 || tasks[0].FinishedAt.IsZero() || len(procs) != 0 {
+		t.Fatalf("tasks %s, processes %s", dump(tasks), dump(procs))
 	}
 
 	s.start()
@@ -237,10 +237,11 @@ echo "done $$" >> "$LOG"`
 	if logText := crReadFile(t, s.logPath); strings.Contains(logText, "context canceled") || !strings.Contains(logText, "shutdown stops applies in flight") {
 		t.Errorf("server log:\n%s", s.logTail(40))
 	}
-	attempts, procs := s.applyAttempts(app, svc)
-	if len(attempts) != 1 || attempts[0].Outcome != store.OutcomeInterrupted || attempts[0].FinishedAt.IsZero() ||
-		!strings.Contains(attempts[0].Message, "shut down") || len(procs) != 0 {
-		t.Fatalf("attempts %s, processes %s", dump(attempts), dump(procs))
+	// The interrupted task was handed back, pending, with why.
+	tasks, procs := s.applyTasks(app, svc)
+	if len(tasks) != 1 || tasks[0].Status != store.TaskPending || tasks[0].Owner != "" ||
+		!strings.Contains(tasks[0].Message, "shut down") || len(procs) != 0 {
+		t.Fatalf("tasks %s, processes %s", dump(tasks), dump(procs))
 	}
 
 	s.start()

@@ -77,7 +77,7 @@
 //   - instances: primary key (application, service, release_channel) and a
 //     revision for optimistic concurrency: a write updates the row only where
 //     revision matches (or inserts only where no row exists, for revision 0).
-//   - apply_attempts: AUTOINCREMENT id, references desired_states.
+//   - apply_attempts: dropped by 0008 (durable tasks carry what it held).
 //   - events: seq INTEGER PRIMARY KEY AUTOINCREMENT, so sequence numbers
 //     increase strictly and are never reused.
 //   - task_runs (0002): AUTOINCREMENT id; the command as a JSON array, the
@@ -89,8 +89,7 @@
 //     one shares) and pruned_at (retention dropped the compiled copy).
 //   - processes (0004): the commands running on this host, one row from a
 //     command's start until its process group is gone; the handle (how to
-//     find the group again) is an opaque BLOB. A partial index on
-//     apply_attempts serves OpenApplies (finished_at IS NULL).
+//     find the group again) is an opaque BLOB.
 //
 // Times are stored as TEXT in UTC with nine fractional digits
 // ("2006-01-02T15:04:05.000000000Z"): exact to the nanosecond, readable in the

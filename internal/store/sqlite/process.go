@@ -74,11 +74,3 @@ func (s *Store) ListProcesses(ctx context.Context) ([]store.Process, error) {
 	return out, nil
 }
 
-// OpenApplies implements store.Store: attempts without an outcome, oldest first.
-func (s *Store) OpenApplies(ctx context.Context) ([]store.ApplyAttempt, error) {
-	out, err := queryAll(ctx, s.reads, "SELECT "+applyColumns+" FROM apply_attempts WHERE finished_at IS NULL ORDER BY id", nil, scanApply)
-	if err != nil {
-		return nil, fmt.Errorf("list open applies: %w", err)
-	}
-	return out, nil
-}

@@ -19,7 +19,7 @@ import (
 //     converged state a rollback returns to (PreviousStateID). A row
 //     whose copy a kept row shares keeps it too.
 //
-// Rows stay, so approvals, apply attempts and events keep what they refer
+// Rows stay, so approvals, tasks and events keep what they refer
 // to; they are small. Events are the history and are not pruned.
 
 // Option configures Open.

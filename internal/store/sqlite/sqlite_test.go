@@ -98,7 +98,7 @@ func TestMigrationsAppliedOnce(t *testing.T) {
 			t.Errorf("applied_at %q: %v", m.appliedAt, err)
 		}
 	}
-	for _, table := range []string{"configs", "desired_states", "approvals", "instances", "apply_attempts", "events", "task_runs"} {
+	for _, table := range []string{"configs", "desired_states", "approvals", "instances", "events", "task_runs"} {
 		if !tableExists(t, s, table) {
 			t.Errorf("table %s missing", table)
 		}

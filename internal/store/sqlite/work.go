@@ -259,19 +259,56 @@ func (s *Store) CompleteTask(ctx context.Context, task store.Task, status store.
 	return nil
 }
 
+// ReleaseTask implements store.Store.
+func (s *Store) ReleaseTask(ctx context.Context, task store.Task, message string, b *store.Batch) error {
+	if b == nil {
+		b = &store.Batch{}
+	}
+	if err := validateBatch(b); err != nil {
+		return fmt.Errorf("release task %d: %w", task.ID, err)
+	}
+	t := now()
+	var seqs, ids []int64
+	err := s.writeTxMode(ctx, crashSafe, func(tx *wtx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'pending', owner = '', expires = NULL, message = ?
+			WHERE id = ? AND status = 'running' AND owner = ? AND token = ?`,
+			message, task.ID, task.Owner, task.Token)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return fmt.Errorf("task %d is no longer claimed by %s (token %d): %w", task.ID, task.Owner, task.Token, store.ErrFenced)
+		}
+		seqs, ids, err = s.applyBatch(ctx, tx, b, t)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("release task %d: %w", task.ID, err)
+	}
+	b.Committed(seqs, ids, t)
+	return nil
+}
+
 // ResetClaims implements store.Store.
-func (s *Store) ResetClaims(ctx context.Context) error {
+func (s *Store) ResetClaims(ctx context.Context, events ...store.Event) error {
+	t := now()
+	var seqs []int64
 	err := s.writeTx(ctx, func(tx *wtx) error {
-		past := dbTime(now().Add(-time.Nanosecond))
+		past := dbTime(t.Add(-time.Nanosecond))
 		if _, err := tx.ExecContext(ctx, "UPDATE leases SET expires = ? WHERE expires > ?", past, past); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, "UPDATE tasks SET status = 'pending', owner = '', expires = NULL WHERE status = 'running'")
+		if _, err := tx.ExecContext(ctx, "UPDATE tasks SET status = 'pending', owner = '', expires = NULL WHERE status = 'running'"); err != nil {
+			return err
+		}
+		var err error
+		seqs, err = s.insertEvents(ctx, tx, events, t)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("reset claims: %w", err)
 	}
+	setSeqs(events, seqs, t)
 	return nil
 }
 

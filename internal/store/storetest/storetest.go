@@ -63,9 +63,6 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Instance/BatchEvents", testBatchEvents},
 		{"Instance/List", testListInstances},
 		{"Instance/ConcurrentStaleWrites", testInstanceConcurrent},
-		{"Apply/StartFinishList", testApplies},
-		{"Apply/UnknownDesiredState", testApplyUnknown},
-		{"Apply/OpenAndInterrupted", testOpenApplies},
 		{"Process/AddListRemove", testProcesses},
 		{"Process/Invalid", testProcessInvalid},
 		{"Run/RoundTrip", testRunsRoundTrip},
@@ -1232,64 +1229,6 @@ func testInstanceConcurrent(t *testing.T, s store.Store) {
 	}
 	if n := len(events(t, s, store.EventFilter{})); n != rounds {
 		t.Errorf("events = %d, want one per successful write (%d)", n, rounds)
-	}
-}
-
-// --- apply attempts ---
-
-func testApplies(t *testing.T, s store.Store) {
-	ctx := t.Context()
-	start := time.Now()
-	create(t, s, desiredState("ds-1", "shop", "web", 1))
-	create(t, s, desiredState("ds-2", "shop", "api", 1))
-	a1 := store.ApplyAttempt{Application: "shop", Service: "web", ReleaseChannel: "production", DesiredStateID: "ds-1", Version: "1.1.0", StartedAt: ts(1)}
-	a2 := store.ApplyAttempt{Application: "shop", Service: "web", ReleaseChannel: "canary", DesiredStateID: "ds-1", Version: "1.1.0", StartedAt: ts(2)}
-	a3 := store.ApplyAttempt{Application: "shop", Service: "api", ReleaseChannel: "production", DesiredStateID: "ds-2", Version: "1.1.0"}
-	var err error
-	for _, a := range []*store.ApplyAttempt{&a1, &a2, &a3} {
-		a.ID, err = s.StartApply(ctx, *a)
-		must(t, err)
-	}
-	if a1.ID <= 0 || a2.ID <= a1.ID || a3.ID <= a2.ID {
-		t.Errorf("apply ids %d %d %d, want positive and increasing", a1.ID, a2.ID, a3.ID)
-	}
-	list := func(svc string, limit int, want ...store.ApplyAttempt) {
-		t.Helper()
-		got, err := s.ListApplies(ctx, "shop", svc, limit)
-		must(t, err)
-		same(t, got, want, fmt.Sprintf("ListApplies %s limit %d", svc, limit))
-	}
-	list("web", 0, a2, a1)
-	list("web", 1, a2)
-
-	got, err := s.ListApplies(ctx, "shop", "api", 0)
-	must(t, err)
-	if len(got) != 1 {
-		t.Fatalf("ListApplies api = %v", got)
-	}
-	recent(t, got[0].StartedAt, start, "assigned StartedAt")
-	a3.StartedAt = got[0].StartedAt
-	list("api", 0, a3)
-
-	must(t, s.FinishApply(ctx, a1.ID, "succeeded", "applied 3 objects", ts(5)))
-	a1.Outcome, a1.Message, a1.FinishedAt = "succeeded", "applied 3 objects", ts(5)
-	must(t, s.FinishApply(ctx, a2.ID, "failed", "timeout", ts(6)))
-	a2.Outcome, a2.Message, a2.FinishedAt = "failed", "timeout", ts(6)
-	list("web", 0, a2, a1)
-	list("api", 0, a3)
-
-	wantErr(t, s.FinishApply(ctx, a3.ID+100, "failed", "", ts(7)), store.ErrNotFound, "FinishApply of an unknown id")
-	list("nope", 0)
-}
-
-func testApplyUnknown(t *testing.T, s store.Store) {
-	ctx := t.Context()
-	_, err := s.StartApply(ctx, store.ApplyAttempt{Application: "shop", Service: "web", ReleaseChannel: "production", DesiredStateID: "nope", StartedAt: ts(1)})
-	wantErr(t, err, store.ErrNotFound, "StartApply of an unknown desired state")
-	got, err := s.ListApplies(ctx, "shop", "web", 0)
-	must(t, err)
-	if len(got) != 0 {
-		t.Errorf("a failed StartApply was stored: %v", got)
 	}
 }
 

@@ -23,6 +23,7 @@ var workTests = []struct {
 	{"Task/EnqueueClaimComplete", testTaskLifecycle},
 	{"Task/ExpiredClaimTakenOver", testTaskExpiry},
 	{"Task/ConcurrentClaimsEachOnce", testTaskConcurrentClaims},
+	{"Task/ReleaseHandsOver", testTaskRelease},
 	{"Work/TwoEnginesTwoRunners", testTwoEnginesTwoRunners},
 	{"Work/ResetClaims", testResetClaims},
 }
@@ -462,6 +463,38 @@ func testTwoEnginesTwoRunners(t *testing.T, s store.Store) {
 	}
 }
 
+// testTaskRelease: a released claim makes the task pending again for any
+// runner (attempts kept, the message recorded), with the batch in the same
+// transaction; a release by a claim no longer held writes nothing.
+func testTaskRelease(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	must(t, s.Write(ctx, &store.Batch{Tasks: []store.Task{{Key: "shop/web", Instance: "prod", Kind: "apply"}}}))
+	first, err := claimOne(ctx, s, "runner-a", time.Hour)
+	must(t, err)
+	b := &store.Batch{Events: []store.Event{ev("shop", "web", "apply-interrupted")}}
+	must(t, s.ReleaseTask(ctx, first, "the server shut down", b))
+	if b.Events[0].Seq <= 0 {
+		t.Errorf("ReleaseTask did not set the event's Seq: %+v", b.Events[0])
+	}
+	got, err := s.GetTask(ctx, first.ID)
+	must(t, err)
+	if got.Status != store.TaskPending || got.Owner != "" || got.Attempts != 1 || got.Message != "the server shut down" || !got.Expires.IsZero() {
+		t.Errorf("released task %+v", got)
+	}
+	wantErr(t, s.ReleaseTask(ctx, first, "again", &store.Batch{Events: []store.Event{ev("shop", "web", "lost")}}),
+		store.ErrFenced, "a second release of one claim")
+	wantErr(t, s.CompleteTask(ctx, first, store.TaskSucceeded, "", nil), store.ErrFenced, "completion of a released claim")
+	second, err := claimOne(ctx, s, "runner-b", time.Minute)
+	must(t, err)
+	if second.ID != first.ID || second.Attempts != 2 || second.Token <= first.Token || second.Owner != "runner-b" {
+		t.Errorf("claimed %+v after the release of %+v", second, first)
+	}
+	if evs := events(t, s, store.EventFilter{}); len(evs) != 1 {
+		t.Errorf("events %v, want only the release's", evs)
+	}
+	must(t, s.CompleteTask(ctx, second, store.TaskSucceeded, "applied", nil))
+}
+
 // testResetClaims: after a reset (a sole owner starting), every lease can be
 // claimed at once with a higher token and running tasks are pending again;
 // the old holders are fenced out.
@@ -472,7 +505,14 @@ func testResetClaims(t *testing.T, s store.Store) {
 	must(t, s.Write(ctx, &store.Batch{Tasks: []store.Task{{Key: "shop/web", Instance: "prod", Kind: "apply"}}}))
 	running, err := claimOne(ctx, s, "dead-runner", time.Hour)
 	must(t, err)
-	must(t, s.ResetClaims(ctx))
+	evs := []store.Event{ev("shop", "web", "apply-interrupted")}
+	must(t, s.ResetClaims(ctx, evs...))
+	if evs[0].Seq <= 0 {
+		t.Errorf("ResetClaims did not set the event's Seq: %+v", evs[0])
+	}
+	if got := events(t, s, store.EventFilter{}); len(got) != 1 || got[0].Type != "apply-interrupted" {
+		t.Errorf("events after ResetClaims: %v", got)
+	}
 	l, err := s.ClaimLease(ctx, "shop/web", "new-engine", time.Minute)
 	must(t, err)
 	if l.Token <= old.Token {
