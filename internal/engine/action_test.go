@@ -102,7 +102,7 @@ func TestSettleFollowsTheRetryContract(t *testing.T) {
 // instead of pretending.
 func TestLocalExecutorRefusesWhatItCannotDo(t *testing.T) {
 	t.Parallel()
-	x := NewLocalExecutor(nil, nil, DefaultSettings(), nil, nil, nil)
+	x := NewLocalExecutor(nil, nil, DefaultSettings(), nil, nil)
 	for _, k := range []ActionKind{ActionRunCheck, ActionDelete, "teleport"} {
 		res, err := x.Execute(t.Context(), "app", "svc", Action{Kind: k, ReleaseChannel: "prod"})
 		if !IsTerminal(err) || res.Result != (Result{}) {

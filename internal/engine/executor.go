@@ -46,18 +46,18 @@ type LocalExecutor struct {
 	settings Settings
 	now      func() time.Time
 	log      *slog.Logger
-	onWrite  func()
 }
 
-// NewLocalExecutor builds the executor a Loop uses unless given another.
-func NewLocalExecutor(st store.Store, rs RuntimeSource, settings Settings, now func() time.Time, log *slog.Logger, onWrite func()) *LocalExecutor {
+// NewLocalExecutor builds the executor a Loop uses unless given another. It
+// writes nothing itself: the runner records each outcome with its task.
+func NewLocalExecutor(st store.Store, rs RuntimeSource, settings Settings, now func() time.Time, log *slog.Logger) *LocalExecutor {
 	if now == nil {
 		now = time.Now
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &LocalExecutor{store: st, runtimes: rs, settings: settings, now: now, log: log, onWrite: onWrite}
+	return &LocalExecutor{store: st, runtimes: rs, settings: settings, now: now, log: log}
 }
 
 // Execute implements Executor. An apply's own failure is not an error here:
@@ -77,12 +77,6 @@ func (x *LocalExecutor) Execute(ctx context.Context, app, svc string, a Action) 
 // target is the runtime target of release channel rc in desired state stateID.
 func (x *LocalExecutor) target(ctx context.Context, stateID, rc string) (runtimes.Target, error) {
 	return TargetOf(ctx, x.store, store.DesiredState{ID: stateID}, rc)
-}
-
-func (x *LocalExecutor) written() {
-	if x.onWrite != nil {
-		x.onWrite()
-	}
 }
 
 // apply performs one apply. Its record is the task that carries it (claimed

@@ -136,7 +136,7 @@ func NewLoop(cfg Config) *Loop {
 		cfg.Settings.MaxBackoff = DefaultSettings().MaxBackoff
 	}
 	if cfg.Executor == nil {
-		cfg.Executor = NewLocalExecutor(cfg.Store, cfg.Runtimes, cfg.Settings, cfg.Now, cfg.Log, cfg.OnWrite)
+		cfg.Executor = NewLocalExecutor(cfg.Store, cfg.Runtimes, cfg.Settings, cfg.Now, cfg.Log)
 	}
 	if cfg.Owner == "" {
 		cfg.Owner = defaultOwner()

@@ -94,6 +94,3 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]store.Ev
 	}
 	return out, nil
 }
-
-const applyColumns = "id, application, service, release_channel, desired_state_id, version, started_at, finished_at, outcome, message"
-

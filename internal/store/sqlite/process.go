@@ -73,4 +73,3 @@ func (s *Store) ListProcesses(ctx context.Context) ([]store.Process, error) {
 	}
 	return out, nil
 }
-
