@@ -92,7 +92,7 @@ the process.`,
 	f := cmd.Flags()
 	f.IntVar(&services, "services", 1000, "number of services")
 	f.IntVar(&channels, "channels", 10, "release channels per service (a chain)")
-	f.IntVar(&workers, "workers", 8, "engine workers")
+	f.IntVar(&workers, "workers", 16, "engine workers (services reconciled in parallel)")
 	f.StringVar(&data, "data", "", "data directory (default: a temporary one, removed afterwards)")
 	f.DurationVar(&timeout, "timeout", 10*time.Minute, "give up after this long")
 	f.StringVarP(&output, "output", "o", "text", "output format: text or json")

@@ -80,7 +80,8 @@ type Config struct {
 	// Now is the clock (nil = time.Now).
 	Now func() time.Time
 	Log *slog.Logger
-	// Workers is the number of services reconciled in parallel (default 8).
+	// Workers is the number of services reconciled in parallel (default 16):
+	// a pass mostly waits, for its write to commit or a runtime to answer.
 	Workers int
 	// MaxApplies bounds the applies running at once (default 64). Applies run
 	// beside the workers, so a slow one never holds up other services.
@@ -121,7 +122,7 @@ func NewLoop(cfg Config) *Loop {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Workers <= 0 {
-		cfg.Workers = 8
+		cfg.Workers = 16
 	}
 	if cfg.Settings.MaxApplyAttempts == 0 {
 		cfg.Settings = DefaultSettings()
