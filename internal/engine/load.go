@@ -20,16 +20,45 @@ type compiledState struct {
 	gated bool
 }
 
+// stateCache keeps the decoded desired states in use, in two generations:
+// an entry found in the old one moves to the current one, and when the
+// current one is full it becomes the old one (the old one is dropped). What
+// passes use (active and target states) stays; states no longer read go
+// within two generations. It holds at most 2*limit entries.
 type stateCache struct {
-	mu sync.Mutex
-	m  map[string]*compiledState
+	mu       sync.Mutex
+	cur, old map[string]*compiledState
+	// limit is the size of a generation (0 = stateCacheLimit).
+	limit int
 }
+
+// stateCacheLimit bounds a generation of the shared cache: the active
+// desired states of 16,384 services stay decoded.
+const stateCacheLimit = 16384
 
 // peek returns the decoded desired state id if it is cached, else nil.
 func (c *stateCache) peek(id string) *compiledState {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.m[id]
+	if cs, ok := c.cur[id]; ok {
+		return cs
+	}
+	cs, ok := c.old[id]
+	if ok {
+		c.putLocked(id, cs)
+	}
+	return cs
+}
+
+func (c *stateCache) putLocked(id string, cs *compiledState) {
+	limit := c.limit
+	if limit <= 0 {
+		limit = stateCacheLimit
+	}
+	if c.cur == nil || len(c.cur) >= limit {
+		c.old, c.cur = c.cur, make(map[string]*compiledState, min(limit, 1024))
+	}
+	c.cur[id] = cs
 }
 
 // DesiredStates reads stored desired states by id; a store.Store is one.
@@ -55,13 +84,7 @@ func (c *stateCache) get(ctx context.Context, st DesiredStates, rec store.Desire
 		return nil, err
 	}
 	c.mu.Lock()
-	if c.m == nil {
-		c.m = map[string]*compiledState{}
-	}
-	if len(c.m) > 100000 {
-		clear(c.m) // crude bound; entries are rebuilt on demand
-	}
-	c.m[rec.ID] = cs
+	c.putLocked(rec.ID, cs)
 	c.mu.Unlock()
 	return cs, nil
 }
