@@ -32,6 +32,12 @@ var Rules = []Rule{
 		Why:  "the compiler turns configs into desired states and knows no storage, runtime or engine",
 	},
 	{
+		Name: "kubernetes-object-rules-are-a-leaf",
+		From: []string{"internal/kubeobj"},
+		Deny: []string{"internal", "k8s.io", "sigs.k8s.io", "helm.sh"},
+		Why:  "the rules both the Kubernetes runtime and the compiler check stay free of either's dependencies",
+	},
+	{
 		Name: "cli-is-an-api-client",
 		From: []string{"internal/cli/..."},
 		Deny: []string{"internal/server", "internal/engine", "internal/store", "internal/daemon", "internal/runtimehost"},

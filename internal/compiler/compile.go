@@ -646,7 +646,7 @@ func (c *rcCompiler) kubernetes(field string, kc *config.KubernetesConfig, data 
 
 // decode splits rendered YAML into objects; errors name the source file.
 func (c *rcCompiler) decode(field, rendered string) ([]manifest.Object, bool) {
-	objs, err := manifest.Decode([]byte(rendered))
+	objs, err := manifest.DecodeApplicable([]byte(rendered))
 	if err != nil {
 		e := Error{Object: c.serviceObject(), Field: field, Msg: err.Error()}
 		var me *manifest.Error

@@ -9,6 +9,8 @@ import (
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/drover-dev/drover/internal/kubeobj"
 )
 
 // Object is one Kubernetes manifest as generic JSON-compatible data. See the
@@ -48,6 +50,19 @@ func errorAt(n *yaml.Node, format string, args ...any) *Error {
 //
 // Errors are *Error carrying the 1-based Line and Column within data.
 func Decode(data []byte) (objs []Object, err error) {
+	return decode(data, false)
+}
+
+// DecodeApplicable is Decode, and also refuses, at the line of the field at
+// fault, an object drover's Kubernetes runtime would refuse to apply (the
+// rules of package kubeobj: a name, not generateName; no list kinds) and an
+// object given twice. The compiler decodes manifests with it, so that
+// validate and push refuse what every apply would.
+func DecodeApplicable(data []byte) ([]Object, error) {
+	return decode(data, true)
+}
+
+func decode(data []byte, applicable bool) (objs []Object, err error) {
 	defer func() {
 		// yaml.v3 reports ordinary errors by value; this only guards against a
 		// parser bug taking the caller down with it.
@@ -56,7 +71,7 @@ func Decode(data []byte) (objs []Object, err error) {
 		}
 	}()
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	c := &converter{budget: 10000 + 64*len(data)}
+	c := &converter{budget: 10000 + 64*len(data), applicable: applicable}
 	for {
 		var doc yaml.Node
 		if err := dec.Decode(&doc); err != nil {
@@ -76,7 +91,7 @@ func Decode(data []byte) (objs []Object, err error) {
 		if v == nil {
 			continue // empty, comment-only or explicit null document
 		}
-		objs, err = appendObjects(objs, v, root, "", "")
+		objs, err = c.appendObjects(objs, v, root, "", "")
 		if err != nil {
 			return nil, err
 		}
@@ -86,7 +101,7 @@ func Decode(data []byte) (objs []Object, err error) {
 // appendObjects validates v (converted from node n) as an object and appends
 // it, flattening lists. listAPIVersion/listKind are set for items of a typed
 // list and are used to default missing type information.
-func appendObjects(objs []Object, v any, n *yaml.Node, listAPIVersion, itemKind string) ([]Object, error) {
+func (c *converter) appendObjects(objs []Object, v any, n *yaml.Node, listAPIVersion, itemKind string) ([]Object, error) {
 	n = resolveAlias(n)
 	obj, ok := v.(map[string]any)
 	if !ok {
@@ -110,6 +125,9 @@ func appendObjects(objs []Object, v any, n *yaml.Node, listAPIVersion, itemKind 
 	}
 	items, hasItems := obj["items"]
 	if kind != "List" && (!strings.HasSuffix(kind, "List") || !hasItems) {
+		if err := c.check(obj, n); err != nil {
+			return nil, err
+		}
 		return append(objs, obj), nil
 	}
 	if items == nil {
@@ -133,7 +151,7 @@ func appendObjects(objs []Object, v any, n *yaml.Node, listAPIVersion, itemKind 
 		if itemsNode != nil && itemsNode.Kind == yaml.SequenceNode && i < len(itemsNode.Content) {
 			at = itemsNode.Content[i]
 		}
-		objs, err = appendObjects(objs, item, at, apiVersion, defaultKind)
+		objs, err = c.appendObjects(objs, item, at, apiVersion, defaultKind)
 		if err != nil {
 			return nil, err
 		}
@@ -216,6 +234,48 @@ const maxDepth = 1000
 type converter struct {
 	budget int                 // nodes that may still be produced (bounds alias expansion)
 	active map[*yaml.Node]bool // anchors being expanded, to detect cycles
+	// applicable: check the kubeobj rules (DecodeApplicable).
+	applicable bool
+	seen       map[string]int // the line of each object decoded so far, by kubeobj.Key
+}
+
+// check applies the rules of kubeobj (what the Kubernetes runtime refuses to
+// apply) to obj, decoded from node n, and refuses an object given twice.
+func (c *converter) check(obj Object, n *yaml.Node) error {
+	if !c.applicable {
+		return nil
+	}
+	if field, msg := kubeobj.Problem(obj); msg != "" {
+		at := n
+		if fn := fieldNode(n, field); fn != nil {
+			at = fn
+		}
+		return errorAt(at, "%s", msg)
+	}
+	key := kubeobj.Key(obj)
+	if first, dup := c.seen[key]; dup {
+		meta, _ := obj["metadata"].(map[string]any)
+		return errorAt(n, "%s %v appears twice (first at line %d): each object may be given once", obj["kind"], meta["name"], first)
+	}
+	if c.seen == nil {
+		c.seen = map[string]int{}
+	}
+	c.seen[key] = max(n.Line, 1)
+	return nil
+}
+
+// fieldNode returns the value node of a dotted field path in mapping node n,
+// or nil.
+func fieldNode(n *yaml.Node, field string) *yaml.Node {
+	if field == "" {
+		return nil
+	}
+	for part := range strings.SplitSeq(field, ".") {
+		if n = mappingValue(resolveAlias(n), part); n == nil {
+			return nil
+		}
+	}
+	return n
 }
 
 func (c *converter) value(n *yaml.Node, depth int) (any, error) {

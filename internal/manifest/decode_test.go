@@ -364,3 +364,36 @@ func TestDecodeJSONInput(t *testing.T) {
 		t.Fatalf("got %#v", objs[0])
 	}
 }
+
+// TestDecodeApplicable: what the Kubernetes runtime refuses to apply is
+// refused at the line of the field at fault; Decode itself accepts it.
+func TestDecodeApplicable(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, yaml string
+		line       int
+		want       string
+	}{
+		{"generateName", "apiVersion: batch/v1\nkind: Job\nmetadata:\n  generateName: migrate-\n", 4, "metadata.generateName is not supported"},
+		{"no name", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  labels: {a: b}\n", 1, "metadata.name is required"},
+		{"list kind without items", "apiVersion: example.com/v1\nkind: AllowList\nmetadata:\n  name: x\n", 2, "lists are not supported"},
+		{"twice", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n", 6, "appears twice (first at line 1)"},
+		{"twice in a list", "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Secret, metadata: {name: s}}\n- {apiVersion: v1, kind: Secret, metadata: {name: s}}\n", 5, "appears twice"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if _, err := Decode([]byte(tc.yaml)); err != nil {
+				t.Fatalf("Decode refused it: %v", err)
+			}
+			_, err := DecodeApplicable([]byte(tc.yaml))
+			var me *Error
+			if !errors.As(err, &me) || me.Line != tc.line || !strings.Contains(me.Msg, tc.want) {
+				t.Errorf("got %v; want line %d containing %q", err, tc.line, tc.want)
+			}
+		})
+	}
+	ok := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: other}\n---\napiVersion: apps/v1\nkind: ConfigMap\nmetadata: {name: a}\n"
+	if objs, err := DecodeApplicable([]byte(ok)); err != nil || len(objs) != 3 {
+		t.Errorf("same names in other namespaces or groups: %d objects, %v", len(objs), err)
+	}
+}

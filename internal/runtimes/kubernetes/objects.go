@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/drover-dev/drover/internal/kubeobj"
 	"github.com/drover-dev/drover/internal/runtimes"
 )
 
@@ -82,15 +83,13 @@ func decode(t *runtimes.Target) ([]*item, error) {
 		if err := json.Unmarshal(raw, &m); err != nil {
 			return nil, fmt.Errorf("object %d: %w", i, err)
 		}
+		// The compiler checks the same rules (manifest.DecodeApplicable).
+		if _, msg := kubeobj.Problem(m); msg != "" {
+			return nil, fmt.Errorf("object %d: %s", i, msg)
+		}
 		obj := &unstructured.Unstructured{Object: m}
 		gvk := obj.GroupVersionKind()
-		if gvk.Kind == "" || gvk.Version == "" || obj.GetName() == "" {
-			return nil, fmt.Errorf("object %d: apiVersion, kind and metadata.name are required", i)
-		}
-		if strings.HasSuffix(gvk.Kind, "List") {
-			return nil, fmt.Errorf("object %d (%s): lists are not supported; give the items one by one", i, gvk.Kind)
-		}
-		k := gvk.GroupKind().String() + "/" + obj.GetNamespace() + "/" + obj.GetName()
+		k := kubeobj.Key(m)
 		if seen[k] {
 			return nil, fmt.Errorf("object %d: %s %s appears twice", i, gvk.Kind, obj.GetName())
 		}

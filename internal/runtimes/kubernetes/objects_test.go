@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/drover-dev/drover/internal/manifest"
 	"github.com/drover-dev/drover/internal/runtimes"
 )
 
@@ -162,17 +163,53 @@ func TestPrepare(t *testing.T) {
 	}
 }
 
+// refusedObjects are targets the runtime refuses to apply, each but the last
+// also as the YAML a user would write.
+var refusedObjects = []struct {
+	name string
+	objs []map[string]any
+}{
+	{"no kind", []map[string]any{{"apiVersion": "v1", "metadata": map[string]any{"name": "x"}}}},
+	{"no apiVersion", []map[string]any{{"kind": "ConfigMap", "metadata": map[string]any{"name": "x"}}}},
+	{"no name", []map[string]any{{"apiVersion": "v1", "kind": "ConfigMap"}}},
+	{"generateName", []map[string]any{{"apiVersion": "batch/v1", "kind": "Job", "metadata": map[string]any{"generateName": "migrate-"}}}},
+	{"list", []map[string]any{{"apiVersion": "v1", "kind": "ConfigMapList", "metadata": map[string]any{"name": "x"}}}},
+	{"duplicate", []map[string]any{
+		{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "x"}},
+		{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "x"}},
+	}},
+}
+
 func TestDecodeRejects(t *testing.T) {
 	t.Parallel()
-	for name, objs := range map[string][]json.RawMessage{
-		"no kind":   rawObjects(t, map[string]any{"apiVersion": "v1", "metadata": map[string]any{"name": "x"}}),
-		"no name":   rawObjects(t, map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}),
-		"list":      rawObjects(t, map[string]any{"apiVersion": "v1", "kind": "ConfigMapList", "metadata": map[string]any{"name": "x"}}),
-		"duplicate": rawObjects(t, map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "x"}}, map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "x"}}),
-		"not json":  {json.RawMessage(`{`)},
-	} {
-		if _, err := decode(&runtimes.Target{Objects: objs}); err == nil {
-			t.Errorf("%s: decode succeeded", name)
+	for _, tc := range refusedObjects {
+		if _, err := decode(&runtimes.Target{Objects: rawObjects(t, tc.objs...)}); err == nil {
+			t.Errorf("%s: decode succeeded", tc.name)
+		}
+	}
+	if _, err := decode(&runtimes.Target{Objects: []json.RawMessage{json.RawMessage(`{`)}}); err == nil {
+		t.Error("not JSON: decode succeeded")
+	}
+}
+
+// TestRefusedAtValidate: every object the runtime refuses to apply is
+// refused by the decoder the compiler uses (validate, compile, push), so no
+// push is accepted that every apply would fail.
+func TestRefusedAtValidate(t *testing.T) {
+	t.Parallel()
+	for _, tc := range refusedObjects {
+		var stream strings.Builder
+		for _, o := range tc.objs {
+			b, err := json.Marshal(o) // JSON is YAML
+			if err != nil {
+				t.Fatal(err)
+			}
+			stream.WriteString("---\n")
+			stream.Write(b)
+			stream.WriteString("\n")
+		}
+		if _, err := manifest.DecodeApplicable([]byte(stream.String())); err == nil {
+			t.Errorf("%s: the runtime refuses it, the compiler's decoder accepts it", tc.name)
 		}
 	}
 }
