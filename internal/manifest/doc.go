@@ -6,9 +6,12 @@
 // channel and then calls, in order:
 //
 //   - [RenderKustomize] for a kustomize directory (see [IsKustomizationDir]),
-//     which builds the kustomization from an in-memory file tree with the
-//     kustomize Go API and returns a multi-document YAML stream;
-//   - [Decode], which splits a multi-document YAML stream into [Object]s;
+//     which builds the kustomization of a file tree held in memory with the
+//     kustomize Go API (written to a private temporary directory, so that
+//     any name a file system allows works, as with `kustomize build`) and
+//     returns a multi-document YAML stream;
+//   - [DecodeApplicable] ([Decode] and the rules of package kubeobj), which
+//     splits a multi-document YAML stream into [Object]s;
 //   - [ApplyPatches], which applies JSON6902 "replace" patches;
 //   - [Encode], which prints objects as a canonical YAML stream for display.
 //

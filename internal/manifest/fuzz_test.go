@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -65,6 +66,28 @@ func FuzzDecode(f *testing.F) {
 		}
 		if !reflect.DeepEqual(again, objs) {
 			t.Fatalf("Decode(Encode(objs)) = %#v, want %#v\n%s", again, objs, out)
+		}
+	})
+}
+
+// FuzzRenderKustomize builds a kustomization whose one resource has an odd
+// file name: it never panics, and whatever it renders is that resource.
+func FuzzRenderKustomize(f *testing.F) {
+	for _, name := range []string{"cm.yaml", "a+b.yaml", "dir (1)/x.yaml", "ha-1.21+/cm.yaml", "ü/ñ.yaml", "a:b@c=d.yaml", "../x.yaml", "/abs.yaml", ".yaml"} {
+		f.Add(name)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		quoted, err := json.Marshal(name) // a JSON string is a YAML string
+		if err != nil {
+			return
+		}
+		files := map[string][]byte{
+			"kustomization.yaml": []byte("resources:\n- " + string(quoted) + "\n"),
+			name:                 []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\n"),
+		}
+		out, err := RenderKustomize(files, "")
+		if err == nil && !strings.Contains(string(out), "name: cm") {
+			t.Errorf("%q rendered %q", name, out)
 		}
 	})
 }

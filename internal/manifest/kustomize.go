@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -106,12 +108,34 @@ func RenderKustomize(files map[string][]byte, dir string) ([]byte, error) {
 	if err := checkNoRemote(tree, root, map[string]bool{}); err != nil {
 		return fail(err)
 	}
-	fSys := filesys.MakeFsInMemory()
+	// The tree is written to a private temporary directory and built
+	// there, as `kustomize build` builds a directory: kustomize's in-memory
+	// file system refuses names a real one allows (such as
+	// "components/high-availability-1.21+"), even in directories the
+	// build never uses. Reads are confined to that directory.
+	tmp, err := os.MkdirTemp("", "drover-kustomize-")
+	if err != nil {
+		return fail(err)
+	}
+	defer func() { _ = os.RemoveAll(tmp) }()
+	if real, err := filepath.EvalSymlinks(tmp); err == nil {
+		tmp = real // kustomize resolves symbolic links; its messages name real paths
+	}
 	for _, name := range slices.Sorted(maps.Keys(tree)) {
-		if err := fSys.WriteFile("/"+name, tree[name]); err != nil {
+		p := filepath.Join(tmp, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			return fail(fmt.Errorf("file %q: %w", name, err))
+		}
+		if err := os.WriteFile(p, tree[name], 0o600); err != nil {
 			return fail(fmt.Errorf("file %q: %w", name, err))
 		}
 	}
+	fSys := &confinedFS{FileSystem: filesys.MakeFsOnDisk(), check: func(p string) error {
+		if rel, err := filepath.Rel(tmp, p); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return fmt.Errorf("%s is outside the config's file tree", p)
+		}
+		return nil
+	}}
 
 	opts := krusty.MakeDefaultOptions()
 	// Like `kustomize build`: honour sortOptions, else the legacy order
@@ -120,36 +144,20 @@ func RenderKustomize(files map[string][]byte, dir string) ([]byte, error) {
 
 	kustomizeMu.Lock()
 	defer kustomizeMu.Unlock()
-	fsRoot := "/" + root
-	if root == "." {
-		fsRoot = "/"
-	}
-	resMap, err := krusty.MakeKustomizer(opts).Run(fSys, fsRoot)
+	resMap, err := krusty.MakeKustomizer(opts).Run(fSys, filepath.Join(tmp, filepath.FromSlash(root)))
 	if err != nil {
-		return fail(errors.New(relativizePaths(err.Error(), tree)))
+		if fSys.refused != nil {
+			err = fSys.refused
+		}
+		// Paths as the user wrote them: relative to the tree.
+		msg := strings.ReplaceAll(err.Error(), tmp+string(filepath.Separator), "")
+		return fail(errors.New(strings.ReplaceAll(msg, tmp, ".")))
 	}
 	out, err := resMap.AsYaml()
 	if err != nil {
 		return fail(err)
 	}
 	return out, nil
-}
-
-// relativizePaths strips the leading "/" that the in-memory file system adds
-// to the paths kustomize quotes in its messages ('/base/x.yaml' becomes
-// 'base/x.yaml'), so they match the paths the user wrote.
-func relativizePaths(msg string, tree map[string][]byte) string {
-	seen := map[string]bool{}
-	var pairs []string
-	for _, name := range slices.Sorted(maps.Keys(tree)) {
-		top, _, _ := strings.Cut(name, "/")
-		if seen[top] {
-			continue
-		}
-		seen[top] = true
-		pairs = append(pairs, "'/"+top+"/", "'"+top+"/", "'/"+top+"'", "'"+top+"'")
-	}
-	return strings.NewReplacer(pairs...).Replace(msg)
 }
 
 func displayDir(dir string) string {

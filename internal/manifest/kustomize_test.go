@@ -200,7 +200,7 @@ func TestRenderKustomizeErrors(t *testing.T) {
 		{"missing dir", baseOverlayTree(), "overlays/dev",
 			[]string{"kustomize overlays/dev", "no kustomization.yaml"}},
 		{"missing resource", map[string][]byte{"app/kustomization.yaml": []byte("resources: [missing.yaml]\n")}, "app",
-			[]string{"kustomize app", "'app/missing.yaml' doesn't exist"}},
+			[]string{"kustomize app", "app/missing.yaml: no such file or directory"}},
 		{"file outside root", map[string][]byte{
 			"app/kustomization.yaml": []byte("resources: [../shared/cm.yaml]\n"),
 			"shared/cm.yaml":         cm}, "app",
@@ -300,5 +300,31 @@ func BenchmarkRenderKustomize(b *testing.B) {
 		if _, err := RenderKustomize(files, "overlays/prod"); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestRenderKustomizeAnyFileName: names kustomize's in-memory file system
+// refuses but a real one allows build as `kustomize build` builds them, used
+// or not; a reference out of the tree is refused.
+func TestRenderKustomizeAnyFileName(t *testing.T) {
+	t.Parallel()
+	files := map[string][]byte{
+		"kustomization.yaml": []byte("resources: [base]\ncomponents: [\"components/ha-1.21+\"]\n"),
+		"base/kustomization.yaml": []byte("resources: [\"cm (v1)+.yaml\"]\n"),
+		"base/cm (v1)+.yaml":      []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndata: {a: b}\n"),
+		"components/ha-1.21+/kustomization.yaml": []byte("apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n" +
+			"patches: [{patch: '[{\"op\": \"add\", \"path\": \"/data/ha\", \"value\": \"yes\"}]', target: {kind: ConfigMap}}]\n"),
+		"unused/v2+beta@x/kustomization.yaml": []byte("resources: []\n"),
+	}
+	out, err := RenderKustomize(files, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "apiVersion: v1\ndata:\n  a: b\n  ha: \"yes\"\nkind: ConfigMap\nmetadata:\n  name: cm\n"; string(out) != want {
+		t.Errorf("got\n%s\nwant\n%s", out, want)
+	}
+	escape := map[string][]byte{"kustomization.yaml": []byte("resources: [../../../../../../etc/hostname]\n")}
+	if _, err := RenderKustomize(escape, ""); err == nil || strings.Contains(err.Error(), "drover-kustomize-") {
+		t.Errorf("a reference out of the tree: %v", err)
 	}
 }
