@@ -118,8 +118,8 @@ func RenderKustomize(files map[string][]byte, dir string) ([]byte, error) {
 		return fail(err)
 	}
 	defer func() { _ = os.RemoveAll(tmp) }()
-	if real, err := filepath.EvalSymlinks(tmp); err == nil {
-		tmp = real // kustomize resolves symbolic links; its messages name real paths
+	if resolved, err := filepath.EvalSymlinks(tmp); err == nil {
+		tmp = resolved // kustomize resolves symbolic links; its messages name real paths
 	}
 	for _, name := range slices.Sorted(maps.Keys(tree)) {
 		p := filepath.Join(tmp, filepath.FromSlash(name))

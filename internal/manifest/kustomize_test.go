@@ -309,7 +309,7 @@ func BenchmarkRenderKustomize(b *testing.B) {
 func TestRenderKustomizeAnyFileName(t *testing.T) {
 	t.Parallel()
 	files := map[string][]byte{
-		"kustomization.yaml": []byte("resources: [base]\ncomponents: [\"components/ha-1.21+\"]\n"),
+		"kustomization.yaml":      []byte("resources: [base]\ncomponents: [\"components/ha-1.21+\"]\n"),
 		"base/kustomization.yaml": []byte("resources: [\"cm (v1)+.yaml\"]\n"),
 		"base/cm (v1)+.yaml":      []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndata: {a: b}\n"),
 		"components/ha-1.21+/kustomization.yaml": []byte("apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n" +
