@@ -74,6 +74,9 @@ type CompiledReleaseChannel struct {
 	ConvergenceExtensions []config.ConvergenceExtension `json:"convergenceExtensions,omitempty"`
 	AutoRollbackDisabled  bool                          `json:"autoRollbackDisabled,omitempty"`
 	ProgressDeadline      *config.Duration              `json:"progressDeadline,omitempty"`
+	// Notes say what the compilation left out or decided by a rule of its
+	// own (Helm hooks drover does not run, for one).
+	Notes []string `json:"notes,omitempty"`
 }
 
 // SelectedRuntime is the runtime connection the service uses in a channel.
@@ -287,7 +290,12 @@ type rcCompiler struct {
 	errs       Errors
 	bundleName string
 	templates  *templateCache
+	// notes say what the compilation left out or decided on its own.
+	notes []string
 }
+
+// note records something the user should know about the channel's result.
+func (c *rcCompiler) note(s string) { c.notes = append(c.notes, s) }
 
 func (c *rcCompiler) serviceObject() string {
 	return "service/" + c.in.Service.Application + "/" + c.in.Service.Name
@@ -401,6 +409,7 @@ func (c *rcCompiler) compile() *CompiledReleaseChannel {
 	if len(c.errs) > 0 {
 		return nil
 	}
+	out.Notes = c.notes
 	return out
 }
 

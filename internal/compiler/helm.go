@@ -5,14 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path"
+	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/ignore"
 	kubefake "helm.sh/helm/v3/pkg/kube/fake"
+	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	"sigs.k8s.io/yaml"
@@ -66,15 +71,45 @@ func (c *rcCompiler) helm(field string, h *config.HelmConfig, data *Data, sel Se
 	if ns == "" {
 		ns = desiredstate.ManagedNamespace(c.in.Application.Name, c.rc.Name)
 	}
-	manifest, err := renderChartContext(c.ctx, h.Chart, release, ns, values)
-	if err == nil && !c.templates.budget.take(len(manifest)) {
+	caps, err := helmCapabilities(c.in.Runtimes[sel.Name])
+	if err != nil {
+		c.fail(Error{Object: c.serviceObject(), Field: field, Msg: fmt.Sprintf("helm chart %s: runtime %s: %v", h.Chart.Root, sel.Name, err)})
+		return nil
+	}
+	r, err := renderChartContext(c.ctx, h.Chart, release, ns, values, caps)
+	if err == nil && !c.templates.budget.take(len(r.manifest)) {
 		err = errors.New(helmBudgetMsg())
 	}
 	if err != nil {
 		c.fail(Error{Object: c.serviceObject(), Field: field, Msg: fmt.Sprintf("helm chart %s: %v", h.Chart.Root, err)})
 		return nil
 	}
-	return c.decodeObjects(field, config.SourceMarker(h.Chart.Root)+manifest)
+	for _, s := range r.skipped {
+		c.note(fmt.Sprintf("helm chart %s: %s", h.Chart.Root, s))
+	}
+	return c.decodeObjects(field, config.SourceMarker(h.Chart.Root)+r.manifest)
+}
+
+// helmCapabilities is what a chart sees of the cluster (.Capabilities): the
+// runtime's kubernetes.kubeVersion and apiVersions when it sets them, else
+// config.DefaultKubeVersion and the API versions Kubernetes itself serves.
+func helmCapabilities(rt *config.Runtime) (*chartutil.Capabilities, error) {
+	version := config.DefaultKubeVersion
+	var extra []string
+	if rt != nil && rt.Kubernetes != nil {
+		if v := rt.Kubernetes.KubeVersion; v != "" {
+			version = v
+		}
+		extra = rt.Kubernetes.APIVersions
+	}
+	kv, err := chartutil.ParseKubeVersion(version)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes.kubeVersion %q: %w", version, err)
+	}
+	caps := *chartutil.DefaultCapabilities
+	caps.KubeVersion = *kv
+	caps.APIVersions = append(slices.Clone(chartutil.DefaultVersionSet), extra...)
+	return &caps, nil
 }
 
 // helmBudgetMsg is the error of a chart whose manifests pass the
@@ -83,8 +118,15 @@ func helmBudgetMsg() string {
 	return fmt.Sprintf("its manifests are larger than what the templates of a compilation may produce together (%s)", byteSize(MaxCompileOutput))
 }
 
+// rendered is a chart's output: its manifest (hooks placed by the rule of
+// placeHooks) and what it left out, said in words.
+type rendered struct {
+	manifest string
+	skipped  []string
+}
+
 // renderChartContext is renderChart until ctx is done.
-func renderChartContext(ctx context.Context, tree *config.FileTree, release, namespace string, values map[string]any) (string, error) {
+func renderChartContext(ctx context.Context, tree *config.FileTree, release, namespace string, values map[string]any, caps *chartutil.Capabilities) (rendered, error) {
 	stopped := func() error {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return fmt.Errorf("rendering ran out of time (a compilation's templates share at most %s): %w", MaxCompileTime, ctx.Err())
@@ -94,48 +136,54 @@ func renderChartContext(ctx context.Context, tree *config.FileTree, release, nam
 	select {
 	case helmSlot <- struct{}{}:
 	case <-ctx.Done():
-		return "", stopped()
+		return rendered{}, stopped()
 	}
 	type result struct {
-		manifest string
-		err      error
+		r   rendered
+		err error
 	}
 	done := make(chan result, 1)
 	go func() {
 		defer func() { <-helmSlot }()
-		m, err := renderChart(tree, release, namespace, values)
-		done <- result{m, err}
+		r, err := renderChart(tree, release, namespace, values, caps)
+		done <- result{r, err}
 	}()
 	select {
 	case r := <-done:
-		return r.manifest, r.err
+		return r.r, r.err
 	case <-ctx.Done():
-		return "", stopped()
+		return rendered{}, stopped()
 	}
 }
 
 // renderChart renders a chart; the caller holds helmSlot.
-func renderChart(tree *config.FileTree, release, namespace string, values map[string]any) (string, error) {
+func renderChart(tree *config.FileTree, release, namespace string, values map[string]any, caps *chartutil.Capabilities) (rendered, error) {
 	names := make([]string, 0, len(tree.Files))
 	for n := range tree.Files {
-		names = append(names, n)
+		names = append(names, path.Clean(n))
 	}
 	sort.Strings(names)
+	keep, err := helmIgnored(tree)
+	if err != nil {
+		return rendered{}, err
+	}
 	files := make([]*loader.BufferedFile, 0, len(names))
 	for _, n := range names {
-		files = append(files, &loader.BufferedFile{Name: path.Clean(n), Data: []byte(tree.Files[n])})
+		if keep(n) {
+			files = append(files, &loader.BufferedFile{Name: n, Data: []byte(tree.Files[n])})
+		}
 	}
 	chart, err := loader.LoadFiles(files)
 	if err != nil {
-		return "", err
+		return rendered{}, err
 	}
 	if err := chart.Validate(); err != nil {
-		return "", err
+		return rendered{}, err
 	}
 	cfg := &action.Configuration{
 		Releases:     storage.Init(driver.NewMemory()),
 		KubeClient:   &kubefake.PrintingKubeClient{Out: io.Discard},
-		Capabilities: chartutil.DefaultCapabilities,
+		Capabilities: caps,
 		Log:          func(string, ...any) {},
 	}
 	install := action.NewInstall(cfg)
@@ -143,12 +191,108 @@ func renderChart(tree *config.FileTree, release, namespace string, values map[st
 	install.ClientOnly = true
 	install.Replace = true
 	install.IncludeCRDs = true
-	install.DisableHooks = true
+	install.DisableHooks = true // hooks are placed by placeHooks
 	install.ReleaseName = release
 	install.Namespace = namespace
+	install.KubeVersion = &caps.KubeVersion
+	install.APIVersions = caps.APIVersions
 	rel, err := install.Run(chart, values)
 	if err != nil {
-		return "", err
+		return rendered{}, err
 	}
-	return strings.TrimSpace(rel.Manifest) + "\n", nil
+	return placeHooks(strings.TrimSpace(rel.Manifest)+"\n", rel.Hooks), nil
 }
+
+// placeHooks is drover's rule for Helm hooks, which it does not run as Helm
+// does (docs/kubernetes.md): hooks of pre-install or pre-upgrade are applied
+// as objects before the release's other objects, hooks of post-install or
+// post-upgrade after them, each group in Helm's order (weight, then name);
+// hooks only of test, delete or rollback events are left out, and said so.
+func placeHooks(manifest string, hooks []*release.Hook) rendered {
+	var pre, post []*release.Hook
+	var skipped []string
+	for _, h := range hooks {
+		switch {
+		case slices.ContainsFunc(h.Events, func(e release.HookEvent) bool {
+			return e == release.HookPreInstall || e == release.HookPreUpgrade
+		}):
+			pre = append(pre, h)
+		case slices.ContainsFunc(h.Events, func(e release.HookEvent) bool {
+			return e == release.HookPostInstall || e == release.HookPostUpgrade
+		}):
+			post = append(post, h)
+		default:
+			events := make([]string, len(h.Events))
+			for i, e := range h.Events {
+				events[i] = string(e)
+			}
+			skipped = append(skipped, fmt.Sprintf("hook %s %s (%s, %s) left out: drover runs no Helm test, delete or rollback hooks",
+				h.Kind, h.Name, h.Path, strings.Join(events, ", ")))
+		}
+	}
+	order := func(a, b *release.Hook) int {
+		if a.Weight != b.Weight {
+			return a.Weight - b.Weight
+		}
+		return strings.Compare(a.Name, b.Name)
+	}
+	slices.SortStableFunc(pre, order)
+	slices.SortStableFunc(post, order)
+	var b strings.Builder
+	for _, h := range pre {
+		fmt.Fprintf(&b, "---\n# Source: %s\n%s\n", h.Path, strings.TrimSpace(h.Manifest))
+	}
+	b.WriteString(manifest)
+	for _, h := range post {
+		fmt.Fprintf(&b, "---\n# Source: %s\n%s\n", h.Path, strings.TrimSpace(h.Manifest))
+	}
+	return rendered{manifest: b.String(), skipped: skipped}
+}
+
+// helmIgnored reads the chart's .helmignore (and Helm's defaults) and
+// returns which of its files to keep, as helm template does for a chart
+// directory.
+func helmIgnored(tree *config.FileTree) (func(name string) bool, error) {
+	rules := ignore.Empty()
+	if text, ok := tree.Files[ignore.HelmIgnore]; ok {
+		r, err := ignore.Parse(strings.NewReader(text))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", ignore.HelmIgnore, err)
+		}
+		rules = r
+	}
+	rules.AddDefaults()
+	return func(name string) bool {
+		// A directory rule ignores what is below it, as the walk of a
+		// chart directory skips the directory.
+		dir := ""
+		for part := range strings.SplitSeq(path.Dir(name), "/") {
+			if part == "." {
+				break
+			}
+			dir = path.Join(dir, part)
+			if rules.Ignore(dir, fileInfo{name: part, dir: true}) {
+				return false
+			}
+		}
+		return !rules.Ignore(name, fileInfo{name: path.Base(name)})
+	}, nil
+}
+
+// fileInfo is the little of os.FileInfo .helmignore rules look at.
+type fileInfo struct {
+	name string
+	dir  bool
+}
+
+func (f fileInfo) Name() string { return f.name }
+func (f fileInfo) Size() int64  { return 0 }
+func (f fileInfo) Mode() os.FileMode {
+	if f.dir {
+		return os.ModeDir
+	}
+	return 0
+}
+func (f fileInfo) ModTime() time.Time { return time.Time{} }
+func (f fileInfo) IsDir() bool        { return f.dir }
+func (f fileInfo) Sys() any           { return nil }

@@ -560,7 +560,22 @@ type FakeRuntime struct {
 type KubernetesRuntime struct {
 	Kubeconfig string `json:"kubeconfig,omitempty"`
 	Context    string `json:"context,omitempty"`
+	// KubeVersion is the cluster's Kubernetes version that Helm charts are
+	// rendered for (.Capabilities.KubeVersion, a chart's kubeVersion
+	// constraint), as "1.31" or "v1.31.2"; by default
+	// DefaultKubeVersion.
+	KubeVersion string `json:"kubeVersion,omitempty"`
+	// APIVersions are API versions the cluster serves besides the built-in
+	// Kubernetes ones, for charts that test .Capabilities.APIVersions.Has
+	// (as helm template --api-versions): "group/version" or
+	// "group/version/Kind".
+	APIVersions []string `json:"apiVersions,omitempty"`
 }
+
+// DefaultKubeVersion is the Kubernetes version charts are rendered for when
+// the runtime does not say (the version of the Kubernetes client drover is
+// built with).
+const DefaultKubeVersion = "v1.35.0"
 
 // CustomRuntime deploys with user commands (Prodvana's ExtensionClusterConfig).
 type CustomRuntime struct {

@@ -720,6 +720,11 @@ func (v *validator) task(src *Source, p string, tc *TaskConfig, kc *KubernetesCo
 	}
 }
 
+var (
+	kubeVersionRE = regexp.MustCompile(`^v?[1-9][0-9]*\.[0-9]+(\.[0-9]+)?$`)
+	apiVersionRE  = regexp.MustCompile(`^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?v[0-9]+[a-z0-9]*(/[A-Za-z][A-Za-z0-9]*)?$`)
+)
+
 func (v *validator) runtime(src *Source, rt *Runtime) {
 	v.name(src, "runtime.name", rt.Name, "name")
 	v.labels(src, "runtime.labels", rt.Labels)
@@ -732,6 +737,16 @@ func (v *validator) runtime(src *Source, rt *Runtime) {
 	if len(kinds) > 1 {
 		sortStrings(kinds)
 		v.add(src, "runtime", "set only one runtime type (found %s)", strings.Join(kinds, ", "))
+	}
+	if k := rt.Kubernetes; k != nil {
+		if k.KubeVersion != "" && !kubeVersionRE.MatchString(k.KubeVersion) {
+			v.add(src, "runtime.kubernetes.kubeVersion", "%q is not a Kubernetes version (like 1.31 or v1.31.2)", k.KubeVersion)
+		}
+		for i, av := range k.APIVersions {
+			if !apiVersionRE.MatchString(av) {
+				v.add(src, fmt.Sprintf("runtime.kubernetes.apiVersions[%d]", i), "%q is not an API version (like monitoring.coreos.com/v1 or monitoring.coreos.com/v1/ServiceMonitor)", av)
+			}
+		}
 	}
 	if f := rt.Fake; f != nil && f.FailVersions != "" {
 		if _, err := regexp.Compile(f.FailVersions); err != nil {

@@ -492,6 +492,21 @@ func TestValidateErrors(t *testing.T) {
 				"shop.pvn.yaml:23:31: application.releaseChannels[1].protections[0].lifecycle[1].postDeployment.checkDuration: checkDuration is required and must be positive",
 			},
 		},
+		{
+			name: "kubernetes runtime versions",
+			changes: map[string]string{
+				"runtimes/k.pvn.yaml": `runtime:
+  name: k
+  kubernetes:
+    kubeVersion: "1.x"
+    apiVersions: [monitoring.coreos.com/v1, "not an api version", v1/Pod]
+`,
+			},
+			want: []string{
+				"runtimes/k.pvn.yaml:4:18: runtime.kubernetes.kubeVersion: \"1.x\" is not a Kubernetes version (like 1.31 or v1.31.2)",
+				"runtimes/k.pvn.yaml:5:45: runtime.kubernetes.apiVersions[1]: \"not an api version\" is not an API version (like monitoring.coreos.com/v1 or monitoring.coreos.com/v1/ServiceMonitor)",
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
