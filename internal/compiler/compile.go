@@ -603,9 +603,12 @@ func (c *rcCompiler) kubernetes(field string, kc *config.KubernetesConfig, data 
 			return nil
 		}
 	}
-	rendered, ok := c.renderText(field+".inlined", text, data)
-	if !ok {
-		return nil
+	rendered := text
+	if !kc.Literal {
+		var ok bool
+		if rendered, ok = c.renderText(field+".inlined", text, data); !ok {
+			return nil
+		}
 	}
 	objs, ok := c.decode(field, rendered)
 	if !ok {

@@ -267,6 +267,11 @@ type KubernetesConfig struct {
 	Remote           Unsupported          `json:"remote,omitzero"`
 	EnvInjectionMode EnvInjectionMode     `json:"envInjectionMode,omitempty"`
 	Patches          []KubernetesPatch    `json:"patches,omitempty"`
+	// Literal uses the inlined text or referenced files as they are, not as
+	// Go templates (drover extension): for objects that contain {{ }} of
+	// their own (policy engines, alerting rules, workflow templates).
+	// Patches are still templates, so parameters reach the objects there.
+	Literal bool `json:"literal,omitempty" drover:"extension"`
 	// Tree holds a local directory referenced with subPath, read client-side;
 	// drover sets it in place of local (as pvnctl turns local into remote), and
 	// the compiler resolves the templated subPath inside it per release channel.
