@@ -7,9 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path"
 	"regexp"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -606,7 +608,11 @@ func (c *rcCompiler) kubernetes(field string, kc *config.KubernetesConfig, data 
 	rendered := text
 	if !kc.Literal {
 		var ok bool
+		failed := len(c.errs)
 		if rendered, ok = c.renderText(field+".inlined", text, data); !ok {
+			if kc.Tree != nil && kc.Type == config.KubernetesTypeKustomize && len(c.errs) > failed {
+				locateInTree(&c.errs[len(c.errs)-1], text, kc.Tree)
+			}
 			return nil
 		}
 	}
@@ -654,6 +660,38 @@ func (c *rcCompiler) kubernetes(field string, kc *config.KubernetesConfig, data 
 		out[i] = o
 	}
 	return out
+}
+
+// templateAction matches a Go template action.
+var templateAction = regexp.MustCompile(`{{.*?}}`)
+
+// locateInTree points e, a template error located in kustomize's output
+// (text, after its one-line source marker), at the file of the tree the
+// failing line came from: the one line of the tree's files holding the same
+// template actions. Templates run on kustomize's output, as in Prodvana, but
+// the user wrote the file. When no single line matches, e is left as it is.
+func locateInTree(e *Error, text string, tree *config.FileTree) {
+	lines := strings.Split(text, "\n")
+	if e.Line < 1 || e.Line >= len(lines) {
+		return
+	}
+	actions := templateAction.FindAllString(lines[e.Line], -1)
+	if len(actions) == 0 {
+		return
+	}
+	var file string
+	var line, found int
+	for _, name := range slices.Sorted(maps.Keys(tree.Files)) {
+		for i, l := range strings.Split(tree.Files[name], "\n") {
+			if !slices.ContainsFunc(actions, func(a string) bool { return !strings.Contains(l, a) }) {
+				file, line = name, i+1
+				found++
+			}
+		}
+	}
+	if found == 1 {
+		e.File, e.Line = path.Join(tree.Root, file), line
+	}
 }
 
 // decode splits rendered YAML into objects; errors name the source file.
