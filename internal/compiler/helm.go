@@ -51,9 +51,12 @@ func (c *rcCompiler) helm(field string, h *config.HelmConfig, data *Data, sel Se
 	values := map[string]any{}
 	for i, vo := range h.ValuesOverrides {
 		vf := fmt.Sprintf("%s.valuesOverrides[%d].inlined", field, i)
-		text, ok := c.renderText(vf, vo.Inlined, data)
-		if !ok {
-			return nil
+		text := vo.Inlined
+		if !vo.Literal {
+			var ok bool
+			if text, ok = c.renderText(vf, vo.Inlined, data); !ok {
+				return nil
+			}
 		}
 		var v map[string]any
 		if err := yaml.Unmarshal([]byte(text), &v); err != nil {

@@ -257,6 +257,10 @@ type HelmValues struct {
 	Inlined string       `json:"inlined,omitempty"`
 	Local   *LocalConfig `json:"local,omitempty"`
 	Remote  Unsupported  `json:"remote,omitzero"`
+	// Literal uses the values as they are, not as a Go template (drover
+	// extension): for values that hold {{ }} the chart itself evaluates
+	// (tpl), such as notification or dashboard templates.
+	Literal bool `json:"literal,omitempty" drover:"extension"`
 }
 
 // KubernetesConfig references Kubernetes YAML or a kustomize directory.
