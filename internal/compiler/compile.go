@@ -32,8 +32,10 @@ type Input struct {
 	Runtimes           map[string]*config.Runtime
 	Protections        map[string]*config.Protection
 	DeliveryExtensions map[string]*config.DeliveryExtension
-	Service            *config.Service
-	Params             []ParamValue
+	// Registries are the containerRegistry configs by name.
+	Registries map[string]*config.ContainerRegistry
+	Service    *config.Service
+	Params     []ParamValue
 	// ReleaseChannels limits the release channels in the result (all when
 	// empty). The bundle version always covers every channel.
 	ReleaseChannels []string
@@ -320,7 +322,12 @@ func (c *rcCompiler) compile() *CompiledReleaseChannel {
 	if !ok {
 		return nil
 	}
-	params, err := resolveParams(svc.Parameters, c.in.Params, c.rc.Name, c.in.Placeholders)
+	defs, err := resolveRegistries(svc.Parameters, c.in.Registries)
+	if err != nil {
+		c.fail(Error{Object: c.serviceObject(), Field: "service.parameters", Msg: err.Error()})
+		return nil
+	}
+	params, err := resolveParams(defs, c.in.Params, c.rc.Name, c.in.Placeholders)
 	if err != nil {
 		c.fail(Error{Object: c.serviceObject(), Field: "service.parameters", Msg: err.Error()})
 		return nil
@@ -797,6 +804,9 @@ func (c *rcCompiler) customRuntime(field string, cr *config.CustomRuntimeValues,
 		defs = rt.Custom.Parameters
 	case "terraformRunner":
 		defs = terraformRunnerParams
+		if sa := rt.TerraformRunner.ServiceAccount; sa != "" {
+			c.note(fmt.Sprintf("runtime %s: terraformRunner.serviceAccount %q is not used yet: drover runs the runner's commands on its own host, not as Kubernetes Jobs", rt.Name, sa))
+		}
 	}
 	obj := &CustomRuntimeObject{Kind: kind, Runtime: rt.Name, ParameterValues: map[string]any{}}
 	byName := map[string]*config.ParameterDefinition{}

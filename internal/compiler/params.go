@@ -5,7 +5,9 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -350,4 +352,50 @@ func nameHint(defs []config.ParameterDefinition) string {
 		names[i] = d.Name
 	}
 	return " (parameters: " + strings.Join(names, ", ") + ")"
+}
+
+// resolveRegistries returns defs with each dockerImage's registry that names
+// a containerRegistry config replaced by that registry's host, and its
+// repository prefix put before the image repository. Hosts and Docker Hub's
+// names are kept; any other name must be a configured registry. defs is not
+// modified.
+func resolveRegistries(defs []config.ParameterDefinition, registries map[string]*config.ContainerRegistry) ([]config.ParameterDefinition, error) {
+	out, cloned := defs, false
+	for i, def := range defs {
+		if def.DockerImage == nil || def.DockerImage.ImageRegistryInfo == nil {
+			continue
+		}
+		info := *def.DockerImage.ImageRegistryInfo
+		name := info.ContainerRegistry
+		if name == "" {
+			name = info.ContainerRegistryID
+		}
+		reg, ok := registries[name]
+		if !ok {
+			if _, err := config.RegistryHost(&info); err != nil {
+				return nil, fmt.Errorf("parameter %q: container registry %q is neither a registry host nor a containerRegistry config%s",
+					def.Name, name, registryHint(registries))
+			}
+			continue
+		}
+		info.ContainerRegistry, info.ContainerRegistryID = reg.Host, ""
+		if p := strings.Trim(reg.RepositoryPrefix, "/"); p != "" {
+			info.ImageRepository = p + "/" + strings.TrimPrefix(info.ImageRepository, "/")
+		}
+		di := *def.DockerImage
+		di.ImageRegistryInfo = &info
+		if !cloned {
+			out, cloned = slices.Clone(defs), true
+		}
+		out[i].DockerImage = &di
+	}
+	return out, nil
+}
+
+// registryHint lists the configured registries for an error message.
+func registryHint(registries map[string]*config.ContainerRegistry) string {
+	if len(registries) == 0 {
+		return " (no containerRegistry is configured)"
+	}
+	return " (configured: " + strings.Join(slices.Sorted(maps.Keys(registries)), ", ") + ")"
 }

@@ -34,6 +34,7 @@ func InputFor(set *config.Set, key config.ServiceKey) (Input, error) {
 		Runtimes:           set.RuntimeConfigs(),
 		Protections:        set.ProtectionConfigs(),
 		DeliveryExtensions: set.DeliveryExtensionConfigs(),
+		Registries:         set.RegistryConfigs(),
 		Service:            src.File.Service,
 	}, nil
 }

@@ -130,7 +130,7 @@ func parseYAML(name string, data []byte) (root *yaml.Node, err error) {
 }
 
 func kindNames() []string {
-	return []string{"application", "service", "runtime", "protection", "deliveryExtension", "releaseChannel"}
+	return []string{"application", "service", "runtime", "protection", "deliveryExtension", "releaseChannel", "containerRegistry"}
 }
 
 func checkOneKind(name string, doc *yaml.Node, f *File) error {
@@ -152,6 +152,9 @@ func checkOneKind(name string, doc *yaml.Node, f *File) error {
 	}
 	if f.ReleaseChannel != nil {
 		kinds = append(kinds, "releaseChannel")
+	}
+	if f.ContainerRegistry != nil {
+		kinds = append(kinds, "containerRegistry")
 	}
 	pos := Position{Line: doc.Line, Column: doc.Column}
 	switch {

@@ -42,6 +42,8 @@ func (s *Source) Kind() string {
 		return "deliveryExtension"
 	case f.ReleaseChannel != nil:
 		return "releaseChannel"
+	case f.ContainerRegistry != nil:
+		return "containerRegistry"
 	}
 	return ""
 }
@@ -62,6 +64,8 @@ func (s *Source) Name() string {
 		return f.DeliveryExtension.Name
 	case f.ReleaseChannel != nil:
 		return f.ReleaseChannel.Name
+	case f.ContainerRegistry != nil:
+		return f.ContainerRegistry.Name
 	}
 	return ""
 }

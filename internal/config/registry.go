@@ -6,8 +6,9 @@ import (
 )
 
 // dockerHubNames are the registry names that mean Docker Hub. Prodvana names
-// registries by integration ("dockerhub-public"); drover has no registry
-// integrations, so a registry is either one of these names or a host.
+// registries by integration ("dockerhub-public"); in drover a registry is one
+// of these names, a host, or the name of a containerRegistry config (which
+// the compiler resolves before RegistryHost is asked).
 var dockerHubNames = map[string]bool{
 	"dockerhub": true, "dockerhub-public": true, "docker-hub": true, "docker.io": true, "index.docker.io": true,
 }
@@ -26,7 +27,7 @@ func RegistryHost(info *ImageRegistryInfo) (string, error) {
 	case strings.ContainsAny(reg, ".:") || reg == "localhost":
 		return reg, nil
 	}
-	return "", fmt.Errorf("container registry %q is not a registry host: drover resolves registries by host (e.g. ghcr.io, registry.example.com:5000) or dockerhub-public", reg)
+	return "", fmt.Errorf("container registry %q is neither a registry host (e.g. ghcr.io, registry.example.com:5000), dockerhub-public, nor a containerRegistry config", reg)
 }
 
 // ImageRepository returns the repository with its registry, e.g. docker.io/library/nginx.

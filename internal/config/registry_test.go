@@ -30,7 +30,7 @@ func TestRegistryHost(t *testing.T) {
 	}
 	for _, reg := range []string{"my-registry", "ecr", "localhost5000"} {
 		_, err := RegistryHost(&ImageRegistryInfo{ContainerRegistry: reg})
-		if err == nil || !strings.Contains(err.Error(), `container registry "`+reg+`" is not a registry host`) {
+		if err == nil || !strings.Contains(err.Error(), `container registry "`+reg+`" is neither a registry host`) {
 			t.Errorf("RegistryHost(%q) error = %v", reg, err)
 		}
 	}

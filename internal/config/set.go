@@ -13,6 +13,7 @@ type Set struct {
 	Runtimes           map[string]*Source
 	Protections        map[string]*Source
 	DeliveryExtensions map[string]*Source
+	Registries         map[string]*Source
 	// ReleaseChannels are standalone releaseChannel files, by application.
 	ReleaseChannels map[string][]*Source
 }
@@ -31,6 +32,7 @@ func NewSet(sources []*Source) (*Set, ErrorList) {
 		Runtimes:           map[string]*Source{},
 		Protections:        map[string]*Source{},
 		DeliveryExtensions: map[string]*Source{},
+		Registries:         map[string]*Source{},
 		ReleaseChannels:    map[string][]*Source{},
 	}
 	var errs ErrorList
@@ -62,6 +64,8 @@ func NewSet(sources []*Source) (*Set, ErrorList) {
 			put(s.Protections, src, "protection.name")
 		case f.DeliveryExtension != nil:
 			put(s.DeliveryExtensions, src, "deliveryExtension.name")
+		case f.ContainerRegistry != nil:
+			put(s.Registries, src, "containerRegistry.name")
 		case f.ReleaseChannel != nil:
 			app := f.ReleaseChannel.Application
 			s.ReleaseChannels[app] = append(s.ReleaseChannels[app], src)
@@ -85,6 +89,15 @@ func (s *Set) RuntimeConfigs() map[string]*Runtime {
 	out := make(map[string]*Runtime, len(s.Runtimes))
 	for n, src := range s.Runtimes {
 		out[n] = src.File.Runtime
+	}
+	return out
+}
+
+// RegistryConfigs returns the containerRegistry configs by name.
+func (s *Set) RegistryConfigs() map[string]*ContainerRegistry {
+	out := make(map[string]*ContainerRegistry, len(s.Registries))
+	for n, src := range s.Registries {
+		out[n] = src.File.ContainerRegistry
 	}
 	return out
 }

@@ -21,7 +21,22 @@ type File struct {
 	Runtime             *Runtime             `json:"runtime,omitempty"`
 	DeliveryExtension   *DeliveryExtension   `json:"deliveryExtension,omitempty"`
 	ReleaseChannel      *ReleaseChannel      `json:"releaseChannel,omitempty"`
+	ContainerRegistry   *ContainerRegistry   `json:"containerRegistry,omitempty" drover:"extension"`
 	Recipe              Unsupported          `json:"recipe,omitzero"`
+}
+
+// ContainerRegistry names a container registry (drover extension), as a
+// registry linked once in Prodvana is named: a parameter's
+// imageRegistryInfo.containerRegistry NAME resolves through it to its host
+// and repository prefix.
+type ContainerRegistry struct {
+	Name string `json:"name"`
+	// Host is the registry's host, with a port if any (ghcr.io,
+	// registry.example.com:5000, docker.io).
+	Host string `json:"host"`
+	// RepositoryPrefix is put before each image repository
+	// ("acme" makes imageRepository web acme/web).
+	RepositoryPrefix string `json:"repositoryPrefix,omitempty"`
 }
 
 // Application groups services that share release requirements.
@@ -659,7 +674,10 @@ type TerraformRunner struct {
 	DisableDriftDetection      bool                `json:"disableDriftDetection,omitempty"`
 	Volumes                    Unsupported         `json:"volumes,omitzero"`
 	TaskResources              Unsupported         `json:"taskResources,omitzero"`
-	ServiceAccount             Unsupported         `json:"serviceAccount,omitzero"`
+	// ServiceAccount is the Kubernetes service account the runner's commands
+	// run as once they run as Jobs of a proxyRuntime; until then drover runs
+	// them on its own host, and the compile notes say the account is unused.
+	ServiceAccount string `json:"serviceAccount,omitempty"`
 }
 
 // RunnerCommand is a shell command run before terraform.

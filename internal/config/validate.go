@@ -52,9 +52,38 @@ func (s *Set) Validate() ErrorList {
 			v.deliveryExtension(src, "deliveryExtension", f.DeliveryExtension, true)
 		case f.ReleaseChannel != nil:
 			v.standaloneReleaseChannel(src, f.ReleaseChannel)
+		case f.ContainerRegistry != nil:
+			v.containerRegistry(src, f.ContainerRegistry)
 		}
 	}
 	return v.errs
+}
+
+// registryConfigured reports whether info names a containerRegistry config.
+func (v *validator) registryConfigured(info *ImageRegistryInfo) bool {
+	name := info.ContainerRegistry
+	if name == "" {
+		name = info.ContainerRegistryID
+	}
+	_, ok := v.set.Registries[name]
+	return ok
+}
+
+// registryHostRE is a registry host: DNS names or an IPv4 address, with an
+// optional port.
+var registryHostRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*(:[0-9]{1,5})?$`)
+
+func (v *validator) containerRegistry(src *Source, r *ContainerRegistry) {
+	v.name(src, "containerRegistry.name", r.Name, "name")
+	switch host := strings.ToLower(r.Host); {
+	case r.Host == "":
+		v.add(src, "containerRegistry.host", "host is required (like ghcr.io or registry.example.com:5000)")
+	case !registryHostRE.MatchString(host):
+		v.add(src, "containerRegistry.host", "%q is not a registry host (like ghcr.io or registry.example.com:5000): no scheme, path or user", r.Host)
+	}
+	if p := r.RepositoryPrefix; p != "" && (strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") || strings.Contains(p, "//") || strings.ContainsAny(p, ": @")) {
+		v.add(src, "containerRegistry.repositoryPrefix", "%q is not a repository path (like acme or acme/team)", p)
+	}
 }
 
 func (v *validator) name(src *Source, path, name, what string) {
@@ -593,7 +622,7 @@ func (v *validator) parameters(src *Source, path string, defs []ParameterDefinit
 			di := d.DockerImage
 			if di.ImageRegistryInfo == nil || di.ImageRegistryInfo.ImageRepository == "" {
 				v.add(src, p+".dockerImage.imageRegistryInfo", "imageRegistryInfo with imageRepository is required")
-			} else if _, err := RegistryHost(di.ImageRegistryInfo); err != nil {
+			} else if _, err := RegistryHost(di.ImageRegistryInfo); err != nil && !v.registryConfigured(di.ImageRegistryInfo) {
 				v.add(src, p+".dockerImage.imageRegistryInfo", "%v", err)
 			}
 			if di.DefaultTag != "" && !ValidDockerTag(di.DefaultTag) {

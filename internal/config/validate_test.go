@@ -416,7 +416,7 @@ func TestValidateErrors(t *testing.T) {
 `,
 			},
 			want: []string{
-				"services/web.pvn.yaml:8:28: service.parameters[0].dockerImage.imageRegistryInfo: container registry \"my-registry\" is not a registry host: drover resolves registries by host (e.g. ghcr.io, registry.example.com:5000) or dockerhub-public",
+				"services/web.pvn.yaml:8:28: service.parameters[0].dockerImage.imageRegistryInfo: container registry \"my-registry\" is neither a registry host (e.g. ghcr.io, registry.example.com:5000), dockerhub-public, nor a containerRegistry config",
 				"services/web.pvn.yaml:11:21: service.parameters[1].dockerImage.defaultTag: invalid image tag \"-bad\"",
 				"services/web.pvn.yaml:15:28: service.parameters[2].dockerImage.imageRegistryInfo: imageRegistryInfo with imageRepository is required",
 			},
@@ -589,7 +589,7 @@ func TestValidateListsEveryError(t *testing.T) {
 		`services/web.pvn.yaml:3:16: service.application: unknown application "shop" (did you mean "Shop"?)`,
 		`services/web.pvn.yaml:4:15: service.bundleName: invalid template: unclosed action`,
 		`services/web.pvn.yaml:5:21: service.kubernetesConfig: set inlined or local`,
-		`services/web.pvn.yaml:9:28: service.parameters[0].dockerImage.imageRegistryInfo: container registry "corp" is not a registry host: drover resolves registries by host (e.g. ghcr.io, registry.example.com:5000) or dockerhub-public`,
+		`services/web.pvn.yaml:9:28: service.parameters[0].dockerImage.imageRegistryInfo: container registry "corp" is neither a registry host (e.g. ghcr.io, registry.example.com:5000), dockerhub-public, nor a containerRegistry config`,
 		`services/web.pvn.yaml:10:13: service.parameters[1].name: duplicate parameter "image"`,
 		`services/web.pvn.yaml:14:19: service.convergenceExtensions[0].ref.name: unknown deliveryExtension "migrations"`,
 		`shop.pvn.yaml:2:9: application.name: name "Shop" is not valid: use lower-case letters, digits and '-', starting with a letter`,

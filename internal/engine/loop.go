@@ -181,14 +181,20 @@ func (l *Loop) Enqueue(app, svc string) { l.queue.Add(serviceKey(app, svc)) }
 func (l *Loop) Run(ctx context.Context) error {
 	if l.exclusive {
 		if err := l.resetInterrupted(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped before it started
+			}
 			return fmt.Errorf("engine: %w", err)
 		}
 	}
-	stopApplies := l.startApplyContext(ctx)
 	active, err := l.store.ListActiveDesiredStates(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return fmt.Errorf("engine: list desired states: %w", err)
 	}
+	stopApplies := l.startApplyContext(ctx)
 	for _, d := range active {
 		l.Enqueue(d.Application, d.Service)
 	}

@@ -294,7 +294,7 @@ func (s *Server) compileInput(ctx context.Context, app, svc string) (compiler.In
 		}
 		srcs = append(srcs, src)
 	}
-	for _, kind := range []string{"runtime", "protection", "deliveryExtension", "releaseChannel"} {
+	for _, kind := range []string{"runtime", "protection", "deliveryExtension", "releaseChannel", "containerRegistry"} {
 		more, _, err := s.storedSources(ctx, kind)
 		if err != nil {
 			return compiler.Input{}, 0, err
