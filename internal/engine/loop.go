@@ -182,7 +182,7 @@ func (l *Loop) Run(ctx context.Context) error {
 	if l.exclusive {
 		if err := l.resetInterrupted(ctx); err != nil {
 			if ctx.Err() != nil {
-				return nil // stopped before it started
+				return nil //nolint:nilerr // stopped before it started: a stop, not a failure
 			}
 			return fmt.Errorf("engine: %w", err)
 		}
@@ -190,7 +190,7 @@ func (l *Loop) Run(ctx context.Context) error {
 	active, err := l.store.ListActiveDesiredStates(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil
+			return nil //nolint:nilerr // stopped before it started: a stop, not a failure
 		}
 		return fmt.Errorf("engine: list desired states: %w", err)
 	}
