@@ -112,3 +112,38 @@ func FuzzParams(f *testing.F) {
 		}
 	})
 }
+
+// FuzzHelmFileNames renders a chart holding a file with an odd name (and an
+// odd .helmignore): it never panics, and a template under templates/ that is
+// not ignored renders its object.
+func FuzzHelmFileNames(f *testing.F) {
+	for _, seed := range [][2]string{
+		{"templates/cm.yaml", ""},
+		{"templates/a+b (1).yaml", "*.bak"},
+		{"templates/ha-1.21+/cm.yaml", "ha-1.21+/"},
+		{"templates/ü.yaml", "templates/"},
+		{"templates/../x.yaml", ""},
+		{"templates/.hidden.yaml", ".*"},
+		{"templates/x.yaml", "[z-a]"},
+		{"charts/sub/templates/x.yaml", "!x"},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	f.Fuzz(func(t *testing.T, name, ignore string) {
+		tree := &config.FileTree{Root: "chart", Files: map[string]string{
+			"Chart.yaml":  "apiVersion: v2\nname: c\nversion: 0.1.0\n",
+			".helmignore": ignore,
+			name:          "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: fuzzed}\n",
+		}}
+		caps, err := helmCapabilities(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		helmSlot <- struct{}{} // renderChart's caller holds it
+		r, err := renderChart(tree, "rel", "ns", map[string]any{}, caps)
+		<-helmSlot
+		if err == nil && strings.Contains(r.manifest, "name: fuzzed") && !strings.Contains(name, "templates/") {
+			t.Errorf("%q rendered although it is not a template: %s", name, r.manifest)
+		}
+	})
+}
