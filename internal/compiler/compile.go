@@ -710,6 +710,9 @@ func (c *rcCompiler) decode(field, rendered string) ([]manifest.Object, bool) {
 		if errors.As(err, &me) {
 			e.File, e.Line = config.LocateSource(rendered, me.Line)
 			e.Msg = "invalid Kubernetes YAML: " + me.Msg
+			if me.Unappliable {
+				e.Msg = "object cannot be applied: " + me.Msg
+			}
 		}
 		c.fail(e)
 		return nil, false

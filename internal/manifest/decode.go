@@ -24,6 +24,9 @@ type Object = map[string]any
 type Error struct {
 	Line, Column int
 	Msg          string
+	// Unappliable marks a well-formed object that breaks a rule of package
+	// kubeobj (DecodeApplicable), rather than invalid YAML.
+	Unappliable bool
 }
 
 func (e *Error) Error() string {
@@ -250,12 +253,16 @@ func (c *converter) check(obj Object, n *yaml.Node) error {
 		if fn := fieldNode(n, field); fn != nil {
 			at = fn
 		}
-		return errorAt(at, "%s", msg)
+		e := errorAt(at, "%s", msg)
+		e.Unappliable = true
+		return e
 	}
 	key := kubeobj.Key(obj)
 	if first, dup := c.seen[key]; dup {
 		meta, _ := obj["metadata"].(map[string]any)
-		return errorAt(n, "%s %v appears twice (first at line %d): each object may be given once", obj["kind"], meta["name"], first)
+		e := errorAt(n, "%s %v appears twice (first at line %d): each object may be given once", obj["kind"], meta["name"], first)
+		e.Unappliable = true
+		return e
 	}
 	if c.seen == nil {
 		c.seen = map[string]int{}
