@@ -117,8 +117,9 @@ func (s *Store) commitGroup(reqs []*writeReq) {
 			r.finish(err)
 		}
 	}
-	// The group outlives any one caller's context; each request's own
-	// statements still use its context (a canceled one fails that request).
+	// The group outlives any one caller's context, and its statements run
+	// under the group's (see wtx): a request canceled before its group
+	// started was not run above; once running, it completes.
 	ctx := context.Background()
 	conn, err := s.write.Conn(ctx)
 	if err != nil {
@@ -138,7 +139,7 @@ func (s *Store) commitGroup(reqs []*writeReq) {
 		failAll(err)
 		return
 	}
-	wt := s.newWtx(tx)
+	wt := s.newWtx(ctx, tx)
 	errs := make([]error, len(live))
 	for i, r := range live {
 		if _, err := wt.ExecContext(ctx, "SAVEPOINT w"); err != nil {

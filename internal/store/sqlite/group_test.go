@@ -99,3 +99,50 @@ func TestGroupCommitKeepsEachWriteApart(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupCommitIgnoresContextsOnceRunning: a request whose context ends
+// while its group runs neither fails its own statements nor interrupts the
+// others' (they share one connection, which the driver would interrupt):
+// every write of the group commits.
+func TestGroupCommitIgnoresContextsOnceRunning(t *testing.T) {
+	t.Parallel()
+	s, _ := openTemp(t)
+	t.Cleanup(func() { _ = s.Close() })
+	ctx := t.Context()
+	if err := s.writeTx(ctx, func(tx *wtx) error {
+		_, err := tx.ExecContext(ctx, "CREATE TABLE c (k INTEGER PRIMARY KEY)")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	const writers = 100
+	var wg sync.WaitGroup
+	errs := make([]error, writers)
+	for i := range writers {
+		wg.Go(func() {
+			wctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			errs[i] = s.writeTxMode(wctx, crashSafe, func(tx *wtx) error {
+				if i%2 == 0 {
+					cancel() // its caller gives up while the group runs
+				}
+				for j := range 20 {
+					if _, err := tx.ExecContext(wctx, "INSERT INTO c (k) VALUES (?)", i*100+j); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("write %d: %v", i, err)
+		}
+	}
+	var n int
+	if err := s.read.QueryRowContext(ctx, "SELECT count(*) FROM c").Scan(&n); err != nil || n != writers*20 {
+		t.Errorf("%d rows (%v), want %d", n, err, writers*20)
+	}
+}

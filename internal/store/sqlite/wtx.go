@@ -15,7 +15,15 @@ import (
 // saw it (the write pool has a single connection, which the transaction
 // holds); until then it runs unprepared. Queries are the store's constant
 // strings, so the set stays small.
+//
+// Statements run under the group's context, not the one each request passes:
+// the requests of a group share one connection, and the SQLite driver
+// interrupts the connection when a statement's context ends, which would
+// stop another request's statement (and roll the group's transaction back).
+// A request whose context ended before its group started is not run (see
+// commitGroup); once its group runs, it completes.
 type wtx struct {
+	ctx   context.Context
 	tx    *sql.Tx
 	stmts *writeStmts
 	// bound are the statements bound to tx so far (tx.StmtContext allocates).
@@ -29,11 +37,13 @@ type writeStmts struct {
 	missed map[string]struct{}
 }
 
-func (s *Store) newWtx(tx *sql.Tx) *wtx { return &wtx{tx: tx, stmts: &s.wstmts} }
+func (s *Store) newWtx(ctx context.Context, tx *sql.Tx) *wtx {
+	return &wtx{ctx: ctx, tx: tx, stmts: &s.wstmts}
+}
 
 // stmt returns q bound to the transaction, or nil when q is not prepared yet
 // (it is then noted for prepareMissed).
-func (t *wtx) stmt(ctx context.Context, q string) *sql.Stmt {
+func (t *wtx) stmt(q string) *sql.Stmt {
 	if st, ok := t.bound[q]; ok {
 		return st
 	}
@@ -49,7 +59,7 @@ func (t *wtx) stmt(ctx context.Context, q string) *sql.Stmt {
 	if !ok {
 		return nil
 	}
-	b := t.tx.StmtContext(ctx, st)
+	b := t.tx.StmtContext(t.ctx, st)
 	if t.bound == nil {
 		t.bound = make(map[string]*sql.Stmt)
 	}
@@ -57,28 +67,31 @@ func (t *wtx) stmt(ctx context.Context, q string) *sql.Stmt {
 	return b
 }
 
-// ExecContext is sql.Tx.ExecContext through the prepared statement of q.
-func (t *wtx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	if st := t.stmt(ctx, q); st != nil {
-		return st.ExecContext(ctx, args...)
+// ExecContext is sql.Tx.ExecContext through the prepared statement of q,
+// under the group's context (see wtx).
+func (t *wtx) ExecContext(_ context.Context, q string, args ...any) (sql.Result, error) {
+	if st := t.stmt(q); st != nil {
+		return st.ExecContext(t.ctx, args...)
 	}
-	return t.tx.ExecContext(ctx, q, args...)
+	return t.tx.ExecContext(t.ctx, q, args...)
 }
 
-// QueryContext is sql.Tx.QueryContext through the prepared statement of q.
-func (t *wtx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
-	if st := t.stmt(ctx, q); st != nil {
-		return st.QueryContext(ctx, args...)
+// QueryContext is sql.Tx.QueryContext through the prepared statement of q,
+// under the group's context (see wtx).
+func (t *wtx) QueryContext(_ context.Context, q string, args ...any) (*sql.Rows, error) {
+	if st := t.stmt(q); st != nil {
+		return st.QueryContext(t.ctx, args...)
 	}
-	return t.tx.QueryContext(ctx, q, args...)
+	return t.tx.QueryContext(t.ctx, q, args...)
 }
 
-// QueryRowContext is sql.Tx.QueryRowContext through the prepared statement of q.
-func (t *wtx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
-	if st := t.stmt(ctx, q); st != nil {
-		return st.QueryRowContext(ctx, args...)
+// QueryRowContext is sql.Tx.QueryRowContext through the prepared statement
+// of q, under the group's context (see wtx).
+func (t *wtx) QueryRowContext(_ context.Context, q string, args ...any) *sql.Row {
+	if st := t.stmt(q); st != nil {
+		return st.QueryRowContext(t.ctx, args...)
 	}
-	return t.tx.QueryRowContext(ctx, q, args...)
+	return t.tx.QueryRowContext(t.ctx, q, args...)
 }
 
 // prepareMissed prepares on db the queries transactions ran unprepared. It
