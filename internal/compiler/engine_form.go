@@ -46,12 +46,7 @@ func (r *Result) Engine() (*ds.Compiled, error) {
 			}
 		}
 		for k, v := range rc.Env {
-			switch {
-			case v.RawSecret != "":
-				ch.SetEnv(k, v.RawSecret, true)
-			case v.Secret == nil && v.KubernetesSecret == nil:
-				ch.SetEnv(k, v.Value, false)
-			}
+			ch.AddEnv(k, v.Value, v.RawSecret, v.Secret != nil || v.KubernetesSecret != nil)
 		}
 		sort.Strings(ch.SecretEnv)
 		c.Channels = append(c.Channels, ch)

@@ -70,7 +70,7 @@ func decodeFile(name string, data []byte, internal bool) (*Decoded, error) {
 		return nil, err
 	}
 	if root == nil || len(root.Content) == 0 {
-		return nil, ErrorList{{File: name, Line: 1, Column: 1, Msg: "empty file: expected one of " + strings.Join(kindNames(), ", ")}}
+		return nil, ErrorList{{File: name, Line: 1, Column: 1, Msg: "empty file: expected one of " + strings.Join(KindNames(), ", ")}}
 	}
 	out := &Decoded{File: &File{}, Pos: d.pos}
 	doc := root.Content[0]
@@ -129,7 +129,8 @@ func parseYAML(name string, data []byte) (root *yaml.Node, err error) {
 	}
 }
 
-func kindNames() []string {
+// KindNames are the config kinds, exactly one of which a file holds.
+func KindNames() []string {
 	return []string{"application", "service", "runtime", "protection", "deliveryExtension", "releaseChannel", "containerRegistry"}
 }
 
@@ -159,7 +160,7 @@ func checkOneKind(name string, doc *yaml.Node, f *File) error {
 	pos := Position{Line: doc.Line, Column: doc.Column}
 	switch {
 	case len(kinds) == 0:
-		return ErrorList{{File: name, Line: pos.Line, Column: pos.Column, Msg: "no config kind: expected exactly one of " + strings.Join(kindNames(), ", ")}}
+		return ErrorList{{File: name, Line: pos.Line, Column: pos.Column, Msg: "no config kind: expected exactly one of " + strings.Join(KindNames(), ", ")}}
 	case len(kinds) > 1:
 		return ErrorList{{File: name, Line: pos.Line, Column: pos.Column, Msg: "more than one config kind (" + strings.Join(kinds, ", ") + "): put each in its own file"}}
 	}

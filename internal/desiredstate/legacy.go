@@ -99,12 +99,7 @@ func decodeLegacy(raw []byte) (*Compiled, error) {
 		ch.ConvergenceGrace = Duration{grace}
 		ch.EveryAction = everyAction || approveEach
 		for k, v := range rc.Env {
-			switch {
-			case v.RawSecret != "":
-				ch.SetEnv(k, v.RawSecret, true)
-			case v.Secret == nil && v.KubernetesSecret == nil:
-				ch.SetEnv(k, v.Value, false)
-			}
+			ch.AddEnv(k, v.Value, v.RawSecret, v.Secret != nil || v.KubernetesSecret != nil)
 		}
 		sort.Strings(ch.SecretEnv)
 		c.Channels = append(c.Channels, ch)
@@ -112,8 +107,20 @@ func decodeLegacy(raw []byte) (*Compiled, error) {
 	return c, nil
 }
 
-// SetEnv sets an environment variable of the channel.
-func (c *Channel) SetEnv(k, v string, secret bool) {
+// AddEnv adds an environment variable of a config as the engine carries it:
+// a raw secret as a secret, a plain value as it is; one that references a
+// secret store (stored) is left to the runtime that resolves it.
+func (c *Channel) AddEnv(k, value, rawSecret string, stored bool) {
+	switch {
+	case rawSecret != "":
+		c.setEnv(k, rawSecret, true)
+	case !stored:
+		c.setEnv(k, value, false)
+	}
+}
+
+// setEnv sets an environment variable of the channel.
+func (c *Channel) setEnv(k, v string, secret bool) {
 	if c.Env == nil {
 		c.Env = map[string]string{}
 	}

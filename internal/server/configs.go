@@ -294,7 +294,10 @@ func (s *Server) compileInput(ctx context.Context, app, svc string) (compiler.In
 		}
 		srcs = append(srcs, src)
 	}
-	for _, kind := range []string{"runtime", "protection", "deliveryExtension", "releaseChannel", "containerRegistry"} {
+	for _, kind := range config.KindNames() {
+		if kind == "application" || kind == "service" {
+			continue // the service's own, read above
+		}
 		more, _, err := s.storedSources(ctx, kind)
 		if err != nil {
 			return compiler.Input{}, 0, err

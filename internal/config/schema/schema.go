@@ -37,7 +37,7 @@ const (
 // The config kinds, exactly one of which a file holds (decode.go's
 // checkOneKind), and the metadata allowed only beside one of them.
 var (
-	kinds    = []string{"application", "service", "runtime", "protection", "deliveryExtension", "releaseChannel", "containerRegistry"}
+	kinds    = config.KindNames()
 	metadata = map[string]string{"applicationMetadata": "application", "serviceMetadata": "service"}
 )
 

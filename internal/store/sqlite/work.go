@@ -207,13 +207,7 @@ func (s *Store) HeartbeatTask(ctx context.Context, task store.Task, ttl time.Dur
 		out.Expires = now().Add(ttl)
 		res, err := tx.ExecContext(ctx, "UPDATE tasks SET expires = ? WHERE id = ? AND status = 'running' AND owner = ? AND token = ?",
 			dbTime(out.Expires), task.ID, task.Owner, task.Token)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil || n != 1 {
-			return fmt.Errorf("task %d is no longer claimed by %s (token %d): %w", task.ID, task.Owner, task.Token, store.ErrFenced)
-		}
-		return nil
+		return claimHeld(res, err, task)
 	})
 	if err != nil {
 		return store.Task{}, fmt.Errorf("heartbeat task: %w", err)
@@ -226,66 +220,66 @@ func (s *Store) CompleteTask(ctx context.Context, task store.Task, status store.
 	if status != store.TaskSucceeded && status != store.TaskFailed {
 		return fmt.Errorf("complete task %d: status must be %s or %s, not %q", task.ID, store.TaskSucceeded, store.TaskFailed, status)
 	}
+	return s.endClaim(ctx, "complete", task, b, func(tx *wtx, t time.Time) error {
+		res, err := tx.ExecContext(ctx, `UPDATE tasks SET status = ?, message = ?, finished_at = ?, expires = NULL
+			WHERE id = ? AND status = 'running' AND owner = ? AND token = ?`,
+			status, message, dbTime(t), task.ID, task.Owner, task.Token)
+		if err := claimHeld(res, err, task); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `DELETE FROM tasks WHERE key = ?1 AND instance = ?2 AND status IN ('succeeded', 'failed')
+			AND id NOT IN (SELECT id FROM tasks WHERE key = ?1 AND instance = ?2 AND status IN ('succeeded', 'failed') ORDER BY id DESC LIMIT ?3)`,
+			task.Key, task.Instance, store.KeepFinishedTasks)
+		return err
+	})
+}
+
+// ReleaseTask implements store.Store.
+func (s *Store) ReleaseTask(ctx context.Context, task store.Task, message string, b *store.Batch) error {
+	return s.endClaim(ctx, "release", task, b, func(tx *wtx, _ time.Time) error {
+		res, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'pending', owner = '', expires = NULL, message = ?
+			WHERE id = ? AND status = 'running' AND owner = ? AND token = ?`,
+			message, task.ID, task.Owner, task.Token)
+		return claimHeld(res, err, task)
+	})
+}
+
+// endClaim runs end (which ends the claim task, failing with claimHeld's
+// error when it is no longer held) and applies b (may be nil) in one
+// transaction, as CompleteTask and ReleaseTask do.
+func (s *Store) endClaim(ctx context.Context, verb string, task store.Task, b *store.Batch, end func(tx *wtx, t time.Time) error) error {
 	if b == nil {
 		b = &store.Batch{}
 	}
 	if err := validateBatch(b); err != nil {
-		return fmt.Errorf("complete task %d: %w", task.ID, err)
+		return fmt.Errorf("%s task %d: %w", verb, task.ID, err)
 	}
 	t := now()
 	var seqs, ids []int64
 	err := s.writeTxMode(ctx, crashSafe, func(tx *wtx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE tasks SET status = ?, message = ?, finished_at = ?, expires = NULL
-			WHERE id = ? AND status = 'running' AND owner = ? AND token = ?`,
-			status, message, dbTime(t), task.ID, task.Owner, task.Token)
-		if err != nil {
+		if err := end(tx, t); err != nil {
 			return err
 		}
-		if n, err := res.RowsAffected(); err != nil || n != 1 {
-			return fmt.Errorf("task %d is no longer claimed by %s (token %d): %w", task.ID, task.Owner, task.Token, store.ErrFenced)
-		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM tasks WHERE key = ?1 AND instance = ?2 AND status IN ('succeeded', 'failed')
-			AND id NOT IN (SELECT id FROM tasks WHERE key = ?1 AND instance = ?2 AND status IN ('succeeded', 'failed') ORDER BY id DESC LIMIT ?3)`,
-			task.Key, task.Instance, store.KeepFinishedTasks); err != nil {
-			return err
-		}
+		var err error
 		seqs, ids, err = s.applyBatch(ctx, tx, b, t)
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("complete task %d: %w", task.ID, err)
+		return fmt.Errorf("%s task %d: %w", verb, task.ID, err)
 	}
 	b.Committed(seqs, ids, t)
 	return nil
 }
 
-// ReleaseTask implements store.Store.
-func (s *Store) ReleaseTask(ctx context.Context, task store.Task, message string, b *store.Batch) error {
-	if b == nil {
-		b = &store.Batch{}
-	}
-	if err := validateBatch(b); err != nil {
-		return fmt.Errorf("release task %d: %w", task.ID, err)
-	}
-	t := now()
-	var seqs, ids []int64
-	err := s.writeTxMode(ctx, crashSafe, func(tx *wtx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'pending', owner = '', expires = NULL, message = ?
-			WHERE id = ? AND status = 'running' AND owner = ? AND token = ?`,
-			message, task.ID, task.Owner, task.Token)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil || n != 1 {
-			return fmt.Errorf("task %d is no longer claimed by %s (token %d): %w", task.ID, task.Owner, task.Token, store.ErrFenced)
-		}
-		seqs, ids, err = s.applyBatch(ctx, tx, b, t)
-		return err
-	})
+// claimHeld turns the outcome of an UPDATE guarded by task's claim (status
+// running, owner and token) into store.ErrFenced when it changed no row.
+func claimHeld(res sql.Result, err error, task store.Task) error {
 	if err != nil {
-		return fmt.Errorf("release task %d: %w", task.ID, err)
+		return err
 	}
-	b.Committed(seqs, ids, t)
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return fmt.Errorf("task %d is no longer claimed by %s (token %d): %w", task.ID, task.Owner, task.Token, store.ErrFenced)
+	}
 	return nil
 }
 
