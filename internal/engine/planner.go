@@ -186,6 +186,11 @@ func (p *planner) gate(s *step) {
 			unmet = append(unmet, dep+" (no rollout yet)")
 		case di.CurrentVersion == ch.Version:
 			unmet = append(unmet, fmt.Sprintf("%s (%s)", dep, strings.ToLower(string(di.Status))))
+		case di.Reason == ds.ReasonReleaseChannelDependencyUnmet:
+			// Its message is one like this: quoting it would nest the
+			// whole chain in every message downstream, and rewrite every
+			// waiting instance each time the first channel moves.
+			unmet = append(unmet, fmt.Sprintf("%s (%s: its own dependencies are not met)", dep, di.Status))
 		default:
 			what := string(di.Status)
 			if di.Message != "" {

@@ -548,3 +548,42 @@ func TestPlanReviewRegressions(t *testing.T) {
 		}
 	})
 }
+
+// TestPlanChainWaitersStayPut checks that a channel waiting on a channel
+// that waits itself does not quote its message: messages stay short, and
+// progress at the head of a chain rewrites the next channel only.
+func TestPlanChainWaitersStayPut(t *testing.T) {
+	t.Parallel()
+	names := []string{"c1", "c2", "c3", "c4", "c5"}
+	d := &Desired{ID: "ds1", Application: "app", Service: "web", Version: "v1"}
+	for i, n := range names {
+		ch := Channel{Channel: ds.Channel{Name: n, Runtime: "r"}, Version: "v1", StateID: "ds1"}
+		if i > 0 {
+			ch.DependsOn = []string{names[i-1]}
+		}
+		d.Channels = append(d.Channels, ch)
+	}
+	w := newWorld(t, d)
+	for _, n := range names {
+		w.observed[n] = Observation{}
+	}
+	if got := applied(w.plan()); !slices.Equal(got, []string{"c1=v1"}) {
+		t.Fatalf("first pass applies %v, want c1 only", got)
+	}
+	for _, n := range names[2:] {
+		if msg := w.instances[n].Message; strings.Contains(msg, "c1") {
+			t.Errorf("%s quotes the head of the chain: %q", n, msg)
+		}
+	}
+	// c1 rolls out with changing progress: only c1 and c2 change.
+	for i := range 3 {
+		w.now = w.now.Add(time.Second)
+		w.observed["c1"] = Observation{State: runtimes.State{Version: "v1", Message: fmt.Sprintf("%d/3 ready", i)}}
+		p := w.plan()
+		for _, inst := range p.Instances {
+			if inst.ReleaseChannel != "c1" && inst.ReleaseChannel != "c2" {
+				t.Errorf("progress %d of c1 rewrote %s: %q", i, inst.ReleaseChannel, inst.Message)
+			}
+		}
+	}
+}

@@ -10,12 +10,13 @@ import (
 	"github.com/drover-dev/drover/internal/store"
 )
 
-const desiredStateColumns = "id, application, service, version, config_version, compiled, params, rollback, release_channels, created_by, created_at, replaced_by"
+const desiredStateColumns = "id, application, service, version, config_version, params, rollback, release_channels, created_by, created_at, replaced_by"
 
-// selectDesiredState reads desiredStateColumns and pruned_at; a row that
-// shares another's compiled copy (compiled_from) reads that copy.
+// selectDesiredState reads a desired state with its compiled copy, which
+// lives apart (desired_state_compiled); a row that shares another's copy
+// (compiled_from) reads that copy.
 const selectDesiredState = "SELECT id, application, service, version, config_version," +
-	" COALESCE(compiled, (SELECT o.compiled FROM desired_states o WHERE o.id = desired_states.compiled_from))," +
+	" (SELECT c.compiled FROM desired_state_compiled c WHERE c.id = COALESCE(desired_states.compiled_from, desired_states.id))," +
 	" params, rollback, release_channels, created_by, created_at, replaced_by, pruned_at FROM desired_states"
 
 // selectDesiredStateHead reads desired states without their compiled form.
@@ -84,15 +85,20 @@ func (s *Store) CreateDesiredState(ctx context.Context, ds store.DesiredState, e
 			ds.ID, ds.Application, ds.Service); err != nil {
 			return err
 		}
-		compiled, from := dbBytes(ds.Compiled), any(nil)
+		var from any
 		if origin != "" {
-			compiled, from = nil, origin
+			from = origin
 		}
-		_, err = tx.ExecContext(ctx, "INSERT INTO desired_states ("+desiredStateColumns+", compiled_from) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)",
-			ds.ID, ds.Application, ds.Service, ds.Version, ds.ConfigVersion, compiled, dbBytes(ds.Params),
+		_, err = tx.ExecContext(ctx, "INSERT INTO desired_states ("+desiredStateColumns+", compiled_from) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)",
+			ds.ID, ds.Application, ds.Service, ds.Version, ds.ConfigVersion, dbBytes(ds.Params),
 			ds.Rollback, channels, ds.CreatedBy, dbTime(ds.CreatedAt), from)
 		if err != nil {
 			return err
+		}
+		if origin == "" && ds.Compiled != nil {
+			if _, err := tx.ExecContext(ctx, "INSERT INTO desired_state_compiled (id, compiled) VALUES (?, ?)", ds.ID, ds.Compiled); err != nil {
+				return err
+			}
 		}
 		if err := s.pruneSuperseded(ctx, tx, ds.Application, ds.Service, t); err != nil {
 			return err

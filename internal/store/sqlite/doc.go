@@ -87,6 +87,9 @@
 //     id DESC), which also serves listing newest first.
 //   - desired_states (0003): compiled_from (the row whose compiled copy this
 //     one shares) and pruned_at (retention dropped the compiled copy).
+//   - desired_state_compiled (0009): the compiled copies, by desired state
+//     id, apart from the desired_states rows so that reading a row's other
+//     columns never walks a large copy's overflow pages.
 //   - processes (0004): the commands running on this host, one row from a
 //     command's start until its process group is gone; the handle (how to
 //     find the group again) is an opaque BLOB.

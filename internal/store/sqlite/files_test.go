@@ -94,7 +94,7 @@ func TestB10IdenticalPushStoresOneCopy(t *testing.T) {
 		}
 	}
 	var copies, total int64
-	if err := s.read.QueryRowContext(ctx, "SELECT COUNT(compiled), SUM(LENGTH(compiled)) FROM desired_states").Scan(&copies, &total); err != nil {
+	if err := s.read.QueryRowContext(ctx, "SELECT COUNT(compiled), SUM(LENGTH(compiled)) FROM desired_state_compiled").Scan(&copies, &total); err != nil {
 		t.Fatal(err)
 	}
 	if copies != 1 || total != int64(len(compiled)) {
@@ -116,5 +116,52 @@ func TestB10IdenticalPushStoresOneCopy(t *testing.T) {
 	got, err := s.GetDesiredState(ctx, "ds-4")
 	if err != nil || string(got.Compiled) != `{}` {
 		t.Fatalf("active = %s %q, %v", got.ID, got.Compiled, err)
+	}
+}
+
+// TestPruneDeletesCopies checks that retention deletes the compiled copies
+// it prunes (not only hides them), and that a copy another row shares
+// stays until that row is pruned too.
+func TestPruneDeletesCopies(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "drover.db")
+	s, err := Open(t.Context(), path, KeepSuperseded(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := t.Context()
+	copies := func() int {
+		t.Helper()
+		var n int
+		if err := s.read.QueryRowContext(ctx, "SELECT count(*) FROM desired_state_compiled").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// ds-1 and ds-2 share a copy; ds-3, ds-4 and ds-5 have their own.
+	for _, p := range []struct{ id, body string }{{"ds-1", `{"a":1}`}, {"ds-2", `{"a":1}`}, {"ds-3", `{"b":1}`}, {"ds-4", `{"c":1}`}} {
+		if err := pushOne(ctx, s, p.id, []byte(p.body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Active ds-4, kept ds-3; ds-1 and ds-2 pruned, with their one copy.
+	if n := copies(); n != 2 {
+		t.Errorf("after 4 pushes keeping 1 superseded: %d copies stored, want 2", n)
+	}
+	if err := pushOne(ctx, s, "ds-5", []byte(`{"d":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if n := copies(); n != 2 {
+		t.Errorf("after 5 pushes keeping 1 superseded: %d copies stored, want 2", n)
+	}
+	for id, want := range map[string]string{"ds-1": "", "ds-2": "", "ds-3": "", "ds-4": `{"c":1}`, "ds-5": `{"d":1}`} {
+		got, err := s.GetDesiredState(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got.Compiled) != want || (want == "") != !got.PrunedAt.IsZero() {
+			t.Errorf("%s: compiled %q pruned at %v, want %q", id, got.Compiled, got.PrunedAt, want)
+		}
 	}
 }

@@ -47,9 +47,9 @@ func (s *Store) sharedCopy(ctx context.Context, tx *wtx, application, service st
 	return origin, err
 }
 
-const sharedCopyQuery = `SELECT o.id, o.compiled = ? FROM desired_states d
-	JOIN desired_states o ON o.id = COALESCE(d.compiled_from, d.id)
-	WHERE d.application = ? AND d.service = ? AND d.replaced_by IS NULL AND o.compiled IS NOT NULL`
+const sharedCopyQuery = `SELECT c.id, c.compiled = ? FROM desired_states d
+	JOIN desired_state_compiled c ON c.id = COALESCE(d.compiled_from, d.id)
+	WHERE d.application = ? AND d.service = ? AND d.replaced_by IS NULL`
 
 // unprunedQuery counts a service's superseded desired states that still
 // hold (or share) a compiled copy: when there are no more than the bound,
@@ -72,6 +72,10 @@ func (s *Store) pruneSuperseded(ctx context.Context, tx *wtx, application, servi
 		return nil
 	}
 	for range 2 {
+		// The copies go first: the rows' conditions do not read them.
+		if _, err := tx.ExecContext(ctx, dropPrunedCopies, dbTime(at), application, service, s.keepSuperseded); err != nil {
+			return err
+		}
 		if _, err := tx.ExecContext(ctx, pruneSuperseded, dbTime(at), application, service, s.keepSuperseded); err != nil {
 			return err
 		}
@@ -79,7 +83,8 @@ func (s *Store) pruneSuperseded(ctx context.Context, tx *wtx, application, servi
 	return nil
 }
 
-const pruneSuperseded = `WITH
+// prunable selects the ids of the desired states pruneSuperseded prunes.
+const prunable = `WITH
 	recent(ord) AS (SELECT ord FROM desired_states WHERE application = ?2 AND service = ?3 AND replaced_by IS NOT NULL
 		ORDER BY ord DESC LIMIT ?4),
 	used(id) AS (SELECT id FROM (
@@ -88,8 +93,14 @@ const pruneSuperseded = `WITH
 		UNION SELECT current_state_id FROM instances WHERE application = ?2 AND service = ?3
 		UNION SELECT previous_state_id FROM instances
 			WHERE application = ?2 AND service = ?3) WHERE id IS NOT NULL AND id != '')
-UPDATE desired_states SET compiled = NULL, compiled_from = NULL, pruned_at = ?1
+SELECT id FROM desired_states
 WHERE application = ?2 AND service = ?3 AND replaced_by IS NOT NULL AND pruned_at IS NULL
 	AND ord NOT IN (SELECT ord FROM recent)
 	AND id NOT IN (SELECT id FROM used)
 	AND NOT EXISTS (SELECT 1 FROM desired_states k WHERE k.compiled_from = desired_states.id AND k.pruned_at IS NULL)`
+
+// dropPrunedCopies deletes the compiled copies of the prunable rows.
+const dropPrunedCopies = `DELETE FROM desired_state_compiled WHERE id IN (` + prunable + `)`
+
+// pruneSuperseded marks the prunable rows pruned.
+const pruneSuperseded = `UPDATE desired_states SET compiled_from = NULL, pruned_at = ?1 WHERE id IN (` + prunable + `)`

@@ -64,7 +64,7 @@ func TestMigrateV1ToTaskRuns(t *testing.T) {
 	if err := s.read.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = 'task_runs_instance_kind'").Scan(&idx); err != nil || idx != 1 {
 		t.Errorf("index task_runs_instance_kind: %d (%v)", idx, err)
 	}
-	if got, err := s.GetDesiredState(ctx, "ds-1"); err != nil || !got.CreatedAt.Equal(created) || got.Version != "1.0.0" {
+	if got, err := s.GetDesiredState(ctx, "ds-1"); err != nil || !got.CreatedAt.Equal(created) || got.Version != "1.0.0" || string(got.Compiled) != `{}` {
 		t.Errorf("desired state after migration: %+v, %v", got, err)
 	}
 	if evs, err := s.ListEvents(ctx, store.EventFilter{}); err != nil || len(evs) != 1 {
