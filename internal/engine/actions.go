@@ -40,11 +40,7 @@ func TargetOf(ctx context.Context, st DesiredStates, rec store.DesiredState, rc 
 	if err != nil {
 		return runtimes.Target{}, err
 	}
-	t, ok := cs.targets[rc]
-	if !ok {
-		return runtimes.Target{}, fmt.Errorf("desired state %s has no release channel %s", rec.ID, rc)
-	}
-	return t, nil
+	return cs.target(rc)
 }
 
 // sharedStates caches decoded desired states for DecodeDesired.

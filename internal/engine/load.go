@@ -14,7 +14,6 @@ import (
 // immutable, so the decoded form is cached by id.
 type compiledState struct {
 	desired *Desired
-	targets map[string]runtimes.Target // by release channel
 	// gated says a channel has approval gates (only then does a pass read
 	// the approvals).
 	gated bool
@@ -96,22 +95,35 @@ func decodeState(rec store.DesiredState) (*compiledState, error) {
 		return nil, fmt.Errorf("desired state %s: %w", rec.ID, err)
 	}
 	cs := &compiledState{
-		desired: &Desired{ID: rec.ID, Application: rec.Application, Service: rec.Service, Version: rec.Version},
-		targets: make(map[string]runtimes.Target, len(c.Channels)),
+		desired: &Desired{ID: rec.ID, Application: rec.Application, Service: rec.Service, Version: rec.Version,
+			Channels: make([]Channel, 0, len(c.Channels))},
 	}
 	for _, rc := range c.Channels {
 		cs.desired.Channels = append(cs.desired.Channels, Channel{Channel: rc, Version: c.Version, StateID: rec.ID})
 		cs.gated = cs.gated || len(rc.Approvals) > 0
-		cs.targets[rc.Name] = runtimes.Target{
-			InstanceKey:    runtimes.InstanceKey{Application: rec.Application, Service: rec.Service, ReleaseChannel: rc.Name},
-			Version:        c.Version,
-			DesiredStateID: rec.ID,
-			Namespace:      rc.Namespace,
-			Backend:        rc.Backend,
-			Env:            rc.Env,
-			Secrets:        rc.Secrets(),
-			Objects:        rc.Objects,
-		}
 	}
 	return cs, nil
+}
+
+// target returns what the engine applies to release channel rc. It is
+// built on each call rather than kept: a cached state is small that way.
+func (cs *compiledState) target(rc string) (runtimes.Target, error) {
+	d := cs.desired
+	for i := range d.Channels {
+		ch := &d.Channels[i]
+		if ch.Name != rc {
+			continue
+		}
+		return runtimes.Target{
+			InstanceKey:    runtimes.InstanceKey{Application: d.Application, Service: d.Service, ReleaseChannel: rc},
+			Version:        ch.Version,
+			DesiredStateID: d.ID,
+			Namespace:      ch.Namespace,
+			Backend:        ch.Backend,
+			Env:            ch.Env,
+			Secrets:        ch.Secrets(),
+			Objects:        ch.Objects,
+		}, nil
+	}
+	return runtimes.Target{}, fmt.Errorf("desired state %s has no release channel %s", d.ID, rc)
 }

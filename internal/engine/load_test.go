@@ -34,8 +34,14 @@ func TestStateCacheGenerations(t *testing.T) {
 	get := func(id string) {
 		t.Helper()
 		cs, err := c.get(t.Context(), st, store.DesiredState{ID: id})
-		if err != nil || cs.desired.ID != id || cs.targets["prod"].DesiredStateID != id {
+		if err != nil || cs.desired.ID != id {
 			t.Fatalf("get %s: %+v %v", id, cs, err)
+		}
+		if tg, err := cs.target("prod"); err != nil || tg.DesiredStateID != id || tg.ReleaseChannel != "prod" {
+			t.Fatalf("target of %s: %+v %v", id, tg, err)
+		}
+		if _, err := cs.target("nope"); err == nil {
+			t.Fatal("a release channel the state lacks has a target")
 		}
 	}
 	for i := range 20 {

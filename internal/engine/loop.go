@@ -475,11 +475,7 @@ func (l *Loop) target(ctx context.Context, cs *compiledState, stateID, rc string
 			return runtimes.Target{}, err
 		}
 	}
-	t, ok := cs.targets[rc]
-	if !ok {
-		return runtimes.Target{}, fmt.Errorf("desired state %s has no release channel %s", stateID, rc)
-	}
-	return t, nil
+	return cs.target(rc)
 }
 
 func (l *Loop) written() {
