@@ -162,6 +162,13 @@ func (c *Client) ListConfigs(ctx context.Context, kind string) (*apiv1.ConfigLis
 	return &out, c.do(ctx, http.MethodGet, "/v1/configs?kind="+url.QueryEscape(kind), nil, &out)
 }
 
+// Runtimes lists the configured runtimes with what they reported about
+// their backends.
+func (c *Client) Runtimes(ctx context.Context) (*apiv1.RuntimeList, error) {
+	var out apiv1.RuntimeList
+	return &out, c.do(ctx, http.MethodGet, "/v1/runtimes", nil, &out)
+}
+
 // Push creates a new desired state for a service.
 func (c *Client) Push(ctx context.Context, app, svc string, req apiv1.PushRequest) (*apiv1.PushResponse, error) {
 	var out apiv1.PushResponse

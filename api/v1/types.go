@@ -15,6 +15,7 @@
 //	GET  /v1/apps/{app}/services/{svc}/events?after=N    EventList
 //	GET  /v1/apps/{app}/services/{svc}/runs?releaseChannel=RC&kind=K&limit=N   RunList
 //	GET  /v1/runs/{id}                                   Run (with output)
+//	GET  /v1/runtimes                                    RuntimeList
 //	GET  /v1/watch?app=APP&service=SVC&after=N           text/event-stream of Event
 package v1
 
@@ -102,6 +103,26 @@ type ConfigInfo struct {
 	Source    string          `json:"source,omitempty"`
 	CreatedAt time.Time       `json:"createdAt"`
 	Body      json.RawMessage `json:"body,omitempty"`
+}
+
+// RuntimeInfo is a configured runtime and what it last reported about its
+// backend (a Kubernetes cluster's version and API versions), which pushes
+// render Helm charts against.
+type RuntimeInfo struct {
+	Name string `json:"name"`
+	// Kind is the runtime's kind: kubernetes, custom, terraformRunner, fake.
+	Kind string `json:"kind,omitempty"`
+	// KubeVersion and APIVersions are what the cluster reported ("" and
+	// none until it did).
+	KubeVersion string   `json:"kubeVersion,omitempty"`
+	APIVersions []string `json:"apiVersions,omitempty"`
+	// ObservedAt is when it last reported them (zero: never).
+	ObservedAt time.Time `json:"observedAt,omitzero"`
+}
+
+// RuntimeList lists the configured runtimes, by name.
+type RuntimeList struct {
+	Runtimes []RuntimeInfo `json:"runtimes"`
 }
 
 // ConfigList is a list of configs.

@@ -100,7 +100,7 @@ approvals, protections). It reads Prodvana-format configs (*.pvn.yaml).`,
 		newChannelCmd(g, "pause", "Stop applying to a release channel (or all) until resumed", (*client.Client).Pause),
 		newChannelCmd(g, "resume", "Let drover apply to a paused release channel (or all) again", (*client.Client).Resume),
 		newChannelCmd(g, "rollback", "Roll a release channel (or all) back to its last converged version", (*client.Client).Rollback),
-		newEventsCmd(g), newRunsCmd(g), newRunCmd(g),
+		newEventsCmd(g), newRunsCmd(g), newRunCmd(g), newRuntimesCmd(g),
 		newVersionCmd(),
 	)
 	root.AddCommand(cmds...)

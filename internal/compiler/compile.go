@@ -34,14 +34,27 @@ type Input struct {
 	DeliveryExtensions map[string]*config.DeliveryExtension
 	// Registries are the containerRegistry configs by name.
 	Registries map[string]*config.ContainerRegistry
-	Service    *config.Service
-	Params     []ParamValue
+	// Clusters is what runtimes reported about their backends, by runtime
+	// name: Helm charts render against a cluster's version and API
+	// versions (.Capabilities) unless the runtime's config sets them.
+	Clusters map[string]ClusterFacts
+	Service  *config.Service
+	Params   []ParamValue
 	// ReleaseChannels limits the release channels in the result (all when
 	// empty). The bundle version always covers every channel.
 	ReleaseChannels []string
 	// Placeholders fills required parameters that have no value with a
 	// placeholder of their type (for validation without a push).
 	Placeholders bool
+}
+
+// ClusterFacts is what a Kubernetes runtime reported about its cluster.
+type ClusterFacts struct {
+	// KubeVersion is the cluster's version ("v1.34.1").
+	KubeVersion string
+	// APIVersions are its "group/version" and "group/version/Kind"
+	// entries.
+	APIVersions []string
 }
 
 // Result is the compiled service: one config per release channel, the bundle

@@ -135,7 +135,7 @@ func FuzzHelmFileNames(f *testing.F) {
 			".helmignore": ignore,
 			name:          "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: fuzzed}\n",
 		}}
-		caps, err := helmCapabilities(nil)
+		caps, _, err := helmCapabilities(nil, ClusterFacts{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -74,10 +74,13 @@ func (c *rcCompiler) helm(field string, h *config.HelmConfig, data *Data, sel Se
 	if ns == "" {
 		ns = desiredstate.ManagedNamespace(c.in.Application.Name, c.rc.Name)
 	}
-	caps, err := helmCapabilities(c.in.Runtimes[sel.Name])
+	caps, used, err := helmCapabilities(c.in.Runtimes[sel.Name], c.in.Clusters[sel.Name])
 	if err != nil {
 		c.fail(Error{Object: c.serviceObject(), Field: field, Msg: fmt.Sprintf("helm chart %s: runtime %s: %v", h.Chart.Root, sel.Name, err)})
 		return nil
+	}
+	if used != "" {
+		c.note(fmt.Sprintf("helm chart %s: rendered for %s, as runtime %s reported", h.Chart.Root, used, sel.Name))
 	}
 	r, err := renderChartContext(c.ctx, h.Chart, release, ns, values, caps)
 	if err == nil && !c.templates.budget.take(len(r.manifest)) {
@@ -93,26 +96,48 @@ func (c *rcCompiler) helm(field string, h *config.HelmConfig, data *Data, sel Se
 	return c.decodeObjects(field, config.SourceMarker(h.Chart.Root)+r.manifest)
 }
 
-// helmCapabilities is what a chart sees of the cluster (.Capabilities): the
-// runtime's kubernetes.kubeVersion and apiVersions when it sets them, else
-// config.DefaultKubeVersion and the API versions Kubernetes itself serves.
-func helmCapabilities(rt *config.Runtime) (*chartutil.Capabilities, error) {
+// helmCapabilities is what a chart sees of the cluster (.Capabilities):
+// the Kubernetes version is the runtime config's kubernetes.kubeVersion
+// when set, else the version the cluster reported (facts), else
+// config.DefaultKubeVersion; the API versions are those the cluster
+// reported, else those Kubernetes itself serves, plus the config's
+// kubernetes.apiVersions. used says what of the facts it used ("" = none).
+func helmCapabilities(rt *config.Runtime, facts ClusterFacts) (caps *chartutil.Capabilities, used string, err error) {
 	version := config.DefaultKubeVersion
 	var extra []string
-	if rt != nil && rt.Kubernetes != nil {
-		if v := rt.Kubernetes.KubeVersion; v != "" {
-			version = v
+	var k *config.KubernetesRuntime
+	if rt != nil {
+		k = rt.Kubernetes
+	}
+	var usedParts []string
+	switch {
+	case k != nil && k.KubeVersion != "":
+		version = k.KubeVersion
+	case facts.KubeVersion != "":
+		if _, err := chartutil.ParseKubeVersion(facts.KubeVersion); err == nil {
+			version = facts.KubeVersion
+			usedParts = append(usedParts, "Kubernetes "+facts.KubeVersion)
 		}
-		extra = rt.Kubernetes.APIVersions
+	}
+	if k != nil {
+		extra = k.APIVersions
 	}
 	kv, err := chartutil.ParseKubeVersion(version)
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes.kubeVersion %q: %w", version, err)
+		return nil, "", fmt.Errorf("kubernetes.kubeVersion %q: %w", version, err)
 	}
-	caps := *chartutil.DefaultCapabilities
-	caps.KubeVersion = *kv
-	caps.APIVersions = append(slices.Clone(chartutil.DefaultVersionSet), extra...)
-	return &caps, nil
+	base := chartutil.DefaultVersionSet
+	if len(facts.APIVersions) > 0 {
+		base = facts.APIVersions
+		usedParts = append(usedParts, fmt.Sprintf("the %d API versions", len(facts.APIVersions)))
+	}
+	if version == facts.KubeVersion {
+		kv.Version = version // as Helm reads a cluster: its GitVersion, build metadata and all
+	}
+	c := *chartutil.DefaultCapabilities
+	c.KubeVersion = *kv
+	c.APIVersions = append(slices.Clone(base), extra...)
+	return &c, strings.Join(usedParts, " and "), nil
 }
 
 // helmBudgetMsg is the error of a chart whose manifests pass the
@@ -191,14 +216,16 @@ func renderChart(tree *config.FileTree, release, namespace string, values map[st
 	}
 	install := action.NewInstall(cfg)
 	install.DryRun = true
-	install.ClientOnly = true
+	// Not ClientOnly: that mode (helm template's) always adds Helm's
+	// built-in API versions to the ones given, so a chart would see APIs a
+	// cluster removed. Here the chart sees exactly caps; the fake client
+	// answers what a dry run asks of a cluster, and nothing is contacted.
+	install.ClientOnly = false
 	install.Replace = true
 	install.IncludeCRDs = true
 	install.DisableHooks = true // hooks are placed by placeHooks
 	install.ReleaseName = release
 	install.Namespace = namespace
-	install.KubeVersion = &caps.KubeVersion
-	install.APIVersions = caps.APIVersions
 	rel, err := install.Run(chart, values)
 	if err != nil {
 		return rendered{}, err

@@ -70,3 +70,56 @@ func TestHelmKubeVersion(t *testing.T) {
 		t.Errorf("a cluster older than the chart allows: %v", errs)
 	}
 }
+
+// TestHelmClusterFacts: a chart renders against what the runtime's cluster
+// reported (version, API versions), says so in a note, and a version set
+// in the runtime's config still wins; API versions in the config add to
+// the cluster's.
+func TestHelmClusterFacts(t *testing.T) {
+	t.Parallel()
+	h := &config.HelmConfig{Chart: &config.FileTree{Root: "chart", Files: map[string]string{
+		"Chart.yaml": "apiVersion: v2\nname: c\nversion: 0.1.0\n",
+		"templates/x.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndata:\n" +
+			"  v: {{ .Capabilities.KubeVersion.Version | quote }}\n" +
+			"  widget: {{ .Capabilities.APIVersions.Has \"example.com/v1/Widget\" | quote }}\n" +
+			"  gizmo: {{ .Capabilities.APIVersions.Has \"example.com/v1/Gizmo\" | quote }}\n" +
+			"  policy: {{ .Capabilities.APIVersions.Has \"policy/v1\" | quote }}\n",
+	}}}
+	facts := ClusterFacts{KubeVersion: "v1.31.2+k3s1", APIVersions: []string{"v1", "example.com/v1", "example.com/v1/Widget"}}
+	render := func(rt *config.Runtime, facts ClusterFacts) (map[string]any, []string) {
+		t.Helper()
+		c := &rcCompiler{
+			ctx: t.Context(),
+			in: &Input{Application: &config.Application{Name: "a"}, Service: &config.Service{Name: "s", Application: "a"},
+				Runtimes: map[string]*config.Runtime{"k": rt}, Clusters: map[string]ClusterFacts{"k": facts}},
+			rc:        &ReleaseChannel{ReleaseChannel: config.ReleaseChannel{Name: "c"}},
+			templates: &templateCache{},
+		}
+		objs := c.helm("service.helm", h, &Data{}, SelectedRuntime{Name: "k", Namespace: "ns"})
+		if len(c.errs) > 0 || len(objs) != 1 {
+			t.Fatalf("render: %v %v", objs, c.errs)
+		}
+		return objs[0].(map[string]any)["data"].(map[string]any), c.notes
+	}
+	k := &config.Runtime{Name: "k", Kubernetes: &config.KubernetesRuntime{}}
+	data, notes := render(k, facts)
+	if data["v"] != "v1.31.2+k3s1" || data["widget"] != "true" || data["gizmo"] != "false" || data["policy"] != "false" {
+		t.Errorf("with the cluster's facts: %v", data)
+	}
+	if len(notes) != 1 || !strings.Contains(notes[0], "rendered for Kubernetes v1.31.2+k3s1 and the 3 API versions, as runtime k reported") {
+		t.Errorf("notes %q", notes)
+	}
+	k = &config.Runtime{Name: "k", Kubernetes: &config.KubernetesRuntime{KubeVersion: "v1.30.0", APIVersions: []string{"example.com/v1/Gizmo"}}}
+	data, notes = render(k, facts)
+	if data["v"] != "v1.30.0" || data["widget"] != "true" || data["gizmo"] != "true" {
+		t.Errorf("config over the cluster's facts: %v", data)
+	}
+	if len(notes) != 1 || strings.Contains(notes[0], "Kubernetes v1.31") {
+		t.Errorf("notes %q", notes)
+	}
+	// Without facts: the defaults, and no note.
+	data, notes = render(&config.Runtime{Name: "k", Kubernetes: &config.KubernetesRuntime{}}, ClusterFacts{})
+	if data["v"] != config.DefaultKubeVersion || data["policy"] != "true" || len(notes) != 0 {
+		t.Errorf("without facts: %v %q", data, notes)
+	}
+}

@@ -586,13 +586,13 @@ type KubernetesRuntime struct {
 	Context    string `json:"context,omitempty"`
 	// KubeVersion is the cluster's Kubernetes version that Helm charts are
 	// rendered for (.Capabilities.KubeVersion, a chart's kubeVersion
-	// constraint), as "1.31" or "v1.31.2"; by default
-	// DefaultKubeVersion.
+	// constraint), as "1.31" or "v1.31.2"; by default the version the
+	// cluster reported, else DefaultKubeVersion.
 	KubeVersion string `json:"kubeVersion,omitempty"`
-	// APIVersions are API versions the cluster serves besides the built-in
-	// Kubernetes ones, for charts that test .Capabilities.APIVersions.Has
-	// (as helm template --api-versions): "group/version" or
-	// "group/version/Kind".
+	// APIVersions are API versions added to those the cluster reported
+	// (else to the built-in Kubernetes ones), for charts that test
+	// .Capabilities.APIVersions.Has (as helm template --api-versions):
+	// "group/version" or "group/version/Kind".
 	APIVersions []string `json:"apiVersions,omitempty"`
 }
 

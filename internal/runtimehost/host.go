@@ -25,6 +25,8 @@ type Store interface {
 	RemoveProcess(ctx context.Context, id int64) error
 	ListProcesses(ctx context.Context) ([]store.Process, error)
 	AppendEvents(ctx context.Context, events ...store.Event) error
+	ListConfigs(ctx context.Context, kind string) ([]store.ConfigObject, error)
+	PutRuntimeFacts(ctx context.Context, f store.RuntimeFacts) error
 }
 
 // Config configures a Host.
@@ -39,7 +41,17 @@ type Config struct {
 	Log *slog.Logger
 	// Now is the clock (nil = time.Now).
 	Now func() time.Time
+	// DiscoverEvery is how often the host asks its runtimes about their
+	// backends (runtimes.Discoverer); 0 = DefaultDiscoverEvery.
+	DiscoverEvery time.Duration
 }
+
+// DefaultDiscoverEvery is how often a host asks a cluster for its version
+// and API versions when Config does not say.
+const DefaultDiscoverEvery = 10 * time.Minute
+
+// discoverTimeout bounds one runtime's discovery.
+const discoverTimeout = 30 * time.Second
 
 // Host builds runtimes from their stored configs on first use, rebuilds one
 // when its config version changes, and starts a watch on those that push
@@ -50,6 +62,10 @@ type Host struct {
 	registry Registry
 	opts     runtimes.Options
 	log      *slog.Logger
+	now      func() time.Time
+	// discoverEvery paces discovery; rediscover asks for a round now.
+	discoverEvery time.Duration
+	rediscover    chan struct{}
 
 	mu sync.Mutex
 	// ctx is the parent of every watch (Start's); notify hears of changes.
@@ -76,8 +92,12 @@ func New(cfg Config) *Host {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.DiscoverEvery <= 0 {
+		cfg.DiscoverEvery = DefaultDiscoverEvery
+	}
 	return &Host{
-		store: cfg.Store, registry: cfg.Registry, log: cfg.Log,
+		store: cfg.Store, registry: cfg.Registry, log: cfg.Log, now: cfg.Now,
+		discoverEvery: cfg.DiscoverEvery, rediscover: make(chan struct{}, 1),
 		ctx: context.Background(), notify: func(runtimes.InstanceKey) {},
 		opts: runtimes.Options{DataDir: cfg.DataDir, Now: cfg.Now, Log: cfg.Log,
 			Runs: runRecorder{store: cfg.Store}, Processes: processRecorder{store: cfg.Store, log: cfg.Log}},
@@ -87,7 +107,9 @@ func New(cfg Config) *Host {
 // Start ends what commands of a crashed earlier process left running (see
 // endLeftovers), then lets runtimes be built: their watches run until ctx
 // ends or Close, and report every instance whose state changed to notify
-// (nil = nobody listens). Call it once, before anything applies.
+// (nil = nobody listens). Until ctx ends it also asks the configured
+// runtimes about their backends (see discover). Call it once, before
+// anything applies.
 func (h *Host) Start(ctx context.Context, notify func(runtimes.InstanceKey)) error {
 	if err := h.endLeftovers(ctx, 0); err != nil {
 		return err
@@ -98,15 +120,70 @@ func (h *Host) Start(ctx context.Context, notify func(runtimes.InstanceKey)) err
 	if notify != nil {
 		h.notify = notify
 	}
+	go h.discoverLoop(ctx)
 	return nil
 }
 
 // Invalidate makes the next lookups re-read runtime configs (after configs
-// were applied).
+// were applied), and asks the runtimes about their backends again.
 func (h *Host) Invalidate() {
 	h.mu.Lock()
 	h.checked = nil
 	h.mu.Unlock()
+	select {
+	case h.rediscover <- struct{}{}:
+	default: // a round is asked for already
+	}
+}
+
+// discoverLoop runs discover at start, after each Invalidate and every
+// discoverEvery, until ctx ends.
+func (h *Host) discoverLoop(ctx context.Context) {
+	t := time.NewTicker(h.discoverEvery)
+	defer t.Stop()
+	for {
+		h.discover(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-h.rediscover:
+		}
+	}
+}
+
+// discover asks every configured runtime that can describe its backend (a
+// runtimes.Discoverer: a Kubernetes cluster's version and API versions) and
+// stores the answers, which pushes render Helm charts against. A runtime
+// that does not answer keeps what it said last; the failure is logged.
+func (h *Host) discover(ctx context.Context) {
+	objs, err := h.store.ListConfigs(ctx, "runtime")
+	if err != nil {
+		if ctx.Err() == nil {
+			h.log.Warn("list runtimes to discover", "error", err)
+		}
+		return
+	}
+	for _, obj := range objs {
+		rt, err := h.Runtime(ctx, obj.Name)
+		if err != nil {
+			continue // said when something uses it
+		}
+		d, ok := rt.(runtimes.Discoverer)
+		if !ok {
+			continue
+		}
+		dctx, cancel := context.WithTimeout(ctx, discoverTimeout)
+		facts, err := d.Discover(dctx)
+		cancel()
+		if err == nil {
+			err = h.store.PutRuntimeFacts(ctx, store.RuntimeFacts{Runtime: obj.Name, KubeVersion: facts.KubeVersion,
+				APIVersions: facts.APIVersions, ObservedAt: h.now()})
+		}
+		if err != nil && ctx.Err() == nil {
+			h.log.Warn("runtime discovery failed; pushes use what it said before, or the defaults", "runtime", obj.Name, "error", err)
+		}
+	}
 }
 
 // Runtime returns the runtime named name, built from its stored config (or

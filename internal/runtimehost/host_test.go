@@ -204,3 +204,67 @@ func TestHostRecordsProcessesAndEndsLeftoversAtStart(t *testing.T) {
 		t.Errorf("after a start: %d records (%v), want none", len(list), err)
 	}
 }
+
+// discoveringRuntime answers Discover with the facts its config's label
+// names, or fails when the label is "down".
+type discoveringRuntime struct{ testRuntime }
+
+func (r *discoveringRuntime) Discover(context.Context) (runtimes.Facts, error) {
+	if r.name == "down" {
+		return runtimes.Facts{}, fmt.Errorf("cluster unreachable")
+	}
+	return runtimes.Facts{KubeVersion: "v1.33.4", APIVersions: []string{"apps/v1", "example.com/v1/Widget"}}, nil
+}
+
+// TestHostDiscovers checks that the host stores what its runtimes say of
+// their backends at start and after configs were applied, and leaves out
+// those that cannot say or fail to.
+func TestHostDiscovers(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	reg := runtimehost.Registry{"fake": func(cfg *config.Runtime, opts runtimes.Options) (runtimes.Runtime, error) {
+		tr := testRuntime{name: cfg.Name, opts: opts, closed: make(chan struct{}), watched: make(chan struct{})}
+		if cfg.Name == "plain" {
+			return &tr, nil
+		}
+		return &discoveringRuntime{tr}, nil
+	}}
+	putRuntime(t, st, "cluster", "1")
+	h := runtimehost.New(runtimehost.Config{Store: st, Registry: reg, DataDir: t.TempDir(), DiscoverEvery: time.Hour})
+	if err := h.Start(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	waitFacts := func(want ...string) []store.RuntimeFacts {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			got, err := st.ListRuntimeFacts(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, f := range got {
+				names = append(names, f.Runtime)
+			}
+			if strings.Join(names, ",") == strings.Join(want, ",") {
+				return got
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("facts of %v, want %v", names, want)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	got := waitFacts("cluster")
+	if got[0].KubeVersion != "v1.33.4" || len(got[0].APIVersions) != 2 || got[0].ObservedAt.IsZero() {
+		t.Errorf("facts at start: %+v", got[0])
+	}
+	// Configs applied: the new runtime is asked; one that cannot answer
+	// and one that fails are left out.
+	putRuntime(t, st, "edge", "1")
+	putRuntime(t, st, "plain", "1")
+	putRuntime(t, st, "down", "1")
+	h.Invalidate()
+	waitFacts("cluster", "edge")
+}

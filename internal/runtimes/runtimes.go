@@ -175,6 +175,22 @@ type GraceReporter interface {
 	ConvergenceGrace() time.Duration
 }
 
+// Facts is what a runtime can tell about its backend.
+type Facts struct {
+	// KubeVersion is a Kubernetes cluster's version ("v1.34.1").
+	KubeVersion string
+	// APIVersions lists the cluster's "group/version" and
+	// "group/version/Kind" entries (Helm's .Capabilities.APIVersions),
+	// sorted.
+	APIVersions []string
+}
+
+// Discoverer is implemented by runtimes that can describe their backend;
+// the host asks now and then and stores the answer, which pushes read.
+type Discoverer interface {
+	Discover(ctx context.Context) (Facts, error)
+}
+
 // Closer is implemented by runtimes holding resources.
 type Closer interface {
 	Close() error

@@ -312,5 +312,47 @@ func (s *Server) compileInput(ctx context.Context, app, svc string) (compiler.In
 	if err != nil {
 		return compiler.Input{}, 0, errorf("not_found", "%v", err)
 	}
+	// Charts render against what the clusters last said of themselves.
+	facts, err := s.store.ListRuntimeFacts(ctx)
+	if err != nil {
+		return compiler.Input{}, 0, err
+	}
+	for _, f := range facts {
+		if in.Clusters == nil {
+			in.Clusters = map[string]compiler.ClusterFacts{}
+		}
+		in.Clusters[f.Runtime] = compiler.ClusterFacts{KubeVersion: f.KubeVersion, APIVersions: f.APIVersions}
+	}
 	return in, svcObj.Version, nil
+}
+
+// listRuntimes lists the configured runtimes with what they last reported
+// about their backends (read from the store: no runtime is asked).
+func (s *Server) listRuntimes(ctx context.Context) (*apiv1.RuntimeList, error) {
+	objs, err := s.store.ListConfigs(ctx, "runtime")
+	if err != nil {
+		return nil, err
+	}
+	facts, err := s.store.ListRuntimeFacts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	byName := make(map[string]store.RuntimeFacts, len(facts))
+	for _, f := range facts {
+		byName[f.Runtime] = f
+	}
+	out := &apiv1.RuntimeList{Runtimes: []apiv1.RuntimeInfo{}}
+	for _, o := range objs {
+		info := apiv1.RuntimeInfo{Name: o.Name}
+		var f config.File
+		if err := json.Unmarshal(o.Body, &f); err == nil && f.Runtime != nil {
+			info.Kind = compiler.RuntimeKind(f.Runtime)
+		}
+		if fa, ok := byName[o.Name]; ok {
+			info.KubeVersion, info.APIVersions, info.ObservedAt = fa.KubeVersion, fa.APIVersions, fa.ObservedAt
+		}
+		out.Runtimes = append(out.Runtimes, info)
+	}
+	sort.Slice(out.Runtimes, func(i, j int) bool { return out.Runtimes[i].Name < out.Runtimes[j].Name })
+	return out, nil
 }

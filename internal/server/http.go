@@ -66,6 +66,10 @@ func (s *Server) routes() {
 		out, err := s.run(r.Context(), id)
 		reply(w, s, out, err)
 	})
+	m.HandleFunc("GET /v1/runtimes", func(w http.ResponseWriter, r *http.Request) {
+		out, err := s.listRuntimes(r.Context())
+		reply(w, s, out, err)
+	})
 	m.HandleFunc("GET /v1/watch", s.watch)
 	s.mux = m
 }

@@ -247,6 +247,20 @@ type Batch struct {
 	Observations []Observation
 }
 
+// RuntimeFacts is what a runtime reported about its backend: for a
+// Kubernetes cluster, its version and the API versions it serves. The
+// compiler renders Helm charts against them at push (.Capabilities).
+type RuntimeFacts struct {
+	Runtime string `json:"runtime"`
+	// KubeVersion is the cluster's version ("v1.34.1").
+	KubeVersion string `json:"kubeVersion,omitempty"`
+	// APIVersions lists "group/version" and "group/version/Kind" entries,
+	// as Helm's .Capabilities.APIVersions holds them, sorted.
+	APIVersions []string `json:"apiVersions,omitempty"`
+	// ObservedAt is when the runtime last reported them.
+	ObservedAt time.Time `json:"observedAt"`
+}
+
 // Observation is what the engine last saw of one instance: what its
 // runtime's fetch (or watch) reported for the instance's target, and the
 // runtime's display-only information. People read instances through it:
@@ -393,6 +407,13 @@ type Store interface {
 	// application's; both "" = all), ordered by application, service and
 	// release channel.
 	ListInstances(ctx context.Context, application, service string) ([]Instance, error)
+	// PutRuntimeFacts records what a runtime reported about its backend,
+	// replacing what it reported before. Runtime is required; a zero
+	// ObservedAt is set to the current time.
+	PutRuntimeFacts(ctx context.Context, f RuntimeFacts) error
+	// ListRuntimeFacts returns the facts of every runtime that reported
+	// some, ordered by runtime name.
+	ListRuntimeFacts(ctx context.Context) ([]RuntimeFacts, error)
 	// ListObservations returns the observations of a service's instances
 	// ("" service = the application's; both "" = all), ordered like
 	// ListInstances. Batches write them.

@@ -113,6 +113,7 @@ type Runtime struct {
 	rest   rest.Interface // server-side apply, with the response code
 	dyn    dynamic.Interface
 	mapper *restmapper.DeferredDiscoveryRESTMapper
+	disc   discovery.DiscoveryInterface // uncached, for Discover
 	// resetMu guards lastReset: the discovery cache is dropped at most
 	// once per second, however many unknown kinds are asked for.
 	resetMu   sync.Mutex
@@ -222,6 +223,7 @@ func Open(name string, base *rest.Config, s Settings, opts runtimes.Options) (*R
 		rest:     restClient,
 		dyn:      dyn,
 		mapper:   restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc)),
+		disc:     disc,
 		insts:    map[instanceID]*instance{},
 		nsReady:  map[string]bool{},
 		ctx:      ctx,

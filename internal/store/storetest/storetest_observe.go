@@ -14,6 +14,52 @@ var observeTests = []struct {
 }{
 	{"Observation/PutList", testObservations},
 	{"Observation/FencedAndAtomic", testObservationsFenced},
+	{"RuntimeFacts/PutList", testRuntimeFacts},
+}
+
+// testRuntimeFacts: facts are listed by runtime name, a later put replaces
+// a runtime's facts whole, a zero time is set, and a nameless put fails.
+func testRuntimeFacts(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	if got, err := s.ListRuntimeFacts(ctx); err != nil || len(got) != 0 {
+		t.Fatalf("empty store: %v, %v", got, err)
+	}
+	at := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	puts := []store.RuntimeFacts{
+		{Runtime: "prod", KubeVersion: "v1.33.2", APIVersions: []string{"apps/v1", "apps/v1/Deployment"}, ObservedAt: at},
+		{Runtime: "edge", KubeVersion: "v1.31.0", ObservedAt: at},
+		{Runtime: "prod", KubeVersion: "v1.34.1", APIVersions: []string{"v1"}, ObservedAt: at.Add(time.Minute)},
+	}
+	for _, f := range puts {
+		if err := s.PutRuntimeFacts(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.ListRuntimeFacts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []store.RuntimeFacts{puts[1], puts[2]}
+	if len(got) != len(want) {
+		t.Fatalf("facts = %+v, want %+v", got, want)
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.Runtime != w.Runtime || g.KubeVersion != w.KubeVersion || !g.ObservedAt.Equal(w.ObservedAt) ||
+			len(g.APIVersions) != len(w.APIVersions) || (len(w.APIVersions) > 0 && g.APIVersions[0] != w.APIVersions[0]) {
+			t.Errorf("facts[%d] = %+v, want %+v", i, g, w)
+		}
+	}
+	before := time.Now().Add(-time.Second)
+	if err := s.PutRuntimeFacts(ctx, store.RuntimeFacts{Runtime: "edge", KubeVersion: "v1.32.0"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.ListRuntimeFacts(ctx); err != nil || got[0].ObservedAt.Before(before) || got[0].KubeVersion != "v1.32.0" {
+		t.Errorf("after a put without a time: %+v, %v", got, err)
+	}
+	if err := s.PutRuntimeFacts(ctx, store.RuntimeFacts{KubeVersion: "v1"}); err == nil {
+		t.Error("facts without a runtime name were accepted")
+	}
 }
 
 func observation(app, svc, rc, version string) store.Observation {
