@@ -15,6 +15,7 @@ package pgtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -107,7 +108,7 @@ func Stop() {
 	if state == "" {
 		return
 	}
-	_ = exec.Command("bash", filepath.Join(repoRoot(), "hack", "pg", "down.sh"), state).Run()
+	_ = exec.Command("bash", filepath.Join(repoRoot(), "hack", "pg", "down.sh"), state).Run() //nolint:gosec // our own script
 	state = ""
 }
 
@@ -122,12 +123,12 @@ func start() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.Command("bash", filepath.Join(repoRoot(), "hack", "pg", "up.sh"))
+	cmd := exec.Command("bash", filepath.Join(repoRoot(), "hack", "pg", "up.sh")) //nolint:gosec // our own script
 	cmd.Env = append(os.Environ(), fmt.Sprintf("DROVER_PG_PORT=%d", port), fmt.Sprintf("DROVER_PG_WATCH_PID=%d", os.Getpid()), "DROVER_PG_STATE=")
 	out, err := cmd.Output()
 	if err != nil {
 		msg := err.Error()
-		if ee, ok := err.(*exec.ExitError); ok {
+		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
 			msg = strings.TrimSpace(string(ee.Stderr))
 		}
 		return "", fmt.Errorf("start PostgreSQL: %s", msg)
