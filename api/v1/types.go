@@ -62,6 +62,11 @@ type Health struct {
 	// caller with a credential: it names files).
 	Store      string `json:"store,omitempty"`
 	StoreError string `json:"storeError,omitempty"`
+	// StoreKind is "sqlite" (the embedded default) or "postgres"; Replica
+	// names this server among those sharing the store. Both are sent only to
+	// a caller with a credential.
+	StoreKind string `json:"storeKind,omitempty"`
+	Replica   string `json:"replica,omitempty"`
 }
 
 // Config is one config file as sent by the client: local references

@@ -36,6 +36,13 @@ type Config struct {
 	// (nothing converges; what is pushed, approved or paused is recorded and
 	// acted on by the next node that runs the engine).
 	APIOnly bool
+	// StoreKind names the store for /v1/health: "sqlite" (default) or
+	// "postgres".
+	StoreKind string
+	// Shared says other servers use the store too (PostgreSQL): claims left
+	// in it at start may be theirs, so only expiry ends them. Otherwise the
+	// store is the data directory's, which this process alone holds.
+	Shared bool
 }
 
 // Node is one drover server process: the runtime host, the engine that
@@ -58,8 +65,12 @@ func New(cfg Config) *Node {
 	if cfg.Registry == nil {
 		cfg.Registry = builtin.Registry()
 	}
+	if cfg.StoreKind == "" {
+		cfg.StoreKind = "sqlite"
+	}
 	if cfg.APIOnly {
-		return &Node{srv: server.New(server.Config{Store: cfg.Store, Engine: noEngine{}, Runtimes: noEngine{}, Log: cfg.Log, Now: cfg.Now, Edge: cfg.Edge})}
+		return &Node{srv: server.New(server.Config{Store: cfg.Store, Engine: noEngine{}, Runtimes: noEngine{}, Log: cfg.Log, Now: cfg.Now,
+			Edge: cfg.Edge, StoreKind: cfg.StoreKind})}
 	}
 	n := &Node{host: runtimehost.New(runtimehost.Config{
 		Store: cfg.Store, Registry: cfg.Registry, DataDir: cfg.DataDir, Log: cfg.Log, Now: cfg.Now,
@@ -67,13 +78,27 @@ func New(cfg Config) *Node {
 	n.loop = engine.NewLoop(engine.Config{
 		Store: cfg.Store, Runtimes: n.host, Settings: cfg.Settings, Now: cfg.Now,
 		Log: cfg.Log, Workers: cfg.Workers, OnWrite: n.changed, ShutdownGrace: cfg.ShutdownGrace,
-		// The store is the data directory's SQLite database, which the
-		// directory's lock gives to this process alone: claims left in it
-		// are a dead process's.
-		Exclusive: true,
+		// An unshared store is the data directory's SQLite database, which
+		// the directory's lock gives to this process alone: claims left in
+		// it are a dead process's.
+		Exclusive: !cfg.Shared,
+		// A shared store's services may be pushed through another server:
+		// look for those now and then, so this engine takes them over if
+		// that server dies.
+		Resync: sharedResync(cfg.Shared),
 	})
-	n.srv = server.New(server.Config{Store: cfg.Store, Engine: n.loop, Runtimes: n.host, Log: cfg.Log, Now: cfg.Now, Edge: cfg.Edge})
+	n.srv = server.New(server.Config{Store: cfg.Store, Engine: n.loop, Runtimes: n.host, Log: cfg.Log, Now: cfg.Now, Edge: cfg.Edge,
+		StoreKind: cfg.StoreKind, Replica: n.loop.Owner()})
 	return n
+}
+
+// sharedResync is how often an engine on a shared store looks for services
+// pushed through other servers.
+func sharedResync(shared bool) time.Duration {
+	if shared {
+		return 5 * time.Second
+	}
+	return 0
 }
 
 // changed tells the server about each write of the engine (event streams,

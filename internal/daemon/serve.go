@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,26 +24,32 @@ import (
 	"github.com/drover-dev/drover/examples"
 	"github.com/drover-dev/drover/internal/auth"
 	"github.com/drover-dev/drover/internal/config"
+	"github.com/drover-dev/drover/internal/datadir"
 	"github.com/drover-dev/drover/internal/engine"
 	"github.com/drover-dev/drover/internal/store"
+	"github.com/drover-dev/drover/internal/store/postgres"
 	"github.com/drover-dev/drover/internal/store/sqlite"
 )
 
 // serverFlags are the flags of drover server and drover dev.
 type serverFlags struct {
 	data, listen, logLevel string
-	settings               engine.Settings
-	workers                int
-	keepDesiredStates      int
-	publicNames            []string // see serve_edge.go
-	token                  string   // set by start
-	shutdownGrace          time.Duration
-	apiOnly                bool
+	// database is a PostgreSQL URL shared by several servers ("" = the
+	// data directory's embedded SQLite database).
+	database          string
+	settings          engine.Settings
+	workers           int
+	keepDesiredStates int
+	publicNames       []string // see serve_edge.go
+	token             string   // set by start
+	shutdownGrace     time.Duration
+	apiOnly           bool
 }
 
 func (f *serverFlags) register(cmd *cobra.Command, defaultData string) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.data, "data", defaultData, "data directory (the embedded database and runtime state)")
+	fl.StringVar(&f.database, "database", os.Getenv("DROVER_DATABASE"), "a PostgreSQL URL (postgres://user@host/db) to keep the state in instead of the data directory's embedded database; several servers may share one (env DROVER_DATABASE)")
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:7420", "address to serve the API on")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.settings = engine.DefaultSettings()
@@ -95,7 +102,7 @@ func (f *serverFlags) start(ctx context.Context, log *slog.Logger) (addr string,
 	if err := f.validate(); err != nil {
 		return "", nil, err
 	}
-	lock, st, err := openDataDir(ctx, f.data, log, sqlite.KeepSuperseded(f.keepDesiredStates))
+	lock, st, kind, err := f.openStore(ctx, log)
 	if err != nil {
 		return "", nil, err
 	}
@@ -120,7 +127,8 @@ func (f *serverFlags) start(ctx context.Context, log *slog.Logger) (addr string,
 	if f.apiOnly {
 		log.Warn("api only: the engine and the runtimes do not run; nothing converges until a server runs without --api-only")
 	}
-	node := New(Config{Store: st, DataDir: f.data, Settings: f.settings, Log: log, Workers: f.workers, Edge: edge, ShutdownGrace: f.shutdownGrace, APIOnly: f.apiOnly})
+	node := New(Config{Store: st, DataDir: f.data, Settings: f.settings, Log: log, Workers: f.workers, Edge: edge, ShutdownGrace: f.shutdownGrace, APIOnly: f.apiOnly,
+		StoreKind: kind, Shared: kind == "postgres"})
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- node.Run(ctx, ln) }()
@@ -133,6 +141,36 @@ func (f *serverFlags) start(ctx context.Context, log *slog.Logger) (addr string,
 		_ = lock.Release()
 		return err
 	}, nil
+}
+
+// closingStore is a store the server closes when it stops.
+type closingStore interface {
+	store.Store
+	Close() error
+}
+
+// openStore takes the data directory's lock and opens the store: the
+// PostgreSQL database of --database, else the directory's SQLite database.
+// kind is "postgres" or "sqlite".
+func (f *serverFlags) openStore(ctx context.Context, log *slog.Logger) (lock *datadir.Lock, st closingStore, kind string, err error) {
+	if f.database == "" {
+		lock, st, err := openDataDir(ctx, f.data, log, sqlite.KeepSuperseded(f.keepDesiredStates))
+		if err != nil {
+			return nil, nil, "", err
+		}
+		return lock, st, "sqlite", nil
+	}
+	lock, err = lockDataDir(f.data, log)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	pg, err := postgres.Open(ctx, f.database, postgres.KeepSuperseded(f.keepDesiredStates))
+	if err != nil {
+		_ = lock.Release()
+		return nil, nil, "", fmt.Errorf("open the PostgreSQL store: %w", err)
+	}
+	log.Info("store: PostgreSQL", "database", redactURL(f.database))
+	return lock, pg, "postgres", nil
 }
 
 func defaultDataDir(name string) string {
@@ -162,11 +200,18 @@ commands and Terraform preRun commands; not what terraform itself started: see
 docs/custom-runtimes.md), and rollouts continue where they stopped (an
 interrupted apply runs again).
 
+With --database postgres://… (or DROVER_DATABASE) the state is kept in
+PostgreSQL instead, and several servers (each with its own --data for runtime
+state) may share one database: services are leased to one server at a time
+and an apply is claimed by one, so nothing is applied twice, and a server
+that dies hands its work over once its leases expire.
+
 With --api-only it serves the API alone: no engine, no runtime, no backend
 call. Status, events and runs show what the engine last recorded (people's
 requests never reach a runtime, with or without the flag); what is pushed,
 approved or paused is recorded and acted on once a server runs without it.`,
 		Example: `  drover server --data /var/lib/drover --listen 127.0.0.1:7420
+  drover server --data /var/lib/drover --database postgres://drover@db.internal/drover
   drover server --data /var/lib/drover --api-only   # inspect while backends are unreachable`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -342,4 +387,17 @@ func extract(fsys fs.FS, root, dir string) error {
 // drover dev and drover bench, for the CLI's root (cli.Main).
 func Commands() []*cobra.Command {
 	return []*cobra.Command{newServerCmd(), newDevCmd(), newBenchCmd()}
+}
+
+// redactURL is a database URL without its password, for logs.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return "(a connection string)"
+	}
+	if q := u.Query(); q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.Redacted()
 }

@@ -44,8 +44,10 @@ type Loop struct {
 	// exclusive: no other process uses the store (claims left in it are a
 	// dead process's, ended at start).
 	exclusive bool
-	leaseMu   sync.Mutex
-	leases    map[string]store.Lease
+	// resync is how often to look for services nothing is scheduled for (0 = never).
+	resync  time.Duration
+	leaseMu sync.Mutex
+	leases  map[string]store.Lease
 	// observed remembers what was last written of each instance's
 	// observation (see observe.go).
 	observed observed
@@ -111,6 +113,11 @@ type Config struct {
 	// directory's lock): leases and claims found at start belong to a dead
 	// process and are ended at once, rather than when they lapse.
 	Exclusive bool
+	// Resync is how often the loop lists every service with a desired
+	// state and queues those it has nothing scheduled for: services pushed
+	// through another server sharing the store, whose engine may die. 0 =
+	// never (a store of its own hears of every push through Enqueue).
+	Resync time.Duration
 }
 
 // NewLoop builds a loop; call Run to start it.
@@ -155,7 +162,7 @@ func NewLoop(cfg Config) *Loop {
 		store: cfg.Store, runtimes: cfg.Runtimes, settings: cfg.Settings, now: cfg.Now,
 		log: cfg.Log, workers: cfg.Workers, queue: newQueue(cfg.Now), onWrite: cfg.OnWrite,
 		owner: cfg.Owner, leaseTTL: cfg.LeaseTTL, taskTTL: cfg.TaskTTL, taskPoll: cfg.TaskPoll,
-		exclusive: cfg.Exclusive, leases: map[string]store.Lease{}, observed: observed{seen: map[string]map[string]uint64{}},
+		exclusive: cfg.Exclusive, resync: max(cfg.Resync, 0), leases: map[string]store.Lease{}, observed: observed{seen: map[string]map[string]uint64{}},
 		slots: make(chan struct{}, cfg.MaxApplies), wake: make(chan struct{}, 1),
 		shutdownGrace: max(cfg.ShutdownGrace, 0), exec: cfg.Executor, failures: map[string]int{},
 	}
@@ -168,6 +175,9 @@ func defaultOwner() string {
 	_, _ = rand.Read(b[:])
 	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }
+
+// Owner is the name this loop claims leases and tasks under.
+func (l *Loop) Owner() string { return l.owner }
 
 func serviceKey(app, svc string) string { return app + "/" + svc }
 
@@ -202,6 +212,9 @@ func (l *Loop) Run(ctx context.Context) error {
 	for range l.workers {
 		wg.Go(func() { l.work(ctx) })
 	}
+	if l.resync > 0 {
+		wg.Go(func() { l.resyncLoop(ctx) })
+	}
 	wg.Go(func() { l.dispatch(ctx) })
 	<-ctx.Done()
 	l.queue.Close()
@@ -209,6 +222,30 @@ func (l *Loop) Run(ctx context.Context) error {
 	l.drain(stopApplies)
 	l.releaseLeases()
 	return nil
+}
+
+// resyncLoop queues, every resync, each service with a desired state that
+// the loop has nothing scheduled for, until ctx ends.
+func (l *Loop) resyncLoop(ctx context.Context) {
+	t := time.NewTicker(l.resync)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		active, err := l.store.ListActiveDesiredStates(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				l.log.Warn("resync: list desired states", "error", err)
+			}
+			continue
+		}
+		for _, d := range active {
+			l.queue.AddIfIdle(serviceKey(d.Application, d.Service))
+		}
+	}
 }
 
 func (l *Loop) work(ctx context.Context) {

@@ -53,6 +53,20 @@ func (q *queue) addLocked(key string) {
 	q.cond.Signal()
 }
 
+// AddIfIdle queues key now unless it is queued, being processed or
+// scheduled for later already.
+func (q *queue) AddIfIdle(key string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.queued[key] || q.processing[key] {
+		return
+	}
+	if _, ok := q.delayedAt[key]; ok {
+		return
+	}
+	q.addLocked(key)
+}
+
 // AddAfter queues key after d, unless it is due earlier already.
 func (q *queue) AddAfter(key string, d time.Duration) {
 	if d <= 0 {

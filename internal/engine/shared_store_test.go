@@ -12,7 +12,11 @@ import (
 	ds "github.com/drover-dev/drover/internal/desiredstate"
 	"github.com/drover-dev/drover/internal/runtimes"
 	"github.com/drover-dev/drover/internal/store"
+	"github.com/drover-dev/drover/internal/store/postgres"
+	"github.com/drover-dev/drover/internal/testing/pgtest"
 )
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // slowRuntime takes a while to apply and counts the applies that completed,
 // per instance and version.
@@ -160,8 +164,31 @@ func TestTwoEnginesShareOneStore(t *testing.T) {
 	if testing.Short() {
 		t.Skip("converges 200 services")
 	}
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		st := openStore(t)
+		runTwoEngines(t, st, st)
+	})
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		// Two pools on one database, as two processes would have.
+		url := pgtest.NewDatabase(t)
+		open := func() store.Store {
+			s, err := postgres.Open(t.Context(), url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			return s
+		}
+		runTwoEngines(t, open(), open())
+	})
+}
+
+// runTwoEngines runs engine A on stA and engine B on stB, two handles on
+// one store.
+func runTwoEngines(t *testing.T, stA, st store.Store) {
 	ctx := t.Context()
-	st := openStore(t)
 	const services = 200
 	for i := range services {
 		svc := fmt.Sprintf("svc%03d", i)
@@ -186,7 +213,7 @@ func TestTwoEnginesShareOneStore(t *testing.T) {
 		return NewLoop(Config{Store: s, Runtimes: ownedRuntimes{rt: rt, owner: owner}, Settings: settings, Owner: owner,
 			Workers: 4, MaxApplies: 8, LeaseTTL: time.Second, TaskTTL: 3 * time.Second, TaskPoll: 20 * time.Millisecond})
 	}
-	mortal := &mortalStore{Store: st}
+	mortal := &mortalStore{Store: stA}
 	a, b := newLoop("engine-a", mortal), newLoop("engine-b", st)
 	aCtx, killA := context.WithCancel(ctx)
 	bCtx, stopB := context.WithCancel(ctx)
@@ -252,5 +279,51 @@ func TestTwoEnginesShareOneStore(t *testing.T) {
 	}
 	if len(rt.done) != 2*services || byA == 0 || byB == 0 {
 		t.Errorf("%d instances applied (%d by A, %d by B), want %d by both engines", len(rt.done), byA, byB, 2*services)
+	}
+}
+
+// TestResyncFindsServicesPushedElsewhere: a desired state created after
+// the engine started, of which the engine was never told (it was pushed
+// through another server sharing the store), is converged once the loop
+// resyncs; without resync it is not.
+func TestResyncFindsServicesPushedElsewhere(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	rt := &slowRuntime{delay: time.Millisecond, runs: map[string]string{}, done: map[string]int{}, by: map[string]string{},
+		owner: func(context.Context) string { return "e" }}
+	settings := DefaultSettings()
+	settings.PollInterval = 20 * time.Millisecond
+	for _, resync := range []time.Duration{0, 50 * time.Millisecond} {
+		st := openStore(t)
+		l := NewLoop(Config{Store: st, Runtimes: ownedRuntimes{rt: rt, owner: "e"}, Settings: settings, Workers: 2,
+			TaskPoll: 20 * time.Millisecond, Resync: resync})
+		lctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); _ = l.Run(lctx) }()
+		svc := fmt.Sprintf("late-%d", resync.Milliseconds())
+		compiled, err := ds.Encode(&ds.Compiled{Application: "app", Service: svc, Version: "v1", Channels: []ds.Channel{{Name: "prod", Runtime: "slow"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond) // the loop has listed the (no) services
+		if err := st.CreateDesiredState(ctx, store.DesiredState{ID: "ds-" + svc, Application: "app", Service: svc, Version: "v1", Compiled: compiled}); err != nil {
+			t.Fatal(err)
+		}
+		converged := func() bool {
+			inst, err := st.GetInstance(ctx, "app", svc, "prod")
+			return err == nil && inst.Status == ds.StatusConverged
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		if resync == 0 {
+			deadline = time.Now().Add(500 * time.Millisecond)
+		}
+		for !converged() && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if got := converged(); got != (resync > 0) {
+			t.Errorf("resync %v: converged %v", resync, got)
+		}
+		stop()
+		<-done
 	}
 }

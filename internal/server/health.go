@@ -27,7 +27,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	_, known := auth.FromContext(r.Context())
 	h := apiv1.Health{Status: "ok", Store: "ok"}
 	if known {
-		h.Version = version.Version
+		h.Version, h.StoreKind, h.Replica = version.Version, s.storeKind, s.replica
 	}
 	code := http.StatusOK
 	if err := s.store.Check(ctx); err != nil {

@@ -47,6 +47,9 @@ type Config struct {
 	Now func() time.Time
 	// Edge is who may call the API and the limits of its HTTP edge.
 	Edge EdgeConfig
+	// StoreKind ("sqlite", "postgres") and Replica (this server's name in
+	// leases and task claims) are reported by /v1/health.
+	StoreKind, Replica string
 }
 
 // Server is the API.
@@ -60,6 +63,8 @@ type Server struct {
 	cache    decodeCache
 	mux      *http.ServeMux
 	edgeCfg  EdgeConfig
+	// storeKind and replica are reported by health.
+	storeKind, replica string
 	// pushMu serializes the pushes of each service, so the desired state a
 	// push reports as replaced is exactly the one it replaced (the store is
 	// atomic either way). Pushes of different services run at once, and
@@ -89,7 +94,7 @@ func New(cfg Config) *Server {
 		cfg.Now = time.Now
 	}
 	s := &Server{store: cfg.Store, engine: cfg.Engine, runtimes: cfg.Runtimes, log: cfg.Log, now: cfg.Now,
-		changed: newBroadcaster(), edgeCfg: cfg.Edge}
+		changed: newBroadcaster(), edgeCfg: cfg.Edge, storeKind: cfg.StoreKind, replica: cfg.Replica}
 	s.routes()
 	return s
 }

@@ -1,0 +1,98 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/drover-dev/drover/internal/store"
+)
+
+const configColumns = "kind, name, version, body, hash, source, created_at"
+
+func scanConfig(row scanner) (store.ConfigObject, error) {
+	var c store.ConfigObject
+	err := row.Scan(&c.Kind, &c.Name, &c.Version, &c.Body, &c.Hash, &c.Source, at(&c.CreatedAt))
+	return c, err
+}
+
+// selectLatestConfig reads the latest version of a config ($1 kind, $2 name).
+const selectLatestConfig = "SELECT " + configColumns + " FROM configs WHERE kind = $1 AND name = $2 ORDER BY version DESC LIMIT 1"
+
+// PutConfig implements store.Store. Puts of one config are serialized by an
+// advisory lock on its kind and name, so the latest version each compares
+// with is the committed one and versions never collide.
+func (s *Store) PutConfig(ctx context.Context, obj store.ConfigObject) (store.ConfigObject, bool, error) {
+	if obj.Kind == "" || obj.Name == "" || obj.Hash == "" {
+		return store.ConfigObject{}, false, fmt.Errorf("put config %s/%s: kind, name and hash are required", obj.Kind, obj.Name)
+	}
+	var (
+		out     store.ConfigObject
+		created bool
+	)
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		created = false
+		if err := lockName(ctx, tx, "config", obj.Kind, obj.Name); err != nil {
+			return err
+		}
+		latest, err := scanConfig(tx.QueryRow(ctx, selectLatestConfig, obj.Kind, obj.Name))
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+		case err != nil:
+			return err
+		case latest.Hash == obj.Hash:
+			out = latest
+			return nil
+		}
+		obj.Version = latest.Version + 1
+		obj.CreatedAt = now()
+		_, err = tx.Exec(ctx, "INSERT INTO configs ("+configColumns+") VALUES ($1, $2, $3, $4, $5, $6, $7)",
+			obj.Kind, obj.Name, obj.Version, obj.Body, obj.Hash, obj.Source, nanos(obj.CreatedAt))
+		if err != nil {
+			return err
+		}
+		out, created = obj, true
+		return nil
+	})
+	if err != nil {
+		return store.ConfigObject{}, false, fmt.Errorf("put config %s/%s: %w", obj.Kind, obj.Name, err)
+	}
+	return out, created, nil
+}
+
+// GetConfig implements store.Store.
+func (s *Store) GetConfig(ctx context.Context, kind, name string) (store.ConfigObject, error) {
+	c, err := scanConfig(s.pool.QueryRow(ctx, selectLatestConfig, kind, name))
+	if err != nil {
+		return store.ConfigObject{}, fmt.Errorf("get config %s/%s: %w", kind, name, notFound(err))
+	}
+	return c, nil
+}
+
+// GetConfigVersion implements store.Store.
+func (s *Store) GetConfigVersion(ctx context.Context, kind, name string, version int64) (store.ConfigObject, error) {
+	c, err := scanConfig(s.pool.QueryRow(ctx,
+		"SELECT "+configColumns+" FROM configs WHERE kind = $1 AND name = $2 AND version = $3", kind, name, version))
+	if err != nil {
+		return store.ConfigObject{}, fmt.Errorf("get config %s/%s version %d: %w", kind, name, version, notFound(err))
+	}
+	return c, nil
+}
+
+// ListConfigs implements store.Store.
+func (s *Store) ListConfigs(ctx context.Context, kind string) ([]store.ConfigObject, error) {
+	q := "SELECT DISTINCT ON (kind, name) " + configColumns + " FROM configs"
+	var args []any
+	if kind != "" {
+		q += " WHERE kind = $1"
+		args = append(args, kind)
+	}
+	q += " ORDER BY kind, name, version DESC"
+	out, err := queryAll(ctx, s.pool, q, args, scanConfig)
+	if err != nil {
+		return nil, fmt.Errorf("list configs %q: %w", kind, err)
+	}
+	return out, nil
+}

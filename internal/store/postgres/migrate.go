@@ -1,0 +1,163 @@
+package postgres
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// migrations are the embedded schema migrations, in order.
+var migrations = mustLoadMigrations(migrationFiles, "migrations")
+
+// migration is one schema step: migrations/NNNN_name.sql brings the schema to
+// version NNNN.
+type migration struct {
+	version int64
+	name    string
+	sql     string
+}
+
+// mustLoadMigrations loads the embedded migrations; they are part of the
+// binary, so a bad one is a build mistake that every test catches.
+func mustLoadMigrations(fsys fs.FS, dir string) []migration {
+	ms, err := loadMigrations(fsys, dir)
+	if err != nil {
+		panic(err)
+	}
+	return ms
+}
+
+// loadMigrations reads dir/*.sql. Versions must be 1, 2, 3... with no gap.
+func loadMigrations(fsys fs.FS, dir string) ([]migration, error) {
+	names, err := fs.Glob(fsys, path.Join(dir, "*.sql"))
+	if err != nil {
+		return nil, err
+	}
+	var ms []migration
+	for _, name := range names { // fs.Glob sorts
+		base := path.Base(name)
+		num, _, ok := strings.Cut(base, "_")
+		v, err := strconv.ParseInt(num, 10, 64)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("migration %s: name must be NNNN_description.sql", name)
+		}
+		if want := int64(len(ms) + 1); v != want {
+			return nil, fmt.Errorf("migration %s: version %d, want %d (versions start at 1 with no gaps)", name, v, want)
+		}
+		b, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, migration{version: v, name: base, sql: string(b)})
+	}
+	if len(ms) == 0 {
+		return nil, fmt.Errorf("no migrations in %s", dir)
+	}
+	return ms, nil
+}
+
+// createMigrations creates the table of applied migrations.
+const createMigrations = `CREATE TABLE IF NOT EXISTS schema_migrations (
+	version    BIGINT PRIMARY KEY,
+	applied_at BIGINT NOT NULL
+)`
+
+// migrate brings the database's schema to the last of ms, one transaction
+// per migration together with its schema_migrations row, and fails if the
+// schema is newer than ms knows. It runs on one connection holding the
+// session-level advisory lock migrateLock, so processes opening one database
+// at once migrate it one after another: the first applies what is pending,
+// the others then find nothing to do.
+func migrate(ctx context.Context, pool *pgxpool.Pool, ms []migration) (err error) {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", migrateLock); err != nil {
+		// The lock may have been granted as the call failed (a canceled
+		// context): the connection goes, and the lock with it.
+		discard(ctx, conn)
+		return fmt.Errorf("migrate: take the migration lock: %w", err)
+	}
+	defer func() {
+		err = errors.Join(err, unlockMigrations(ctx, conn))
+	}()
+	if _, err := conn.Exec(ctx, createMigrations); err != nil {
+		return fmt.Errorf("create schema_migrations: %w", err)
+	}
+	current, err := schemaVersion(ctx, conn)
+	if err != nil {
+		return err
+	}
+	latest := ms[len(ms)-1].version
+	if current > latest {
+		return fmt.Errorf("database schema version %d is newer than this binary supports (version %d): upgrade drover", current, latest)
+	}
+	for _, m := range ms {
+		if m.version <= current {
+			continue
+		}
+		if err := apply(ctx, conn, m); err != nil {
+			return fmt.Errorf("migrate schema to version %d (%s): %w", m.version, m.name, err)
+		}
+	}
+	return nil
+}
+
+// apply runs one migration and records it, in one transaction.
+func apply(ctx context.Context, conn *pgxpool.Conn, m migration) error {
+	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, m.sql); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)", m.version, nanos(now()))
+		return err
+	})
+}
+
+// unlockMigrations releases the migration lock, even when ctx is done. A
+// connection that cannot release it is closed (which releases it) rather than
+// returned to the pool still holding it.
+func unlockMigrations(ctx context.Context, conn *pgxpool.Conn) error {
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+	defer cancel()
+	if _, err := conn.Exec(uctx, "SELECT pg_advisory_unlock($1)", migrateLock); err != nil {
+		discard(ctx, conn)
+		return fmt.Errorf("migrate: release the migration lock: %w", err)
+	}
+	return nil
+}
+
+// discard closes conn, ending its session (and the session's locks); the
+// pool drops it when it is released.
+func discard(ctx context.Context, conn *pgxpool.Conn) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+	defer cancel()
+	_ = conn.Conn().Close(cctx)
+}
+
+// schemaVersion returns the newest applied migration (0 = none).
+func schemaVersion(ctx context.Context, q interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}) (int64, error) {
+	var v int64
+	if err := q.QueryRow(ctx, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations").Scan(&v); err != nil {
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	return v, nil
+}
+
+// latestVersion is the schema version of this binary.
+func latestVersion() int64 { return migrations[len(migrations)-1].version }

@@ -1,0 +1,91 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/drover-dev/drover/internal/store"
+)
+
+// Store is the PostgreSQL implementation of store.Store. It is safe for
+// concurrent use, also by several processes sharing one database.
+type Store struct {
+	pool *pgxpool.Pool
+	// keepSuperseded is the retention bound of CreateDesiredState (see
+	// retention.go); negative keeps everything.
+	keepSuperseded int
+	// health is the outcome of the last write, for Check (see health.go).
+	health health
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Option configures Open.
+type Option func(*options)
+
+type options struct{ keepSuperseded int }
+
+// KeepSuperseded sets how many superseded desired states per service keep
+// their compiled copy beyond those instances reference
+// (store.DefaultKeepSuperseded by default); a negative n keeps them all.
+func KeepSuperseded(n int) Option { return func(o *options) { o.keepSuperseded = n } }
+
+// applicationName is the application_name of the store's sessions unless the
+// URL sets one.
+const applicationName = "drover"
+
+// Open connects to the PostgreSQL database at url (a postgres:// URL or a
+// key=value connection string, as pgx parses them) and applies any pending
+// schema migrations; several processes may open one database at once (see
+// migrate.go). It fails if the database's schema is newer than this binary
+// knows. Unless the URL sets pool_max_conns, the pool holds up to
+// max(8, 4*GOMAXPROCS) connections.
+func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
+	o := options{keepSuperseded: store.DefaultKeepSuperseded}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if strings.TrimSpace(url) == "" {
+		// pgx would fall back to PG* environment variables and localhost.
+		return nil, errors.New("open store: the database URL is empty")
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		// pgx redacts the password in the URL it quotes.
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	if !strings.Contains(url, "pool_max_conns") {
+		cfg.MaxConns = int32(max(8, 4*runtime.GOMAXPROCS(0))) //nolint:gosec // a small positive number
+	}
+	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
+		cfg.ConnConfig.RuntimeParams["application_name"] = applicationName
+	}
+	where := fmt.Sprintf("%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", where, err)
+	}
+	if err := migrate(ctx, pool, migrations); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open store %s: %w", where, err)
+	}
+	return &Store{pool: pool, keepSuperseded: o.keepSuperseded}, nil
+}
+
+// Close closes the connection pool, waiting for connections in use to be
+// returned. Outstanding calls may fail.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// now is the store's clock for the times it assigns (creation, update and
+// event times), in UTC without a monotonic reading. Lease and claim expiry
+// use the database's clock instead (see work.go).
+func now() time.Time { return time.Now().UTC().Round(0) }
