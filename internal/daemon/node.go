@@ -52,6 +52,10 @@ type Node struct {
 	host *runtimehost.Host
 	loop *engine.Loop
 	srv  *server.Server
+	// feed reports what other servers sharing the store commit (nil: the
+	// store is this server's alone).
+	feed store.Feed
+	log  *slog.Logger
 }
 
 // New wires a node on cfg.Store. Call Run to start it.
@@ -68,11 +72,15 @@ func New(cfg Config) *Node {
 	if cfg.StoreKind == "" {
 		cfg.StoreKind = "sqlite"
 	}
+	var feed store.Feed
+	if f, ok := cfg.Store.(store.Feed); ok && cfg.Shared {
+		feed = f
+	}
 	if cfg.APIOnly {
-		return &Node{srv: server.New(server.Config{Store: cfg.Store, Engine: noEngine{}, Runtimes: noEngine{}, Log: cfg.Log, Now: cfg.Now,
+		return &Node{feed: feed, log: cfg.Log, srv: server.New(server.Config{Store: cfg.Store, Engine: noEngine{}, Runtimes: noEngine{}, Log: cfg.Log, Now: cfg.Now,
 			Edge: cfg.Edge, StoreKind: cfg.StoreKind})}
 	}
-	n := &Node{host: runtimehost.New(runtimehost.Config{
+	n := &Node{feed: feed, log: cfg.Log, host: runtimehost.New(runtimehost.Config{
 		Store: cfg.Store, Registry: cfg.Registry, DataDir: cfg.DataDir, Log: cfg.Log, Now: cfg.Now,
 	})}
 	n.loop = engine.NewLoop(engine.Config{
@@ -110,11 +118,19 @@ func (n *Node) changed() { n.srv.Changed() }
 // It returns once the engine has stopped (applies in flight finished or were
 // interrupted, and recorded), after which the runtimes are closed.
 func (n *Node) Run(ctx context.Context, ln net.Listener) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if n.feed != nil {
+		feedDone := make(chan struct{})
+		defer func() { cancel(); <-feedDone }()
+		go func() {
+			defer close(feedDone)
+			_ = n.feed.Listen(ctx, n.heard)
+		}()
+	}
 	if n.loop == nil {
 		return n.srv.Run(ctx, ln)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	if err := n.host.Start(ctx, func(k runtimes.InstanceKey) { n.loop.Enqueue(k.Application, k.Service) }); err != nil {
 		return err
 	}
@@ -136,6 +152,28 @@ func (n *Node) Run(ctx context.Context, ln net.Listener) error {
 		err = other
 	}
 	return err
+}
+
+// heard acts on a change another server (or this one) committed to a
+// shared store: event streams read on, runners look for tasks, and the
+// engine plans a service a request changed (if another engine holds the
+// service, the pass ends at once).
+func (n *Node) heard(c store.Change) {
+	if c.Lost {
+		n.log.Warn("store change feed was lost and is back: changes made meanwhile are seen at the next poll or resync")
+	}
+	if c.Events || c.Lost || c.Service != "" {
+		n.srv.Changed()
+	}
+	if n.loop == nil {
+		return
+	}
+	if c.Tasks {
+		n.loop.WakeRunner()
+	}
+	if c.Service != "" {
+		n.loop.Enqueue(c.Application, c.Service)
+	}
 }
 
 // noEngine stands for the engine and runtimes of an API-only node: what the

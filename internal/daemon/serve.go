@@ -164,7 +164,7 @@ func (f *serverFlags) openStore(ctx context.Context, log *slog.Logger) (lock *da
 	if err != nil {
 		return nil, nil, "", err
 	}
-	pg, err := postgres.Open(ctx, f.database, postgres.KeepSuperseded(f.keepDesiredStates))
+	pg, err := postgres.Open(ctx, f.database, postgres.KeepSuperseded(f.keepDesiredStates), postgres.Logger(log))
 	if err != nil {
 		_ = lock.Release()
 		return nil, nil, "", fmt.Errorf("open the PostgreSQL store: %w", err)

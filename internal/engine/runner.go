@@ -24,6 +24,10 @@ import (
 func taskKind(a Action) string { return "engine." + string(a.Kind) }
 
 // kick wakes the dispatcher: tasks were enqueued.
+// WakeRunner tells the task runner that tasks were enqueued (by another
+// engine sharing the store): it looks for work now, not at its next poll.
+func (l *Loop) WakeRunner() { l.kick() }
+
 func (l *Loop) kick() {
 	select {
 	case l.wake <- struct{}{}:

@@ -247,6 +247,32 @@ type Batch struct {
 	Observations []Observation
 }
 
+// Change is what a Feed reports: something was committed to the store.
+// Changes may be coalesced and repeated; a listener acts on each as a hint
+// and reads the store for what it needs.
+type Change struct {
+	// Events says events were appended (event streams read on).
+	Events bool
+	// Tasks says tasks were enqueued (task runners look for work).
+	Tasks bool
+	// Application and Service name a service that a request (a push, an
+	// approval, a pause) changed outside any engine's lease: the engine
+	// planning it should plan again.
+	Application, Service string
+	// Lost says the listener lost its connection and is back: changes may
+	// have been missed meanwhile, so everything may be stale.
+	Lost bool
+}
+
+// Feed is implemented by stores that several servers share: each server
+// hears what any of them committed, without polling.
+type Feed interface {
+	// Listen calls fn with each change committed to the store (by this
+	// server too) until ctx ends, reconnecting when the connection is lost
+	// (then fn gets a Change with Lost set). It returns ctx's error.
+	Listen(ctx context.Context, fn func(Change)) error
+}
+
 // RuntimeFacts is what a runtime reported about its backend: for a
 // Kubernetes cluster, its version and the API versions it serves. The
 // compiler renders Helm charts against them at push (.Capabilities).

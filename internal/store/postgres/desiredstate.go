@@ -53,6 +53,9 @@ func (s *Store) CreateDesiredState(ctx context.Context, ds store.DesiredState, e
 		if err := s.insertDesiredState(ctx, tx, ds, t); err != nil {
 			return err
 		}
+		if err := notifyService(ctx, tx, ds.Application, ds.Service); err != nil {
+			return err
+		}
 		var err error
 		seqs, err = insertEvents(ctx, tx, events, t)
 		return err
@@ -189,6 +192,9 @@ func (s *Store) AddApproval(ctx context.Context, desiredStateID string, decide s
 			return err
 		}
 		if err := insertApproval(ctx, tx, desiredStateID, &a, t); err != nil {
+			return err
+		}
+		if err := notifyService(ctx, tx, ds.Application, ds.Service); err != nil {
 			return err
 		}
 		seqs, err = insertEvents(ctx, tx, events, t)

@@ -36,6 +36,7 @@ func insertEvents(ctx context.Context, tx pgx.Tx, events []store.Event, t time.T
 	}
 	batch := &pgx.Batch{}
 	batch.Queue("SELECT pg_advisory_xact_lock($1)", eventsLock)
+	batch.Queue("SELECT pg_notify($1, 'e')", notifyChannel) // delivered at commit
 	for _, e := range events {
 		when := e.Time
 		if when.IsZero() {
@@ -56,6 +57,9 @@ func insertEvents(ctx context.Context, tx pgx.Tx, events []store.Event, t time.T
 func eventSeqs(res pgx.BatchResults, events []store.Event) ([]int64, error) {
 	if _, err := res.Exec(); err != nil {
 		return nil, fmt.Errorf("lock events: %w", err)
+	}
+	if _, err := res.Exec(); err != nil {
+		return nil, fmt.Errorf("notify events: %w", err)
 	}
 	seqs := make([]int64, len(events))
 	for i, e := range events {

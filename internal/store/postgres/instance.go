@@ -115,10 +115,40 @@ func applyBatch(ctx context.Context, tx pgx.Tx, b *store.Batch, t time.Time) (se
 	if err := putObservations(ctx, tx, b.Observations, t); err != nil {
 		return nil, nil, err
 	}
+	if err := notifyBatch(ctx, tx, b); err != nil {
+		return nil, nil, err
+	}
 	if seqs, err = insertEvents(ctx, tx, b.Events, t); err != nil {
 		return nil, nil, err
 	}
 	return seqs, ids, nil
+}
+
+// notifyBatch tells the change feed's listeners what b changes: tasks to
+// run, and, when b is written outside a lease (no Fence: a person's request,
+// or a runner ending an apply), the services of its instances, which their
+// engines should plan again. An engine's own pass (fenced) tells nobody.
+func notifyBatch(ctx context.Context, tx pgx.Tx, b *store.Batch) error {
+	if len(b.Tasks) > 0 {
+		if err := notify(ctx, tx, "t"); err != nil {
+			return err
+		}
+	}
+	if b.Fence != nil {
+		return nil
+	}
+	seen := map[[2]string]bool{}
+	for _, in := range b.Instances {
+		k := [2]string{in.Application, in.Service}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		if err := notifyService(ctx, tx, in.Application, in.Service); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // instanceParams lists "$1, $2, ..." for the instanceColumns.

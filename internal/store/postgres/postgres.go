@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"strings"
 	"time"
@@ -22,14 +23,26 @@ type Store struct {
 	keepSuperseded int
 	// health is the outcome of the last write, for Check (see health.go).
 	health health
+	// log hears what goes wrong in the background (the change feed).
+	log *slog.Logger
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store = (*Store)(nil)
+	_ store.Feed  = (*Store)(nil)
+)
 
 // Option configures Open.
 type Option func(*options)
 
-type options struct{ keepSuperseded int }
+type options struct {
+	keepSuperseded int
+	log            *slog.Logger
+}
+
+// Logger sets the logger of what goes wrong in the background, such as the
+// change feed's connection lost (default: discard).
+func Logger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
 // KeepSuperseded sets how many superseded desired states per service keep
 // their compiled copy beyond those instances reference
@@ -47,7 +60,7 @@ const applicationName = "drover"
 // knows. Unless the URL sets pool_max_conns, the pool holds up to
 // max(8, 4*GOMAXPROCS) connections.
 func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
-	o := options{keepSuperseded: store.DefaultKeepSuperseded}
+	o := options{keepSuperseded: store.DefaultKeepSuperseded, log: slog.New(slog.DiscardHandler)}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -75,7 +88,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open store %s: %w", where, err)
 	}
-	return &Store{pool: pool, keepSuperseded: o.keepSuperseded}, nil
+	return &Store{pool: pool, keepSuperseded: o.keepSuperseded, log: o.log}, nil
 }
 
 // Close closes the connection pool, waiting for connections in use to be
