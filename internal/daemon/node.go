@@ -43,6 +43,40 @@ type Config struct {
 	// in it at start may be theirs, so only expiry ends them. Otherwise the
 	// store is the data directory's, which this process alone holds.
 	Shared bool
+	// LeaseTTL is how long the engine's leases last without renewal (0 =
+	// the engine's default); its task claims last twice as long.
+	LeaseTTL time.Duration
+	// Processes keeps the records of the commands this server runs (to end
+	// what a crash left running), when they must not go to Store: a shared
+	// store would hand one server's records to another, which would end
+	// processes that are not its own. nil = Store.
+	Processes ProcessRecords
+}
+
+// ProcessRecords is where a server records the commands it runs.
+type ProcessRecords interface {
+	AddProcess(ctx context.Context, p store.Process) (int64, error)
+	RemoveProcess(ctx context.Context, id int64) error
+	ListProcesses(ctx context.Context) ([]store.Process, error)
+}
+
+// hostStore is the store a runtime host uses: Store, with the process
+// records kept apart.
+type hostStore struct {
+	store.Store
+	procs ProcessRecords
+}
+
+func (h hostStore) AddProcess(ctx context.Context, p store.Process) (int64, error) {
+	return h.procs.AddProcess(ctx, p)
+}
+
+func (h hostStore) RemoveProcess(ctx context.Context, id int64) error {
+	return h.procs.RemoveProcess(ctx, id)
+}
+
+func (h hostStore) ListProcesses(ctx context.Context) ([]store.Process, error) {
+	return h.procs.ListProcesses(ctx)
 }
 
 // Node is one drover server process: the runtime host, the engine that
@@ -80,8 +114,12 @@ func New(cfg Config) *Node {
 		return &Node{feed: feed, log: cfg.Log, srv: server.New(server.Config{Store: cfg.Store, Engine: noEngine{}, Runtimes: noEngine{}, Log: cfg.Log, Now: cfg.Now,
 			Edge: cfg.Edge, StoreKind: cfg.StoreKind})}
 	}
+	var hs runtimehost.Store = cfg.Store
+	if cfg.Processes != nil {
+		hs = hostStore{Store: cfg.Store, procs: cfg.Processes}
+	}
 	n := &Node{feed: feed, log: cfg.Log, host: runtimehost.New(runtimehost.Config{
-		Store: cfg.Store, Registry: cfg.Registry, DataDir: cfg.DataDir, Log: cfg.Log, Now: cfg.Now,
+		Store: hs, Registry: cfg.Registry, DataDir: cfg.DataDir, Log: cfg.Log, Now: cfg.Now,
 	})}
 	n.loop = engine.NewLoop(engine.Config{
 		Store: cfg.Store, Runtimes: n.host, Settings: cfg.Settings, Now: cfg.Now,
@@ -93,7 +131,8 @@ func New(cfg Config) *Node {
 		// A shared store's services may be pushed through another server:
 		// look for those now and then, so this engine takes them over if
 		// that server dies.
-		Resync: sharedResync(cfg.Shared),
+		Resync:   sharedResync(cfg.Shared),
+		LeaseTTL: cfg.LeaseTTL, TaskTTL: 2 * cfg.LeaseTTL,
 	})
 	n.srv = server.New(server.Config{Store: cfg.Store, Engine: n.loop, Runtimes: n.host, Log: cfg.Log, Now: cfg.Now, Edge: cfg.Edge,
 		StoreKind: cfg.StoreKind, Replica: n.loop.Owner()})

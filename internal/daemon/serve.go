@@ -44,6 +44,9 @@ type serverFlags struct {
 	token             string   // set by start
 	shutdownGrace     time.Duration
 	apiOnly           bool
+	// leaseTTL is how long a service stays leased to a server that stopped
+	// renewing it (a task claim lasts twice as long).
+	leaseTTL time.Duration
 }
 
 func (f *serverFlags) register(cmd *cobra.Command, defaultData string) {
@@ -60,6 +63,7 @@ func (f *serverFlags) register(cmd *cobra.Command, defaultData string) {
 	fl.IntVar(&f.workers, "workers", 16, "services reconciled in parallel")
 	fl.IntVar(&f.keepDesiredStates, "keep-desired-states", store.DefaultKeepSuperseded, "superseded desired states per service that keep their compiled copy, besides those rollback and status need (-1 keeps all)")
 	fl.StringArrayVar(&f.publicNames, "public-name", nil, "a further host name (or host:port) clients use for this server, e.g. behind a proxy; repeatable")
+	fl.DurationVar(&f.leaseTTL, "lease-ttl", 15*time.Second, "with --database: how long a server that died keeps its services before another server takes them over (an apply it claimed, twice as long); at least 1s")
 	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", 30*time.Second, "on Ctrl-C or SIGTERM, how long applies in flight may still finish before they are stopped (a second signal stops at once)")
 }
 
@@ -92,6 +96,8 @@ func (f *serverFlags) validate() error {
 		return cli.UsageErrorf("invalid --apply-attempts %d: must be at least 1", f.settings.MaxApplyAttempts)
 	case f.workers < 1:
 		return cli.UsageErrorf("invalid --workers %d: must be at least 1", f.workers)
+	case f.leaseTTL < time.Second:
+		return cli.UsageErrorf("invalid --lease-ttl %v: must be at least 1s", f.leaseTTL)
 	}
 	return nil
 }
@@ -102,7 +108,7 @@ func (f *serverFlags) start(ctx context.Context, log *slog.Logger) (addr string,
 	if err := f.validate(); err != nil {
 		return "", nil, err
 	}
-	lock, st, kind, err := f.openStore(ctx, log)
+	lock, st, procs, kind, err := f.openStore(ctx, log)
 	if err != nil {
 		return "", nil, err
 	}
@@ -128,7 +134,7 @@ func (f *serverFlags) start(ctx context.Context, log *slog.Logger) (addr string,
 		log.Warn("api only: the engine and the runtimes do not run; nothing converges until a server runs without --api-only")
 	}
 	node := New(Config{Store: st, DataDir: f.data, Settings: f.settings, Log: log, Workers: f.workers, Edge: edge, ShutdownGrace: f.shutdownGrace, APIOnly: f.apiOnly,
-		StoreKind: kind, Shared: kind == "postgres"})
+		StoreKind: kind, Shared: kind == "postgres", LeaseTTL: f.leaseTTL, Processes: procs})
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- node.Run(ctx, ln) }()
@@ -151,26 +157,45 @@ type closingStore interface {
 
 // openStore takes the data directory's lock and opens the store: the
 // PostgreSQL database of --database, else the directory's SQLite database.
-// kind is "postgres" or "sqlite".
-func (f *serverFlags) openStore(ctx context.Context, log *slog.Logger) (lock *datadir.Lock, st closingStore, kind string, err error) {
+// kind is "postgres" or "sqlite". With PostgreSQL, the records of the
+// commands this server runs stay in the data directory (procs, a small
+// SQLite database closed with st): they describe this host's processes.
+func (f *serverFlags) openStore(ctx context.Context, log *slog.Logger) (lock *datadir.Lock, st closingStore, procs ProcessRecords, kind string, err error) {
 	if f.database == "" {
 		lock, st, err := openDataDir(ctx, f.data, log, sqlite.KeepSuperseded(f.keepDesiredStates))
 		if err != nil {
-			return nil, nil, "", err
+			return nil, nil, nil, "", err
 		}
-		return lock, st, "sqlite", nil
+		return lock, st, nil, "sqlite", nil
 	}
 	lock, err = lockDataDir(f.data, log)
 	if err != nil {
-		return nil, nil, "", err
+		return nil, nil, nil, "", err
+	}
+	local, err := sqlite.Open(ctx, filepath.Join(f.data, "local.db"))
+	if err != nil {
+		_ = lock.Release()
+		return nil, nil, nil, "", fmt.Errorf("open the data directory's process records: %w", err)
 	}
 	pg, err := postgres.Open(ctx, f.database, postgres.KeepSuperseded(f.keepDesiredStates), postgres.Logger(log))
 	if err != nil {
+		_ = local.Close()
 		_ = lock.Release()
-		return nil, nil, "", fmt.Errorf("open the PostgreSQL store: %w", err)
+		return nil, nil, nil, "", fmt.Errorf("open the PostgreSQL store: %w", err)
 	}
 	log.Info("store: PostgreSQL", "database", redactURL(f.database))
-	return lock, pg, "postgres", nil
+	return lock, withLocal{Store: pg, local: local}, local, "postgres", nil
+}
+
+// withLocal is a shared store and the data directory's own database,
+// closed together.
+type withLocal struct {
+	*postgres.Store
+	local *sqlite.Store
+}
+
+func (w withLocal) Close() error {
+	return errors.Join(w.Store.Close(), w.local.Close())
 }
 
 func defaultDataDir(name string) string {

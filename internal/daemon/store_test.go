@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,7 +22,7 @@ func testFlags(t *testing.T, database string) *serverFlags {
 	return &serverFlags{
 		data: filepath.Join(t.TempDir(), "data"), listen: "127.0.0.1:0", logLevel: "info",
 		database: database, settings: engine.DefaultSettings(), workers: 4,
-		keepDesiredStates: store.DefaultKeepSuperseded, shutdownGrace: 5 * time.Second,
+		keepDesiredStates: store.DefaultKeepSuperseded, shutdownGrace: 5 * time.Second, leaseTTL: 15 * time.Second,
 	}
 }
 
@@ -48,6 +49,11 @@ func TestServerStores(t *testing.T) {
 			}
 			if h.Status != "ok" || h.StoreKind != c.kind || !strings.Contains(h.Replica, "/") {
 				t.Errorf("health %+v, want ok on %s with a replica name", h, c.kind)
+			}
+			// On a shared store, the records of this host's processes stay
+			// in the data directory.
+			if _, err := os.Stat(filepath.Join(f.data, "local.db")); (err == nil) != (c.kind == "postgres") {
+				t.Errorf("%s: local.db in the data directory: %v", c.kind, err)
 			}
 		})
 	}
