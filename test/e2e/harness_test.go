@@ -183,6 +183,16 @@ func (s *server) kill() {
 	s.mu.Unlock()
 }
 
+// pid is the running server's process id (0 when it is not running).
+func (s *server) pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // restart is kill -9 followed by a start on the same data directory and address.
 func (s *server) restart() {
 	s.t.Helper()

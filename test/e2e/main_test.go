@@ -10,6 +10,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/drover-dev/drover/internal/testing/pgtest"
 )
 
 var (
@@ -51,7 +53,7 @@ func buildAndRun(m *testing.M) int {
 	if bin := os.Getenv("DROVER_E2E_BIN"); bin != "" {
 		// A prebuilt binary (e.g. of another revision); nothing to build.
 		droverBin = bin
-		return m.Run()
+		return runThenStop(m)
 	}
 	droverBin = filepath.Join(dir, "drover")
 	args := []string{"build", "-o", droverBin}
@@ -65,6 +67,13 @@ func buildAndRun(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "e2e: go %s: %v\n%s", strings.Join(args, " "), err, out)
 		return 1
 	}
+	return runThenStop(m)
+}
+
+// runThenStop runs the tests, then stops the PostgreSQL server they shared
+// (if one was started).
+func runThenStop(m *testing.M) int {
+	defer pgtest.Stop()
 	return m.Run()
 }
 
