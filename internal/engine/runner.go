@@ -157,10 +157,16 @@ func (l *Loop) safeExecute(ctx context.Context, app, svc string, a Action) (out 
 	return l.exec.Execute(ctx, app, svc, a)
 }
 
+// errClaimLapsed stops an action whose claim this runner could not renew
+// for as long as a claim lasts: the store may have given it to another
+// runner (a partition between this server and its database).
+var errClaimLapsed = errors.New("the task's claim lapsed: the store could not be reached to renew it, so another runner may have it")
+
 // heartbeat renews the task's claim every third of its ttl until the
 // returned function is called; that function reports whether the claim was
 // lost meanwhile (the action's context is then canceled: another runner may
-// be carrying it out).
+// be carrying it out). A claim not renewed for its ttl (the store cannot be
+// reached) counts as lost as well.
 func (l *Loop) heartbeat(ctx context.Context, task store.Task, cancel context.CancelCauseFunc, log interface {
 	Warn(string, ...any)
 }) func() bool {
@@ -169,6 +175,9 @@ func (l *Loop) heartbeat(ctx context.Context, task store.Task, cancel context.Ca
 	go func() {
 		t := time.NewTicker(l.taskTTL / 3)
 		defer t.Stop()
+		// The claim was made just before: it holds for a ttl from about now
+		// (by this host's clock, which is what it has to go by).
+		validUntil := time.Now().Add(l.taskTTL)
 		for {
 			select {
 			case <-done:
@@ -185,10 +194,17 @@ func (l *Loop) heartbeat(ctx context.Context, task store.Task, cancel context.Ca
 				<-done
 				lost <- true
 				return
+			case err != nil && !time.Now().Before(validUntil):
+				log.Warn("task claim lapsed unrenewed; stopping the action", "error", err)
+				cancel(errClaimLapsed)
+				<-done
+				lost <- true
+				return
 			case err != nil:
 				log.Warn("task heartbeat failed", "error", err)
 			default:
 				task = next
+				validUntil = time.Now().Add(l.taskTTL)
 			}
 		}
 	}()

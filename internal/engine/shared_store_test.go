@@ -327,3 +327,94 @@ func TestResyncFindsServicesPushedElsewhere(t *testing.T) {
 		<-done
 	}
 }
+
+// cutStore is a store whose connection can be cut: then every call fails
+// as an unreachable database does.
+type cutStore struct {
+	store.Store
+	cut atomic.Bool
+}
+
+var errUnreachable = errors.New("connect: connection refused")
+
+func (c *cutStore) HeartbeatTask(ctx context.Context, t store.Task, ttl time.Duration) (store.Task, error) {
+	if c.cut.Load() {
+		return store.Task{}, errUnreachable
+	}
+	return c.Store.HeartbeatTask(ctx, t, ttl)
+}
+
+func (c *cutStore) ClaimTasks(ctx context.Context, owner string, ttl time.Duration, limit int) ([]store.Task, error) {
+	if c.cut.Load() {
+		return nil, errUnreachable
+	}
+	return c.Store.ClaimTasks(ctx, owner, ttl, limit)
+}
+
+func (c *cutStore) ClaimLease(ctx context.Context, key, owner string, ttl time.Duration) (store.Lease, error) {
+	if c.cut.Load() {
+		return store.Lease{}, errUnreachable
+	}
+	return c.Store.ClaimLease(ctx, key, owner, ttl)
+}
+
+// stuckRuntime's applies run until their context ends, and report how
+// they ended.
+type stuckRuntime struct {
+	started chan struct{}
+	ended   chan error
+}
+
+func (r *stuckRuntime) Runtime(context.Context, string) (runtimes.Runtime, error) { return r, nil }
+
+func (r *stuckRuntime) Fetch(context.Context, runtimes.Target) (runtimes.State, error) {
+	return runtimes.State{}, nil
+}
+
+func (r *stuckRuntime) Apply(ctx context.Context, _ runtimes.Target) (runtimes.ApplyResult, error) {
+	r.started <- struct{}{}
+	<-ctx.Done()
+	r.ended <- context.Cause(ctx)
+	return runtimes.ApplyResult{}, context.Cause(ctx)
+}
+
+// TestRunnerStopsWhenClaimLapses: a runner cut off from the store stops its
+// apply once the claim it cannot renew has lapsed (another runner may have
+// it by then), rather than running on.
+func TestRunnerStopsWhenClaimLapses(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st := &cutStore{Store: openStore(t)}
+	compiled, err := ds.Encode(&ds.Compiled{Application: "app", Service: "svc", Version: "v1", Channels: []ds.Channel{{Name: "prod", Runtime: "r"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CreateDesiredState(ctx, store.DesiredState{ID: "ds-cut", Application: "app", Service: "svc", Version: "v1", Compiled: compiled}); err != nil {
+		t.Fatal(err)
+	}
+	rt := &stuckRuntime{started: make(chan struct{}, 1), ended: make(chan error, 1)}
+	const ttl = 300 * time.Millisecond
+	l := NewLoop(Config{Store: st, Runtimes: rt, Workers: 1, LeaseTTL: ttl, TaskTTL: ttl, TaskPoll: 20 * time.Millisecond})
+	lctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = l.Run(lctx) }()
+	defer func() { stop(); <-done }()
+	select {
+	case <-rt.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the apply never started")
+	}
+	cutAt := time.Now()
+	st.cut.Store(true)
+	select {
+	case cause := <-rt.ended:
+		if !errors.Is(cause, errClaimLapsed) {
+			t.Errorf("the apply ended with %v, want the lapsed claim", cause)
+		}
+		if d := time.Since(cutAt); d > 3*ttl {
+			t.Errorf("the apply ran %v after the cut, want about the claim's ttl (%v)", d, ttl)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the apply ran on with its claim lapsed")
+	}
+}
