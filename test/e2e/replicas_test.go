@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -9,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	apiv1 "github.com/drover-dev/drover/api/v1"
 	"github.com/drover-dev/drover/internal/testing/pgtest"
@@ -20,7 +24,7 @@ import (
 const replicaApply = `set -eu
 mkdir -p "$STATE_DIR"
 echo "start $PVN_RELEASE_CHANNEL $PVN_SERVICE_VERSION $PPID" >> "$LOG"
-sleep 1.5
+sleep "$DELAY"
 printf '%s\n' "$PVN_SERVICE_VERSION" > "$STATE_DIR/version"
 echo "done $PVN_RELEASE_CHANNEL $PVN_SERVICE_VERSION $PPID" >> "$LOG"
 `
@@ -49,6 +53,29 @@ func readApplyLog(t *testing.T, path string) []applyLine {
 	return out
 }
 
+// replicaTree writes the configs of the replica tests: a custom runtime
+// whose applies log to logPath, and service chain/web on channels staging,
+// canary (after an approval) and prod (after another).
+func replicaTree(t *testing.T, delay string) (dir, logPath string) {
+	tmp := t.TempDir()
+	logPath = filepath.Join(tmp, "applies.log")
+	canary := crChannel("canary", "shell", "staging")
+	canary["preconditions"] = append(canary["preconditions"].([]crObj), crObj{"manualApproval": crObj{}})
+	prod := crChannel("prod", "shell", "canary")
+	prod["preconditions"] = append(prod["preconditions"].([]crObj), crObj{"manualApproval": crObj{}})
+	service := crService("chain", "web", "stateDir", tmp+"/state/{{.Builtins.ReleaseChannel.Name}}")
+	service["service"].(crObj)["parameters"] = []crObj{{"name": "image", "required": true, "string": crObj{}}}
+	dir = crWriteConfigs(t, filepath.Join(tmp, "config"), map[string]crObj{
+		"runtime": crRuntime("shell", []string{"stateDir"}, crObj{
+			"apply": crProgram(replicaApply, map[string]string{"STATE_DIR": "{{.Params.stateDir}}", "LOG": logPath, "DELAY": delay}),
+			"fetch": crFetch("2s"),
+		}),
+		"app":     crApp("chain", crChannel("staging", "shell"), canary, prod),
+		"service": service,
+	})
+	return dir, logPath
+}
+
 // TestReplicasSIGKILL: three servers share one PostgreSQL database, and
 // every command goes to a different one. A three-channel rollout with
 // approvals, then a rollback, run on a custom runtime whose applies all
@@ -60,23 +87,8 @@ func readApplyLog(t *testing.T, path string) []applyLine {
 func TestReplicasSIGKILL(t *testing.T) {
 	requireE2E(t)
 	url := pgtest.NewDatabase(t)
-	tmp := t.TempDir()
-	logPath := filepath.Join(tmp, "applies.log")
+	dir, logPath := replicaTree(t, "1.5")
 	const app, svc = "chain", "web"
-	canary := crChannel("canary", "shell", "staging")
-	canary["preconditions"] = append(canary["preconditions"].([]crObj), crObj{"manualApproval": crObj{}})
-	prod := crChannel("prod", "shell", "canary")
-	prod["preconditions"] = append(prod["preconditions"].([]crObj), crObj{"manualApproval": crObj{}})
-	service := crService(app, svc, "stateDir", tmp+"/state/{{.Builtins.ReleaseChannel.Name}}")
-	service["service"].(crObj)["parameters"] = []crObj{{"name": "image", "required": true, "string": crObj{}}}
-	dir := crWriteConfigs(t, filepath.Join(tmp, "config"), map[string]crObj{
-		"runtime": crRuntime("shell", []string{"stateDir"}, crObj{
-			"apply": crProgram(replicaApply, map[string]string{"STATE_DIR": "{{.Params.stateDir}}", "LOG": logPath}),
-			"fetch": crFetch("2s"),
-		}),
-		"app":     crApp(app, crChannel("staging", "shell"), canary, prod),
-		"service": service,
-	})
 	flags := []string{"--database", url, "--poll-interval", "100ms", "--lease-ttl", "2s"}
 	rs := []*server{newServer(t, flags...), newServer(t, flags...), newServer(t, flags...)}
 	next := 0
@@ -256,5 +268,116 @@ func TestReplicasSIGKILL(t *testing.T) {
 			fmt.Fprintf(&b, "%s %s %s %d\n", l.what, l.rc, l.version, l.pid)
 		}
 		t.Logf("apply log:\n%s", b.String())
+	}
+}
+
+// pgExec runs statements on the PostgreSQL database at url.
+func pgExec(t *testing.T, url string, stmts ...string) {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	for _, q := range stmts {
+		if _, err := conn.Exec(t.Context(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+// asUser is url with user name instead of its own.
+func asUser(t *testing.T, url, name string) string {
+	t.Helper()
+	u, err := neturl.Parse(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = neturl.User(name)
+	return u.String()
+}
+
+// TestReplicaPartitioned: a server cut off from the database mid-apply (its
+// role may no longer log in, its connections are ended) stops that apply
+// once its claim has lapsed, another server applies again and finishes the
+// rollout, and once the cut-off server is back nothing is applied twice.
+func TestReplicaPartitioned(t *testing.T) {
+	requireE2E(t)
+	url := pgtest.NewDatabase(t)
+	roleA, roleB := fmt.Sprintf("drover_a_%d", os.Getpid()), fmt.Sprintf("drover_b_%d", os.Getpid())
+	pgExec(t, url, "CREATE ROLE "+roleA+" LOGIN SUPERUSER", "CREATE ROLE "+roleB+" LOGIN SUPERUSER")
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(context.Background(), url)
+		if err == nil {
+			_, _ = conn.Exec(context.Background(), "ALTER ROLE "+roleA+" LOGIN")
+			_ = conn.Close(context.Background())
+		}
+	})
+	// Applies take longer than a claim lasts (2 s), so the cut lands while
+	// A's apply still runs after its claim lapsed.
+	dir, logPath := replicaTree(t, "5")
+	const app, svc = "chain", "web"
+	flags := func(role string) []string {
+		return []string{"--database", asUser(t, url, role), "--poll-interval", "100ms", "--lease-ttl", "1s"}
+	}
+	a := newServer(t, flags(roleA)...)
+	a.ok("alice", "apply", dir+"/...")
+	v1, _ := a.push("alice", app, svc, "image=1.0")
+	pidA := a.pid()
+	deadline := time.Now().Add(60 * time.Second)
+	for !slices.ContainsFunc(readApplyLog(t, logPath), func(l applyLine) bool { return l.what == "start" && l.pid == pidA }) {
+		if time.Now().After(deadline) {
+			t.Fatal("A never started staging's apply")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Cut A off: its role may not log in, and its connections end.
+	cutAt := time.Now()
+	pgExec(t, url, "ALTER ROLE "+roleA+" NOLOGIN",
+		"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '"+roleA+"'")
+	b := newServer(t, flags(roleB)...)
+	// B applies staging again once A's claim lapsed; A's apply is stopped.
+	var resumed time.Duration
+	for resumed == 0 {
+		if slices.ContainsFunc(readApplyLog(t, logPath), func(l applyLine) bool { return l.what == "start" && l.pid == b.pid() }) {
+			resumed = time.Since(cutAt)
+		}
+		if time.Since(cutAt) > 60*time.Second {
+			t.Fatal("B never took staging's apply over")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("B started staging's apply %v after A was cut off", resumed.Round(time.Millisecond))
+	time.Sleep(5 * time.Second) // A's apply would have ended by now, had it run on
+	pgExec(t, url, "ALTER ROLE "+roleA+" LOGIN")
+
+	b.waitStatus(app, svc, 60*time.Second, "canary waiting for approval", func(st *apiv1.ServiceStatus) bool {
+		return findChannel(st, "canary").Status == "WAITING_MANUAL_APPROVAL"
+	})
+	for _, rc := range []string{"canary", "prod"} {
+		a.waitStatus(app, svc, 60*time.Second, rc+" waiting for approval", func(st *apiv1.ServiceStatus) bool {
+			return findChannel(st, rc).Status == "WAITING_MANUAL_APPROVAL"
+		})
+		a.ok("alice", "approve", svc, "--app", app, "--release-channel", rc)
+	}
+	b.waitStatus(app, svc, 60*time.Second, "v1 everywhere", converged(v1))
+
+	lines := readApplyLog(t, logPath)
+	done := map[string][]int{}
+	for _, l := range lines {
+		if l.what == "done" {
+			done[l.rc] = append(done[l.rc], l.pid)
+		}
+	}
+	for _, rc := range []string{"staging", "canary", "prod"} {
+		if len(done[rc]) != 1 {
+			t.Errorf("%s applied to the end by %v, want once", rc, done[rc])
+		}
+	}
+	if slices.Contains(done["staging"], pidA) {
+		t.Error("A's apply ran to its end while A was cut off from the database")
+	}
+	if !strings.Contains(crReadFile(t, a.logPath), "task claim lapsed unrenewed") {
+		t.Error("A's log does not say it stopped the apply whose claim lapsed")
 	}
 }
