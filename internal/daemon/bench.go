@@ -29,13 +29,15 @@ import (
 	"github.com/drover-dev/drover/internal/runtimes"
 	"github.com/drover-dev/drover/internal/runtimes/fake"
 	"github.com/drover-dev/drover/internal/server"
+	"github.com/drover-dev/drover/internal/store/postgres"
 	"github.com/drover-dev/drover/internal/store/sqlite"
 )
 
 func newBenchCmd() *cobra.Command {
 	var (
 		services, channels, workers    int
-		data                           string
+		replicas                       int
+		data, database                 string
 		timeout                        time.Duration
 		output, cpuProfile, memProfile string
 	)
@@ -47,9 +49,14 @@ application whose M release channels each follow the previous one
 (releaseChannelStable), one zero-delay fake runtime per channel and N services,
 pushes every service at once through the API, and measures the time until every
 service is converged in every channel, with the CPU time and peak memory of
-the process.`,
-		Example: `  drover bench --services 1000 --channels 10`,
-		Args:    cobra.NoArgs,
+the process.
+
+With --database (an empty PostgreSQL database) the servers keep their state in
+it, and --replicas N runs N servers in the process sharing it (and the fake
+runtimes), with the pushes spread over them.`,
+		Example: `  drover bench --services 1000 --channels 10
+  drover bench --services 1000 --channels 10 --database postgres://drover@127.0.0.1/bench --replicas 3`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := cli.OutputFormat(output, "text", "json"); err != nil {
 				return err
@@ -73,7 +80,10 @@ the process.`,
 				}
 				defer pprof.StopCPUProfile()
 			}
-			res, err := runBench(cmd.Context(), data, services, channels, workers, timeout)
+			if replicas < 1 || (replicas > 1 && database == "") {
+				return cli.UsageErrorf("invalid --replicas %d: at least 1, and more than 1 only with --database", replicas)
+			}
+			res, err := runBench(cmd.Context(), benchSetup{data: data, database: database, replicas: replicas}, services, channels, workers, timeout)
 			if err != nil {
 				return err
 			}
@@ -94,6 +104,8 @@ the process.`,
 	f.IntVar(&channels, "channels", 10, "release channels per service (a chain)")
 	f.IntVar(&workers, "workers", 16, "engine workers (services reconciled in parallel)")
 	f.StringVar(&data, "data", "", "data directory (default: a temporary one, removed afterwards)")
+	f.StringVar(&database, "database", "", "an empty PostgreSQL database to keep the state in, instead of the data directory's SQLite")
+	f.IntVar(&replicas, "replicas", 1, "servers sharing --database (the pushes are spread over them)")
 	f.DurationVar(&timeout, "timeout", 10*time.Minute, "give up after this long")
 	f.StringVarP(&output, "output", "o", "text", "output format: text or json")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile to this file")
@@ -180,40 +192,78 @@ spec:
 	return out, nil
 }
 
-func runBench(ctx context.Context, data string, services, channels, workers int, timeout time.Duration) (res *benchResult, err error) {
+// benchSetup is where a bench keeps its state: data (a directory), and
+// database with replicas servers sharing it (or the directory's SQLite).
+type benchSetup struct {
+	data, database string
+	replicas       int
+}
+
+// benchStore opens one server's store for the bench.
+func (b benchSetup) store(ctx context.Context) (closingStore, error) {
+	if b.database == "" {
+		return sqlite.Open(ctx, filepath.Join(b.data, "drover.db"))
+	}
+	return postgres.Open(ctx, b.database)
+}
+
+func runBench(ctx context.Context, setup benchSetup, services, channels, workers int, timeout time.Duration) (res *benchResult, err error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	st, err := sqlite.Open(ctx, filepath.Join(data, "drover.db"))
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = st.Close() }()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
+	// The fake runtimes are zero-delay and in memory, one of each for all
+	// servers, as one backend is: the simulated backend keeps its state
+	// the way a real one would, outside drover, so the bench measures
+	// drover alone (a fake runtime with a data directory rewrites its whole
+	// state file as it changes).
+	var fakesMu sync.Mutex
+	fakes := map[string]runtimes.Runtime{}
 	registry := runtimehost.Registry{"fake": func(cfg *config.Runtime, opts runtimes.Options) (runtimes.Runtime, error) {
-		// Zero-delay rollouts, kept in memory only: the simulated backend
-		// keeps its state the way a real one would, outside drover, so the
-		// bench measures drover alone (a fake runtime with a data directory
-		// rewrites its whole state file as it changes).
+		fakesMu.Lock()
+		defer fakesMu.Unlock()
+		if rt, ok := fakes[cfg.Name]; ok {
+			return rt, nil
+		}
 		opts.DataDir = ""
-		return fake.Open(cfg.Name, fake.Settings{}, opts)
+		rt, err := fake.Open(cfg.Name, fake.Settings{}, opts)
+		if err == nil {
+			fakes[cfg.Name] = rt
+		}
+		return rt, err
 	}}
 	settings := engine.DefaultSettings()
 	token := auth.NewToken()
 	edge := server.EdgeConfig{Auth: auth.NewTokenAuthenticator(token, auth.LocalIdentity)}
-	node := New(Config{Store: st, DataDir: data, Settings: settings, Registry: registry, Workers: workers, Log: slog.New(slog.DiscardHandler), Edge: edge})
 	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- node.Run(runCtx, ln) }()
-	defer func() {
-		stop()
-		if serr := <-done; serr != nil && err == nil {
-			res, err = nil, fmt.Errorf("bench server: %w", serr)
+	defer stop()
+	var clients []*client.Client
+	for i := range setup.replicas {
+		st, err := setup.store(ctx)
+		if err != nil {
+			return nil, err
 		}
-	}()
-	c := client.New("http://"+ln.Addr().String(), client.WithToken(token))
+		defer func() { _ = st.Close() }()
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		dataDir := filepath.Join(setup.data, fmt.Sprintf("replica-%d", i))
+		if err := os.MkdirAll(dataDir, 0o700); err != nil {
+			return nil, err
+		}
+		shared := setup.database != ""
+		node := New(Config{Store: st, DataDir: dataDir, Settings: settings, Registry: registry, Workers: workers,
+			Log: slog.New(slog.DiscardHandler), Edge: edge, Shared: shared, StoreKind: map[bool]string{true: "postgres", false: "sqlite"}[shared]})
+		done := make(chan error, 1)
+		go func() { done <- node.Run(runCtx, ln) }()
+		defer func() {
+			stop()
+			if serr := <-done; serr != nil && err == nil {
+				res, err = nil, fmt.Errorf("bench server: %w", serr)
+			}
+		}()
+		clients = append(clients, client.New("http://"+ln.Addr().String(), client.WithToken(token)))
+	}
+	c := clients[0]
 
 	configs, err := benchConfigs(services, channels)
 	if err != nil {
@@ -244,7 +294,7 @@ func runBench(ctx context.Context, data string, services, channels, workers int,
 				if i >= services {
 					return
 				}
-				_, err := c.Push(ctx, "bench", fmt.Sprintf("svc-%d", i), apiv1.PushRequest{Params: []apiv1.Param{{Name: "image", Value: "1.0"}}})
+				_, err := clients[i%len(clients)].Push(ctx, "bench", fmt.Sprintf("svc-%d", i), apiv1.PushRequest{Params: []apiv1.Param{{Name: "image", Value: "1.0"}}})
 				if err != nil {
 					first.CompareAndSwap(nil, err)
 					return
