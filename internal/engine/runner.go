@@ -175,18 +175,32 @@ func (l *Loop) heartbeat(ctx context.Context, task store.Task, cancel context.Ca
 	go func() {
 		t := time.NewTicker(l.taskTTL / 3)
 		defer t.Stop()
-		// The claim was made just before: it holds for a ttl from about now
-		// (by this host's clock, which is what it has to go by).
-		validUntil := time.Now().Add(l.taskTTL)
+		// The claim was made just before: it holds for a ttl from before now
+		// by this host's clock, which is what it has to go by. It lapses at
+		// the latest a ttl after the last renewal was sent.
+		until := time.Now().Add(l.taskTTL)
+		lapse := time.NewTimer(l.taskTTL)
+		defer lapse.Stop()
 		for {
 			select {
 			case <-done:
 				lost <- false
 				return
+			case <-lapse.C:
+				log.Warn("task claim lapsed unrenewed; stopping the action")
+				cancel(errClaimLapsed)
+				<-done
+				lost <- true
+				return
 			case <-t.C:
 			}
+			sent := time.Now()
+			// A renewal that hangs (an unreachable database) gives up when
+			// the claim lapses, so that the lapse is acted on in time.
 			hctx, stop := recordContext(ctx)
+			hctx, stopAt := context.WithDeadline(hctx, until)
 			next, err := l.store.HeartbeatTask(hctx, task, l.taskTTL)
+			stopAt()
 			stop()
 			switch {
 			case errors.Is(err, store.ErrFenced):
@@ -194,17 +208,12 @@ func (l *Loop) heartbeat(ctx context.Context, task store.Task, cancel context.Ca
 				<-done
 				lost <- true
 				return
-			case err != nil && !time.Now().Before(validUntil):
-				log.Warn("task claim lapsed unrenewed; stopping the action", "error", err)
-				cancel(errClaimLapsed)
-				<-done
-				lost <- true
-				return
 			case err != nil:
 				log.Warn("task heartbeat failed", "error", err)
 			default:
 				task = next
-				validUntil = time.Now().Add(l.taskTTL)
+				until = sent.Add(l.taskTTL)
+				lapse.Reset(time.Until(until))
 			}
 		}
 	}()
