@@ -408,10 +408,10 @@ func extract(fsys fs.FS, root, dir string) error {
 	})
 }
 
-// Commands are the verbs that run a server in this process: drover server,
-// drover dev and drover bench, for the CLI's root (cli.Main).
+// Commands are the verbs that open a store in this process: drover server,
+// drover dev, drover bench and drover admin, for the CLI's root (cli.Main).
 func Commands() []*cobra.Command {
-	return []*cobra.Command{newServerCmd(), newDevCmd(), newBenchCmd()}
+	return []*cobra.Command{newServerCmd(), newDevCmd(), newBenchCmd(), newAdminCmd()}
 }
 
 // redactURL is a database URL without its password, for logs.

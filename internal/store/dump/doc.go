@@ -1,0 +1,87 @@
+// Package dump is drover's store-neutral dump format: the whole state of an
+// installation as a stream of JSON lines, which moves it from one store to
+// another (the embedded SQLite store to PostgreSQL, or back) without losing
+// history. drover admin export writes one, drover admin import reads one.
+//
+// # Format
+//
+// A dump is UTF-8 text, one JSON object per line, each line ending in "\n".
+// The first line is the header:
+//
+//	{"format":"drover-dump","version":1,"exportedAt":"2026-01-02T15:04:05.123456789Z","store":"sqlite"}
+//
+// format is always "drover-dump"; version is the format's version (Version),
+// and a reader refuses a version newer than it knows; store says which kind of
+// store wrote it (information only). Then comes one line per record,
+//
+//	{"kind":"event","record":{"seq":1,"time":"…","type":"pushed","message":"…"}}
+//
+// in this order of kinds, so that everything a record refers to comes before
+// it: config, desiredState, approval, instance, observation, event, taskRun,
+// task, lease, runtimeFacts. The last line closes the dump and counts the
+// records before it:
+//
+//	{"kind":"end","record":{"records":1234}}
+//
+// A dump without it was cut short (a full disk, an interrupted copy) and is
+// refused, as is anything after it, a line that is not valid JSON, a record of
+// an unknown kind or with a field this version does not know, and records out
+// of order: errors name the line.
+//
+// # Records
+//
+// Each kind's record has the fields of the store's own record (see the types
+// of this package: Config, DesiredState, Approval, Instance, Observation,
+// Event, TaskRun, Task, Lease, RuntimeFacts), in their JSON form: times in RFC
+// 3339 with up to nine fractional digits in UTC (exact to the nanosecond),
+// byte fields in standard base64 (kept byte for byte; an empty value is "",
+// an absent one is left out), and text as JSON strings.
+//
+//   - config: every version of every config, ordered by kind, name and version.
+//   - desiredState: every desired state in the order they were created (the
+//     order "newest first" lists read), with replacedBy (the chain of
+//     replacements) and prunedAt (retention dropped its compiled copy).
+//     compiled is the copy the desired state holds itself; a desired state
+//     whose copy is shared with an earlier, identical one has none and names
+//     it in compiledFrom instead, as the stores keep them.
+//   - approval: every approval and rejection, in the order recorded.
+//   - instance: every instance with its revision, so optimistic concurrency
+//     goes on where it stopped.
+//   - observation: what the engine last saw of each instance, with since.
+//   - event: the whole history, with each event's original seq and time: an
+//     event stream resumed after seq N (the API's ?after=N) goes on where it
+//     was after a move.
+//   - taskRun: the task runs kept, with their original ids (drover run ID)
+//     and their output byte for byte (stdout and stderr are bytes, as
+//     command output need not be text).
+//   - task: the durable tasks with their ids, status, owner, claim token,
+//     attempts and times.
+//   - lease: every lease key ever claimed with its owner, fencing token and
+//     expiry: tokens are kept, so fencing stays monotonic after a move.
+//   - runtimeFacts: what each runtime last reported about its backend.
+//
+// Processes (store.Process) are not exported: they name process groups of
+// the host that ran the exporting server (to end what a crashed server left
+// running), which mean nothing, or the wrong processes, on another host or
+// after a restart. Stop the server before exporting, and it ends them itself.
+// A reader still accepts records of the kind "process" (last, after runtime
+// facts), and importers skip them.
+//
+// Text is JSON text: a string of invalid UTF-8, which only the SQLite store
+// can hold (in free text that quotes a command's output, such as an event
+// message), is written with U+FFFD in place of the invalid bytes, as the
+// PostgreSQL store stores it. Command output is bytes and kept exactly. An
+// empty byte value ("") and an absent one differ in a dump and in the
+// PostgreSQL store; the SQLite store reads both back as absent (nil).
+//
+// # Export and import
+//
+// A store that can be dumped implements Exporter: it reads every record in
+// one consistent snapshot (one read transaction). A store that can be loaded
+// implements Importer: it loads a dump into an empty store only (a store
+// holding any record fails with ErrNotEmpty), in one transaction (a dump that
+// fails halfway writes nothing), and moves its sequences and identities past
+// the imported maximums, so that events, task runs and tasks created after
+// the import continue after the imported ones. Write and Read connect them to
+// a file.
+package dump

@@ -1,0 +1,452 @@
+// Package dumptest helps test dumps of stores: Fill gives a store some of
+// every record through the store.Store API, Snapshot reads back everything
+// the API shows, and Compare tells two snapshots apart, so that a test can
+// move a store through a dump and check nothing changed:
+//
+//	dumptest.Fill(t, src) // src opened with a retention bound of dumptest.Keep
+//	want := dumptest.Snapshot(t, src)
+//	… export src, import into dst …
+//	dumptest.Compare(t, want, dumptest.Snapshot(t, dst))
+//	dumptest.Continues(t, dst, want)
+package dumptest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	ds "github.com/drover-dev/drover/internal/desiredstate"
+	"github.com/drover-dev/drover/internal/store"
+)
+
+// Keep is the retention bound (KeepSuperseded) the store given to Fill
+// must have, so that some desired states are pruned and others kept.
+const Keep = 2
+
+// at is a time with nanoseconds, n seconds into the fixture's day.
+func at(n int) time.Time {
+	return time.Date(2026, 3, 14, 15, 9, 26, 535897932, time.UTC).Add(time.Duration(n)*time.Second + time.Duration(n)*time.Nanosecond)
+}
+
+// Fill writes some of every kind of record into s, an empty store opened
+// with a retention bound of Keep: configs with several versions, desired
+// states of which some are pruned, some share a compiled copy and some
+// are kept for an instance, approvals, instances updated several times,
+// observations, events with data, task runs with binary output, tasks in
+// every status, leases released and claimed again, runtime facts, and a
+// process record (which dumps leave out).
+func Fill(t testing.TB, s store.Store) {
+	t.Helper()
+	ctx := t.Context()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Configs: bodies are bytes, whitespace and all.
+	for i, body := range []string{"{\"a\": 1}\n", "{\n  \"a\": 2\n}", "\x00\xffnot json"} {
+		_, _, err := s.PutConfig(ctx, store.ConfigObject{Kind: "application", Name: "shop", Body: []byte(body), Hash: fmt.Sprintf("h%d", i), Source: "shop.pvn.yaml"})
+		must(err)
+	}
+	for i := range 2 {
+		_, _, err := s.PutConfig(ctx, store.ConfigObject{Kind: "service", Name: "shop/web", Body: fmt.Appendf(nil, `{"v":%d}`, i), Hash: fmt.Sprintf("w%d", i)})
+		must(err)
+	}
+	_, _, err := s.PutConfig(ctx, store.ConfigObject{Kind: "runtime", Name: "k8s", Body: []byte(`{}`), Hash: "k"})
+	must(err)
+
+	// An instance references web-1 (its rollback target) before the pushes
+	// that would prune it.
+	staging := store.Instance{
+		Application: "shop", Service: "web", ReleaseChannel: "staging", DesiredStateID: "web-1",
+		Status: ds.StatusConverging, PreviousStateID: "web-1", PreviousVersion: "v1",
+	}
+	b := &store.Batch{Instances: []store.Instance{staging}}
+	must(s.Write(ctx, b))
+	staging = b.Instances[0]
+
+	// Pushes of shop/web: web-3 and web-6 repeat the compiled form of the
+	// active one and share its copy; with Keep = 2, web-2 .. web-5 lose
+	// theirs, web-1 keeps it (the instance needs it).
+	compiled := []string{`{"c": 1}`, `{"c": 2}`, `{"c": 2}`, `{"c": 4}`, `{"c": 5}`, `{"c": 5}`, `{"c": 7}`}
+	for i, c := range compiled {
+		id := fmt.Sprintf("web-%d", i+1)
+		d := store.DesiredState{
+			ID: id, Application: "shop", Service: "web", Version: fmt.Sprintf("v%d", i+1), ConfigVersion: int64(i%2 + 1),
+			Compiled: []byte(c), Params: fmt.Appendf(nil, `[{"name":"image","value":"1.%d"}]`, i),
+			Rollback: i == 3, CreatedBy: "alice", CreatedAt: at(10 + i),
+		}
+		if i == 4 {
+			d.ReleaseChannels = []string{"staging", "prod"}
+		}
+		must(s.CreateDesiredState(ctx, d, store.Event{Application: "shop", Service: "web", DesiredStateID: id, Type: "pushed",
+			Actor: "alice", Message: "pushed " + id, Data: []byte(`{"version": "` + d.Version + `"}`)}))
+	}
+	// A second service, with one desired state that has no compiled form.
+	must(s.CreateDesiredState(ctx, store.DesiredState{ID: "api-1", Application: "shop", Service: "api", Version: "v1"},
+		store.Event{Application: "shop", Service: "api", Type: "pushed", Message: "pushed api-1"}))
+
+	// Approvals, with their events.
+	for _, a := range []store.Approval{
+		{DesiredStateID: "web-7", Application: "shop", Service: "web", ReleaseChannel: "prod", Topic: "prod", User: "alice", Comment: "lgtm", CreatedAt: at(30)},
+		{DesiredStateID: "web-7", Application: "shop", Service: "web", ReleaseChannel: "prod", Topic: "prod", User: "bob", Reject: true, Comment: "not on a friday"},
+		{DesiredStateID: "web-2", Application: "shop", Service: "web", ReleaseChannel: "prod", Topic: "prod", User: "carol"},
+	} {
+		_, err := s.AddApproval(ctx, a.DesiredStateID, func(store.DesiredState, []store.Approval) (store.Approval, []store.Event, error) {
+			return a, []store.Event{{Application: "shop", Service: "web", ReleaseChannel: "prod", DesiredStateID: a.DesiredStateID,
+				Type: "approved", Actor: a.User, Message: "approved"}}, nil
+		})
+		must(err)
+	}
+
+	// Instances written several times (revisions), with observations,
+	// events and tasks in their batches.
+	staging.DesiredStateID, staging.TargetStateID, staging.TargetVersion = "web-7", "web-7", "v7"
+	staging.CurrentStateID, staging.CurrentVersion, staging.Status = "web-6", "v6", ds.StatusConverged
+	staging.Reason, staging.Message, staging.ApplyAttempts = "applied", "converged after 2 attempts", 2
+	staging.LastApplyAt, staging.ConvergedAt, staging.AppliedAt = at(40), at(41), at(42)
+	staging.DesiredVersion, staging.Satisfied = "v7", []string{"staging@v7", "canary@v7"}
+	staging.RollbackFrom, staging.RollbackReason, staging.FailedVersion = "v5", "health check failed", "v5"
+	staging.Healed, staging.ActionSeq, staging.ActionPending = 3, 4, true
+	prod := store.Instance{Application: "shop", Service: "web", ReleaseChannel: "prod", DesiredStateID: "web-7",
+		Status: ds.StatusWaitingManualApproval, Paused: true, UpdatedAt: at(43)}
+	api := store.Instance{Application: "shop", Service: "api", ReleaseChannel: "staging", DesiredStateID: "api-1", Status: ds.StatusPending}
+	b = &store.Batch{
+		Instances: []store.Instance{staging, prod, api},
+		Observations: []store.Observation{
+			{Application: "shop", Service: "web", ReleaseChannel: "staging", DesiredStateID: "web-7", TargetVersion: "v7",
+				Version: "v6", Converged: true, Drifted: true, Message: "3/3 ready", Since: at(44),
+				Objects: []store.ObservedObject{{ObjectType: "Deployment", Namespace: "shop", Name: "web", Version: "v6",
+					Replicas: 3, AvailableReplicas: 3, TargetReplicas: 3, Status: "ready"}},
+				Info: []store.ObservedInfo{{Name: "url", Text: "https://web.example"}}},
+			{Application: "shop", Service: "web", ReleaseChannel: "prod", Error: "cluster unreachable"},
+		},
+		Events: []store.Event{
+			{Time: at(45), Application: "shop", Service: "web", ReleaseChannel: "staging", Type: "converged", Message: "converged on v6"},
+			{Application: "shop", Service: "web", ReleaseChannel: "prod", Type: "paused", Actor: "dave", Message: "paused", Data: []byte{}},
+		},
+		Tasks: []store.Task{
+			{Key: "shop/web", Instance: "staging", Kind: "apply", Payload: []byte(`{"target":"web-7"}`)},
+			{Key: "shop/web", Instance: "prod", Kind: "apply", Payload: []byte{0, 1, 2, 0xff}},
+			{Key: "shop/api", Instance: "staging", Kind: "apply"},
+			{Key: "shop/api", Instance: "prod", Kind: "check"},
+		},
+	}
+	must(s.Write(ctx, b))
+	staging, prod = b.Instances[0], b.Instances[1]
+	prod.Message = "waiting for an approval"
+	b = &store.Batch{Instances: []store.Instance{prod}, Tasks: []store.Task{{Key: "shop/web", Instance: "canary", Kind: "apply"}}}
+	must(s.Write(ctx, b))
+
+	// Tasks in every status: succeeded, failed, running (claimed twice),
+	// pending after a release, pending never claimed.
+	claimed, err := s.ClaimTasks(ctx, "runner-a", time.Hour, 3)
+	must(err)
+	if len(claimed) != 3 {
+		t.Fatalf("claimed %d tasks, want 3", len(claimed))
+	}
+	must(s.CompleteTask(ctx, claimed[0], store.TaskSucceeded, "applied", &store.Batch{
+		Events: []store.Event{{Application: "shop", Service: "web", ReleaseChannel: "staging", Type: "applied", Message: "applied v7"}},
+	}))
+	must(s.CompleteTask(ctx, claimed[1], store.TaskFailed, "exit status 1", nil))
+	must(s.ReleaseTask(ctx, claimed[2], "server shutting down", nil))
+	again, err := s.ClaimTasks(ctx, "runner-b", time.Hour, 2)
+	must(err)
+	if len(again) != 2 {
+		t.Fatalf("claimed %d tasks, want 2", len(again))
+	}
+	must(s.ReleaseTask(ctx, again[1], "handed over", nil))
+
+	// Task runs, with output that is not text.
+	for i, r := range []store.TaskRun{
+		{Application: "shop", Service: "web", ReleaseChannel: "staging", Runtime: "k8s", Kind: "apply", Version: "v7",
+			Command: []string{"helm", "upgrade", "--install", "web"}, ExitCode: 1, Error: "exit status 1",
+			StartedAt: at(50), FinishedAt: at(51), Stdout: "ok\n\x00\xff\xfe binary \x80", Stderr: "warning: \xc3\x28", Truncated: true},
+		{Application: "shop", Service: "web", ReleaseChannel: "prod", Runtime: "k8s", Kind: "fetch", ExitCode: -1, Error: "timed out"},
+		{Application: "shop", Service: "api", ReleaseChannel: "staging", Kind: "getInfo", Stdout: "multi\nline\r\nünïcödé 🚀\n"},
+	} {
+		if _, err := s.RecordRun(ctx, r); err != nil {
+			t.Fatalf("run %d: %v", i, err)
+		}
+	}
+
+	// Leases: shop/web released by engine-a and claimed by engine-b (token
+	// 2), shop/api held by engine-a, shop/old released.
+	l, err := s.ClaimLease(ctx, "shop/web", "engine-a", time.Hour)
+	must(err)
+	must(s.ReleaseLease(ctx, l))
+	_, err = s.ClaimLease(ctx, "shop/web", "engine-b", time.Hour)
+	must(err)
+	_, err = s.ClaimLease(ctx, "shop/api", "engine-a", time.Hour)
+	must(err)
+	l, err = s.ClaimLease(ctx, "shop/old", "engine-a", time.Hour)
+	must(err)
+	must(s.ReleaseLease(ctx, l))
+
+	// Runtime facts, standalone events and a process of this host.
+	must(s.PutRuntimeFacts(ctx, store.RuntimeFacts{Runtime: "k8s", KubeVersion: "v1.34.1",
+		APIVersions: []string{"apps/v1", "apps/v1/Deployment", "v1"}, ObservedAt: at(60)}))
+	must(s.PutRuntimeFacts(ctx, store.RuntimeFacts{Runtime: "legacy"}))
+	must(s.AppendEvents(ctx, store.Event{Time: at(61), Type: "configured", Actor: "alice", Message: "applied 6 configs", Data: []byte(`{"n": 6}`)}))
+	_, err = s.AddProcess(ctx, store.Process{Application: "shop", Service: "web", ReleaseChannel: "staging", Runtime: "custom",
+		Kind: "apply", Command: []string{"./deploy.sh"}, Handle: []byte(`{"pgid":4242}`)})
+	must(err)
+}
+
+// State is everything the store.Store API shows of a store.
+type State struct {
+	// Configs are every version of every config, by kind, name and version.
+	Configs []store.ConfigObject
+	// Active are the active desired states (ListActiveDesiredStates).
+	Active []store.DesiredState
+	// DesiredStates are each service's desired states, newest first
+	// (ListDesiredStates), services in the order of Active.
+	DesiredStates []store.DesiredState
+	// Approvals are the approvals of each desired state, by its id.
+	Approvals    map[string][]store.Approval
+	Instances    []store.Instance
+	Observations []store.Observation
+	Events       []store.Event
+	Runs         []store.TaskRun
+	Tasks        []store.Task
+	Leases       []store.Lease
+	Facts        []store.RuntimeFacts
+}
+
+// Snapshot reads everything s shows through the store.Store API (every
+// desired state also one by one, every run and task too, to compare the
+// single reads with the lists).
+func Snapshot(t testing.TB, s store.Store) State {
+	t.Helper()
+	ctx := t.Context()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var st State
+	latest, err := s.ListConfigs(ctx, "")
+	must(err)
+	for _, c := range latest {
+		for v := int64(1); v <= c.Version; v++ {
+			got, err := s.GetConfigVersion(ctx, c.Kind, c.Name, v)
+			must(err)
+			st.Configs = append(st.Configs, got)
+		}
+		got, err := s.GetConfig(ctx, c.Kind, c.Name)
+		must(err)
+		if !reflect.DeepEqual(got, c) {
+			t.Errorf("GetConfig %s/%s = %+v, ListConfigs says %+v", c.Kind, c.Name, got, c)
+		}
+	}
+	st.Active, err = s.ListActiveDesiredStates(ctx)
+	must(err)
+	st.Approvals = map[string][]store.Approval{}
+	for _, a := range st.Active {
+		list, err := s.ListDesiredStates(ctx, a.Application, a.Service, 0)
+		must(err)
+		for _, d := range list {
+			got, err := s.GetDesiredState(ctx, d.ID)
+			must(err)
+			if !reflect.DeepEqual(got, d) {
+				t.Errorf("GetDesiredState %s = %+v, ListDesiredStates says %+v", d.ID, got, d)
+			}
+			approvals, err := s.ListApprovals(ctx, d.ID)
+			must(err)
+			if len(approvals) > 0 {
+				st.Approvals[d.ID] = approvals
+			}
+		}
+		st.DesiredStates = append(st.DesiredStates, list...)
+	}
+	st.Instances, err = s.ListInstances(ctx, "", "")
+	must(err)
+	st.Observations, err = s.ListObservations(ctx, "", "")
+	must(err)
+	st.Events, err = s.ListEvents(ctx, store.EventFilter{})
+	must(err)
+	st.Runs, err = s.ListRuns(ctx, store.RunFilter{})
+	must(err)
+	for _, r := range st.Runs {
+		got, err := s.GetRun(ctx, r.ID)
+		must(err)
+		if !reflect.DeepEqual(got, r) {
+			t.Errorf("GetRun %d = %+v, ListRuns says %+v", r.ID, got, r)
+		}
+	}
+	st.Tasks, err = s.ListTasks(ctx, store.TaskFilter{})
+	must(err)
+	for _, task := range st.Tasks {
+		got, err := s.GetTask(ctx, task.ID)
+		must(err)
+		if !reflect.DeepEqual(got, task) {
+			t.Errorf("GetTask %d = %+v, ListTasks says %+v", task.ID, got, task)
+		}
+	}
+	st.Leases, err = s.ListLeases(ctx)
+	must(err)
+	st.Facts, err = s.ListRuntimeFacts(ctx)
+	must(err)
+	return st
+}
+
+// Compare fails t for each part of got that differs from want: values,
+// times to the nanosecond, bytes byte for byte.
+func Compare(t testing.TB, want, got State) {
+	t.Helper()
+	wv, gv := reflect.ValueOf(want), reflect.ValueOf(got)
+	for i := range wv.NumField() {
+		name := wv.Type().Field(i).Name
+		w, g := wv.Field(i).Interface(), gv.Field(i).Interface()
+		if reflect.DeepEqual(w, g) {
+			continue
+		}
+		t.Errorf("%s differ:\nwant %s\n got %s", name, show(w), show(g))
+	}
+}
+
+// EmptyBytesAsNil returns st with its empty (non-nil) byte values nil, as
+// the SQLite store reads them back: compare a state moved into a SQLite
+// store with it.
+func EmptyBytesAsNil(st State) State {
+	clean := func(b []byte) []byte {
+		if len(b) == 0 {
+			return nil
+		}
+		return b
+	}
+	out := st
+	out.Configs = slices.Clone(st.Configs)
+	for i := range out.Configs {
+		out.Configs[i].Body = clean(out.Configs[i].Body)
+	}
+	for _, list := range []*[]store.DesiredState{&out.Active, &out.DesiredStates} {
+		*list = slices.Clone(*list)
+		for i := range *list {
+			(*list)[i].Compiled, (*list)[i].Params = clean((*list)[i].Compiled), clean((*list)[i].Params)
+		}
+	}
+	out.Events = slices.Clone(st.Events)
+	for i := range out.Events {
+		out.Events[i].Data = clean(out.Events[i].Data)
+	}
+	out.Tasks = slices.Clone(st.Tasks)
+	for i := range out.Tasks {
+		out.Tasks[i].Payload = clean(out.Tasks[i].Payload)
+	}
+	return out
+}
+
+// show is v as JSON, for failures (bytes in base64, times to the nanosecond).
+func show(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprintf("%+v", v)
+	}
+	return string(b)
+}
+
+// Continues checks that s, which holds what before shows, goes on after
+// it: a new event, task run and task get numbers above every one in
+// before, a write fenced by a held lease's token goes through (and one with
+// an older token does not), a released lease claimed by a new owner gets a
+// higher token, and a push replaces the active desired state. It writes to
+// s.
+func Continues(t testing.TB, s store.Store, before State) {
+	t.Helper()
+	ctx := t.Context()
+	maxOf := func(ids []int64) int64 {
+		if len(ids) == 0 {
+			return 0
+		}
+		return slices.Max(ids)
+	}
+	var seqs, runs, tasks []int64
+	for _, e := range before.Events {
+		seqs = append(seqs, e.Seq)
+	}
+	for _, r := range before.Runs {
+		runs = append(runs, r.ID)
+	}
+	for _, task := range before.Tasks {
+		tasks = append(tasks, task.ID)
+	}
+	evs := []store.Event{{Type: "configured", Message: "after the move"}}
+	if err := s.AppendEvents(ctx, evs...); err != nil {
+		t.Fatal(err)
+	}
+	if want := maxOf(seqs) + 1; evs[0].Seq != want {
+		t.Errorf("the first event after the move has seq %d, want %d", evs[0].Seq, want)
+	}
+	id, err := s.RecordRun(ctx, store.TaskRun{Application: "shop", Service: "web", ReleaseChannel: "staging", Kind: "fetch"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id <= maxOf(runs) {
+		t.Errorf("the first run after the move has id %d, not above %d", id, maxOf(runs))
+	}
+	b := &store.Batch{Tasks: []store.Task{{Key: "after/move", Kind: "apply"}}}
+	if err := s.Write(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if b.Tasks[0].ID <= maxOf(tasks) {
+		t.Errorf("the first task after the move has id %d, not above %d", b.Tasks[0].ID, maxOf(tasks))
+	}
+	for _, l := range before.Leases {
+		if l.Expires.After(time.Now()) {
+			// Held: its holder's fenced writes go on, older tokens stay out.
+			if err := s.Write(ctx, &store.Batch{Fence: &store.Fence{Key: l.Key, Token: l.Token}}); err != nil {
+				t.Errorf("a write fenced by lease %s token %d after the move: %v", l.Key, l.Token, err)
+			}
+			err := s.Write(ctx, &store.Batch{Fence: &store.Fence{Key: l.Key, Token: l.Token - 1}})
+			if !errors.Is(err, store.ErrFenced) {
+				t.Errorf("a write fenced by lease %s token %d (older) after the move: %v, want ErrFenced", l.Key, l.Token-1, err)
+			}
+			continue
+		}
+		got, err := s.ClaimLease(ctx, l.Key, "after-the-move", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Token <= l.Token {
+			t.Errorf("lease %s claimed after the move has token %d, not above %d", l.Key, got.Token, l.Token)
+		}
+	}
+	for _, a := range before.Active {
+		id := a.ID + "-next"
+		if err := s.CreateDesiredState(ctx, store.DesiredState{ID: id, Application: a.Application, Service: a.Service, Compiled: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+		prev, err := s.GetDesiredState(ctx, a.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if prev.ReplacedBy != id {
+			t.Errorf("%s replaced by %q after a push, want %q", a.ID, prev.ReplacedBy, id)
+		}
+		list, err := s.ListDesiredStates(ctx, a.Application, a.Service, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list) != 1 || list[0].ID != id {
+			t.Errorf("the newest desired state of %s/%s after a push is %v, want %s", a.Application, a.Service, list, id)
+		}
+	}
+}
+
+// Lines returns the record lines of a dump (without its header), for
+// comparing two dumps of the same state.
+func Lines(dump []byte) [][]byte {
+	lines := bytes.Split(bytes.TrimSuffix(dump, []byte("\n")), []byte("\n"))
+	if len(lines) == 0 {
+		return nil
+	}
+	return lines[1:]
+}

@@ -1,0 +1,273 @@
+package dump_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/drover-dev/drover/internal/store"
+	"github.com/drover-dev/drover/internal/store/dump"
+	"github.com/drover-dev/drover/internal/store/dump/dumptest"
+	"github.com/drover-dev/drover/internal/store/postgres"
+	"github.com/drover-dev/drover/internal/store/sqlite"
+	"github.com/drover-dev/drover/internal/testing/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// dumpStore is a store that can be exported and imported.
+type dumpStore interface {
+	store.Store
+	dump.Exporter
+	dump.Importer
+}
+
+// openSQLite opens a SQLite store in a new file, closed when the test ends.
+func openSQLite(t *testing.T, opts ...sqlite.Option) *sqlite.Store {
+	t.Helper()
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "drover.db"), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// openPostgres opens a PostgreSQL store on a new database, closed when the
+// test ends.
+func openPostgres(t *testing.T, opts ...postgres.Option) *postgres.Store {
+	t.Helper()
+	s, err := postgres.Open(t.Context(), pgtest.NewDatabase(t), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// export dumps s.
+func export(t *testing.T, s dump.Exporter) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if _, err := dump.Write(t.Context(), &buf, s, dump.Header{}); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// load imports d into s and returns the records read.
+func load(t *testing.T, s dump.Importer, d []byte) dump.Counts {
+	t.Helper()
+	_, counts, err := dump.Read(t.Context(), bytes.NewReader(d), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return counts
+}
+
+// sameLines fails unless two dumps hold the same record lines, byte for
+// byte.
+func sameLines(t *testing.T, what string, want, got []byte) {
+	t.Helper()
+	w, g := dumptest.Lines(want), dumptest.Lines(got)
+	if len(w) != len(g) {
+		t.Errorf("%s: %d record lines, want %d", what, len(g), len(w))
+	}
+	for i := range min(len(w), len(g)) {
+		if !bytes.Equal(w[i], g[i]) {
+			t.Errorf("%s: record line %d differs:\nwant %s\n got %s", what, i+2, w[i], g[i])
+		}
+	}
+}
+
+// TestRoundTripSQLitePostgresSQLite moves a filled SQLite store to
+// PostgreSQL and back to SQLite: every store shows the same state through
+// the store API (event seqs, run and task ids, tokens, times to the
+// nanosecond, bytes), the dumps of all three are the same records, and each
+// store numbers what comes after the imported records.
+func TestRoundTripSQLitePostgresSQLite(t *testing.T) {
+	t.Parallel()
+	src := openSQLite(t, sqlite.KeepSuperseded(dumptest.Keep))
+	dumptest.Fill(t, src)
+	want := dumptest.Snapshot(t, src)
+	checkFixture(t, want)
+
+	d1 := export(t, src)
+	pg := openPostgres(t)
+	counts := load(t, pg, d1)
+	if counts[dump.KindEvent] != len(want.Events) || counts[dump.KindTask] != len(want.Tasks) || counts[dump.KindProcess] != 0 {
+		t.Errorf("imported %s; want %d events and %d tasks, no process", counts, len(want.Events), len(want.Tasks))
+	}
+	dumptest.Compare(t, want, dumptest.Snapshot(t, pg))
+	if procs, err := pg.ListProcesses(t.Context()); err != nil || len(procs) != 0 {
+		t.Errorf("processes after the import: %v, %v; want none", procs, err)
+	}
+
+	d2 := export(t, pg)
+	sameLines(t, "the PostgreSQL store's dump", d1, d2)
+	back := openSQLite(t)
+	load(t, back, d2)
+	dumptest.Compare(t, want, dumptest.Snapshot(t, back))
+	sameLines(t, "the second SQLite store's dump", d1, export(t, back))
+
+	dumptest.Continues(t, pg, want)
+	dumptest.Continues(t, back, want)
+}
+
+// TestRoundTripPostgresSQLitePostgres moves a filled PostgreSQL store to
+// SQLite and back, and to another PostgreSQL database. The SQLite store
+// reads an empty byte value back as nil (the fixture has an event with
+// empty data): PostgreSQL keeps the difference, and a move through SQLite
+// loses it.
+func TestRoundTripPostgresSQLitePostgres(t *testing.T) {
+	t.Parallel()
+	src := openPostgres(t, postgres.KeepSuperseded(dumptest.Keep))
+	dumptest.Fill(t, src)
+	want := dumptest.Snapshot(t, src)
+	checkFixture(t, want)
+
+	d1 := export(t, src)
+	pg := openPostgres(t)
+	load(t, pg, d1)
+	dumptest.Compare(t, want, dumptest.Snapshot(t, pg))
+	sameLines(t, "the second PostgreSQL store's dump", d1, export(t, pg))
+
+	lite := openSQLite(t)
+	load(t, lite, d1)
+	viaSQLite := dumptest.EmptyBytesAsNil(want)
+	dumptest.Compare(t, viaSQLite, dumptest.Snapshot(t, lite))
+	d2 := export(t, lite)
+	back := openPostgres(t)
+	load(t, back, d2)
+	dumptest.Compare(t, viaSQLite, dumptest.Snapshot(t, back))
+	sameLines(t, "the dump of the store back in PostgreSQL", d2, export(t, back))
+	dumptest.Continues(t, pg, want)
+	dumptest.Continues(t, lite, want)
+	dumptest.Continues(t, back, want)
+}
+
+// checkFixture checks that the filled store holds what the round trips are
+// meant to cover.
+func checkFixture(t *testing.T, st dumptest.State) {
+	t.Helper()
+	var pruned, whole int
+	for _, d := range st.DesiredStates {
+		switch {
+		case !d.PrunedAt.IsZero():
+			pruned++
+		case d.Compiled != nil:
+			whole++
+		}
+		if d.ID == "web-6" && (d.Compiled == nil || !d.PrunedAt.IsZero()) {
+			t.Errorf("web-6 (a shared copy) = %+v, want its compiled form", d)
+		}
+	}
+	if pruned < 2 || whole < 3 {
+		t.Errorf("the fixture has %d pruned and %d whole desired states; want some of each", pruned, whole)
+	}
+	statuses := map[store.TaskStatus]int{}
+	for _, task := range st.Tasks {
+		statuses[task.Status]++
+	}
+	if len(statuses) != 4 {
+		t.Errorf("task statuses %v, want all four", statuses)
+	}
+	if len(st.Runs) == 0 || !strings.Contains(st.Runs[len(st.Runs)-1].Stdout, "\x00\xff") {
+		t.Errorf("the fixture's first run has no binary output: %+v", st.Runs)
+	}
+}
+
+// TestImportIntoNonEmptyStore: an import into a store that holds anything
+// fails with ErrNotEmpty, saying what it holds, and writes nothing.
+func TestImportIntoNonEmptyStore(t *testing.T) {
+	t.Parallel()
+	src := openSQLite(t, sqlite.KeepSuperseded(dumptest.Keep))
+	dumptest.Fill(t, src)
+	d := export(t, src)
+	for name, open := range map[string]func(t *testing.T) dumpStore{
+		"sqlite":   func(t *testing.T) dumpStore { return openSQLite(t) },
+		"postgres": func(t *testing.T) dumpStore { return openPostgres(t) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dst := open(t)
+			if err := dst.AppendEvents(t.Context(), store.Event{Type: "configured", Message: "already here"}); err != nil {
+				t.Fatal(err)
+			}
+			before := dumptest.Snapshot(t, dst)
+			_, _, err := dump.Read(t.Context(), bytes.NewReader(d), dst)
+			if !errors.Is(err, dump.ErrNotEmpty) || !strings.Contains(err.Error(), "1 events") {
+				t.Fatalf("import into a store with an event: %v, want ErrNotEmpty naming the event", err)
+			}
+			dumptest.Compare(t, before, dumptest.Snapshot(t, dst))
+		})
+	}
+}
+
+// TestImportOfDamagedDumpWritesNothing: a dump that is damaged in its middle
+// or cut short fails, naming the line, and the store stays empty (a good
+// dump imports afterwards).
+func TestImportOfDamagedDumpWritesNothing(t *testing.T) {
+	t.Parallel()
+	src := openSQLite(t, sqlite.KeepSuperseded(dumptest.Keep))
+	dumptest.Fill(t, src)
+	want := dumptest.Snapshot(t, src)
+	d := export(t, src)
+	lines := bytes.SplitAfter(d, []byte("\n"))
+	n := len(lines) - 1 // the last element is empty
+	damaged := bytes.Join(append(append(slices.Clone(lines[:n-5]), []byte("{\"kind\":\"task\",\"record\":{\"id\":\n")), lines[n-4:]...), nil)
+	truncated := bytes.Join(lines[:n-1], nil)
+	cut := d[:len(d)-10]
+	for name, open := range map[string]func(t *testing.T) dumpStore{
+		"sqlite":   func(t *testing.T) dumpStore { return openSQLite(t) },
+		"postgres": func(t *testing.T) dumpStore { return openPostgres(t) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dst := open(t)
+			empty := dumptest.Snapshot(t, dst)
+			for _, c := range []struct {
+				what, msg string
+				dump      []byte
+			}{
+				{"damaged", "line " + strconv.Itoa(n-4) + ": not a dump record", damaged},
+				{"without its end line", "line " + strconv.Itoa(n-1) + ": the dump ends without its end line", truncated},
+				{"cut in a line", "line " + strconv.Itoa(n) + ": the line is cut short", cut},
+			} {
+				_, _, err := dump.Read(t.Context(), bytes.NewReader(c.dump), dst)
+				if err == nil || !strings.Contains(err.Error(), c.msg) {
+					t.Errorf("import of a dump %s: %v, want an error with %q", c.what, err, c.msg)
+				}
+				dumptest.Compare(t, empty, dumptest.Snapshot(t, dst))
+			}
+			load(t, dst, d)
+			dumptest.Compare(t, want, dumptest.Snapshot(t, dst))
+		})
+	}
+}
+
+// TestExportStopsAtEmitError: an export stops at the first error of emit and
+// returns it.
+func TestExportStopsAtEmitError(t *testing.T) {
+	t.Parallel()
+	for name, s := range map[string]dumpStore{"sqlite": openSQLite(t), "postgres": openPostgres(t)} {
+		dumptest.Fill(t, s)
+		stop := errors.New("stop")
+		n := 0
+		err := s.Export(context.Background(), func(dump.Record) error {
+			n++
+			if n == 3 {
+				return stop
+			}
+			return nil
+		})
+		if !errors.Is(err, stop) || n != 3 {
+			t.Errorf("%s: Export = %v after %d records, want the emit error after 3", name, err, n)
+		}
+	}
+}

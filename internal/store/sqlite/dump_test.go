@@ -1,0 +1,163 @@
+package sqlite
+
+import (
+	"errors"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/drover-dev/drover/internal/store"
+	"github.com/drover-dev/drover/internal/store/dump"
+)
+
+// records returns a next function over recs, for Import.
+func records(recs ...dump.Record) func() (dump.Record, error) {
+	return func() (dump.Record, error) {
+		if len(recs) == 0 {
+			return nil, io.EOF
+		}
+		r := recs[0]
+		recs = recs[1:]
+		return r, nil
+	}
+}
+
+// TestExportIsOneSnapshot: what is committed while an export runs is not
+// in the dump, whichever table it is written to.
+func TestExportIsOneSnapshot(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "drover.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, name := range []string{"a", "b"} {
+		if _, _, err := s.PutConfig(ctx, store.ConfigObject{Kind: "runtime", Name: name, Hash: name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.AppendEvents(ctx, store.Event{Type: "configured", Message: "before"}); err != nil {
+		t.Fatal(err)
+	}
+	var got []dump.Record
+	err = s.Export(ctx, func(r dump.Record) error {
+		if len(got) == 0 {
+			// The write commits (WAL: the reader does not block it).
+			if _, _, err := s.PutConfig(ctx, store.ConfigObject{Kind: "runtime", Name: "c", Hash: "c"}); err != nil {
+				return err
+			}
+			if err := s.AppendEvents(ctx, store.Event{Type: "configured", Message: "during"}); err != nil {
+				return err
+			}
+		}
+		got = append(got, r)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 {
+		t.Fatalf("exported %d records, want the 2 configs and 1 event committed before: %+v", len(got), got)
+	}
+	if e, ok := got[2].(dump.Event); !ok || e.Message != "before" {
+		t.Errorf("last record %+v, want the event written before the export", got[2])
+	}
+	if evs, err := s.ListEvents(ctx, store.EventFilter{}); err != nil || len(evs) != 2 {
+		t.Errorf("events after the export: %v, %v; want both", evs, err)
+	}
+}
+
+// TestImportMovesSequences: after an import, events, task runs and tasks
+// are numbered after the largest imported ids (not their count), desired
+// states and approvals keep their order, and lease tokens go on.
+func TestImportMovesSequences(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, err := Open(ctx, MemoryPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
+	err = s.Import(ctx, records(
+		dump.DesiredState{ID: "one", Application: "shop", Service: "web", Compiled: []byte("{}"), CreatedAt: at.Add(time.Hour), ReplacedBy: "two"},
+		dump.DesiredState{ID: "two", Application: "shop", Service: "web", CompiledFrom: "one", CreatedAt: at},
+		dump.Event{Seq: 5, Time: at, Type: "a"},
+		dump.Event{Seq: 100, Time: at, Type: "b"},
+		dump.TaskRun{ID: 50, Application: "shop", Service: "web", ReleaseChannel: "prod", Kind: "apply", StartedAt: at, FinishedAt: at},
+		dump.Task{ID: 70, Key: "shop/web", Kind: "apply", Status: store.TaskSucceeded, CreatedAt: at},
+		dump.Lease{Key: "shop/web", Owner: "gone", Token: 41, Expires: at},
+		dump.Process{ID: 3, Kind: "apply", Handle: []byte("{}"), StartedAt: at},
+	))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// "two" was created last (whatever its time) and shares the copy of "one".
+	list, err := s.ListDesiredStates(ctx, "shop", "web", 0)
+	if err != nil || len(list) != 2 || list[0].ID != "two" || string(list[0].Compiled) != "{}" {
+		t.Fatalf("desired states %+v, %v; want two (sharing one's copy) first", list, err)
+	}
+	evs := []store.Event{{Type: "c"}}
+	if err := s.AppendEvents(ctx, evs...); err != nil || evs[0].Seq != 101 {
+		t.Errorf("next event seq %d (%v), want 101", evs[0].Seq, err)
+	}
+	if id, err := s.RecordRun(ctx, store.TaskRun{Application: "shop", Service: "web", ReleaseChannel: "prod", Kind: "fetch"}); err != nil || id != 51 {
+		t.Errorf("next run id %d (%v), want 51", id, err)
+	}
+	b := &store.Batch{Tasks: []store.Task{{Key: "shop/web", Kind: "apply"}}}
+	if err := s.Write(ctx, b); err != nil || b.Tasks[0].ID != 71 {
+		t.Errorf("next task id %d (%v), want 71", b.Tasks[0].ID, err)
+	}
+	if l, err := s.ClaimLease(ctx, "shop/web", "engine", time.Minute); err != nil || l.Token != 42 {
+		t.Errorf("lease claimed after the import: %+v, %v; want token 42", l, err)
+	}
+	if procs, err := s.ListProcesses(ctx); err != nil || len(procs) != 0 {
+		t.Errorf("processes %v, %v; want none imported", procs, err)
+	}
+}
+
+// TestImportWritesAllOrNothing: an import that fails on a record, or on an
+// error of its input, writes nothing; one into a store holding a record is
+// refused before it writes.
+func TestImportWritesAllOrNothing(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, err := Open(ctx, MemoryPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
+	inst := dump.Instance{Application: "shop", Service: "web", ReleaseChannel: "prod", Revision: 3}
+	err = s.Import(ctx, records(dump.Config{Kind: "runtime", Name: "k8s", Version: 1, Hash: "h", CreatedAt: at}, inst, inst))
+	if err == nil || !strings.Contains(err.Error(), "instance shop/web/prod") {
+		t.Errorf("import of a duplicate instance: %v, want an error naming it", err)
+	}
+	broken := errors.New("line 7: broken")
+	n := 0
+	err = s.Import(ctx, func() (dump.Record, error) {
+		if n++; n > 1 {
+			return nil, broken
+		}
+		return dump.Config{Kind: "runtime", Name: "k8s", Version: 1, Hash: "h", CreatedAt: at}, nil
+	})
+	if !errors.Is(err, broken) {
+		t.Errorf("import of a broken input: %v, want its error", err)
+	}
+	if cs, err := s.ListConfigs(ctx, ""); err != nil || len(cs) != 0 {
+		t.Errorf("configs after failed imports: %v, %v; want none", cs, err)
+	}
+	if _, err := s.AddProcess(ctx, store.Process{Kind: "apply", Handle: []byte("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	err = s.Import(ctx, records(inst))
+	if !errors.Is(err, dump.ErrNotEmpty) || !strings.Contains(err.Error(), "1 processes") {
+		t.Errorf("import into a store with a process: %v, want ErrNotEmpty", err)
+	}
+	if got, err := s.ListInstances(ctx, "", ""); err != nil || len(got) != 0 {
+		t.Errorf("instances %v, %v; want none", got, err)
+	}
+}
