@@ -48,6 +48,8 @@ type Loop struct {
 	resync  time.Duration
 	leaseMu sync.Mutex
 	leases  map[string]store.Lease
+	// leaseUntil is when each held lease lapses by this host's clock.
+	leaseUntil map[string]time.Time
 	// observed remembers what was last written of each instance's
 	// observation (see observe.go).
 	observed observed
@@ -162,7 +164,7 @@ func NewLoop(cfg Config) *Loop {
 		store: cfg.Store, runtimes: cfg.Runtimes, settings: cfg.Settings, now: cfg.Now,
 		log: cfg.Log, workers: cfg.Workers, queue: newQueue(cfg.Now), onWrite: cfg.OnWrite,
 		owner: cfg.Owner, leaseTTL: cfg.LeaseTTL, taskTTL: cfg.TaskTTL, taskPoll: cfg.TaskPoll,
-		exclusive: cfg.Exclusive, resync: max(cfg.Resync, 0), leases: map[string]store.Lease{}, observed: observed{seen: map[string]map[string]uint64{}},
+		exclusive: cfg.Exclusive, resync: max(cfg.Resync, 0), leases: map[string]store.Lease{}, leaseUntil: map[string]time.Time{}, observed: observed{seen: map[string]map[string]uint64{}},
 		slots: make(chan struct{}, cfg.MaxApplies), wake: make(chan struct{}, 1),
 		shutdownGrace: max(cfg.ShutdownGrace, 0), exec: cfg.Executor, failures: map[string]int{},
 	}
@@ -334,7 +336,9 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (Result, error) {
 	if errors.Is(err, store.ErrLeaseHeld) {
 		// Another engine plans this service; take it over if its lease lapses.
 		l.forgetObservations(key)
-		return Result{RequeueAfter: max(lease.Expires.Sub(l.now()), 0) + l.leaseTTL/10}, nil
+		// Expires is by the store's clock: bounded by a ttl, in case the
+		// clocks disagree.
+		return Result{RequeueAfter: min(max(lease.Expires.Sub(l.now()), 0), l.leaseTTL) + l.leaseTTL/10}, nil
 	}
 	if err != nil {
 		return Result{}, err
@@ -458,10 +462,15 @@ func leaseKey(key string) string { return "service/" + key }
 func (l *Loop) lease(ctx context.Context, key string) (store.Lease, error) {
 	l.leaseMu.Lock()
 	cur, ok := l.leases[key]
+	until := l.leaseUntil[key]
 	l.leaseMu.Unlock()
-	if ok && cur.Expires.Sub(l.now()) > l.leaseTTL/2 {
+	// The lease's Expires is by the store's clock (PostgreSQL's, for a
+	// shared store); renewals are timed by this host's, from when the
+	// claim was sent, which expires no later than the store's view.
+	if ok && time.Until(until) > l.leaseTTL/2 {
 		return cur, nil
 	}
+	sent := time.Now()
 	got, err := l.store.ClaimLease(ctx, leaseKey(key), l.owner, l.leaseTTL)
 	if err != nil {
 		l.forgetLease(key)
@@ -469,6 +478,7 @@ func (l *Loop) lease(ctx context.Context, key string) (store.Lease, error) {
 	}
 	l.leaseMu.Lock()
 	l.leases[key] = got
+	l.leaseUntil[key] = sent.Add(l.leaseTTL)
 	l.leaseMu.Unlock()
 	return got, nil
 }
@@ -476,6 +486,7 @@ func (l *Loop) lease(ctx context.Context, key string) (store.Lease, error) {
 func (l *Loop) forgetLease(key string) {
 	l.leaseMu.Lock()
 	delete(l.leases, key)
+	delete(l.leaseUntil, key)
 	l.leaseMu.Unlock()
 }
 
@@ -484,7 +495,7 @@ func (l *Loop) forgetLease(key string) {
 func (l *Loop) releaseLeases() {
 	l.leaseMu.Lock()
 	held := l.leases
-	l.leases = map[string]store.Lease{}
+	l.leases, l.leaseUntil = map[string]store.Lease{}, map[string]time.Time{}
 	l.leaseMu.Unlock()
 	ctx, cancel := recordContext(context.Background())
 	defer cancel()

@@ -59,6 +59,9 @@ func (l *Loop) dispatch(ctx context.Context) {
 				break more
 			}
 		}
+		// The claims hold for a ttl from when the store made them, which is
+		// after now: timing them from now errs on the safe side.
+		claimed := time.Now()
 		tasks, err := l.store.ClaimTasks(ctx, l.owner, l.taskTTL, free)
 		for range free - len(tasks) {
 			<-l.slots
@@ -91,14 +94,15 @@ func (l *Loop) dispatch(ctx context.Context) {
 			go func() {
 				defer l.tasks.Done()
 				defer func() { <-l.slots }()
-				l.runTask(task)
+				l.runTask(task, claimed)
 			}()
 		}
 	}
 }
 
-// runTask carries out one claimed task and completes it.
-func (l *Loop) runTask(task store.Task) {
+// runTask carries out one claimed task and completes it. claimed is when
+// the claim was asked for, by this host's clock.
+func (l *Loop) runTask(task store.Task, claimed time.Time) {
 	app, svc, _ := strings.Cut(task.Key, "/")
 	log := l.log.With("task", task.ID, "service", task.Key, "release_channel", task.Instance, "attempt", task.Attempts)
 	var a Action
@@ -108,6 +112,9 @@ func (l *Loop) runTask(task store.Task) {
 		l.settle(task.Key, "task", Result{}, err)
 		return
 	}
+	actx, cancel := context.WithCancelCause(l.applyContext(context.Background()))
+	defer cancel(nil)
+	stopBeats := l.heartbeat(actx, task, claimed, cancel, log)
 	if task.Attempts > 1 {
 		log.Warn("task claimed again: its earlier runner stopped before completing it")
 		if a.Kind == ActionApply {
@@ -116,19 +123,20 @@ func (l *Loop) runTask(task store.Task) {
 				Type: ds.EventApplying, Actor: "engine",
 				Message: fmt.Sprintf("%s: applying %s again: its earlier run stopped before it ended (task %d, run %d)", a.ReleaseChannel, a.Version, task.ID, task.Attempts),
 			}
-			if err := l.store.AppendEvents(context.Background(), ev); err != nil {
+			rctx, stop := recordContext(actx)
+			if err := l.store.AppendEvents(rctx, ev); err != nil {
 				log.Error("record event failed", "error", err)
 			}
+			stop()
 			l.written()
 		}
 	}
-	actx, cancel := context.WithCancelCause(l.applyContext(context.Background()))
-	defer cancel(nil)
-	stopBeats := l.heartbeat(actx, task, cancel, log)
 	out, err := l.safeExecute(actx, app, svc, a)
-	lost := stopBeats()
-	switch {
-	case lost:
+	// The claim is renewed until the outcome is recorded: recording may
+	// take a while, and a claim lapsing meanwhile would drop it.
+	defer stopBeats()
+	switch cause := context.Cause(actx); {
+	case errors.Is(cause, store.ErrFenced) || errors.Is(cause, errClaimLapsed):
 		// Another runner has the task now; whatever happened here is its
 		// to redo. Nothing is recorded by this claim.
 		log.Warn("task claim lost while it ran; its outcome is dropped")
@@ -167,7 +175,7 @@ var errClaimLapsed = errors.New("the task's claim lapsed: the store could not be
 // lost meanwhile (the action's context is then canceled: another runner may
 // be carrying it out). A claim not renewed for its ttl (the store cannot be
 // reached) counts as lost as well.
-func (l *Loop) heartbeat(ctx context.Context, task store.Task, cancel context.CancelCauseFunc, log interface {
+func (l *Loop) heartbeat(ctx context.Context, task store.Task, claimed time.Time, cancel context.CancelCauseFunc, log interface {
 	Warn(string, ...any)
 }) func() bool {
 	done := make(chan struct{})
@@ -175,11 +183,13 @@ func (l *Loop) heartbeat(ctx context.Context, task store.Task, cancel context.Ca
 	go func() {
 		t := time.NewTicker(l.taskTTL / 3)
 		defer t.Stop()
-		// The claim was made just before: it holds for a ttl from before now
-		// by this host's clock, which is what it has to go by. It lapses at
-		// the latest a ttl after the last renewal was sent.
-		until := time.Now().Add(l.taskTTL)
-		lapse := time.NewTimer(l.taskTTL)
+		// The claim holds for a ttl from when it was asked for, by this
+		// host's clock, which is what it has to go by; each renewal, for a
+		// ttl from when it was sent. The runner gives up a fifth of a ttl
+		// before that, to stop the action before another runner may start.
+		margin := l.taskTTL / 5
+		until := claimed.Add(l.taskTTL - margin)
+		lapse := time.NewTimer(time.Until(until))
 		defer lapse.Stop()
 		for {
 			select {
@@ -212,7 +222,7 @@ func (l *Loop) heartbeat(ctx context.Context, task store.Task, cancel context.Ca
 				log.Warn("task heartbeat failed", "error", err)
 			default:
 				task = next
-				until = sent.Add(l.taskTTL)
+				until = sent.Add(l.taskTTL - margin)
 				lapse.Reset(time.Until(until))
 			}
 		}
@@ -267,6 +277,13 @@ func (l *Loop) completeTask(task store.Task, a Action, out Outcome, log interfac
 		err := l.store.CompleteTask(ctx, task, status, out.Message, b)
 		switch {
 		case errors.Is(err, store.ErrConflict) && attempt < 10:
+			continue
+		case err != nil && !errors.Is(err, store.ErrFenced) && ctx.Err() == nil && attempt < 10:
+			// The store may be briefly unreachable; the claim is still
+			// renewed meanwhile. (A retry after a commit whose answer was
+			// lost finds the claim ended: fenced, below.)
+			log.Warn("record task outcome failed; trying again", "error", err)
+			time.Sleep(backoff(50*time.Millisecond, time.Second, attempt))
 			continue
 		case errors.Is(err, store.ErrFenced):
 			log.Warn("task claim lost before its outcome was recorded; another runner carries it out", "error", err)

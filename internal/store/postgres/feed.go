@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -44,6 +45,10 @@ func parseChange(payload string) (store.Change, bool) {
 	}
 	return store.Change{}, false
 }
+
+// listenPing is how long the feed waits for a notification before it
+// checks its connection with a ping.
+var listenPing = 15 * time.Second
 
 // listenRetry is the pause before listening again after the connection was
 // lost.
@@ -88,12 +93,25 @@ func (s *Store) listenOnce(ctx context.Context, fn func(store.Change), lost bool
 		fn(store.Change{Lost: true})
 	}
 	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
+		// Wait a while at a time, then ping: a connection that died without
+		// a word (a half-open TCP connection) is found within a ping.
+		wctx, cancel := context.WithTimeout(ctx, listenPing)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
+		switch {
+		case err == nil:
+			if c, ok := parseChange(n.Payload); ok {
+				fn(c)
+			}
+		case ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
+			pctx, cancel := context.WithTimeout(ctx, listenPing)
+			err := conn.Ping(pctx)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("ping: %w", err)
+			}
+		default:
 			return err
-		}
-		if c, ok := parseChange(n.Payload); ok {
-			fn(c)
 		}
 	}
 }

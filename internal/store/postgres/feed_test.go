@@ -129,3 +129,37 @@ func openURL(t *testing.T, url string) *Store {
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
+
+// TestFeedSurvivesPings: the feed pings its connection when nothing comes
+// for a while, and hears what comes after several pings.
+func TestFeedSurvivesPings(t *testing.T) {
+	old := listenPing
+	listenPing = 50 * time.Millisecond
+	defer func() { listenPing = old }()
+	url := pgtest.NewDatabase(t)
+	listener, writer := openURL(t, url), openURL(t, url)
+	changes := make(chan store.Change, 10)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- listener.Listen(ctx, func(c store.Change) { changes <- c }) }()
+	defer func() { cancel(); <-done }()
+	time.Sleep(400 * time.Millisecond) // several pings
+	deadline := time.After(5 * time.Second)
+	for {
+		if err := writer.AppendEvents(t.Context(), store.Event{Type: "note", Message: "after pings"}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case c := <-changes:
+			if c.Lost {
+				t.Fatal("the feed lost its connection while idle")
+			}
+			if c.Events {
+				return
+			}
+		case <-time.After(200 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("nothing heard after the pings")
+		}
+	}
+}

@@ -233,7 +233,10 @@ func (s *Store) ReleaseTask(ctx context.Context, task store.Task, message string
 		tag, err := tx.Exec(ctx, `UPDATE tasks SET status = 'pending', owner = '', expires = NULL, message = $1
 			WHERE id = $2 AND status = 'running' AND owner = $3 AND token = $4`,
 			text(message), task.ID, task.Owner, task.Token)
-		return claimHeld(tag, err, task)
+		if err := claimHeld(tag, err, task); err != nil {
+			return err
+		}
+		return notify(ctx, tx, "t") // pending again: for any runner
 	})
 }
 
