@@ -142,7 +142,7 @@ func TestFeedSurvivesPings(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- listener.Listen(ctx, func(c store.Change) { changes <- c }) }()
-	defer func() { cancel(); <-done }()
+	defer func() { cancel(); _ = <-done }()
 	time.Sleep(400 * time.Millisecond) // several pings
 	deadline := time.After(5 * time.Second)
 	for {
