@@ -142,7 +142,12 @@ func TestFeedSurvivesPings(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- listener.Listen(ctx, func(c store.Change) { changes <- c }) }()
-	defer func() { cancel(); _ = <-done }()
+	defer func() {
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("Listen returned %v, want context.Canceled", err)
+		}
+	}()
 	time.Sleep(400 * time.Millisecond) // several pings
 	deadline := time.After(5 * time.Second)
 	for {
