@@ -5,10 +5,8 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
-	"path"
-	"strconv"
-	"strings"
+
+	"github.com/drover-dev/drover/internal/store/migration"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -18,54 +16,7 @@ import (
 var migrationFiles embed.FS
 
 // migrations are the embedded schema migrations, in order.
-var migrations = mustLoadMigrations(migrationFiles, "migrations")
-
-// migration is one schema step: migrations/NNNN_name.sql brings the schema to
-// version NNNN.
-type migration struct {
-	version int64
-	name    string
-	sql     string
-}
-
-// mustLoadMigrations loads the embedded migrations; they are part of the
-// binary, so a bad one is a build mistake that every test catches.
-func mustLoadMigrations(fsys fs.FS, dir string) []migration {
-	ms, err := loadMigrations(fsys, dir)
-	if err != nil {
-		panic(err)
-	}
-	return ms
-}
-
-// loadMigrations reads dir/*.sql. Versions must be 1, 2, 3... with no gap.
-func loadMigrations(fsys fs.FS, dir string) ([]migration, error) {
-	names, err := fs.Glob(fsys, path.Join(dir, "*.sql"))
-	if err != nil {
-		return nil, err
-	}
-	var ms []migration
-	for _, name := range names { // fs.Glob sorts
-		base := path.Base(name)
-		num, _, ok := strings.Cut(base, "_")
-		v, err := strconv.ParseInt(num, 10, 64)
-		if !ok || err != nil {
-			return nil, fmt.Errorf("migration %s: name must be NNNN_description.sql", name)
-		}
-		if want := int64(len(ms) + 1); v != want {
-			return nil, fmt.Errorf("migration %s: version %d, want %d (versions start at 1 with no gaps)", name, v, want)
-		}
-		b, err := fs.ReadFile(fsys, name)
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: base, sql: string(b)})
-	}
-	if len(ms) == 0 {
-		return nil, fmt.Errorf("no migrations in %s", dir)
-	}
-	return ms, nil
-}
+var migrations = migration.MustLoad(migrationFiles, "migrations")
 
 // createMigrations creates the table of applied migrations.
 const createMigrations = `CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -79,7 +30,7 @@ const createMigrations = `CREATE TABLE IF NOT EXISTS schema_migrations (
 // session-level advisory lock migrateLock, so processes opening one database
 // at once migrate it one after another: the first applies what is pending,
 // the others then find nothing to do.
-func migrate(ctx context.Context, pool *pgxpool.Pool, ms []migration) (err error) {
+func migrate(ctx context.Context, pool *pgxpool.Pool, ms []migration.Migration) (err error) {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
@@ -101,28 +52,28 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, ms []migration) (err error
 	if err != nil {
 		return err
 	}
-	latest := ms[len(ms)-1].version
+	latest := ms[len(ms)-1].Version
 	if current > latest {
 		return fmt.Errorf("database schema version %d is newer than this binary supports (version %d): upgrade drover", current, latest)
 	}
 	for _, m := range ms {
-		if m.version <= current {
+		if m.Version <= current {
 			continue
 		}
 		if err := apply(ctx, conn, m); err != nil {
-			return fmt.Errorf("migrate schema to version %d (%s): %w", m.version, m.name, err)
+			return fmt.Errorf("migrate schema to version %d (%s): %w", m.Version, m.Name, err)
 		}
 	}
 	return nil
 }
 
 // apply runs one migration and records it, in one transaction.
-func apply(ctx context.Context, conn *pgxpool.Conn, m migration) error {
+func apply(ctx context.Context, conn *pgxpool.Conn, m migration.Migration) error {
 	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, m.sql); err != nil {
+		if _, err := tx.Exec(ctx, m.SQL); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)", m.version, nanos(now()))
+		_, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)", m.Version, nanos(now()))
 		return err
 	})
 }
@@ -160,4 +111,4 @@ func schemaVersion(ctx context.Context, q interface {
 }
 
 // latestVersion is the schema version of this binary.
-func latestVersion() int64 { return migrations[len(migrations)-1].version }
+func latestVersion() int64 { return migrations[len(migrations)-1].Version }

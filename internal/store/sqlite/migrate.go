@@ -5,66 +5,19 @@ import (
 	"database/sql"
 	"embed"
 	"fmt"
-	"io/fs"
-	"path"
-	"strconv"
-	"strings"
+
+	"github.com/drover-dev/drover/internal/store/migration"
 )
 
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
 // migrations are the embedded schema migrations, in order.
-var migrations = mustLoadMigrations(migrationFiles, "migrations")
-
-// migration is one schema step: migrations/NNNN_name.sql brings the schema to
-// version NNNN.
-type migration struct {
-	version int64
-	name    string
-	sql     string
-}
-
-func mustLoadMigrations(fsys fs.FS, dir string) []migration {
-	ms, err := loadMigrations(fsys, dir)
-	if err != nil {
-		panic(err)
-	}
-	return ms
-}
-
-// loadMigrations reads dir/*.sql. Versions must be 1, 2, 3... with no gap.
-func loadMigrations(fsys fs.FS, dir string) ([]migration, error) {
-	names, err := fs.Glob(fsys, path.Join(dir, "*.sql"))
-	if err != nil {
-		return nil, err
-	}
-	var ms []migration
-	for _, name := range names { // fs.Glob sorts
-		base := path.Base(name)
-		num, _, ok := strings.Cut(base, "_")
-		v, err := strconv.ParseInt(num, 10, 64)
-		if !ok || err != nil {
-			return nil, fmt.Errorf("migration %s: name must be NNNN_description.sql", name)
-		}
-		if want := int64(len(ms) + 1); v != want {
-			return nil, fmt.Errorf("migration %s: version %d, want %d (versions start at 1 with no gaps)", name, v, want)
-		}
-		b, err := fs.ReadFile(fsys, name)
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: base, sql: string(b)})
-	}
-	if len(ms) == 0 {
-		return nil, fmt.Errorf("no migrations in %s", dir)
-	}
-	return ms, nil
-}
+var migrations = migration.MustLoad(migrationFiles, "migrations")
 
 // migrate brings db's schema to the last of ms, one transaction per
 // migration, and fails if the schema is newer than ms knows.
-func migrate(ctx context.Context, db *sql.DB, ms []migration) error {
+func migrate(ctx context.Context, db *sql.DB, ms []migration.Migration) error {
 	const create = `CREATE TABLE IF NOT EXISTS schema_migrations (
 	version    INTEGER PRIMARY KEY,
 	applied_at TEXT NOT NULL
@@ -72,7 +25,7 @@ func migrate(ctx context.Context, db *sql.DB, ms []migration) error {
 	if _, err := db.ExecContext(ctx, create); err != nil {
 		return fmt.Errorf("create schema_migrations: %w", err)
 	}
-	latest := ms[len(ms)-1].version
+	latest := ms[len(ms)-1].Version
 	current, err := schemaVersion(ctx, db)
 	if err != nil {
 		return err
@@ -81,7 +34,7 @@ func migrate(ctx context.Context, db *sql.DB, ms []migration) error {
 		return fmt.Errorf("database schema version %d is newer than this binary supports (version %d): upgrade drover", current, latest)
 	}
 	for _, m := range ms {
-		if m.version <= current {
+		if m.Version <= current {
 			continue
 		}
 		err := func() error {
@@ -96,19 +49,19 @@ func migrate(ctx context.Context, db *sql.DB, ms []migration) error {
 			if err != nil {
 				return err
 			}
-			if v >= m.version {
+			if v >= m.Version {
 				return nil
 			}
-			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 				return err
 			}
-			if _, err := tx.ExecContext(ctx, "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)", m.version, dbTime(now())); err != nil {
+			if _, err := tx.ExecContext(ctx, "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)", m.Version, dbTime(now())); err != nil {
 				return err
 			}
 			return tx.Commit()
 		}()
 		if err != nil {
-			return fmt.Errorf("migrate schema to version %d (%s): %w", m.version, m.name, err)
+			return fmt.Errorf("migrate schema to version %d (%s): %w", m.Version, m.Name, err)
 		}
 	}
 	return nil

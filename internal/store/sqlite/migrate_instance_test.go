@@ -15,7 +15,7 @@ func TestMigrateInstanceExtraToColumns(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "drover.db")
-	if len(migrations) < 5 || migrations[4].name != "0005_instance_fields.sql" {
+	if len(migrations) < 5 || migrations[4].Name != "0005_instance_fields.sql" {
 		t.Fatalf("unexpected migrations %v", migrations)
 	}
 	old, err := open(ctx, path, migrations[:4])

@@ -16,7 +16,7 @@ func TestMigrateV1ToTaskRuns(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "drover.db")
-	if migrations[0].name != "0001_init.sql" || len(migrations) < 2 || migrations[1].name != "0002_task_runs.sql" {
+	if migrations[0].Name != "0001_init.sql" || len(migrations) < 2 || migrations[1].Name != "0002_task_runs.sql" {
 		t.Fatalf("unexpected migrations %v", migrations)
 	}
 	old, err := open(ctx, path, migrations[:1])

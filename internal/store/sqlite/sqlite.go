@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/drover-dev/drover/internal/store/migration"
+
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
 	"github.com/drover-dev/drover/internal/store"
@@ -93,7 +95,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 }
 
 // open opens the database and migrates it with ms.
-func open(ctx context.Context, path string, ms []migration) (*Store, error) {
+func open(ctx context.Context, path string, ms []migration.Migration) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("empty path")
 	}
@@ -167,7 +169,7 @@ func open(ctx context.Context, path string, ms []migration) (*Store, error) {
 }
 
 // init checks the write connection's settings and migrates the schema.
-func (s *Store) init(ctx context.Context, memory bool, ms []migration) error {
+func (s *Store) init(ctx context.Context, memory bool, ms []migration.Migration) error {
 	var mode string
 	if err := s.write.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
 		return err

@@ -15,6 +15,8 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/drover-dev/drover/internal/store/migration"
+
 	"github.com/drover-dev/drover/internal/store"
 	"github.com/drover-dev/drover/internal/store/storetest"
 )
@@ -125,13 +127,13 @@ func TestMigrationsInOrderOneTransactionEach(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "drover.db")
 	ctx := t.Context()
-	load := func(files map[string]string) []migration {
+	load := func(files map[string]string) []migration.Migration {
 		t.Helper()
 		fsys := fstest.MapFS{}
 		for name, sql := range files {
 			fsys["m/"+name] = &fstest.MapFile{Data: []byte(sql)}
 		}
-		ms, err := loadMigrations(fsys, "m")
+		ms, err := migration.Load(fsys, "m")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -210,25 +212,6 @@ func TestMigrationsInOrderOneTransactionEach(t *testing.T) {
 	_, err = open(ctx, path, load(v1))
 	if err == nil || !strings.Contains(err.Error(), "schema version 3") || !strings.Contains(err.Error(), "version 1") {
 		t.Errorf("open by an older binary: %v, want an error naming versions 3 and 1", err)
-	}
-}
-
-func TestLoadMigrationsRejectsBadNames(t *testing.T) {
-	t.Parallel()
-	for name, files := range map[string][]string{
-		"gap":       {"0001_a.sql", "0003_c.sql"},
-		"duplicate": {"0001_a.sql", "0001_b.sql"},
-		"no number": {"init.sql"},
-		"zero":      {"0000_a.sql"},
-		"none":      nil,
-	} {
-		fsys := fstest.MapFS{"m/README": &fstest.MapFile{}}
-		for _, f := range files {
-			fsys["m/"+f] = &fstest.MapFile{Data: []byte("SELECT 1;")}
-		}
-		if _, err := loadMigrations(fsys, "m"); err == nil {
-			t.Errorf("%s: loadMigrations(%v) succeeded", name, files)
-		}
 	}
 }
 
