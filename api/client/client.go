@@ -169,6 +169,26 @@ func (c *Client) Runtimes(ctx context.Context) (*apiv1.RuntimeList, error) {
 	return &out, c.do(ctx, http.MethodGet, "/v1/runtimes", nil, &out)
 }
 
+// LinkRuntime links a runtime served by an agent and returns its join
+// token (shown once) with how to start the agent.
+func (c *Client) LinkRuntime(ctx context.Context, req apiv1.LinkRuntimeRequest) (*apiv1.LinkRuntimeResponse, error) {
+	var out apiv1.LinkRuntimeResponse
+	return &out, c.do(ctx, http.MethodPost, "/v1/runtimes:link", req, &out)
+}
+
+// RotateRuntimeToken replaces a linked runtime's join token: the old one
+// stops working and its agent is disconnected.
+func (c *Client) RotateRuntimeToken(ctx context.Context, name string, req apiv1.LinkRuntimeRequest) (*apiv1.LinkRuntimeResponse, error) {
+	var out apiv1.LinkRuntimeResponse
+	return &out, c.do(ctx, http.MethodPost, "/v1/runtimes/"+url.PathEscape(name)+":rotateToken", req, &out)
+}
+
+// UnlinkRuntime removes a linked runtime: its token stops working and its
+// agent is disconnected.
+func (c *Client) UnlinkRuntime(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodPost, "/v1/runtimes/"+url.PathEscape(name)+":unlink", struct{}{}, nil)
+}
+
 // Push creates a new desired state for a service.
 func (c *Client) Push(ctx context.Context, app, svc string, req apiv1.PushRequest) (*apiv1.PushResponse, error) {
 	var out apiv1.PushResponse

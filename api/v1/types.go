@@ -16,6 +16,9 @@
 //	GET  /v1/apps/{app}/services/{svc}/runs?releaseChannel=RC&kind=K&limit=N   RunList
 //	GET  /v1/runs/{id}                                   Run (with output)
 //	GET  /v1/runtimes                                    RuntimeList
+//	POST /v1/runtimes:link                               LinkRuntimeRequest -> LinkRuntimeResponse
+//	POST /v1/runtimes/{name}:rotateToken                 LinkRuntimeRequest -> LinkRuntimeResponse
+//	POST /v1/runtimes/{name}:unlink                      {} -> {}
 //	GET  /v1/watch?app=APP&service=SVC&after=N           text/event-stream of Event
 package v1
 
@@ -123,6 +126,59 @@ type RuntimeInfo struct {
 	APIVersions []string `json:"apiVersions,omitempty"`
 	// ObservedAt is when it last reported them (zero: never).
 	ObservedAt time.Time `json:"observedAt,omitzero"`
+	// Linked says an agent serves the runtime (drover runtimes link);
+	// Configured that a runtime: config of its name is applied.
+	Linked     bool `json:"linked,omitempty"`
+	Configured bool `json:"configured,omitempty"`
+	// Labels are the link's labels and the config's, merged.
+	Labels map[string]string `json:"labels,omitempty"`
+	// Agent is the connection state of a linked runtime's agent.
+	Agent *AgentInfo `json:"agent,omitempty"`
+}
+
+// AgentInfo is what the server knows of a linked runtime's agent.
+type AgentInfo struct {
+	// State is "connected", "disconnected" or "never connected".
+	State   string `json:"state"`
+	Version string `json:"version,omitempty"`
+	// Mode is what the agent serves: kubernetes or commands.
+	Mode string `json:"mode,omitempty"`
+	Host string `json:"host,omitempty"`
+	// Server is the server the agent is (or was) connected to.
+	Server         string    `json:"server,omitempty"`
+	ConnectedAt    time.Time `json:"connectedAt,omitzero"`
+	HeartbeatAt    time.Time `json:"heartbeatAt,omitzero"`
+	DisconnectedAt time.Time `json:"disconnectedAt,omitzero"`
+	// Error is why the last connection ended.
+	Error string `json:"error,omitempty"`
+}
+
+// LinkRuntimeRequest links a runtime served by an agent.
+type LinkRuntimeRequest struct {
+	Name   string            `json:"name"`
+	Labels map[string]string `json:"labels,omitempty"`
+	// Image is the agent's container image in the printed manifests
+	// ("" = the server's default).
+	Image string `json:"image,omitempty"`
+	// Namespace is where the manifests install the agent ("" = drover-agent).
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// LinkRuntimeResponse is a linked runtime's join token, shown once, and
+// how to start its agent. The server keeps only the token's hash.
+type LinkRuntimeResponse struct {
+	Name  string `json:"name"`
+	Token string `json:"token"`
+	// AgentURL is the server's agent address (empty when the server
+	// accepts no agents), Fingerprint the SHA-256 of its certificate.
+	AgentURL    string `json:"agentUrl,omitempty"`
+	Fingerprint string `json:"fingerprint,omitempty"`
+	// Command runs the agent on a host (for a cluster, with a kubeconfig).
+	Command string `json:"command"`
+	// Manifests install the agent in a Kubernetes cluster (YAML).
+	Manifests string `json:"manifests"`
+	// Warning says what must change before an agent can connect.
+	Warning string `json:"warning,omitempty"`
 }
 
 // RuntimeList lists the configured runtimes, by name.

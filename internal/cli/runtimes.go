@@ -3,6 +3,8 @@ package cli
 import (
 	"fmt"
 	"io"
+	"sort"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -12,19 +14,30 @@ import (
 )
 
 func newRuntimesCmd(g *globals) *cobra.Command {
+	cmd := newRuntimesListCmd(g, "runtimes")
+	cmd.Short = "List runtimes; link, unlink and rotate the tokens of runtimes served by agents"
+	cmd.AddCommand(newRuntimesListCmd(g, "list"), newRuntimesLinkCmd(g), newRuntimesUnlinkCmd(g), newRuntimesRotateCmd(g))
+	return cmd
+}
+
+func newRuntimesListCmd(g *globals, use string) *cobra.Command {
 	var (
 		output string
 		wide   bool
 	)
 	cmd := &cobra.Command{
-		Use:   "runtimes",
-		Short: "List the configured runtimes and what their clusters reported",
-		Long: `Runtimes lists the configured runtimes. For a Kubernetes runtime it shows the
-cluster's version and how many API versions it serves, as drover last asked
-it (at start, after configs are applied, and every 10 minutes): pushes render
-Helm charts against them (.Capabilities), unless the runtime's config sets
-kubernetes.kubeVersion. --wide lists the API versions.`,
+		Use:   use,
+		Short: "List the runtimes, their agents and what their clusters reported",
+		Long: `Lists the configured and linked runtimes. A linked runtime is served by an
+agent (drover runtimes link): AGENT shows whether it is connected, and since
+when it is silent if not. For a Kubernetes runtime it shows the cluster's
+version and how many API versions it serves, as drover last asked it (at
+start, after configs are applied, when an agent connects, and every 10
+minutes): pushes render Helm charts against them (.Capabilities), unless the
+runtime's config sets kubernetes.kubeVersion. --wide adds the agents' versions,
+hosts and labels, and lists the API versions.`,
 		Example: `  drover runtimes
+  drover runtimes list --wide
   drover runtimes -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -42,28 +55,180 @@ kubernetes.kubeVersion. --wide lists the API versions.`,
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
-	cmd.Flags().BoolVar(&wide, "wide", false, "list each runtime's API versions")
+	cmd.Flags().BoolVar(&wide, "wide", false, "show agents' versions, hosts and labels, and each runtime's API versions")
 	return cmd
+}
+
+func newRuntimesLinkCmd(g *globals) *cobra.Command {
+	var (
+		output, labels, image, namespace string
+	)
+	cmd := &cobra.Command{
+		Use:   "link NAME",
+		Short: "Link a runtime served by an agent and print its join token once",
+		Long: `Link registers a runtime that an agent serves: a Kubernetes cluster (the agent
+runs in it, or beside it with a kubeconfig) or a host that runs custom runtime
+and Terraform commands (drover agent --mode commands; name it as the
+proxyRuntime of those runtimes). The agent dials out to the server; the server
+keeps no credential of the cluster or host, only the hash of the join token.
+
+It prints the token once, the command that runs the agent, and (with
+--manifests-only, alone) the Kubernetes manifests that install it in a
+cluster. Application configs may then name the runtime; a runtime: config of
+the same name (with no type) adds labels and settings.`,
+		Example: `  drover runtimes link prod-eu --labels env=prod,region=eu
+  drover runtimes link prod-eu -o json
+  drover runtimes link staging --manifests-only | kubectl --context staging apply -f -`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			manifestsOnly, _ := cmd.Flags().GetBool("manifests-only")
+			if err := outputFormat(output, "text", "json"); err != nil {
+				return err
+			}
+			lbls, err := parseLabels(labels)
+			if err != nil {
+				return err
+			}
+			resp, err := g.client().LinkRuntime(cmd.Context(), apiv1.LinkRuntimeRequest{Name: args[0], Labels: lbls, Image: image, Namespace: namespace})
+			if err != nil {
+				return apiErr(err)
+			}
+			return printJoin(cmd, resp, output, manifestsOnly, "linked")
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	cmd.Flags().StringVar(&labels, "labels", "", "labels of the runtime, as k=v,k2=v2 (release channels select runtimes by label)")
+	cmd.Flags().StringVar(&image, "image", "", "the agent's container image in the manifests (default: drover's image of the server's version)")
+	cmd.Flags().StringVar(&namespace, "namespace", "", "the namespace the manifests install the agent in (default drover-agent)")
+	cmd.Flags().Bool("manifests-only", false, "print only the Kubernetes manifests (pipe them to kubectl apply -f -)")
+	return cmd
+}
+
+func newRuntimesRotateCmd(g *globals) *cobra.Command {
+	var output, image, namespace string
+	cmd := &cobra.Command{
+		Use:   "rotate-token NAME",
+		Short: "Give a linked runtime a new join token; the old one stops working",
+		Long: `Rotate-token replaces a linked runtime's join token and disconnects its agent:
+the old token is refused from now on. It prints the new token once, with the
+command and manifests, as link does.`,
+		Example: `  drover runtimes rotate-token prod-eu`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			manifestsOnly, _ := cmd.Flags().GetBool("manifests-only")
+			if err := outputFormat(output, "text", "json"); err != nil {
+				return err
+			}
+			resp, err := g.client().RotateRuntimeToken(cmd.Context(), args[0], apiv1.LinkRuntimeRequest{Image: image, Namespace: namespace})
+			if err != nil {
+				return apiErr(err)
+			}
+			return printJoin(cmd, resp, output, manifestsOnly, "has a new join token")
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	cmd.Flags().StringVar(&image, "image", "", "the agent's container image in the manifests")
+	cmd.Flags().StringVar(&namespace, "namespace", "", "the namespace the manifests install the agent in (default drover-agent)")
+	cmd.Flags().Bool("manifests-only", false, "print only the Kubernetes manifests")
+	return cmd
+}
+
+func newRuntimesUnlinkCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "unlink NAME",
+		Short: "Remove a linked runtime: its agent is cut off and its token refused",
+		Long: `Unlink removes a linked runtime. Its agent is disconnected within seconds
+(at once by the server it is connected to) and its token is refused from then
+on. Release channels on the runtime wait, saying it is not linked, until it is
+linked again or the configs change. Nothing is deleted from the cluster.`,
+		Example: `  drover runtimes unlink prod-eu`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := g.client().UnlinkRuntime(cmd.Context(), args[0]); err != nil {
+				return apiErr(err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "runtime %s unlinked: its agent is disconnected and its token refused\n", clean(args[0]))
+			return nil
+		},
+	}
+}
+
+// parseLabels reads k=v,k2=v2.
+func parseLabels(s string) (map[string]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" {
+			return nil, UsageErrorf("invalid --labels %q: want k=v,k2=v2", s)
+		}
+		out[k] = strings.TrimSpace(v)
+	}
+	return out, nil
+}
+
+func printJoin(cmd *cobra.Command, resp *apiv1.LinkRuntimeResponse, output string, manifestsOnly bool, what string) error {
+	w := cmd.OutOrStdout()
+	switch {
+	case output == "json":
+		return writeJSON(w, resp)
+	case manifestsOnly:
+		_, err := io.WriteString(w, resp.Manifests)
+		return err
+	}
+	fmt.Fprintf(w, "runtime %s %s.\n\n", clean(resp.Name), what)
+	fmt.Fprintf(w, "Join token (shown once; the server keeps only its hash):\n  %s\n\n", resp.Token)
+	if resp.Warning != "" {
+		fmt.Fprintf(w, "Warning: %s\n\n", resp.Warning)
+	}
+	if resp.Fingerprint != "" {
+		fmt.Fprintf(w, "The server's agent certificate: sha256:%s\n\n", resp.Fingerprint)
+	}
+	fmt.Fprintf(w, "Run the agent beside the cluster (it uses the kubeconfig you give it):\n  %s\n\n", resp.Command)
+	fmt.Fprintf(w, "Or on a host that runs custom runtime commands:\n  %s\n\n", strings.Replace(resp.Command, "--kubeconfig ~/.kube/config", "--mode commands", 1))
+	fmt.Fprintf(w, "Or install it in the cluster with these manifests (save them, then kubectl apply -f FILE;\n--manifests-only prints them alone):\n\n")
+	_, err := io.WriteString(w, resp.Manifests)
+	return err
 }
 
 func printRuntimes(w io.Writer, list *apiv1.RuntimeList, wide bool, now time.Time) error {
 	if len(list.Runtimes) == 0 {
-		fmt.Fprintln(w, "no runtimes configured")
+		fmt.Fprintln(w, "no runtimes configured or linked")
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tKIND\tKUBERNETES\tAPI VERSIONS\tREPORTED")
+	head := "NAME\tKIND\tAGENT\tKUBERNETES\tAPI VERSIONS\tREPORTED"
+	if wide {
+		head += "\tAGENT VERSION\tMODE\tHOST\tLABELS"
+	}
+	fmt.Fprintln(tw, head)
 	for _, r := range list.Runtimes {
 		version, apis, when := "-", "-", "-"
 		if !r.ObservedAt.IsZero() {
 			version = orDash(clean(r.KubeVersion))
 			apis = fmt.Sprint(len(r.APIVersions))
-			when = now.Sub(r.ObservedAt).Round(time.Second).String() + " ago"
+			when = ago(now, r.ObservedAt)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", clean(r.Name), orDash(clean(r.Kind)), version, apis, when)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s", clean(r.Name), orDash(clean(r.Kind)), agentState(r.Agent, now), version, apis, when)
+		if wide {
+			av, mode, host := "-", "-", "-"
+			if a := r.Agent; a != nil {
+				av, mode, host = orDash(clean(a.Version)), orDash(clean(a.Mode)), orDash(clean(a.Host))
+			}
+			fmt.Fprintf(tw, "\t%s\t%s\t%s\t%s", av, mode, host, orDash(clean(formatLabels(r.Labels))))
+		}
+		fmt.Fprintln(tw)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	for _, r := range list.Runtimes {
+		if a := r.Agent; a != nil && a.State != "connected" && a.Error != "" {
+			fmt.Fprintf(w, "%s: %s\n", clean(r.Name), clean(a.Error))
+		}
 	}
 	if wide {
 		for _, r := range list.Runtimes {
@@ -77,6 +242,36 @@ func printRuntimes(w io.Writer, list *apiv1.RuntimeList, wide bool, now time.Tim
 		}
 	}
 	return nil
+}
+
+// agentState is the AGENT column: "-" for a runtime no agent serves.
+func agentState(a *apiv1.AgentInfo, now time.Time) string {
+	switch {
+	case a == nil:
+		return "-"
+	case a.State == "connected":
+		return "connected (heartbeat " + ago(now, a.HeartbeatAt) + ")"
+	case a.State == "disconnected" && !a.HeartbeatAt.IsZero():
+		return "disconnected, silent " + now.Sub(a.HeartbeatAt).Round(time.Second).String()
+	}
+	return a.State
+}
+
+func ago(now, t time.Time) string {
+	return now.Sub(t).Round(time.Second).String() + " ago"
+}
+
+func formatLabels(l map[string]string) string {
+	keys := make([]string, 0, len(l))
+	for k := range l {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + l[k]
+	}
+	return strings.Join(parts, ",")
 }
 
 func orDash(s string) string {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
@@ -587,4 +588,25 @@ func matchAny(patterns []string, rel string) bool {
 		}
 	}
 	return false
+}
+
+// LinkedRuntimeSource is the config of a runtime linked with drover
+// runtimes link that has no runtime: config of its own: a Kubernetes
+// runtime (no type) with the link's labels, sorted by name.
+func LinkedRuntimeSource(name string, labels map[string]string) (*Source, error) {
+	rt := Runtime{Name: name}
+	for k, v := range labels {
+		rt.Labels = append(rt.Labels, Label{Label: k, Value: v})
+	}
+	sort.Slice(rt.Labels, func(i, j int) bool { return rt.Labels[i].Label < rt.Labels[j].Label })
+	body, err := json.Marshal(File{Runtime: &rt})
+	if err != nil {
+		return nil, err
+	}
+	path := "linked runtime " + name
+	dec, err := DecodeInternal(path, body)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &Source{Path: path, Decoded: dec}, nil
 }

@@ -20,6 +20,11 @@ var (
 // ValidDockerTag reports whether tag is a valid image tag or sha256 digest.
 func ValidDockerTag(tag string) bool { return dockerTagRE.MatchString(tag) }
 
+// ValidName reports whether name is a valid name of an application,
+// service, runtime or release channel (lower-case letters, digits and '-',
+// starting with a letter, at most 63 characters).
+func ValidName(name string) bool { return len(name) <= 63 && nameRE.MatchString(name) }
+
 // validator collects every problem of a set in one pass.
 type validator struct {
 	set  *Set
@@ -816,9 +821,15 @@ func (v *validator) proxy(src *Source, p string, pr *ProxyRuntime) {
 	if pr == nil {
 		return // drover runs the commands on its own host
 	}
-	// Running commands as Jobs on a Kubernetes proxy runtime comes with the
-	// Kubernetes runtime; until then say so rather than run them elsewhere.
-	v.add(src, p, "not supported yet: proxyRuntime (drover runs these commands on its own host: remove proxyRuntime)")
+	// The runtime named must be linked (an agent serves it): whether it
+	// is, is known at run time; the release channel waits saying so.
+	v.name(src, p+".runtime", pr.Runtime, "proxyRuntime.runtime")
+	if pr.Runtime != "" && v.set != nil && v.set.Runtimes[pr.Runtime] == nil {
+		v.add(src, p+".runtime", "unknown runtime %q: name a runtime linked with drover runtimes link (whose agent runs the commands)%s", pr.Runtime, hint(pr.Runtime, keys(v.set.Runtimes)))
+	}
+	if co := pr.ContainerOrchestration; co != nil && co.K8s != nil && co.K8s.Namespace != "" && !nameRE.MatchString(co.K8s.Namespace) {
+		v.add(src, p+".containerOrchestration.k8s.namespace", "%q is not a valid Kubernetes namespace name", co.K8s.Namespace)
+	}
 }
 
 func (v *validator) protection(src *Source, pr *Protection) {

@@ -186,7 +186,7 @@ func TestValidateErrors(t *testing.T) {
 `,
 			},
 			want: []string{
-				"runtimes/ext.pvn.yaml:4:19: runtime.custom.proxyRuntime: not supported yet: proxyRuntime (drover runs these commands on its own host: remove proxyRuntime)",
+				"runtimes/ext.pvn.yaml:4:29: runtime.custom.proxyRuntime.runtime: unknown runtime \"k9s\": name a runtime linked with drover runtimes link (whose agent runs the commands) (did you mean \"k8s\"?)",
 				"services/web.pvn.yaml:3:16: service.application: unknown application \"shopp\" (did you mean \"shop\"?)",
 				"services/web.pvn.yaml:7:19: service.convergenceExtensions[0].ref.name: unknown deliveryExtension \"migrat\" (did you mean \"migrate\"?)",
 				"services/web.pvn.yaml:9:17: service.convergenceExtensions[1].instance: unknown convergence extension instance \"seed\" (define it in convergenceExtensionInstances)",
@@ -482,7 +482,7 @@ func TestValidateErrors(t *testing.T) {
 			want: []string{
 				"protections/task.pvn.yaml:2:3: protection: set only one of taskConfig and kubernetesConfig",
 				"runtimes/ext.pvn.yaml:2:3: runtime: set only one runtime type (found custom, fake)",
-				"runtimes/ext.pvn.yaml:4:19: runtime.custom.proxyRuntime: not supported yet: proxyRuntime (drover runs these commands on its own host: remove proxyRuntime)",
+				"runtimes/ext.pvn.yaml:4:19: runtime.custom.proxyRuntime.runtime: proxyRuntime.runtime is required",
 				"runtimes/ext.pvn.yaml:6:7: runtime.custom.apply: taskConfig or kubernetesConfig is required",
 				"runtimes/ext.pvn.yaml:6:23: runtime.custom.apply.maxConcurrency: must not be negative",
 				"runtimes/ext.pvn.yaml:7:12: runtime.custom.fetch: taskConfig or kubernetesConfig is required",

@@ -4,12 +4,14 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"net/http"
 	"time"
 
 	"github.com/drover-dev/drover/internal/engine"
 	"github.com/drover-dev/drover/internal/runtimehost"
 	"github.com/drover-dev/drover/internal/runtimehost/builtin"
 	"github.com/drover-dev/drover/internal/runtimes"
+	"github.com/drover-dev/drover/internal/runtimes/remote"
 	"github.com/drover-dev/drover/internal/server"
 	"github.com/drover-dev/drover/internal/store"
 )
@@ -46,11 +48,22 @@ type Config struct {
 	// LeaseTTL is how long the engine's leases last without renewal (0 =
 	// the engine's default); its task claims last twice as long.
 	LeaseTTL time.Duration
+	// Agents accepts agents (drover agent) on its listener; nil: none.
+	Agents *AgentsConfig
 	// Processes keeps the records of the commands this server runs (to end
 	// what a crash left running), when they must not go to Store: a shared
 	// store would hand one server's records to another, which would end
 	// processes that are not its own. nil = Store.
 	Processes ProcessRecords
+}
+
+// AgentsConfig is where a server accepts agents.
+type AgentsConfig struct {
+	// Listener is the agents' TLS listener.
+	Listener net.Listener
+	// URL is the address agents are told to dial (https://HOST:PORT), and
+	// Fingerprint the SHA-256 of the listener's certificate (hex).
+	URL, Fingerprint string
 }
 
 // ProcessRecords is where a server records the commands it runs.
@@ -90,6 +103,9 @@ type Node struct {
 	// store is this server's alone).
 	feed store.Feed
 	log  *slog.Logger
+	// hub holds the agents' sessions; agents their listener (nil: none).
+	hub    *remote.Hub
+	agents *AgentsConfig
 }
 
 // New wires a node on cfg.Store. Call Run to start it.
@@ -118,9 +134,16 @@ func New(cfg Config) *Node {
 	if cfg.Processes != nil {
 		hs = hostStore{Store: cfg.Store, procs: cfg.Processes}
 	}
-	n := &Node{feed: feed, log: cfg.Log, host: runtimehost.New(runtimehost.Config{
-		Store: hs, Registry: cfg.Registry, DataDir: cfg.DataDir, Log: cfg.Log, Now: cfg.Now,
-	})}
+	n := &Node{feed: feed, log: cfg.Log, agents: cfg.Agents}
+	hostCfg := runtimehost.Config{Store: hs, Registry: cfg.Registry, DataDir: cfg.DataDir, Log: cfg.Log, Now: cfg.Now}
+	if cfg.Agents != nil {
+		n.hub = remote.NewHub(remote.HubConfig{Store: cfg.Store, Log: cfg.Log, Now: cfg.Now, OnConnect: n.agentConnected})
+		hostCfg.Agents = n.hub
+	}
+	n.host = runtimehost.New(hostCfg)
+	if n.hub != nil {
+		n.hub.SetRuns(n.host.Runs())
+	}
 	n.loop = engine.NewLoop(engine.Config{
 		Store: cfg.Store, Runtimes: n.host, Settings: cfg.Settings, Now: cfg.Now,
 		Log: cfg.Log, Workers: cfg.Workers, OnWrite: n.changed, ShutdownGrace: cfg.ShutdownGrace,
@@ -134,9 +157,32 @@ func New(cfg Config) *Node {
 		Resync:   sharedResync(cfg.Shared),
 		LeaseTTL: cfg.LeaseTTL, TaskTTL: 2 * cfg.LeaseTTL,
 	})
+	if n.hub != nil {
+		n.hub.SetReplica(n.loop.Owner())
+	}
 	n.srv = server.New(server.Config{Store: cfg.Store, Engine: n.loop, Runtimes: n.host, Log: cfg.Log, Now: cfg.Now, Edge: cfg.Edge,
-		StoreKind: cfg.StoreKind, Replica: n.loop.Owner()})
+		StoreKind: cfg.StoreKind, Replica: n.loop.Owner(), Agents: n.agentsInfo()})
 	return n
+}
+
+// agentsInfo is what the API tells of the agent listener.
+func (n *Node) agentsInfo() server.Agents {
+	if n.agents == nil {
+		return server.Agents{}
+	}
+	return server.Agents{URL: n.agents.URL, Fingerprint: n.agents.Fingerprint, Disconnect: n.hub.Disconnect}
+}
+
+// agentConnected has the engine look at every service again (what runs on
+// the agent's runtime may have changed while it was away) and the host
+// ask the runtimes about their backends.
+func (n *Node) agentConnected(string) {
+	n.host.Invalidate()
+	go func() {
+		if err := n.loop.EnqueueAll(context.Background()); err != nil {
+			n.log.Warn("agent connected: list services", "error", err)
+		}
+	}()
 }
 
 // sharedResync is how often an engine on a shared store looks for services
@@ -174,6 +220,13 @@ func (n *Node) Run(ctx context.Context, ln net.Listener) error {
 		return err
 	}
 	defer n.host.Close()
+	if n.agents != nil {
+		agentSrv := &http.Server{Handler: n.hub, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelDebug)}
+		go func() { _ = agentSrv.Serve(n.agents.Listener) }()
+		defer func() { _ = agentSrv.Close() }()
+		defer n.hub.Close()
+		n.log.Info("accepting agents", "addr", n.agents.Listener.Addr().String(), "url", n.agents.URL, "fingerprint", "sha256:"+n.agents.Fingerprint)
+	}
 	loopDone := make(chan error, 1)
 	srvDone := make(chan error, 1)
 	go func() { loopDone <- n.loop.Run(ctx) }()

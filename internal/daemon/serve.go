@@ -47,6 +47,10 @@ type serverFlags struct {
 	// leaseTTL is how long a service stays leased to a server that stopped
 	// renewing it (a task claim lasts twice as long).
 	leaseTTL time.Duration
+	// agentListen is where agents connect over TLS ("" = nowhere);
+	// agentURL what links tell them to dial; agentCert and agentKey the
+	// listener's certificate (default: a self-signed one in the data dir).
+	agentListen, agentURL, agentCert, agentKey string
 }
 
 func (f *serverFlags) register(cmd *cobra.Command, defaultData string) {
@@ -64,6 +68,10 @@ func (f *serverFlags) register(cmd *cobra.Command, defaultData string) {
 	fl.IntVar(&f.keepDesiredStates, "keep-desired-states", store.DefaultKeepSuperseded, "superseded desired states per service that keep their compiled copy, besides those rollback and status need (-1 keeps all)")
 	fl.StringArrayVar(&f.publicNames, "public-name", nil, "a further host name (or host:port) clients use for this server, e.g. behind a proxy; repeatable")
 	fl.DurationVar(&f.leaseTTL, "lease-ttl", 15*time.Second, "with --database: how long a server that died keeps its services before another server takes them over (an apply it claimed, twice as long); at least 1s")
+	fl.StringVar(&f.agentListen, "agent-listen", "", "accept agents (drover agent) over TLS on this address, e.g. 0.0.0.0:7421 (default: no agents)")
+	fl.StringVar(&f.agentURL, "agent-url", "", "the address agents dial, as printed by drover runtimes link (default: https:// and the --agent-listen address)")
+	fl.StringVar(&f.agentCert, "agent-tls-cert", "", "certificate (PEM) of the agent listener (default: a self-signed one created in --data; agents pin its fingerprint)")
+	fl.StringVar(&f.agentKey, "agent-tls-key", "", "private key (PEM) of --agent-tls-cert")
 	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", 30*time.Second, "on Ctrl-C or SIGTERM, how long applies in flight may still finish before they are stopped (a second signal stops at once)")
 }
 
@@ -133,8 +141,14 @@ func (f *serverFlags) start(ctx context.Context, log *slog.Logger) (addr string,
 	if f.apiOnly {
 		log.Warn("api only: the engine and the runtimes do not run; nothing converges until a server runs without --api-only")
 	}
+	agents, err := f.agents(log)
+	if err != nil {
+		_, _ = ln.Close(), st.Close()
+		_ = lock.Release()
+		return "", nil, err
+	}
 	node := New(Config{Store: st, DataDir: f.data, Settings: f.settings, Log: log, Workers: f.workers, Edge: edge, ShutdownGrace: f.shutdownGrace, APIOnly: f.apiOnly,
-		StoreKind: kind, Shared: kind == "postgres", LeaseTTL: f.leaseTTL, Processes: procs})
+		StoreKind: kind, Shared: kind == "postgres", LeaseTTL: f.leaseTTL, Processes: procs, Agents: agents})
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- node.Run(ctx, ln) }()
@@ -147,6 +161,36 @@ func (f *serverFlags) start(ctx context.Context, log *slog.Logger) (addr string,
 		_ = lock.Release()
 		return err
 	}, nil
+}
+
+// agents opens the agent listener of --agent-listen (nil: none).
+func (f *serverFlags) agents(log *slog.Logger) (*AgentsConfig, error) {
+	if f.agentListen == "" {
+		if f.agentURL != "" || f.agentCert != "" || f.agentKey != "" {
+			return nil, cli.UsageErrorf("--agent-url, --agent-tls-cert and --agent-tls-key need --agent-listen")
+		}
+		return nil, nil
+	}
+	if f.apiOnly {
+		return nil, cli.UsageErrorf("--agent-listen: a server with --api-only runs no runtime, so it serves no agent")
+	}
+	names := append([]string(nil), f.publicNames...)
+	if f.agentURL != "" {
+		u, err := url.Parse(f.agentURL)
+		if err != nil || u.Scheme != "https" || u.Host == "" {
+			return nil, cli.UsageErrorf("invalid --agent-url %q: want https://HOST:PORT", f.agentURL)
+		}
+		names = append(names, u.Hostname())
+	}
+	ln, fingerprint, err := agentListener(f.agentListen, f.agentCert, f.agentKey, f.data, names, log)
+	if err != nil {
+		return nil, err
+	}
+	u := f.agentURL
+	if u == "" {
+		u = "https://" + ln.Addr().String()
+	}
+	return &AgentsConfig{Listener: ln, URL: u, Fingerprint: fingerprint}, nil
 }
 
 // closingStore is a store the server closes when it stops.
@@ -411,7 +455,7 @@ func extract(fsys fs.FS, root, dir string) error {
 // Commands are the verbs that open a store in this process: drover server,
 // drover dev, drover bench and drover admin, for the CLI's root (cli.Main).
 func Commands() []*cobra.Command {
-	return []*cobra.Command{newServerCmd(), newDevCmd(), newBenchCmd(), newAdminCmd()}
+	return []*cobra.Command{newServerCmd(), newDevCmd(), newBenchCmd(), newAdminCmd(), newAgentCmd()}
 }
 
 // redactURL is a database URL without its password, for logs.

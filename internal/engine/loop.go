@@ -186,6 +186,19 @@ func serviceKey(app, svc string) string { return app + "/" + svc }
 // Enqueue asks for a pass over a service.
 func (l *Loop) Enqueue(app, svc string) { l.queue.Add(serviceKey(app, svc)) }
 
+// EnqueueAll asks for a pass over every service with a desired state (an
+// agent came back: what runs on its runtime may have changed unseen).
+func (l *Loop) EnqueueAll(ctx context.Context) error {
+	active, err := l.store.ListActiveDesiredStates(ctx)
+	if err != nil {
+		return err
+	}
+	for _, d := range active {
+		l.Enqueue(d.Application, d.Service)
+	}
+	return nil
+}
+
 // Run ends the claims a crash left (when it owns the store alone), enqueues every service
 // with a desired state and reconciles until ctx ends. Then it takes no new
 // work, lets the applies in flight finish within Config.ShutdownGrace, and

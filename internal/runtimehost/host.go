@@ -27,6 +27,17 @@ type Store interface {
 	AppendEvents(ctx context.Context, events ...store.Event) error
 	ListConfigs(ctx context.Context, kind string) ([]store.ConfigObject, error)
 	PutRuntimeFacts(ctx context.Context, f store.RuntimeFacts) error
+	GetLinkedRuntime(ctx context.Context, name string) (store.LinkedRuntime, error)
+	ListLinkedRuntimes(ctx context.Context) ([]store.LinkedRuntime, error)
+}
+
+// Agents builds the runtimes that agents serve (remote.Hub in drover): a
+// linked Kubernetes runtime is served by its own agent; a custom or
+// Terraform runtime with a proxyRuntime by that runtime's agent.
+type Agents interface {
+	// Runtime forwards the calls of runtime name of kind (its stored
+	// config, at version) to the agent of linked runtime agent.
+	Runtime(agent, kind, name string, version int64, config []byte) runtimes.Runtime
 }
 
 // Config configures a Host.
@@ -44,6 +55,9 @@ type Config struct {
 	// DiscoverEvery is how often the host asks its runtimes about their
 	// backends (runtimes.Discoverer); 0 = DefaultDiscoverEvery.
 	DiscoverEvery time.Duration
+	// Agents serves linked runtimes (nil: runtimes are only built here,
+	// and a linked one is refused).
+	Agents Agents
 }
 
 // DefaultDiscoverEvery is how often a host asks a cluster for its version
@@ -60,6 +74,7 @@ const discoverTimeout = 30 * time.Second
 type Host struct {
 	store    Store
 	registry Registry
+	agents   Agents
 	opts     runtimes.Options
 	log      *slog.Logger
 	now      func() time.Time
@@ -96,7 +111,7 @@ func New(cfg Config) *Host {
 		cfg.DiscoverEvery = DefaultDiscoverEvery
 	}
 	return &Host{
-		store: cfg.Store, registry: cfg.Registry, log: cfg.Log, now: cfg.Now,
+		store: cfg.Store, registry: cfg.Registry, agents: cfg.Agents, log: cfg.Log, now: cfg.Now,
 		discoverEvery: cfg.DiscoverEvery, rediscover: make(chan struct{}, 1),
 		ctx: context.Background(), notify: func(runtimes.InstanceKey) {},
 		opts: runtimes.Options{DataDir: cfg.DataDir, Now: cfg.Now, Log: cfg.Log,
@@ -157,15 +172,15 @@ func (h *Host) discoverLoop(ctx context.Context) {
 // stores the answers, which pushes render Helm charts against. A runtime
 // that does not answer keeps what it said last; the failure is logged.
 func (h *Host) discover(ctx context.Context) {
-	objs, err := h.store.ListConfigs(ctx, "runtime")
+	names, err := h.names(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			h.log.Warn("list runtimes to discover", "error", err)
 		}
 		return
 	}
-	for _, obj := range objs {
-		rt, err := h.Runtime(ctx, obj.Name)
+	for _, name := range names {
+		rt, err := h.Runtime(ctx, name)
 		if err != nil {
 			continue // said when something uses it
 		}
@@ -177,11 +192,11 @@ func (h *Host) discover(ctx context.Context) {
 		facts, err := d.Discover(dctx)
 		cancel()
 		if err == nil {
-			err = h.store.PutRuntimeFacts(ctx, store.RuntimeFacts{Runtime: obj.Name, KubeVersion: facts.KubeVersion,
+			err = h.store.PutRuntimeFacts(ctx, store.RuntimeFacts{Runtime: name, KubeVersion: facts.KubeVersion,
 				APIVersions: facts.APIVersions, ObservedAt: h.now()})
 		}
 		if err != nil && ctx.Err() == nil {
-			h.log.Warn("runtime discovery failed; pushes use what it said before, or the defaults", "runtime", obj.Name, "error", err)
+			h.log.Warn("runtime discovery failed; pushes use what it said before, or the defaults", "runtime", name, "error", err)
 		}
 	}
 }
@@ -196,11 +211,23 @@ func (h *Host) Runtime(ctx context.Context, name string) (runtimes.Runtime, erro
 	}
 	h.mu.Unlock()
 	obj, err := h.store.GetConfig(ctx, "runtime", name)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, fmt.Errorf("runtime %q is not configured (drover apply its config)", name)
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, err
+	}
+	linked := false
+	if h.agents != nil {
+		_, lerr := h.store.GetLinkedRuntime(ctx, name)
+		if lerr != nil && !errors.Is(lerr, store.ErrNotFound) {
+			return nil, lerr
+		}
+		linked = lerr == nil
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		if !linked {
+			return nil, fmt.Errorf("runtime %q is not configured (drover apply its config) nor linked (drover runtimes link)", name)
+		}
+		// A linked runtime needs no config: it is a Kubernetes runtime.
+		obj = store.ConfigObject{Kind: "runtime", Name: name, Body: linkedBody(name)}
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -215,7 +242,7 @@ func (h *Host) Runtime(ctx context.Context, name string) (runtimes.Runtime, erro
 	if err := json.Unmarshal(obj.Body, &f); err != nil || f.Runtime == nil {
 		return nil, fmt.Errorf("runtime %q: stored config is not a runtime", name)
 	}
-	rt, err := h.registry.New(compiler.RuntimeKind(f.Runtime), f.Runtime, h.opts)
+	rt, err := h.build(name, linked, obj, f.Runtime)
 	if err != nil {
 		return nil, err
 	}
@@ -240,6 +267,64 @@ func (h *Host) Runtime(ctx context.Context, name string) (runtimes.Runtime, erro
 	h.checked[name] = true
 	return rt, nil
 }
+
+// build builds a runtime here, or the one forwarding to the agent that
+// serves it.
+func (h *Host) build(name string, linked bool, obj store.ConfigObject, cfg *config.Runtime) (runtimes.Runtime, error) {
+	kind := compiler.RuntimeKind(cfg)
+	agent := ""
+	switch {
+	case kind == "kubernetes" && linked:
+		agent = name
+	case kind == "custom" && cfg.Custom.ProxyRuntime != nil:
+		agent = cfg.Custom.ProxyRuntime.Runtime
+	case kind == "terraformRunner" && cfg.TerraformRunner.ProxyRuntime != nil:
+		agent = cfg.TerraformRunner.ProxyRuntime.Runtime
+	}
+	if agent == "" {
+		return h.registry.New(kind, cfg, h.opts)
+	}
+	if h.agents == nil {
+		return nil, fmt.Errorf("runtime %s is served by the agent of %s, and this server accepts no agents (start it with --agent-listen)", name, agent)
+	}
+	return h.agents.Runtime(agent, kind, name, obj.Version, obj.Body), nil
+}
+
+// linkedBody is the stored form of a linked runtime that has no config.
+func linkedBody(name string) []byte {
+	b, _ := json.Marshal(config.File{Runtime: &config.Runtime{Name: name}})
+	return b
+}
+
+// names lists the runtimes the host can build: configured and linked.
+func (h *Host) names(ctx context.Context) ([]string, error) {
+	objs, err := h.store.ListConfigs(ctx, "runtime")
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, o := range objs {
+		seen[o.Name] = true
+		out = append(out, o.Name)
+	}
+	if h.agents != nil {
+		linked, err := h.store.ListLinkedRuntimes(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range linked {
+			if !seen[l.Name] {
+				out = append(out, l.Name)
+			}
+		}
+	}
+	return out, nil
+}
+
+// Runs is the recorder the host's runtimes record their runs with (agents
+// hand theirs to it too).
+func (h *Host) Runs() runtimes.RunRecorder { return h.opts.Runs }
 
 func (e *entry) close() {
 	if e.cancel != nil {

@@ -107,6 +107,11 @@ func (s *Server) storedSources(ctx context.Context, kind string) ([]*config.Sour
 		out = append(out, src)
 		versions[obj.Kind+"/"+obj.Name] = obj.Version
 	}
+	if kind == "" || kind == "runtime" {
+		if out, err = s.linkedSources(ctx, out); err != nil {
+			return nil, nil, err
+		}
+	}
 	return out, versions, nil
 }
 
@@ -326,8 +331,9 @@ func (s *Server) compileInput(ctx context.Context, app, svc string) (compiler.In
 	return in, svcObj.Version, nil
 }
 
-// listRuntimes lists the configured runtimes with what they last reported
-// about their backends (read from the store: no runtime is asked).
+// listRuntimes lists the configured and linked runtimes with what they
+// last reported about their backends and the state of their agents (read
+// from the store: no runtime is asked).
 func (s *Server) listRuntimes(ctx context.Context) (*apiv1.RuntimeList, error) {
 	objs, err := s.store.ListConfigs(ctx, "runtime")
 	if err != nil {
@@ -337,21 +343,63 @@ func (s *Server) listRuntimes(ctx context.Context) (*apiv1.RuntimeList, error) {
 	if err != nil {
 		return nil, err
 	}
-	byName := make(map[string]store.RuntimeFacts, len(facts))
-	for _, f := range facts {
-		byName[f.Runtime] = f
+	linked, err := s.store.ListLinkedRuntimes(ctx)
+	if err != nil {
+		return nil, err
 	}
-	out := &apiv1.RuntimeList{Runtimes: []apiv1.RuntimeInfo{}}
+	byName := map[string]*apiv1.RuntimeInfo{}
+	get := func(name string) *apiv1.RuntimeInfo {
+		if info, ok := byName[name]; ok {
+			return info
+		}
+		info := &apiv1.RuntimeInfo{Name: name}
+		byName[name] = info
+		return info
+	}
 	for _, o := range objs {
-		info := apiv1.RuntimeInfo{Name: o.Name}
+		info := get(o.Name)
+		info.Configured = true
 		var f config.File
 		if err := json.Unmarshal(o.Body, &f); err == nil && f.Runtime != nil {
 			info.Kind = compiler.RuntimeKind(f.Runtime)
+			for _, l := range f.Runtime.Labels {
+				if info.Labels == nil {
+					info.Labels = map[string]string{}
+				}
+				info.Labels[l.Label] = l.Value
+			}
 		}
-		if fa, ok := byName[o.Name]; ok {
-			info.KubeVersion, info.APIVersions, info.ObservedAt = fa.KubeVersion, fa.APIVersions, fa.ObservedAt
+	}
+	now := s.now()
+	for _, l := range linked {
+		info := get(l.Name)
+		info.Linked = true
+		if info.Kind == "" {
+			// A linked runtime without a config: a cluster, or a host
+			// that runs the commands of other runtimes.
+			info.Kind = "kubernetes"
+			if l.Agent.Mode == "commands" {
+				info.Kind = "commands"
+			}
 		}
-		out.Runtimes = append(out.Runtimes, info)
+		for k, v := range l.Labels {
+			if info.Labels == nil {
+				info.Labels = map[string]string{}
+			}
+			if _, set := info.Labels[k]; !set {
+				info.Labels[k] = v
+			}
+		}
+		info.Agent = agentInfo(l, now)
+	}
+	for _, f := range facts {
+		if info, ok := byName[f.Runtime]; ok {
+			info.KubeVersion, info.APIVersions, info.ObservedAt = f.KubeVersion, f.APIVersions, f.ObservedAt
+		}
+	}
+	out := &apiv1.RuntimeList{Runtimes: make([]apiv1.RuntimeInfo, 0, len(byName))}
+	for _, info := range byName {
+		out.Runtimes = append(out.Runtimes, *info)
 	}
 	sort.Slice(out.Runtimes, func(i, j int) bool { return out.Runtimes[i].Name < out.Runtimes[j].Name })
 	return out, nil

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	apiv1 "github.com/drover-dev/drover/api/v1"
@@ -66,6 +67,19 @@ func (s *Server) routes() {
 		out, err := s.run(r.Context(), id)
 		reply(w, s, out, err)
 	})
+	m.HandleFunc("POST /v1/runtimes:link", handle(s, func(r *http.Request, req apiv1.LinkRuntimeRequest) (any, error) {
+		return s.linkRuntime(r.Context(), req)
+	}))
+	m.HandleFunc("POST /v1/runtimes/{name}", handle(s, func(r *http.Request, req apiv1.LinkRuntimeRequest) (any, error) {
+		name, verb, _ := strings.Cut(r.PathValue("name"), ":")
+		switch verb {
+		case "rotateToken":
+			return s.rotateRuntimeToken(r.Context(), name, req)
+		case "unlink":
+			return s.unlinkRuntime(r.Context(), name)
+		}
+		return nil, errorf("not_found", "no such runtime verb %q: use :rotateToken or :unlink", verb)
+	}))
 	m.HandleFunc("GET /v1/runtimes", func(w http.ResponseWriter, r *http.Request) {
 		out, err := s.listRuntimes(r.Context())
 		reply(w, s, out, err)

@@ -47,6 +47,8 @@ type Config struct {
 	Now func() time.Time
 	// Edge is who may call the API and the limits of its HTTP edge.
 	Edge EdgeConfig
+	// Agents is the agent listener, for linking runtimes.
+	Agents Agents
 	// StoreKind ("sqlite", "postgres") and Replica (this server's name in
 	// leases and task claims) are reported by /v1/health.
 	StoreKind, Replica string
@@ -63,6 +65,7 @@ type Server struct {
 	cache    decodeCache
 	mux      *http.ServeMux
 	edgeCfg  EdgeConfig
+	agents   Agents
 	// storeKind and replica are reported by health.
 	storeKind, replica string
 	// pushMu serializes the pushes of each service, so the desired state a
@@ -94,7 +97,7 @@ func New(cfg Config) *Server {
 		cfg.Now = time.Now
 	}
 	s := &Server{store: cfg.Store, engine: cfg.Engine, runtimes: cfg.Runtimes, log: cfg.Log, now: cfg.Now,
-		changed: newBroadcaster(), edgeCfg: cfg.Edge, storeKind: cfg.StoreKind, replica: cfg.Replica}
+		changed: newBroadcaster(), edgeCfg: cfg.Edge, agents: cfg.Agents, storeKind: cfg.StoreKind, replica: cfg.Replica}
 	s.routes()
 	return s
 }

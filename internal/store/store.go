@@ -287,6 +287,41 @@ type RuntimeFacts struct {
 	ObservedAt time.Time `json:"observedAt"`
 }
 
+// LinkedRuntime is a runtime served by an agent (drover runtimes link): the
+// server keeps its name, its labels and the hash of its agent's join token,
+// and what the agent last said of itself; never a credential of the backend
+// (the agent holds those, inside the user's network).
+type LinkedRuntime struct {
+	Name   string            `json:"name"`
+	Labels map[string]string `json:"labels,omitempty"`
+	// TokenHash is the hex SHA-256 of the agent's join token; it is unique
+	// among linked runtimes.
+	TokenHash string    `json:"tokenHash"`
+	CreatedAt time.Time `json:"createdAt"`
+	// Agent is what the server holding the agent's connection recorded.
+	Agent AgentState `json:"agent"`
+}
+
+// AgentState is the connection state of a linked runtime's agent, as the
+// server holding (or last holding) its connection recorded it.
+type AgentState struct {
+	Connected bool `json:"connected"`
+	// Replica is the server the agent is (or was last) connected to.
+	Replica string `json:"replica,omitempty"`
+	// Version is the agent's drover version; Mode what it serves
+	// ("kubernetes" or "commands"); Host the host name it reported.
+	Version string `json:"version,omitempty"`
+	Mode    string `json:"mode,omitempty"`
+	Host    string `json:"host,omitempty"`
+	// ConnectedAt is when the current (or last) connection opened,
+	// HeartbeatAt when the agent last answered, DisconnectedAt when the
+	// last connection ended (zero while connected), and Error why.
+	ConnectedAt    time.Time `json:"connectedAt,omitzero"`
+	HeartbeatAt    time.Time `json:"heartbeatAt,omitzero"`
+	DisconnectedAt time.Time `json:"disconnectedAt,omitzero"`
+	Error          string    `json:"error,omitempty"`
+}
+
 // Observation is what the engine last saw of one instance: what its
 // runtime's fetch (or watch) reported for the instance's target, and the
 // runtime's display-only information. People read instances through it:
@@ -440,6 +475,26 @@ type Store interface {
 	// ListRuntimeFacts returns the facts of every runtime that reported
 	// some, ordered by runtime name.
 	ListRuntimeFacts(ctx context.Context) ([]RuntimeFacts, error)
+	// LinkRuntime records a new linked runtime (CreatedAt zero = now);
+	// ErrConflict if one with its name or token hash exists. Name and
+	// TokenHash are required.
+	LinkRuntime(ctx context.Context, r LinkedRuntime) error
+	// GetLinkedRuntime returns a linked runtime by name, or ErrNotFound.
+	GetLinkedRuntime(ctx context.Context, name string) (LinkedRuntime, error)
+	// LinkedRuntimeByToken returns the linked runtime whose TokenHash is
+	// tokenHash, or ErrNotFound.
+	LinkedRuntimeByToken(ctx context.Context, tokenHash string) (LinkedRuntime, error)
+	// ListLinkedRuntimes returns every linked runtime, ordered by name.
+	ListLinkedRuntimes(ctx context.Context) ([]LinkedRuntime, error)
+	// SetLinkToken replaces a linked runtime's token hash (the old token
+	// stops working); ErrNotFound if it is not linked, ErrConflict if
+	// another has that hash.
+	SetLinkToken(ctx context.Context, name, tokenHash string) error
+	// PutAgentState replaces what is recorded of a linked runtime's agent;
+	// ErrNotFound if it is not linked (any more).
+	PutAgentState(ctx context.Context, name string, st AgentState) error
+	// UnlinkRuntime removes a linked runtime; ErrNotFound if it is not linked.
+	UnlinkRuntime(ctx context.Context, name string) error
 	// ListObservations returns the observations of a service's instances
 	// ("" service = the application's; both "" = all), ordered like
 	// ListInstances. Batches write them.

@@ -18,8 +18,8 @@
 //
 // in this order of kinds, so that everything a record refers to comes before
 // it: config, desiredState, approval, instance, observation, event, taskRun,
-// task, lease, runtimeFacts. The last line closes the dump and counts the
-// records before it:
+// task, lease, runtimeFacts, linkedRuntime. The last line closes the dump and
+// counts the records before it:
 //
 //	{"kind":"end","record":{"records":1234}}
 //
@@ -32,10 +32,10 @@
 //
 // Each kind's record has the fields of the store's own record (see the types
 // of this package: Config, DesiredState, Approval, Instance, Observation,
-// Event, TaskRun, Task, Lease, RuntimeFacts), in their JSON form: times in RFC
-// 3339 with up to nine fractional digits in UTC (exact to the nanosecond),
-// byte fields in standard base64 (kept byte for byte; an empty value is "",
-// an absent one is left out), and text as JSON strings.
+// Event, TaskRun, Task, Lease, RuntimeFacts, LinkedRuntime), in their JSON
+// form: times in RFC 3339 with up to nine fractional digits in UTC (exact to
+// the nanosecond), byte fields in standard base64 (kept byte for byte; an
+// empty value is "", an absent one is left out), and text as JSON strings.
 //
 //   - config: every version of every config, ordered by kind, name and version.
 //   - desiredState: every desired state in the order they were created (the
@@ -59,13 +59,17 @@
 //   - lease: every lease key ever claimed with its owner, fencing token and
 //     expiry: tokens are kept, so fencing stays monotonic after a move.
 //   - runtimeFacts: what each runtime last reported about its backend.
+//   - linkedRuntime: every runtime served by an agent, ordered by name, with
+//     its labels, the hash of its agent's join token (so linked agents
+//     reconnect after a move without new tokens; the tokens themselves are
+//     never stored) and what its agent last reported (agent).
 //
 // Processes (store.Process) are not exported: they name process groups of
 // the host that ran the exporting server (to end what a crashed server left
 // running), which mean nothing, or the wrong processes, on another host or
 // after a restart. Stop the server before exporting, and it ends them itself.
-// A reader still accepts records of the kind "process" (last, after runtime
-// facts), and importers skip them.
+// A reader still accepts records of the kind "process" (last, after linked
+// runtimes), and importers skip them.
 //
 // Text is JSON text: a string of invalid UTF-8, which only the SQLite store
 // can hold (in free text that quotes a command's output, such as an event

@@ -35,6 +35,10 @@ func everyKind() []dump.Record {
 			Expires: t0, CreatedAt: t0, ClaimedAt: t0},
 		dump.Lease{Key: "shop/web", Owner: "e", Token: 4, Expires: t0},
 		dump.RuntimeFacts{Runtime: "k8s", KubeVersion: "v1.34.1", APIVersions: []string{"v1"}, ObservedAt: t0},
+		dump.LinkedRuntime{Name: "edge", TokenHash: "ab12", CreatedAt: t0},
+		dump.LinkedRuntime{Name: "prod", Labels: map[string]string{"region": "eu", "z": ""}, TokenHash: "cd34", CreatedAt: t0,
+			Agent: store.AgentState{Connected: true, Replica: "s1", Version: "v1", Mode: "kubernetes", Host: "h",
+				ConnectedAt: t0, HeartbeatAt: t0.Add(1), DisconnectedAt: t0.Add(2), Error: "e"}},
 		dump.Process{ID: 1, Kind: "apply", Handle: []byte("{}"), StartedAt: t0},
 	}
 }
@@ -88,11 +92,15 @@ func TestWriteRead(t *testing.T) {
 	if lines[0] != `{"format":"drover-dump","version":1,"exportedAt":"2026-01-02T03:04:05.123456789Z","store":"sqlite"}` {
 		t.Errorf("header %s", lines[0])
 	}
-	if !strings.HasPrefix(lines[1], `{"kind":"config","record":{"kind":"service"`) || lines[len(lines)-1] != `{"kind":"end","record":{"records":15}}` {
+	if !strings.HasPrefix(lines[1], `{"kind":"config","record":{"kind":"service"`) || lines[len(lines)-1] != `{"kind":"end","record":{"records":17}}` {
 		t.Errorf("first record %s, end %s", lines[1], lines[len(lines)-1])
 	}
 	if !strings.Contains(string(d), `"compiled":"eyJ4IjogIjwmPiJ9"`) {
 		t.Errorf("compiled bytes not in base64: %s", lines[3])
+	}
+	const edge = `{"kind":"linkedRuntime","record":{"name":"edge","tokenHash":"ab12","createdAt":"2026-01-02T03:04:05.123456789Z","agent":{"connected":false}}}`
+	if lines[len(lines)-4] != edge {
+		t.Errorf("linked runtime line %s, want %s", lines[len(lines)-4], edge)
 	}
 	h, got, err := readAll(bytes.NewReader(d))
 	if err != nil {
@@ -136,6 +144,10 @@ func TestReadRefuses(t *testing.T) {
 			"line 2: desiredState record: desired state a: compiledFrom z names no desired state before it"},
 		{"duplicate desired state", header + ds + ds + end("2"), "line 3: desiredState record: desired state a appears twice"},
 		{"seqs out of order", header + event("5") + event("5") + end("2"), "line 3: event record: event seq 5 after 5"},
+		{"linked runtime without a token hash", header + `{"kind":"linkedRuntime","record":{"name":"prod","createdAt":"2026-01-02T03:04:05Z","agent":{"connected":false}}}` + "\n" + end("1"),
+			`line 2: linkedRuntime record: linked runtime "prod": name and token hash are required`},
+		{"unknown agent field", header + `{"kind":"linkedRuntime","record":{"name":"prod","tokenHash":"ab","createdAt":"2026-01-02T03:04:05Z","agent":{"token":"secret"}}}` + "\n" + end("1"),
+			`line 2: linkedRuntime record: json: unknown field "token"`},
 		{"end miscounts", header + ds + end("2"), "line 3: the end line counts 2 records, the dump holds 1"},
 		{"after the end", header + ds + end("1") + ds, "line 4: data after the end line"},
 	} {

@@ -12,16 +12,17 @@ type Kind string
 
 // The kinds of records, in the order a dump holds them.
 const (
-	KindConfig       Kind = "config"
-	KindDesiredState Kind = "desiredState"
-	KindApproval     Kind = "approval"
-	KindInstance     Kind = "instance"
-	KindObservation  Kind = "observation"
-	KindEvent        Kind = "event"
-	KindTaskRun      Kind = "taskRun"
-	KindTask         Kind = "task"
-	KindLease        Kind = "lease"
-	KindRuntimeFacts Kind = "runtimeFacts"
+	KindConfig        Kind = "config"
+	KindDesiredState  Kind = "desiredState"
+	KindApproval      Kind = "approval"
+	KindInstance      Kind = "instance"
+	KindObservation   Kind = "observation"
+	KindEvent         Kind = "event"
+	KindTaskRun       Kind = "taskRun"
+	KindTask          Kind = "task"
+	KindLease         Kind = "lease"
+	KindRuntimeFacts  Kind = "runtimeFacts"
+	KindLinkedRuntime Kind = "linkedRuntime"
 	// KindProcess is read but never exported, and importers skip it (see
 	// the package documentation).
 	KindProcess Kind = "process"
@@ -30,7 +31,8 @@ const (
 // Kinds lists the kinds of records in the order a dump holds them.
 var Kinds = []Kind{
 	KindConfig, KindDesiredState, KindApproval, KindInstance, KindObservation,
-	KindEvent, KindTaskRun, KindTask, KindLease, KindRuntimeFacts, KindProcess,
+	KindEvent, KindTaskRun, KindTask, KindLease, KindRuntimeFacts, KindLinkedRuntime,
+	KindProcess,
 }
 
 // rank is the position of k in Kinds, or -1 for an unknown kind.
@@ -66,6 +68,8 @@ func (k Kind) plural() string {
 		return "leases"
 	case KindRuntimeFacts:
 		return "runtime facts"
+	case KindLinkedRuntime:
+		return "linked runtimes"
 	case KindProcess:
 		return "processes"
 	default:
@@ -75,7 +79,7 @@ func (k Kind) plural() string {
 
 // Record is one record of a dump: a value of one of this package's record
 // types (Config, DesiredState, Approval, Instance, Observation, Event,
-// TaskRun, Task, Lease, RuntimeFacts, Process).
+// TaskRun, Task, Lease, RuntimeFacts, LinkedRuntime, Process).
 type Record interface {
 	// RecordKind says which kind of record it is.
 	RecordKind() Kind
@@ -255,6 +259,17 @@ type RuntimeFacts struct {
 	ObservedAt  time.Time `json:"observedAt"`
 }
 
+// LinkedRuntime is a runtime served by an agent (kind "linkedRuntime"): a
+// store.LinkedRuntime, with the hash of its agent's join token (the token
+// itself is never stored) and what its agent last reported.
+type LinkedRuntime struct {
+	Name      string            `json:"name"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	TokenHash string            `json:"tokenHash"`
+	CreatedAt time.Time         `json:"createdAt"`
+	Agent     store.AgentState  `json:"agent"`
+}
+
 // Process is a command running on the exporting host (kind "process"): a
 // store.Process. Exporters do not write them and importers skip them (see
 // the package documentation).
@@ -302,19 +317,23 @@ func (Lease) RecordKind() Kind { return KindLease }
 func (RuntimeFacts) RecordKind() Kind { return KindRuntimeFacts }
 
 // RecordKind implements Record.
+func (LinkedRuntime) RecordKind() Kind { return KindLinkedRuntime }
+
+// RecordKind implements Record.
 func (Process) RecordKind() Kind { return KindProcess }
 
-func (Config) isRecord()       {}
-func (DesiredState) isRecord() {}
-func (Approval) isRecord()     {}
-func (Instance) isRecord()     {}
-func (Observation) isRecord()  {}
-func (Event) isRecord()        {}
-func (TaskRun) isRecord()      {}
-func (Task) isRecord()         {}
-func (Lease) isRecord()        {}
-func (RuntimeFacts) isRecord() {}
-func (Process) isRecord()      {}
+func (Config) isRecord()        {}
+func (DesiredState) isRecord()  {}
+func (Approval) isRecord()      {}
+func (Instance) isRecord()      {}
+func (Observation) isRecord()   {}
+func (Event) isRecord()         {}
+func (TaskRun) isRecord()       {}
+func (Task) isRecord()          {}
+func (Lease) isRecord()         {}
+func (RuntimeFacts) isRecord()  {}
+func (LinkedRuntime) isRecord() {}
+func (Process) isRecord()       {}
 
 // Conversions from and to the store's records. Every record type but
 // DesiredState and TaskRun has exactly the store type's fields, in its order,
@@ -395,6 +414,9 @@ func (l Lease) Store() store.Lease { return store.Lease(l) }
 
 // Store is the runtime facts the record describes.
 func (f RuntimeFacts) Store() store.RuntimeFacts { return store.RuntimeFacts(f) }
+
+// Store is the linked runtime the record describes.
+func (r LinkedRuntime) Store() store.LinkedRuntime { return store.LinkedRuntime(r) }
 
 // Store is the process the record describes.
 func (p Process) Store() store.Process { return store.Process(p) }

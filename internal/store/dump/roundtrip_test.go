@@ -180,6 +180,9 @@ func checkFixture(t *testing.T, st dumptest.State) {
 	if len(st.Runs) == 0 || !strings.Contains(st.Runs[len(st.Runs)-1].Stdout, "\x00\xff") {
 		t.Errorf("the fixture's first run has no binary output: %+v", st.Runs)
 	}
+	if len(st.Linked) != 2 || len(st.Linked[0].Labels) == 0 || st.Linked[0].Agent.DisconnectedAt.IsZero() || !st.Linked[1].Agent.Connected {
+		t.Errorf("linked runtimes %+v, want edge (labels, disconnected) and lab (connected)", st.Linked)
+	}
 }
 
 // TestImportIntoNonEmptyStore: an import into a store that holds anything
@@ -205,6 +208,16 @@ func TestImportIntoNonEmptyStore(t *testing.T) {
 				t.Fatalf("import into a store with an event: %v, want ErrNotEmpty naming the event", err)
 			}
 			dumptest.Compare(t, before, dumptest.Snapshot(t, dst))
+
+			// A linked runtime alone makes a store not empty.
+			only := open(t)
+			if err := only.LinkRuntime(t.Context(), store.LinkedRuntime{Name: "edge", TokenHash: "ab12"}); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err = dump.Read(t.Context(), bytes.NewReader(d), only)
+			if !errors.Is(err, dump.ErrNotEmpty) || !strings.Contains(err.Error(), "it holds 1 linked runtimes;") {
+				t.Fatalf("import into a store with a linked runtime: %v, want ErrNotEmpty naming it", err)
+			}
 		})
 	}
 }

@@ -312,6 +312,8 @@ func decode(k Kind, raw json.RawMessage) (Record, error) {
 		rec, err = decodeAs[Lease](raw)
 	case KindRuntimeFacts:
 		rec, err = decodeAs[RuntimeFacts](raw)
+	case KindLinkedRuntime:
+		rec, err = decodeAs[LinkedRuntime](raw)
 	case KindProcess:
 		rec, err = decodeAs[Process](raw)
 	default:
@@ -381,6 +383,10 @@ func (r *Reader) check(rec Record) error {
 	case RuntimeFacts:
 		if v.Runtime == "" {
 			return errors.New("runtime facts: runtime is required")
+		}
+	case LinkedRuntime:
+		if v.Name == "" || v.TokenHash == "" {
+			return fmt.Errorf("linked runtime %q: name and token hash are required", v.Name)
 		}
 	case Process:
 		return increasing("process id", v.ID, &r.lastProcs)

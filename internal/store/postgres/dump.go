@@ -76,6 +76,10 @@ func (s *Store) Export(ctx context.Context, emit func(dump.Record) error) error 
 			return each(ctx, tx, "SELECT runtime, body, observed_at FROM runtime_facts ORDER BY runtime", scanFacts,
 				func(f store.RuntimeFacts) error { return emit(dump.RuntimeFacts(f)) })
 		}},
+		{"linked runtimes", func() error {
+			return each(ctx, tx, "SELECT "+linkedColumns+" FROM linked_runtimes ORDER BY name", scanLinked,
+				func(r store.LinkedRuntime) error { return emit(dump.LinkedRuntime(r)) })
+		}},
 	}
 	for _, step := range steps {
 		if err := step.fn(); err != nil {
@@ -151,6 +155,7 @@ var dumpTables = []struct {
 	{"tasks", dump.KindTask},
 	{"leases", dump.KindLease},
 	{"runtime_facts", dump.KindRuntimeFacts},
+	{"linked_runtimes", dump.KindLinkedRuntime},
 	{"processes", dump.KindProcess},
 }
 
@@ -351,6 +356,13 @@ func (im *importer) put(ctx context.Context, rec dump.Record) error {
 		}
 		return im.queue(ctx, what, "INSERT INTO runtime_facts (runtime, body, observed_at) VALUES ($1, $2, $3)",
 			r.Runtime, body, nanos(r.ObservedAt))
+	case dump.LinkedRuntime:
+		what := "linked runtime " + r.Name
+		args, err := linkedArgs(r.Store())
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		return im.queue(ctx, what, insertLinked, args...)
 	case dump.Process:
 		// Processes of the exporting host mean nothing here (see package dump).
 		return nil

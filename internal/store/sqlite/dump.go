@@ -70,6 +70,10 @@ func (s *Store) Export(ctx context.Context, emit func(dump.Record) error) error 
 			return each(ctx, tx, "SELECT runtime, body, observed_at FROM runtime_facts ORDER BY runtime", scanFacts,
 				func(f store.RuntimeFacts) error { return emit(dump.RuntimeFacts(f)) })
 		}},
+		{"linked runtimes", func() error {
+			return each(ctx, tx, "SELECT "+linkedColumns+" FROM linked_runtimes ORDER BY name", scanLinked,
+				func(r store.LinkedRuntime) error { return emit(dump.LinkedRuntime(r)) })
+		}},
 	}
 	for _, step := range steps {
 		if err := step.fn(); err != nil {
@@ -161,6 +165,7 @@ var dumpTables = []struct {
 	{"tasks", dump.KindTask},
 	{"leases", dump.KindLease},
 	{"runtime_facts", dump.KindRuntimeFacts},
+	{"linked_runtimes", dump.KindLinkedRuntime},
 	{"processes", dump.KindProcess},
 }
 
@@ -316,6 +321,14 @@ func (im *importer) put(ctx context.Context, tx *wtx, rec dump.Record) error {
 		}
 		if err != nil {
 			return fmt.Errorf("facts of runtime %s: %w", r.Runtime, err)
+		}
+	case dump.LinkedRuntime:
+		args, err := linkedArgs(r.Store())
+		if err == nil {
+			_, err = tx.ExecContext(ctx, insertLinked, args...)
+		}
+		if err != nil {
+			return fmt.Errorf("linked runtime %s: %w", r.Name, err)
 		}
 	case dump.Process:
 		// Processes of the exporting host mean nothing here (see package dump).

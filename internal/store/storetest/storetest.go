@@ -81,6 +81,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	}
 	tests = append(tests, workTests...)
 	tests = append(tests, observeTests...)
+	tests = append(tests, linkedTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -128,7 +129,7 @@ func ts(i int) time.Time {
 
 // same fails unless got and want are equal after normalization: times are
 // compared with time.Equal, JSON []byte fields as JSON values, empty and nil
-// slices alike. It also requires every time in got to be in UTC.
+// slices (and maps) alike. It also requires every time in got to be in UTC.
 // head is ds as the active desired state reads return it: without Compiled.
 func head(ds store.DesiredState) store.DesiredState {
 	ds.Compiled = nil
@@ -197,6 +198,11 @@ func normValue(v reflect.Value) {
 		}
 		for i := range v.NumField() {
 			normValue(v.Field(i))
+		}
+	case reflect.Map:
+		// Empty and nil maps alike (their values are not normalized).
+		if v.Len() == 0 {
+			v.SetZero()
 		}
 	case reflect.Slice:
 		if v.Len() == 0 {

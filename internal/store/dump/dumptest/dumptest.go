@@ -12,6 +12,8 @@ package dumptest
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,8 +40,9 @@ func at(n int) time.Time {
 // states of which some are pruned, some share a compiled copy and some
 // are kept for an instance, approvals, instances updated several times,
 // observations, events with data, task runs with binary output, tasks in
-// every status, leases released and claimed again, runtime facts, and a
-// process record (which dumps leave out).
+// every status, leases released and claimed again, runtime facts, linked
+// runtimes (one with labels and its agent's state, one whose token was
+// replaced, one unlinked), and a process record (which dumps leave out).
 func Fill(t testing.TB, s store.Store) {
 	t.Helper()
 	ctx := t.Context()
@@ -194,9 +197,27 @@ func Fill(t testing.TB, s store.Store) {
 		APIVersions: []string{"apps/v1", "apps/v1/Deployment", "v1"}, ObservedAt: at(60)}))
 	must(s.PutRuntimeFacts(ctx, store.RuntimeFacts{Runtime: "legacy"}))
 	must(s.AppendEvents(ctx, store.Event{Time: at(61), Type: "configured", Actor: "alice", Message: "applied 6 configs", Data: []byte(`{"n": 6}`)}))
+
+	// Linked runtimes: edge with labels and a disconnected agent, lab
+	// with a replaced token, old unlinked.
+	must(s.LinkRuntime(ctx, store.LinkedRuntime{Name: "edge", Labels: map[string]string{"region": "eu-west", "team": "plätform"},
+		TokenHash: tokenHash("edge"), CreatedAt: at(70)}))
+	must(s.PutAgentState(ctx, "edge", store.AgentState{Connected: false, Replica: "server-a", Version: "v1.4.2", Mode: "kubernetes",
+		Host: "edge-1.internal", ConnectedAt: at(71), HeartbeatAt: at(72), DisconnectedAt: at(73), Error: "connection reset by peer"}))
+	must(s.LinkRuntime(ctx, store.LinkedRuntime{Name: "lab", TokenHash: tokenHash("lab")}))
+	must(s.SetLinkToken(ctx, "lab", tokenHash("lab, rotated")))
+	must(s.PutAgentState(ctx, "lab", store.AgentState{Connected: true, Replica: "server-b", Mode: "commands", ConnectedAt: at(74), HeartbeatAt: at(75)}))
+	must(s.LinkRuntime(ctx, store.LinkedRuntime{Name: "old", TokenHash: tokenHash("old")}))
+	must(s.UnlinkRuntime(ctx, "old"))
 	_, err = s.AddProcess(ctx, store.Process{Application: "shop", Service: "web", ReleaseChannel: "staging", Runtime: "custom",
 		Kind: "apply", Command: []string{"./deploy.sh"}, Handle: []byte(`{"pgid":4242}`)})
 	must(err)
+}
+
+// tokenHash is the hex SHA-256 of a join token, as the store keeps it.
+func tokenHash(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
 }
 
 // State is everything the store.Store API shows of a store.
@@ -217,6 +238,7 @@ type State struct {
 	Tasks        []store.Task
 	Leases       []store.Lease
 	Facts        []store.RuntimeFacts
+	Linked       []store.LinkedRuntime
 }
 
 // Snapshot reads everything s shows through the store.Store API (every
@@ -294,6 +316,20 @@ func Snapshot(t testing.TB, s store.Store) State {
 	must(err)
 	st.Facts, err = s.ListRuntimeFacts(ctx)
 	must(err)
+	st.Linked, err = s.ListLinkedRuntimes(ctx)
+	must(err)
+	for _, r := range st.Linked {
+		got, err := s.GetLinkedRuntime(ctx, r.Name)
+		must(err)
+		if !reflect.DeepEqual(got, r) {
+			t.Errorf("GetLinkedRuntime %s = %+v, ListLinkedRuntimes says %+v", r.Name, got, r)
+		}
+		got, err = s.LinkedRuntimeByToken(ctx, r.TokenHash)
+		must(err)
+		if !reflect.DeepEqual(got, r) {
+			t.Errorf("LinkedRuntimeByToken of %s = %+v, ListLinkedRuntimes says %+v", r.Name, got, r)
+		}
+	}
 	return st
 }
 
@@ -357,8 +393,8 @@ func show(v any) string {
 // it: a new event, task run and task get numbers above every one in
 // before, a write fenced by a held lease's token goes through (and one with
 // an older token does not), a released lease claimed by a new owner gets a
-// higher token, and a push replaces the active desired state. It writes to
-// s.
+// higher token, a push replaces the active desired state, and a linked
+// runtime's name and token hash stay taken. It writes to s.
 func Continues(t testing.TB, s store.Store, before State) {
 	t.Helper()
 	ctx := t.Context()
@@ -437,6 +473,16 @@ func Continues(t testing.TB, s store.Store, before State) {
 		}
 		if len(list) != 1 || list[0].ID != id {
 			t.Errorf("the newest desired state of %s/%s after a push is %v, want %s", a.Application, a.Service, list, id)
+		}
+	}
+	for _, r := range before.Linked {
+		err := s.LinkRuntime(ctx, store.LinkedRuntime{Name: r.Name, TokenHash: r.TokenHash + "-new"})
+		if !errors.Is(err, store.ErrConflict) {
+			t.Errorf("linking %s again after the move: %v, want ErrConflict", r.Name, err)
+		}
+		err = s.LinkRuntime(ctx, store.LinkedRuntime{Name: r.Name + "-new", TokenHash: r.TokenHash})
+		if !errors.Is(err, store.ErrConflict) {
+			t.Errorf("linking a runtime with %s's token hash after the move: %v, want ErrConflict", r.Name, err)
 		}
 	}
 }

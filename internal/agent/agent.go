@@ -1,0 +1,294 @@
+// Package agent is drover's agent: it runs inside the user's network (in a
+// cluster, or on a host with the tools a custom runtime needs), dials out to
+// the server over TLS with its join token, and serves the server's calls for
+// its linked runtime with its own credentials: the server never holds them
+// and never reaches anything but the agent's session.
+package agent
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/drover-dev/drover/internal/compiler"
+	"github.com/drover-dev/drover/internal/config"
+	"github.com/drover-dev/drover/internal/runtimehost"
+	"github.com/drover-dev/drover/internal/runtimes"
+	"github.com/drover-dev/drover/internal/runtimes/remote"
+	"github.com/drover-dev/drover/internal/version"
+)
+
+// Config configures an agent.
+type Config struct {
+	// Server is the server's agent address (https://HOST:PORT).
+	Server string
+	// Token is the join token drover runtimes link printed.
+	Token string
+	// Fingerprint pins the server's certificate: the hex SHA-256 of its
+	// DER form (a "sha256:" prefix and colons are allowed). With it, a
+	// self-signed server certificate is accepted; without, the certificate
+	// must be valid for the server's name (CAFile or the system's roots).
+	Fingerprint string
+	CAFile      string
+	// Mode is ModeKubernetes or ModeCommands (see remote).
+	Mode string
+	// Kubeconfig and Context name the cluster in kubernetes mode; with
+	// neither, the in-cluster service account is used.
+	Kubeconfig, Context string
+	// Registry builds runtimes (builtin.Registry in drover).
+	Registry runtimehost.Registry
+	// DataDir is where runtimes may keep state ("" = none).
+	DataDir string
+	Log     *slog.Logger
+	// MaxBackoff bounds the wait between reconnections (0 = 30 s).
+	MaxBackoff time.Duration
+}
+
+// Run connects to the server and serves its calls until ctx ends,
+// reconnecting with backoff when the connection is lost. It returns
+// remote.ErrRefused (wrapped) when the server refuses the token: the
+// runtime was unlinked or its token replaced.
+func Run(ctx context.Context, cfg Config) error {
+	a, err := newAgent(cfg)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	return a.run(ctx)
+}
+
+type agent struct {
+	cfg   Config
+	log   *slog.Logger
+	tls   *tls.Config
+	hello remote.Hello
+	runs  runSink
+	mu    sync.Mutex
+	built map[string]*built
+}
+
+type built struct {
+	version int64
+	rt      runtimes.Runtime
+}
+
+func newAgent(cfg Config) (*agent, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = 30 * time.Second
+	}
+	if strings.TrimSpace(cfg.Token) == "" {
+		return nil, errors.New("no join token: pass --token (or --token-file), as drover runtimes link printed it")
+	}
+	switch cfg.Mode {
+	case remote.ModeKubernetes, remote.ModeCommands:
+	default:
+		return nil, fmt.Errorf("mode %q: want %s or %s", cfg.Mode, remote.ModeKubernetes, remote.ModeCommands)
+	}
+	tc, err := tlsConfig(cfg.Fingerprint, cfg.CAFile)
+	if err != nil {
+		return nil, err
+	}
+	host, _ := os.Hostname()
+	return &agent{cfg: cfg, log: cfg.Log, tls: tc, built: map[string]*built{},
+		hello: remote.Hello{Version: version.Version, Mode: cfg.Mode, Host: host}}, nil
+}
+
+// tlsConfig checks the server's certificate against a pinned fingerprint,
+// or against CAFile / the system's roots.
+func tlsConfig(fingerprint, caFile string) (*tls.Config, error) {
+	c := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("--ca-file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--ca-file %s: no PEM certificate in it", caFile)
+		}
+		c.RootCAs = pool
+	}
+	if fingerprint == "" {
+		return c, nil
+	}
+	want, err := ParseFingerprint(fingerprint)
+	if err != nil {
+		return nil, err
+	}
+	// The pinned certificate decides, whoever signed it.
+	c.InsecureSkipVerify = true
+	c.VerifyConnection = func(cs tls.ConnectionState) error {
+		if len(cs.PeerCertificates) == 0 {
+			return errors.New("the server sent no certificate")
+		}
+		sum := sha256.Sum256(cs.PeerCertificates[0].Raw)
+		if got := hex.EncodeToString(sum[:]); got != want {
+			return fmt.Errorf("the server's certificate (sha256:%s) is not the pinned one (sha256:%s)", got, want)
+		}
+		return nil
+	}
+	return c, nil
+}
+
+// ParseFingerprint returns a certificate fingerprint as lower-case hex:
+// it accepts "sha256:" in front and colons between bytes.
+func ParseFingerprint(s string) (string, error) {
+	h := strings.ToLower(strings.TrimSpace(s))
+	h = strings.TrimPrefix(h, "sha256:")
+	h = strings.ReplaceAll(h, ":", "")
+	if b, err := hex.DecodeString(h); err != nil || len(b) != sha256.Size {
+		return "", fmt.Errorf("fingerprint %q: want sha256:<64 hex digits>", s)
+	}
+	return h, nil
+}
+
+func (a *agent) run(ctx context.Context) error {
+	backoff := time.Second
+	for {
+		started := time.Now()
+		err := a.session(ctx)
+		if ctx.Err() != nil {
+			return nil //nolint:nilerr // told to stop: the session's end is no failure
+		}
+		if errors.Is(err, remote.ErrRefused) {
+			a.log.Error("the server refused this agent; stopping", "error", err)
+			return err
+		}
+		if time.Since(started) > time.Minute {
+			backoff = time.Second // it worked for a while: retry soon
+		}
+		wait := backoff/2 + rand.N(backoff/2+1) //nolint:gosec // jitter, not security
+		a.log.Warn("not connected to the server; retrying", "error", err, "in", wait.Round(time.Millisecond))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+		backoff = min(2*backoff, a.cfg.MaxBackoff)
+	}
+}
+
+// session connects once and serves until the connection ends.
+func (a *agent) session(ctx context.Context) error {
+	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	s, err := remote.Dial(dctx, a.cfg.Server, a.cfg.Token, a.tls, "drover-agent/"+version.Version)
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = s.Close() }()
+	a.runs.set(remote.NewRunSink(s))
+	defer a.runs.set(nil)
+	a.log.Info("connected to the server", "server", a.cfg.Server, "mode", a.cfg.Mode)
+	return remote.ServeSession(ctx, s, a.hello, a.build, a.log)
+}
+
+// build returns the runtime a call names, built on first use and again
+// when its config changes.
+func (a *agent) build(ref remote.RuntimeRef) (runtimes.Runtime, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if b, ok := a.built[ref.Name]; ok && b.version == ref.Version {
+		return b.rt, nil
+	}
+	var f config.File
+	if err := json.Unmarshal(ref.Config, &f); err != nil || f.Runtime == nil {
+		return nil, runtimes.Permanent(fmt.Errorf("agent: the config of runtime %s is not a runtime", ref.Name))
+	}
+	cfg := *f.Runtime
+	kind := compiler.RuntimeKind(&cfg)
+	switch kind {
+	case "kubernetes":
+		if a.cfg.Mode != remote.ModeKubernetes {
+			return nil, runtimes.Permanent(fmt.Errorf("runtime %s is a Kubernetes runtime, but its agent runs commands only (start it with --mode kubernetes, in the cluster or with --kubeconfig)", ref.Name))
+		}
+		k := config.KubernetesRuntime{}
+		if cfg.Kubernetes != nil {
+			k = *cfg.Kubernetes
+		}
+		// The agent's own credentials, never the server's.
+		k.Kubeconfig, k.Context = a.cfg.Kubeconfig, a.cfg.Context
+		cfg.Kubernetes = &k
+	case "custom", "terraformRunner":
+		if a.cfg.Mode == remote.ModeKubernetes {
+			return nil, runtimes.Permanent(fmt.Errorf("runtime %s: running %s commands as Kubernetes Jobs is not supported yet: link a runtime served by an agent in commands mode (drover agent --mode commands) and name it as proxyRuntime", ref.Name, kind))
+		}
+		if cfg.Custom != nil {
+			c := *cfg.Custom
+			c.ProxyRuntime = nil
+			cfg.Custom = &c
+		}
+		if cfg.TerraformRunner != nil {
+			t := *cfg.TerraformRunner
+			t.ProxyRuntime = nil
+			cfg.TerraformRunner = &t
+		}
+	}
+	dir := ""
+	if a.cfg.DataDir != "" {
+		dir = filepath.Join(a.cfg.DataDir, "runtimes")
+	}
+	rt, err := a.cfg.Registry.New(kind, &cfg, runtimes.Options{DataDir: dir, Log: a.log, Runs: &a.runs})
+	if err != nil {
+		return nil, err
+	}
+	if old, ok := a.built[ref.Name]; ok {
+		closeRuntime(old.rt)
+	}
+	a.built[ref.Name] = &built{version: ref.Version, rt: rt}
+	a.log.Info("runtime ready", "runtime", ref.Name, "kind", kind, "config_version", ref.Version)
+	return rt, nil
+}
+
+func (a *agent) close() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, b := range a.built {
+		closeRuntime(b.rt)
+	}
+	a.built = nil
+}
+
+func closeRuntime(rt runtimes.Runtime) {
+	if c, ok := rt.(runtimes.Closer); ok {
+		_ = c.Close()
+	}
+}
+
+// runSink hands runs to the current session's sink; with no session the
+// run is logged and dropped.
+type runSink struct {
+	mu   sync.Mutex
+	sink *remote.RunSink
+}
+
+func (r *runSink) set(s *remote.RunSink) {
+	r.mu.Lock()
+	r.sink = s
+	r.mu.Unlock()
+}
+
+func (r *runSink) RecordRun(ctx context.Context, run runtimes.Run) error {
+	r.mu.Lock()
+	s := r.sink
+	r.mu.Unlock()
+	if s == nil {
+		return errors.New("not connected to the server: the run was not recorded")
+	}
+	return s.RecordRun(ctx, run)
+}

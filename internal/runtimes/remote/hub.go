@@ -1,0 +1,474 @@
+package remote
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/yamux"
+
+	"github.com/drover-dev/drover/internal/runtimes"
+	"github.com/drover-dev/drover/internal/store"
+)
+
+// Store is what a Hub needs of the store.
+type Store interface {
+	LinkedRuntimeByToken(ctx context.Context, tokenHash string) (store.LinkedRuntime, error)
+	GetLinkedRuntime(ctx context.Context, name string) (store.LinkedRuntime, error)
+	PutAgentState(ctx context.Context, name string, st store.AgentState) error
+}
+
+// HubConfig configures a Hub.
+type HubConfig struct {
+	Store Store
+	// Runs records the command runs agents hand back (nil = keep none).
+	Runs runtimes.RunRecorder
+	// Replica is this server's name, recorded with each connection.
+	Replica string
+	// OnConnect is called with a runtime's name when its agent connects
+	// (the engine looks at what runs there again); nil = nobody.
+	OnConnect func(name string)
+	Log       *slog.Logger
+	// Now is the clock (nil = time.Now).
+	Now func() time.Time
+	// Heartbeat is how often agents are pinged (0 = HeartbeatEvery).
+	Heartbeat time.Duration
+}
+
+// Hub holds the sessions of the agents connected to this server.
+type Hub struct {
+	cfg HubConfig
+	log *slog.Logger
+
+	mu       sync.Mutex
+	sessions map[string]*session
+	// changed is closed and replaced whenever a session opens or closes,
+	// so that watches can wait for their agent.
+	changed chan struct{}
+}
+
+// session is one agent's connection.
+type session struct {
+	name      string
+	tokenHash string
+	hello     Hello
+	mux       *yamux.Session
+	client    *http.Client
+	opened    time.Time
+	// beat is when the agent last answered a ping (heartbeat's goroutine
+	// writes it; the same goroutine reads it once the session ended).
+	beat time.Time
+	// done is closed when the session ended; reason says why.
+	done    chan struct{}
+	endOnce sync.Once
+	reason  string
+}
+
+// NewHub returns a hub with no session.
+func NewHub(cfg HubConfig) *Hub {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = HeartbeatEvery
+	}
+	return &Hub{cfg: cfg, log: cfg.Log, sessions: map[string]*session{}, changed: make(chan struct{})}
+}
+
+// SetRuns sets the recorder of the runs agents hand back (before the first
+// agent connects).
+func (h *Hub) SetRuns(r runtimes.RunRecorder) { h.cfg.Runs = r }
+
+// SetReplica sets this server's name (before the first agent connects).
+func (h *Hub) SetReplica(name string) { h.cfg.Replica = name }
+
+// HashToken is how a join token is kept: its hex SHA-256.
+func HashToken(token string) string {
+	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	return hex.EncodeToString(sum[:])
+}
+
+// ServeHTTP accepts an agent's connection on ConnectPath: it checks the
+// join token, upgrades the connection to a session and serves it until it
+// ends (the agent goes away, the runtime is unlinked, or ctx of the
+// request ends).
+func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != ConnectPath {
+		http.Error(w, "not found: agents connect to "+ConnectPath, http.StatusNotFound)
+		return
+	}
+	if r.Method != http.MethodGet || !strings.EqualFold(r.Header.Get("Upgrade"), Protocol) {
+		http.Error(w, "agents connect with GET and Upgrade: "+Protocol, http.StatusBadRequest)
+		return
+	}
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || strings.TrimSpace(token) == "" {
+		h.log.Warn("agent refused: no token", "remote_addr", r.RemoteAddr)
+		http.Error(w, "no join token: start the agent with --token", http.StatusUnauthorized)
+		return
+	}
+	hash := HashToken(token)
+	lr, err := h.cfg.Store.LinkedRuntimeByToken(r.Context(), hash)
+	if errors.Is(err, store.ErrNotFound) {
+		h.log.Warn("agent refused: unknown token", "remote_addr", r.RemoteAddr)
+		http.Error(w, "the join token is not valid: the runtime was unlinked or its token replaced", http.StatusUnauthorized)
+		return
+	}
+	if err != nil {
+		h.log.Error("agent connect: read linked runtime", "error", err)
+		http.Error(w, "the server could not read its store; try again", http.StatusServiceUnavailable)
+		return
+	}
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		http.Error(w, "cannot upgrade this connection", http.StatusInternalServerError)
+		return
+	}
+	_ = conn.SetDeadline(time.Time{})
+	if _, err := brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + Protocol + "\r\n\r\n"); err != nil {
+		_ = conn.Close()
+		return
+	}
+	if err := brw.Flush(); err != nil {
+		_ = conn.Close()
+		return
+	}
+	// Bytes the agent sent right after its request belong to the session.
+	var rw io.ReadWriteCloser = conn
+	if n := brw.Reader.Buffered(); n > 0 {
+		rw = bufferedConn{Reader: io.MultiReader(io.LimitReader(brw.Reader, int64(n)), conn), Conn: conn}
+	}
+	h.serve(context.WithoutCancel(r.Context()), lr, hash, rw, r.RemoteAddr)
+}
+
+// bufferedConn reads what was buffered before the connection.
+type bufferedConn struct {
+	io.Reader
+	net.Conn
+}
+
+func (c bufferedConn) Read(p []byte) (int, error) { return c.Reader.Read(p) }
+
+func muxConfig() *yamux.Config {
+	c := yamux.DefaultConfig()
+	c.EnableKeepAlive = true
+	c.KeepAliveInterval = keepAlive
+	c.ConnectionWriteTimeout = writeTimeout
+	c.StreamCloseTimeout = time.Minute
+	c.LogOutput = io.Discard
+	return c
+}
+
+// serve runs one agent's session until it ends.
+func (h *Hub) serve(ctx context.Context, lr store.LinkedRuntime, hash string, conn io.ReadWriteCloser, remote string) {
+	// The server opens the calls (yamux client); the agent serves them.
+	mux, err := yamux.Client(conn, muxConfig())
+	if err != nil {
+		_ = conn.Close()
+		return
+	}
+	now := h.cfg.Now()
+	s := &session{name: lr.Name, tokenHash: hash, mux: mux, opened: now, beat: now, done: make(chan struct{})}
+	s.client = &http.Client{Transport: &http.Transport{
+		DialContext:         func(context.Context, string, string) (net.Conn, error) { return mux.Open() },
+		MaxIdleConnsPerHost: 16,
+		IdleConnTimeout:     time.Minute,
+	}}
+	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	err = s.do(hctx, pathHello, nil, &s.hello)
+	cancel()
+	if err != nil {
+		h.log.Warn("agent did not say hello; closing its connection", "runtime", lr.Name, "remote_addr", remote, "error", err)
+		_ = mux.Close()
+		return
+	}
+	// The agent opens streams to hand back runs.
+	go h.acceptFromAgent(s)
+	h.register(ctx, s)
+	h.log.Info("agent connected", "runtime", lr.Name, "remote_addr", remote, "version", s.hello.Version, "mode", s.hello.Mode, "host", s.hello.Host)
+	h.heartbeat(ctx, s)
+	h.unregister(ctx, s)
+	h.log.Info("agent disconnected", "runtime", lr.Name, "reason", s.reason)
+}
+
+// register makes s the session of its runtime (ending an older one).
+func (h *Hub) register(ctx context.Context, s *session) {
+	h.mu.Lock()
+	old := h.sessions[s.name]
+	h.sessions[s.name] = s
+	close(h.changed)
+	h.changed = make(chan struct{})
+	h.mu.Unlock()
+	if old != nil {
+		old.end("a new connection of the same runtime replaced it")
+	}
+	now := h.cfg.Now()
+	h.putState(ctx, s.name, store.AgentState{Connected: true, Replica: h.cfg.Replica, Version: s.hello.Version,
+		Mode: s.hello.Mode, Host: s.hello.Host, ConnectedAt: now, HeartbeatAt: now})
+	if h.cfg.OnConnect != nil {
+		h.cfg.OnConnect(s.name)
+	}
+}
+
+// unregister forgets s and records that its agent is gone.
+func (h *Hub) unregister(ctx context.Context, s *session) {
+	h.mu.Lock()
+	current := h.sessions[s.name] == s
+	if current {
+		delete(h.sessions, s.name)
+		close(h.changed)
+		h.changed = make(chan struct{})
+	}
+	h.mu.Unlock()
+	s.client.CloseIdleConnections()
+	if !current {
+		return // replaced: the new session records the state
+	}
+	now := h.cfg.Now()
+	h.putState(ctx, s.name, store.AgentState{Connected: false, Replica: h.cfg.Replica, Version: s.hello.Version,
+		Mode: s.hello.Mode, Host: s.hello.Host, ConnectedAt: s.opened, HeartbeatAt: s.beat, DisconnectedAt: now, Error: s.reason})
+}
+
+const reasonUnreachable = "the agent stopped answering"
+
+func (h *Hub) putState(ctx context.Context, name string, st store.AgentState) {
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	err := h.cfg.Store.PutAgentState(wctx, name, st)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		h.log.Warn("record agent state", "runtime", name, "error", err)
+	}
+}
+
+// heartbeat pings the agent and checks its link until the session ends.
+func (h *Hub) heartbeat(ctx context.Context, s *session) {
+	t := time.NewTicker(h.cfg.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			s.end("the server is stopping")
+			return
+		case <-s.mux.CloseChan():
+			s.end(reasonUnreachable)
+			return
+		case <-s.done:
+			return
+		case <-t.C:
+		}
+		lr, err := h.cfg.Store.GetLinkedRuntime(ctx, s.name)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			s.end("the runtime was unlinked")
+			return
+		case err == nil && lr.TokenHash != s.tokenHash:
+			s.end("the runtime's join token was replaced")
+			return
+		}
+		if _, err := s.mux.Ping(); err != nil {
+			s.end(reasonUnreachable)
+			return
+		}
+		s.beat = h.cfg.Now()
+		h.putState(ctx, s.name, store.AgentState{Connected: true, Replica: h.cfg.Replica, Version: s.hello.Version,
+			Mode: s.hello.Mode, Host: s.hello.Host, ConnectedAt: s.opened, HeartbeatAt: s.beat})
+	}
+}
+
+// end closes the session once, saying why.
+func (s *session) end(reason string) {
+	s.endOnce.Do(func() {
+		s.reason = reason
+		close(s.done)
+		_ = s.mux.Close()
+	})
+}
+
+// Disconnect ends the session of a runtime's agent, if connected here
+// (unlink: the agent's token stops working at once).
+func (h *Hub) Disconnect(name, reason string) {
+	h.mu.Lock()
+	s := h.sessions[name]
+	h.mu.Unlock()
+	if s != nil {
+		s.end(reason)
+	}
+}
+
+// Close ends every session.
+func (h *Hub) Close() {
+	h.mu.Lock()
+	all := make([]*session, 0, len(h.sessions))
+	for _, s := range h.sessions {
+		all = append(all, s)
+	}
+	h.mu.Unlock()
+	for _, s := range all {
+		s.end("the server is stopping")
+	}
+}
+
+// session returns the session of a runtime's agent, or why there is none.
+func (h *Hub) session(ctx context.Context, name string) (*session, error) {
+	h.mu.Lock()
+	s := h.sessions[name]
+	h.mu.Unlock()
+	if s != nil {
+		return s, nil
+	}
+	return nil, h.disconnected(ctx, name)
+}
+
+// disconnected says why a runtime's agent cannot be reached, with how long
+// it has been silent.
+func (h *Hub) disconnected(ctx context.Context, name string) error {
+	lr, err := h.cfg.Store.GetLinkedRuntime(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("runtime %s is not linked: link it (drover runtimes link %s) and start its agent", name, name)
+	}
+	if err != nil {
+		return fmt.Errorf("runtime %s: agent not connected to this server", name)
+	}
+	a := lr.Agent
+	now := h.cfg.Now()
+	switch {
+	case a.Connected && a.Replica != "" && a.Replica != h.cfg.Replica:
+		return fmt.Errorf("runtime %s: its agent is connected to server %s, not this one", name, a.Replica)
+	case a.HeartbeatAt.IsZero():
+		return fmt.Errorf("runtime %s: its agent has never connected (linked %s ago; start drover agent with its token)", name, roundAgo(now.Sub(lr.CreatedAt)))
+	default:
+		why := ""
+		if a.Error != "" {
+			why = ": " + a.Error
+		}
+		return fmt.Errorf("runtime %s: agent disconnected, silent for %s%s", name, roundAgo(now.Sub(a.HeartbeatAt)), why)
+	}
+}
+
+func roundAgo(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return "less than a second"
+	case d < time.Minute:
+		return d.Round(time.Second).String()
+	default:
+		return d.Round(time.Minute).String()
+	}
+}
+
+// waitChange returns a channel closed at the next session change.
+func (h *Hub) waitChange() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.changed
+}
+
+// do makes one call on the session: POST path with in as JSON, decoding
+// the answer into out.
+func (s *session) do(ctx context.Context, path string, in, out any) error {
+	resp, err := s.post(ctx, path, in)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if out == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("runtime %s: agent's answer to %s: %w", s.name, path, err)
+	}
+	return nil
+}
+
+// post sends a call and returns the response of a successful one.
+func (s *session) post(ctx context.Context, path string, in any) (*http.Response, error) {
+	var body io.Reader = http.NoBody
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return nil, err
+		}
+		body = strings.NewReader(string(b))
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://agent"+path, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := s.client.Do(req)
+	if err != nil {
+		select {
+		case <-s.done:
+			return nil, fmt.Errorf("runtime %s: lost the agent's connection (%s)", s.name, s.reason)
+		default:
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("runtime %s: call to the agent failed: %w", s.name, err)
+	}
+	if resp.StatusCode == http.StatusOK {
+		return resp, nil
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var ce callError
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if json.Unmarshal(data, &ce) != nil || ce.Error == "" {
+		ce.Error = fmt.Sprintf("agent answered %s: %s", resp.Status, strings.TrimSpace(string(data)))
+	}
+	err = errors.New(ce.Error)
+	if ce.Permanent {
+		err = runtimes.Permanent(err)
+	}
+	return nil, err
+}
+
+// acceptFromAgent serves the streams the agent opens (runs to record).
+func (h *Hub) acceptFromAgent(s *session) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+pathRuns, func(w http.ResponseWriter, r *http.Request) {
+		var run runtimes.Run
+		if err := json.NewDecoder(io.LimitReader(r.Body, 8<<20)).Decode(&run); err != nil {
+			http.Error(w, "bad run: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		// An agent records runs of its own runtime (or those it runs
+		// commands for); the name it gives is kept as reported.
+		if h.cfg.Runs != nil {
+			if err := h.cfg.Runs.RecordRun(r.Context(), run); err != nil {
+				http.Error(w, "record run: "+err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	_ = srv.Serve(s.mux)
+}
+
+// readLines calls fn with each line of r until it ends.
+func readLines(r io.Reader, fn func([]byte)) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if len(sc.Bytes()) > 0 {
+			fn(sc.Bytes())
+		}
+	}
+	return sc.Err()
+}
