@@ -1,0 +1,168 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	apiv1 "github.com/drover-dev/drover/api/v1"
+	"github.com/drover-dev/drover/internal/store/sqlite"
+)
+
+func newLinkServer(t *testing.T) (*Server, *sqlite.Store, *[]string) {
+	t.Helper()
+	st, err := sqlite.Open(t.Context(), sqlite.MemoryPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	s, _ := newTestServer(t, st, t.TempDir(), EdgeConfig{})
+	var cut []string
+	s.agents = Agents{URL: "https://drover.example:7421", Fingerprint: strings.Repeat("ab", 32),
+		Disconnect: func(name, _ string) { cut = append(cut, name) }}
+	return s, st, &cut
+}
+
+func call(t *testing.T, s *Server, method, path string, body any) *httptest.ResponseRecorder {
+	t.Helper()
+	b, err := json.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest(method, path, bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, req)
+	return rec
+}
+
+// Linking stores only the token's hash, prints how to run the agent, and
+// the linked runtime is listed; unlink and rotate cut the agent off.
+func TestLinkRuntime(t *testing.T) {
+	s, st, cut := newLinkServer(t)
+	rec := call(t, s, http.MethodPost, "/v1/runtimes:link", apiv1.LinkRuntimeRequest{Name: "prod-eu", Labels: map[string]string{"env": "prod"}})
+	if rec.Code != http.StatusOK {
+		t.Fatalf("link: %d %s", rec.Code, rec.Body)
+	}
+	var resp apiv1.LinkRuntimeResponse
+	if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(resp.Token, agentTokenPrefix) || len(resp.Token) < len(agentTokenPrefix)+20 {
+		t.Errorf("token %q", resp.Token)
+	}
+	for _, want := range []string{"--server https://drover.example:7421", "--fingerprint sha256:" + s.agents.Fingerprint, "--token " + resp.Token} {
+		if !strings.Contains(resp.Command, want) {
+			t.Errorf("command %q lacks %q", resp.Command, want)
+		}
+	}
+	for _, want := range []string{"kind: Namespace", "kind: ServiceAccount", "kind: ClusterRole", "kind: ClusterRoleBinding", "kind: Secret", "kind: Deployment", `"--mode", "kubernetes"`, resp.Token} {
+		if !strings.Contains(resp.Manifests, want) {
+			t.Errorf("manifests lack %q", want)
+		}
+	}
+	lr, err := st.GetLinkedRuntime(t.Context(), "prod-eu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lr.TokenHash != hashAgentToken(resp.Token) || strings.Contains(lr.TokenHash, resp.Token) || lr.Labels["env"] != "prod" {
+		t.Errorf("stored %+v", lr)
+	}
+	if rec := call(t, s, http.MethodPost, "/v1/runtimes:link", apiv1.LinkRuntimeRequest{Name: "prod-eu"}); rec.Code != http.StatusConflict {
+		t.Errorf("second link: %d %s", rec.Code, rec.Body)
+	}
+	for _, bad := range []apiv1.LinkRuntimeRequest{{Name: "Prod"}, {Name: ""}, {Name: "ok", Labels: map[string]string{"a=b": "c"}}, {Name: "ok", Namespace: "Bad_NS"}} {
+		if rec := call(t, s, http.MethodPost, "/v1/runtimes:link", bad); rec.Code != http.StatusBadRequest {
+			t.Errorf("link %+v: %d %s", bad, rec.Code, rec.Body)
+		}
+	}
+
+	rec = call(t, s, http.MethodGet, "/v1/runtimes", nil)
+	var list apiv1.RuntimeList
+	if err := json.Unmarshal(rec.Body.Bytes(), &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Runtimes) != 1 || !list.Runtimes[0].Linked || list.Runtimes[0].Agent == nil || list.Runtimes[0].Agent.State != "never connected" ||
+		list.Runtimes[0].Kind != "kubernetes" || list.Runtimes[0].Labels["env"] != "prod" {
+		t.Errorf("list: %s", rec.Body)
+	}
+	if strings.Contains(rec.Body.String(), lr.TokenHash) {
+		t.Error("the list shows the token hash")
+	}
+
+	rec = call(t, s, http.MethodPost, "/v1/runtimes/prod-eu:rotateToken", apiv1.LinkRuntimeRequest{})
+	var rotated apiv1.LinkRuntimeResponse
+	if err := json.Unmarshal(rec.Body.Bytes(), &rotated); err != nil || rec.Code != http.StatusOK {
+		t.Fatalf("rotate: %d %s", rec.Code, rec.Body)
+	}
+	if rotated.Token == resp.Token {
+		t.Error("rotate kept the token")
+	}
+	if lr, _ := st.GetLinkedRuntime(t.Context(), "prod-eu"); lr.TokenHash != hashAgentToken(rotated.Token) {
+		t.Error("rotate did not store the new hash")
+	}
+	if rec := call(t, s, http.MethodPost, "/v1/runtimes/prod-eu:unlink", struct{}{}); rec.Code != http.StatusOK {
+		t.Fatalf("unlink: %d %s", rec.Code, rec.Body)
+	}
+	if rec := call(t, s, http.MethodPost, "/v1/runtimes/prod-eu:unlink", struct{}{}); rec.Code != http.StatusNotFound {
+		t.Errorf("second unlink: %d %s", rec.Code, rec.Body)
+	}
+	if got := strings.Join(*cut, ","); got != "prod-eu,prod-eu" {
+		t.Errorf("agents cut off: %q", got)
+	}
+}
+
+// A linked runtime can be named by application configs with no runtime
+// config of its own; a runtime config of its name adds labels; a runtime
+// of another type cannot be linked under its name.
+func TestLinkedRuntimeInConfigs(t *testing.T) {
+	s, _, _ := newLinkServer(t)
+	app := `{"application":{"name":"shop","releaseChannels":[{"name":"prod","runtimes":[{"runtime":"prod-eu"}]}]}}`
+	req := apiv1.ApplyConfigsRequest{Configs: []apiv1.Config{{Source: "shop.pvn.yaml", Body: json.RawMessage(app)}}}
+	_, err := s.applyConfigs(t.Context(), req)
+	var ve *validationError
+	if !errors.As(err, &ve) || len(ve.details) != 1 || !strings.Contains(ve.details[0].Message, `unknown runtime "prod-eu"`) {
+		t.Fatalf("apply before link: %#v", err)
+	}
+	if rec := call(t, s, http.MethodPost, "/v1/runtimes:link", apiv1.LinkRuntimeRequest{Name: "prod-eu", Labels: map[string]string{"region": "eu", "tier": "a"}}); rec.Code != http.StatusOK {
+		t.Fatalf("link: %d %s", rec.Code, rec.Body)
+	}
+	if _, err := s.applyConfigs(t.Context(), req); err != nil {
+		t.Fatalf("apply after link: %v", err)
+	}
+	rt := `{"runtime":{"name":"prod-eu","labels":[{"label":"tier","value":"b"}]}}`
+	if _, err := s.applyConfigs(t.Context(), apiv1.ApplyConfigsRequest{Configs: []apiv1.Config{{Source: "prod-eu.pvn.yaml", Body: json.RawMessage(rt)}}}); err != nil {
+		t.Fatal(err)
+	}
+	list, err := s.listRuntimes(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Runtimes) != 1 || !list.Runtimes[0].Configured || list.Runtimes[0].Labels["region"] != "eu" || list.Runtimes[0].Labels["tier"] != "b" {
+		t.Errorf("list: %+v", list.Runtimes)
+	}
+	srcs, _, err := s.storedSources(t.Context(), "runtime")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var labels []string
+	for _, src := range srcs {
+		for _, l := range src.File.Runtime.Labels {
+			labels = append(labels, l.Label+"="+l.Value)
+		}
+	}
+	if got := strings.Join(labels, ","); got != "region=eu,tier=b" {
+		t.Errorf("runtime labels the compiler sees: %s", got)
+	}
+	fake := `{"runtime":{"name":"sim","fake":{}}}`
+	if _, err := s.applyConfigs(t.Context(), apiv1.ApplyConfigsRequest{Configs: []apiv1.Config{{Source: "sim.pvn.yaml", Body: json.RawMessage(fake)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if rec := call(t, s, http.MethodPost, "/v1/runtimes:link", apiv1.LinkRuntimeRequest{Name: "sim"}); rec.Code != http.StatusPreconditionFailed && rec.Code != http.StatusConflict {
+		t.Errorf("link of a fake runtime's name: %d %s", rec.Code, rec.Body)
+	}
+}
