@@ -113,7 +113,7 @@ func target(version string) runtimes.Target {
 	return runtimes.Target{InstanceKey: runtimes.InstanceKey{Application: "shop", Service: "web", ReleaseChannel: "prod"},
 		Version: version, DesiredStateID: "ds-1", Backend: "kubernetes",
 		Objects: []json.RawMessage{json.RawMessage(`{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web"}}`)},
-		Env: map[string]string{"GREETING": "hello"}}
+		Env:     map[string]string{"GREETING": "hello"}}
 }
 
 // A runtime served by an agent applies, fetches and watches through the
@@ -284,7 +284,7 @@ func TestAgentGoneAndBack(t *testing.T) {
 	r.waitConnected()
 	rt := r.hub.Runtime("edge", "fake", "edge", 1, runtimeConfig(t, config.Runtime{Name: "edge", Fake: &config.FakeRuntime{}}))
 	stop()
-	<-done
+	_ = <-done
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		_, err := rt.Fetch(context.Background(), target("v1"))
