@@ -284,7 +284,9 @@ func TestAgentGoneAndBack(t *testing.T) {
 	r.waitConnected()
 	rt := r.hub.Runtime("edge", "fake", "edge", 1, runtimeConfig(t, config.Runtime{Name: "edge", Fake: &config.FakeRuntime{}}))
 	stop()
-	_ = <-done
+	if err := <-done; err != nil {
+		t.Fatalf("agent stopped with %v", err)
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		_, err := rt.Fetch(context.Background(), target("v1"))
