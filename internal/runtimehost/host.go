@@ -191,6 +191,13 @@ func (h *Host) discover(ctx context.Context) {
 		dctx, cancel := context.WithTimeout(ctx, discoverTimeout)
 		facts, err := d.Discover(dctx)
 		cancel()
+		if errors.Is(err, runtimes.ErrUnavailable) {
+			h.log.Debug("runtime discovery skipped", "runtime", name, "error", err)
+			continue // asked again when it is back (Invalidate)
+		}
+		if err == nil && facts.KubeVersion == "" && len(facts.APIVersions) == 0 {
+			continue // nothing to say
+		}
 		if err == nil {
 			err = h.store.PutRuntimeFacts(ctx, store.RuntimeFacts{Runtime: name, KubeVersion: facts.KubeVersion,
 				APIVersions: facts.APIVersions, ObservedAt: h.now()})

@@ -196,6 +196,10 @@ type Closer interface {
 	Close() error
 }
 
+// ErrUnavailable is wrapped by the errors of a runtime that cannot be
+// reached now but may be later (an agent that is not connected).
+var ErrUnavailable = errors.New("runtime unavailable")
+
 // PermanentError marks an apply error that retrying will not fix.
 type PermanentError struct{ Err error }
 

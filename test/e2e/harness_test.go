@@ -254,15 +254,16 @@ func (s *server) logTail(n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// cleanEnv is the environment without DROVER_* variables, so a developer's
-// settings cannot leak into the tests. A binary built with -race sleeps 1s
+// cleanEnv is the environment without DROVER_* variables and KUBECONFIG, so
+// a developer's settings cannot leak into the tests (every runtime names its
+// cluster). A binary built with -race sleeps 1s
 // at exit by default (atexit_sleep_ms); every CLI call would pay it.
 func cleanEnv() []string {
 	var env []string
 	gorace := "atexit_sleep_ms=0"
 	for _, kv := range os.Environ() {
 		switch {
-		case strings.HasPrefix(kv, "DROVER_"), strings.HasPrefix(kv, "XDG_CONFIG_HOME="):
+		case strings.HasPrefix(kv, "DROVER_"), strings.HasPrefix(kv, "XDG_CONFIG_HOME="), strings.HasPrefix(kv, "KUBECONFIG="):
 		case strings.HasPrefix(kv, "GORACE="):
 			gorace = strings.TrimPrefix(kv, "GORACE=") + " " + gorace
 		default:

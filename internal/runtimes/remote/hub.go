@@ -338,26 +338,35 @@ func (h *Hub) session(ctx context.Context, name string) (*session, error) {
 func (h *Hub) disconnected(ctx context.Context, name string) error {
 	lr, err := h.cfg.Store.GetLinkedRuntime(ctx, name)
 	if errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("runtime %s is not linked: link it (drover runtimes link %s) and start its agent", name, name)
+		return fmt.Errorf("runtime %s is not linked: link it (drover runtimes link %s) and start its agent%w", name, name, unavailable)
 	}
 	if err != nil {
-		return fmt.Errorf("runtime %s: agent not connected to this server", name)
+		return fmt.Errorf("runtime %s: agent not connected to this server%w", name, unavailable)
 	}
 	a := lr.Agent
 	now := h.cfg.Now()
 	switch {
 	case a.Connected && a.Replica != "" && a.Replica != h.cfg.Replica:
-		return fmt.Errorf("runtime %s: its agent is connected to server %s, not this one", name, a.Replica)
+		return fmt.Errorf("runtime %s: its agent is connected to server %s, not this one%w", name, a.Replica, unavailable)
 	case a.HeartbeatAt.IsZero():
-		return fmt.Errorf("runtime %s: its agent has never connected (linked %s ago; start drover agent with its token)", name, roundAgo(now.Sub(lr.CreatedAt)))
+		return fmt.Errorf("runtime %s: its agent has never connected (linked %s ago; start drover agent with its token)%w", name, roundAgo(now.Sub(lr.CreatedAt)), unavailable)
 	default:
 		why := ""
 		if a.Error != "" {
 			why = ": " + a.Error
 		}
-		return fmt.Errorf("runtime %s: agent disconnected, silent for %s%s", name, roundAgo(now.Sub(a.HeartbeatAt)), why)
+		return fmt.Errorf("runtime %s: agent disconnected, silent for %s%s%w", name, roundAgo(now.Sub(a.HeartbeatAt)), why, unavailable)
 	}
 }
+
+// unavailable marks an error as runtimes.ErrUnavailable without changing
+// its text.
+var unavailable = quiet{runtimes.ErrUnavailable}
+
+type quiet struct{ err error }
+
+func (q quiet) Error() string { return "" }
+func (q quiet) Unwrap() error { return q.err }
 
 func roundAgo(d time.Duration) string {
 	switch {

@@ -69,6 +69,13 @@ func (r *Runtime) Info(ctx context.Context, key runtimes.InstanceKey) ([]runtime
 
 // Discover implements runtimes.Discoverer.
 func (r cluster) Discover(ctx context.Context) (runtimes.Facts, error) {
+	s, err := r.hub.session(ctx, r.agent)
+	if err != nil {
+		return runtimes.Facts{}, err
+	}
+	if s.hello.Mode != ModeKubernetes {
+		return runtimes.Facts{}, nil // a host that runs commands: no cluster to describe
+	}
 	var f facts
 	if err := r.call(ctx, pathDiscover, call{Runtime: r.ref}, &f); err != nil {
 		return runtimes.Facts{}, err

@@ -1,0 +1,440 @@
+package e2e
+
+// End-to-end tests of drover's agent: runtimes linked with `drover runtimes
+// link` and served by `drover agent` processes that dial out to the server
+// over TLS, on two real control planes. The server holds no kubeconfig.
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	apiv1 "github.com/drover-dev/drover/api/v1"
+	"github.com/drover-dev/drover/internal/testing/kubetest"
+)
+
+// agentProc is a running `drover agent`.
+type agentProc struct {
+	t       *testing.T
+	name    string
+	args    []string
+	logPath string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+	code   int
+}
+
+// startAgent runs `drover agent args...` until the test ends.
+func startAgent(t *testing.T, name string, args ...string) *agentProc {
+	t.Helper()
+	a := &agentProc{t: t, name: name, args: args, logPath: filepath.Join(t.TempDir(), "agent-"+name+".log")}
+	a.start()
+	t.Cleanup(func() {
+		a.stop()
+		if t.Failed() {
+			data, _ := os.ReadFile(a.logPath)
+			t.Logf("agent %s log:\n%s", name, data)
+		}
+	})
+	return a
+}
+
+func (a *agentProc) start() {
+	a.t.Helper()
+	logf, err := os.OpenFile(a.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	cmd := exec.Command(droverBin, append([]string{"agent", "--log-level", "debug"}, a.args...)...)
+	cmd.Env = cleanEnv()
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		a.t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		_ = logf.Close()
+		a.mu.Lock()
+		a.code = cmd.ProcessState.ExitCode()
+		a.mu.Unlock()
+		close(exited)
+	}()
+	a.mu.Lock()
+	a.cmd, a.exited = cmd, exited
+	a.mu.Unlock()
+}
+
+// kill sends SIGKILL and waits for the process to be gone.
+func (a *agentProc) kill() {
+	a.t.Helper()
+	a.mu.Lock()
+	cmd, exited := a.cmd, a.exited
+	a.mu.Unlock()
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	<-exited
+}
+
+func (a *agentProc) stop() {
+	a.mu.Lock()
+	cmd, exited := a.cmd, a.exited
+	a.mu.Unlock()
+	select {
+	case <-exited:
+		return
+	default:
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		<-exited
+	}
+}
+
+// waitExit waits for the agent to exit by itself and returns its exit code.
+func (a *agentProc) waitExit(timeout time.Duration) int {
+	a.t.Helper()
+	a.mu.Lock()
+	exited := a.exited
+	a.mu.Unlock()
+	select {
+	case <-exited:
+	case <-time.After(timeout):
+		a.t.Fatalf("agent %s still runs after %v", a.name, timeout)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.code
+}
+
+func (a *agentProc) log() string {
+	data, _ := os.ReadFile(a.logPath)
+	return string(data)
+}
+
+// link links runtime name and returns its join instructions; the token is
+// also written to a file for --token-file.
+func link(t *testing.T, s *server, name string, extra ...string) (apiv1.LinkRuntimeResponse, string) {
+	t.Helper()
+	r := s.ok("alice", append([]string{"runtimes", "link", name, "-o", "json"}, extra...)...)
+	var resp apiv1.LinkRuntimeResponse
+	if err := json.Unmarshal([]byte(r.stdout), &resp); err != nil {
+		t.Fatalf("link %s: %v\n%s", name, err, r)
+	}
+	if resp.Token == "" || resp.AgentURL == "" || resp.Fingerprint == "" {
+		t.Fatalf("link %s: incomplete answer: %s", name, r.stdout)
+	}
+	tokenFile := filepath.Join(t.TempDir(), name+".token")
+	if err := os.WriteFile(tokenFile, []byte(resp.Token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return resp, tokenFile
+}
+
+func agentArgs(resp apiv1.LinkRuntimeResponse, tokenFile string, more ...string) []string {
+	return append([]string{"--server", resp.AgentURL, "--fingerprint", "sha256:" + resp.Fingerprint, "--token-file", tokenFile}, more...)
+}
+
+// runtimeInfo returns what drover runtimes -o json says of name.
+func runtimeInfo(t *testing.T, s *server, name string) apiv1.RuntimeInfo {
+	t.Helper()
+	var list apiv1.RuntimeList
+	if err := json.Unmarshal([]byte(s.ok("alice", "runtimes", "-o", "json").stdout), &list); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range list.Runtimes {
+		if r.Name == name {
+			return r
+		}
+	}
+	t.Fatalf("runtime %s is not listed", name)
+	return apiv1.RuntimeInfo{}
+}
+
+func waitAgent(t *testing.T, s *server, name, state string) apiv1.RuntimeInfo {
+	t.Helper()
+	var info apiv1.RuntimeInfo
+	k8sWait(t, 30*time.Second, "runtime "+name+"'s agent to be "+state, func() bool {
+		info = runtimeInfo(t, s, name)
+		return info.Agent != nil && info.Agent.State == state
+	})
+	return info
+}
+
+// linkedTree is the Kubernetes test tree without its runtime configs: its
+// runtimes staging and prod are linked, served by agents.
+func linkedTree(t *testing.T, c *kubetest.Cluster) string {
+	t.Helper()
+	dir := k8sTree(t, c)
+	if err := os.RemoveAll(filepath.Join(dir, "runtimes")); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestAgentTwoClusters: staging on one cluster and prod on another, each
+// served by an agent started with that cluster's kubeconfig; the server has
+// no kubeconfig. A release goes staging -> approval -> prod; drift on prod's
+// cluster is healed through its agent; prod's agent killed mid-rollout
+// shows as disconnected with a reason and the rollout finishes once it is
+// back, each version applied once; a command-runner agent runs a custom
+// runtime's commands; unlinking cuts an agent off; the database holds no
+// credential.
+func TestAgentTwoClusters(t *testing.T) {
+	requireE2E(t)
+	c1 := k8sCluster(t)
+	c2 := kubetest.Start(t)
+	k8sCreateNamespace(t, c2, k8sProdNS)
+	s := newServer(t, append(k8sServerFlags, "--agent-listen", freeAddr(t))...)
+
+	// The server process knows no cluster.
+	environ, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", s.pid()))
+	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", s.pid()))
+	for _, b := range [][]byte{environ, cmdline} {
+		if bytes.Contains(b, []byte("KUBECONFIG")) || bytes.Contains(b, []byte("kubeconfig")) {
+			t.Fatalf("the server's environment or arguments name a kubeconfig: %q", b)
+		}
+	}
+
+	stagingLink, stagingTok := link(t, s, "staging", "--labels", "env=staging")
+	prodLink, prodTok := link(t, s, "prod", "--labels", "env=prod")
+	if info := runtimeInfo(t, s, "prod"); !info.Linked || info.Agent.State != "never connected" || info.Labels["env"] != "prod" {
+		t.Fatalf("prod before its agent: %+v", info)
+	}
+	stagingAgent := startAgent(t, "staging", agentArgs(stagingLink, stagingTok, "--kubeconfig", c1.Kubeconfig)...)
+	prodAgent := startAgent(t, "prod", agentArgs(prodLink, prodTok, "--kubeconfig", c2.Kubeconfig)...)
+	waitAgent(t, s, "staging", "connected")
+	info := waitAgent(t, s, "prod", "connected")
+	if info.Agent.Mode != "kubernetes" || info.Agent.Version == "" || info.Agent.Host == "" {
+		t.Errorf("prod's agent: %+v", info.Agent)
+	}
+	k8sWait(t, 30*time.Second, "prod's cluster to report its version through the agent", func() bool {
+		return runtimeInfo(t, s, "prod").KubeVersion != ""
+	})
+
+	dir := linkedTree(t, c1)
+	s.ok("alice", "apply", dir+"/...")
+	j := &k8sJourney{c: c2, srv: s, dir: dir, stagingNS: "drover-" + k8sApp + "-staging"}
+	stagingView := &k8sJourney{c: c1, srv: s, dir: dir, stagingNS: j.stagingNS}
+
+	// A release: staging on cluster 1, approval, prod on cluster 2.
+	v1, _ := j.releaseAcross(t, stagingView, "image=1.0")
+	if _, onC1 := stagingView.deployment(t, k8sProdNS); onC1 {
+		t.Error("prod's Deployment is on staging's cluster")
+	}
+	if _, onC2 := j.deployment(t, j.stagingNS); onC2 {
+		t.Error("staging's Deployment is on prod's cluster")
+	}
+
+	// Drift on cluster 2 is healed through prod's agent (its watch).
+	patch := `{"spec":{"template":{"spec":{"containers":[{"name":"web","image":"docker.io/library/nginx:drift"}]}}}}`
+	k8sMust(t, c2, http.MethodPatch, k8sDeploymentPath(k8sProdNS, "web"), "application/strategic-merge-patch+json", []byte(patch))
+	took := k8sWait(t, k8sHealWithin, "prod's Deployment to be healed through the agent", func() bool {
+		d, ok := j.deployment(t, k8sProdNS)
+		return ok && d.image() == k8sImage+"1.0"
+	})
+	t.Logf("drift on cluster 2 healed through the agent in %v", took.Round(time.Millisecond))
+	s.waitStatus(k8sApp, "web", 20*time.Second, "converged again after drift", converged(v1))
+
+	// prod's agent dies before prod's rollout: the release waits, saying
+	// why; once the agent is back the rollout finishes, applied once.
+	prodAgent.kill()
+	v2, _ := s.push("alice", k8sApp, "web", "image=2.0")
+	s.waitStatus(k8sApp, "web", 60*time.Second, "staging converged "+v2, channelIs("staging", "CONVERGED", v2))
+	s.ok("bob", "approve", "web", "--app", k8sApp, "--release-channel", "prod")
+	st := s.waitStatus(k8sApp, "web", 30*time.Second, "prod to say its agent is gone", func(st *apiv1.ServiceStatus) bool {
+		p := findChannel(st, "prod")
+		return p != nil && strings.Contains(p.Message, "runtime prod: agent disconnected, silent for")
+	})
+	t.Logf("prod while its agent is gone: %s", dump(findChannel(st, "prod")))
+	if info := runtimeInfo(t, s, "prod"); info.Agent.State != "disconnected" {
+		t.Errorf("prod's agent after SIGKILL: %+v", info.Agent)
+	}
+	if out := s.ok("alice", "runtimes").stdout; !strings.Contains(out, "disconnected, silent") {
+		t.Errorf("drover runtimes while prod's agent is gone:\n%s", out)
+	}
+	if d, _ := j.deployment(t, k8sProdNS); d.image() != k8sImage+"1.0" {
+		t.Fatalf("prod changed while its agent was gone: %s", d.image())
+	}
+	prodAgent.start()
+	waitAgent(t, s, "prod", "connected")
+	if r := s.as("bob", "wait", "web", "--app", k8sApp, "--timeout", "60s"); r.code != 0 {
+		t.Fatalf("wait once prod's agent is back: %s\n%s", r, dump(s.status(k8sApp, "web")))
+	}
+	j.waitRolledOut(t, k8sProdNS, "2.0")
+	// v1 was applied again once, to heal the drift; v2's apply that the
+	// lost agent interrupted was retried, and applied once.
+	evs := s.events(k8sApp, "web")
+	for v, want := range map[string]int{v1: 2, v2: 1} {
+		if n := countEvents(evs, "applied", "prod", v); n != want {
+			t.Errorf("prod: %d applied events for %s, want %d:\n%s", n, v, want, k8sEventLines(evs))
+		}
+	}
+	if countEvents(evs, "apply-failed", "prod", v2) != 1 {
+		t.Errorf("prod: want one failed apply of %s (its agent gone):\n%s", v2, k8sEventLines(evs))
+	}
+
+	// A command-runner agent runs a custom runtime's commands on its host.
+	hostsLink, hostsTok := link(t, s, "hosts")
+	startAgent(t, "hosts", agentArgs(hostsLink, hostsTok, "--mode", "commands")...)
+	waitAgent(t, s, "hosts", "connected")
+	opsDir, marker := opsTree(t)
+	s.ok("alice", "apply", opsDir+"/...")
+	vOps, _ := s.push("alice", "ops", "migrate")
+	s.waitStatus("ops", "migrate", 30*time.Second, "ops/migrate converged", converged(vOps))
+	if data, err := os.ReadFile(marker); err != nil || strings.TrimSpace(string(data)) != vOps {
+		t.Errorf("the commands agent's apply wrote %q (%v), want %s", data, err, vOps)
+	}
+	if runs := s.ok("alice", "runs", "migrate", "--app", "ops").stdout; !strings.Contains(runs, "apply") || !strings.Contains(runs, "fetch") {
+		t.Errorf("runs recorded through the agent:\n%s", runs)
+	}
+	if info := runtimeInfo(t, s, "hosts"); info.Kind != "commands" || info.Agent.Mode != "commands" {
+		t.Errorf("hosts: %+v", info)
+	}
+
+	// Unlinking cuts staging's agent off: its next connection is refused.
+	s.ok("alice", "runtimes", "unlink", "staging")
+	if code := stagingAgent.waitExit(15 * time.Second); code == 0 || !strings.Contains(stagingAgent.log(), "refused this agent's join token") {
+		t.Errorf("staging's agent after unlink: exit %d\n%s", code, stagingAgent.log())
+	}
+
+	// Nothing secret on the server: neither the join tokens nor the
+	// clusters' credentials are in its database or its dump.
+	secrets := []string{stagingLink.Token, prodLink.Token, hostsLink.Token}
+	for _, c := range []*kubetest.Cluster{c1, c2} {
+		secrets = append(secrets, kubeconfigSecrets(t, c.Kubeconfig)...)
+	}
+	s.cleanup()
+	dump := s.ok("alice", "admin", "export", "--data", s.data).stdout
+	files, _ := filepath.Glob(filepath.Join(s.data, "*.db*"))
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		dump += string(data)
+	}
+	for _, secret := range secrets {
+		if strings.Contains(dump, secret) {
+			t.Errorf("the server's store holds a secret (%.12s…)", secret)
+		}
+	}
+	for _, word := range []string{"client-key-data", "client-certificate-data", "PRIVATE KEY", c1.Server, c2.Server} {
+		if strings.Contains(dump, word) {
+			t.Errorf("the server's store holds %q", word)
+		}
+	}
+}
+
+// releaseAcross pushes params and follows the release: staging converges on
+// staging's cluster (view), prod waits for approval, bob approves, prod
+// converges on j's cluster.
+func (j *k8sJourney) releaseAcross(t *testing.T, staging *k8sJourney, params ...string) (version, dsID string) {
+	t.Helper()
+	s := k8sView(j.srv, t)
+	version, dsID = s.push("alice", k8sApp, "web", params...)
+	s.waitStatus(k8sApp, "web", 60*time.Second, "staging converged and prod waiting for approval", k8sWaitingApproval(version))
+	if _, ok := j.deployment(t, k8sProdNS); ok {
+		t.Fatal("prod has a Deployment before its approval")
+	}
+	staging.waitRolledOut(t, j.stagingNS, strings.TrimPrefix(params[0], "image="))
+	s.ok("bob", "approve", "web", "--app", k8sApp, "--release-channel", "prod")
+	if r := s.as("bob", "wait", "web", "--app", k8sApp, "--timeout", "60s"); r.code != 0 {
+		t.Fatalf("wait after approving %s: %s\n%s", version, r, dump(s.status(k8sApp, "web")))
+	}
+	j.waitRolledOut(t, k8sProdNS, strings.TrimPrefix(params[0], "image="))
+	return version, dsID
+}
+
+func countEvents(evs []apiv1.Event, typ, rc, version string) int {
+	n := 0
+	for _, e := range evs {
+		if e.Type == typ && e.ReleaseChannel == rc && strings.Contains(e.Message, version) {
+			n++
+		}
+	}
+	return n
+}
+
+// opsTree is an application whose one service runs on a custom runtime
+// whose commands run in the agent of linked runtime "hosts"; its apply
+// writes the version to marker.
+func opsTree(t *testing.T) (dir, marker string) {
+	t.Helper()
+	dir = t.TempDir()
+	marker = filepath.Join(dir, "applied")
+	writeTree(t, dir, map[string]string{
+		"app.pvn.yaml": "application:\n  name: ops\n  releaseChannels:\n    - name: prod\n      runtimes:\n        - runtime: cmds\n",
+		"cmds.pvn.yaml": fmt.Sprintf(`runtime:
+  name: cmds
+  custom:
+    proxyRuntime:
+      runtime: hosts
+    apply:
+      taskConfig:
+        program:
+          cmd: ["sh", "-c", "echo \"$DROVER_SERVICE_VERSION\" > %[1]s"]
+    fetch:
+      fetchMode: EXIT_CODE
+      taskConfig:
+        program:
+          cmd: ["sh", "-c", "test \"$(cat %[1]s 2>/dev/null)\" = \"$DROVER_SERVICE_VERSION\" || exit 2"]
+`, marker),
+		"migrate.pvn.yaml": "service:\n  name: migrate\n  application: ops\n  customRuntime: {}\n",
+	})
+	return dir, marker
+}
+
+// kubeconfigSecrets returns the credentials in a kubeconfig: the client
+// key and certificate, as they are written and decoded.
+func kubeconfigSecrets(t *testing.T, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kc struct {
+		Users []struct {
+			User map[string]string `json:"user"`
+		} `json:"users"`
+	}
+	if err := json.Unmarshal(data, &kc); err != nil {
+		t.Fatalf("kubeconfig %s: %v", path, err)
+	}
+	var out []string
+	for _, u := range kc.Users {
+		for _, k := range []string{"client-key-data", "client-certificate-data", "token"} {
+			v := u.User[k]
+			if v == "" {
+				continue
+			}
+			out = append(out, v)
+			if dec, err := base64.StdEncoding.DecodeString(v); err == nil {
+				// A line of the PEM body is enough to recognise it.
+				sc := bufio.NewScanner(bytes.NewReader(dec))
+				for sc.Scan() {
+					if line := sc.Text(); len(line) > 40 && !strings.HasPrefix(line, "-----") {
+						out = append(out, line)
+						break
+					}
+				}
+			}
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("kubeconfig %s holds no credential to look for", path)
+	}
+	return out
+}
