@@ -18,7 +18,8 @@
 // 0001 creates the final form of the SQLite schema at once (tables configs,
 // desired_states with desired_state_compiled, approvals, instances, events,
 // task_runs, processes, leases, tasks, observations, runtime_facts; see the
-// file's comments). Times are BIGINT nanoseconds since the Unix epoch, NULL
+// file's comments); 0002 adds linked_runtimes (runtimes served by agents:
+// name, labels, token hash, agent state). Times are BIGINT nanoseconds since the Unix epoch, NULL
 // for the zero time: Go times round-trip to the nanosecond (timestamptz keeps
 // microseconds), and come back in UTC; a time outside 1678-2262 fails the
 // write. JSON documents and opaque payloads are BYTEA kept byte for byte, and
