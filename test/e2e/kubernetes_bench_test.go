@@ -378,7 +378,15 @@ func k8sRateLines(rate map[string]float64) string {
 // stopped. A WATCH is counted when it ends, so WATCH/min counts
 // re-established watches; watches-drover is how many more watches are open
 // on drover's resources while it runs.
-func BenchmarkKubernetesSteadyRequests(b *testing.B) {
+func BenchmarkKubernetesSteadyRequests(b *testing.B) { k8sSteadyRequests(b, false) }
+
+// BenchmarkKubernetesAgentSteadyRequests is BenchmarkKubernetesSteadyRequests
+// with the runtime served by a drover agent (drover runtimes link, drover
+// agent --kubeconfig): the agent holds the watches; the baseline is taken
+// with both the server and the agent stopped.
+func BenchmarkKubernetesAgentSteadyRequests(b *testing.B) { k8sSteadyRequests(b, true) }
+
+func k8sSteadyRequests(b *testing.B, viaAgent bool) {
 	if testing.Short() {
 		b.Skip("end-to-end benchmark: skipped with -short")
 	}
@@ -389,7 +397,17 @@ func BenchmarkKubernetesSteadyRequests(b *testing.B) {
 		names = append(names, fmt.Sprintf("svc%02d", i))
 	}
 	dir := k8sBenchTree(b, c, []string{"kload"}, names, 1)
-	s, stop := k8sStartServer(b, "--steady-poll-interval", "5s")
+	flags := []string{"--steady-poll-interval", "5s"}
+	if viaAgent {
+		flags = append(flags, "--agent-listen", "127.0.0.1:0")
+	}
+	s, stopServer := k8sStartServer(b, flags...)
+	stop := stopServer
+	if viaAgent {
+		k8sUnlinkTree(b, dir, "staging", "staging")
+		stopAgent := k8sLinkAgent(b, s, c, "staging")
+		stop = func() { stopServer(); stopAgent() }
+	}
 	s.ok(b, "apply", dir+"/...")
 	start := time.Now()
 	versions := make([]string, services)
@@ -442,7 +460,7 @@ func BenchmarkKubernetesSteadyRequests(b *testing.B) {
 	}
 	stop()
 	without, openWithout = measure(30 * time.Second)
-	b.Logf("apiserver requests with drover running (%d converged services), per minute over 60 s:\n%s", services, k8sRateLines(with))
+	b.Logf("apiserver requests with drover running (%d converged services, through an agent: %v), per minute over 60 s:\n%s", services, viaAgent, k8sRateLines(with))
 	b.Logf("apiserver requests with drover stopped, per minute over 30 s:\n%s", k8sRateLines(without))
 	watches := 0.0
 	for _, res := range []string{"deployments", "configmaps", "namespaces"} {
@@ -461,4 +479,138 @@ func BenchmarkKubernetesSteadyRequests(b *testing.B) {
 		b.ReportMetric(drover, verb+"-drover/min")
 		b.ReportMetric(without[verb], verb+"-baseline/min")
 	}
+}
+
+// k8sUnlinkTree makes the runtime of a bench tree a linked one: its config
+// file goes, and the applications name runtime instead of staging.
+func k8sUnlinkTree(b *testing.B, dir, from, runtime string) {
+	b.Helper()
+	if err := os.RemoveAll(filepath.Join(dir, "runtimes")); err != nil {
+		b.Fatal(err)
+	}
+	apps, err := filepath.Glob(filepath.Join(dir, "apps", "*", "app.pvn.yaml"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, p := range apps {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		data = bytes.ReplaceAll(data, []byte("- runtime: "+from+"\n"), []byte("- runtime: "+runtime+"\n"))
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// k8sLinkAgent links runtime name on the server (started with
+// --agent-listen) and runs its agent with the cluster's kubeconfig until
+// the benchmark ends (or stop); it returns once the agent is connected.
+func k8sLinkAgent(b *testing.B, s *k8sBenchServer, c *kubetest.Cluster, name string) (stop func()) {
+	b.Helper()
+	r := s.ok(b, "runtimes", "link", name, "-o", "json")
+	var resp apiv1.LinkRuntimeResponse
+	if err := json.Unmarshal([]byte(r.stdout), &resp); err != nil {
+		b.Fatalf("link: %v: %s", err, r)
+	}
+	tokenFile := filepath.Join(b.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(resp.Token), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	logf, err := os.Create(filepath.Join(b.TempDir(), "agent.log"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(droverBin, "agent", "--server", resp.AgentURL, "--fingerprint", "sha256:"+resp.Fingerprint,
+		"--token-file", tokenFile, "--kubeconfig", c.Kubeconfig)
+	cmd.Env = cleanEnv()
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); _ = logf.Close(); close(exited) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-exited:
+			case <-time.After(10 * time.Second):
+				_ = cmd.Process.Kill()
+				<-exited
+			}
+		})
+	}
+	b.Cleanup(stop)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var list apiv1.RuntimeList
+		s.get(b, "/v1/runtimes", &list)
+		for _, rt := range list.Runtimes {
+			if rt.Name == name && rt.Agent != nil && rt.Agent.State == "connected" {
+				return stop
+			}
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("the agent of %s did not connect", name)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// BenchmarkKubernetesAgentPushToConverged compares the time from drover push
+// to staging converged (the journey's service: a Deployment of 2 replicas
+// and a ConfigMap, into a new managed namespace) on a runtime served by a
+// drover agent with the same on a runtime the server reaches with a
+// kubeconfig, on one cluster and one server. Reported: the medians of 3
+// rounds of each per iteration, after one untimed round of each, and their
+// ratio (agent over direct).
+func BenchmarkKubernetesAgentPushToConverged(b *testing.B) {
+	if testing.Short() {
+		b.Skip("end-to-end benchmark: skipped with -short")
+	}
+	c := kubetest.Start(b)
+	const rounds = 3
+	var direct, viaAgent []string
+	for i := range 1 + rounds*b.N {
+		direct = append(direct, fmt.Sprintf("kdirect%d", i))
+		viaAgent = append(viaAgent, fmt.Sprintf("kagent%d", i))
+	}
+	dirDirect := k8sBenchTree(b, c, direct, []string{"web"}, 2)
+	dirAgent := k8sBenchTree(b, c, viaAgent, []string{"web"}, 2)
+	k8sUnlinkTree(b, dirAgent, "staging", "edge")
+	s, _ := k8sStartServer(b, "--agent-listen", "127.0.0.1:0")
+	k8sLinkAgent(b, s, c, "edge")
+	s.ok(b, "apply", dirDirect+"/...")
+	s.ok(b, "apply", dirAgent+"/...")
+	push := func(app string) time.Duration {
+		start := time.Now()
+		v := s.push(b, app, "web", "image=1.0")
+		s.waitConverged(b, app, "web", "staging", v, 60*time.Second)
+		took := time.Since(start)
+		var d k8sObject
+		if !k8sGet(b, c, k8sDeploymentPath("drover-"+app+"-staging", "web"), &d) || !d.rolledOut() {
+			b.Fatalf("%s converged before its Deployment rolled out: %+v", app, d.Status)
+		}
+		return took
+	}
+	b.Logf("untimed: direct %v, through the agent %v", push(direct[0]), push(viaAgent[0]))
+	b.ResetTimer()
+	var tDirect, tAgent []time.Duration
+	next := 1
+	for range b.N {
+		for range rounds {
+			tDirect = append(tDirect, push(direct[next]))
+			tAgent = append(tAgent, push(viaAgent[next]))
+			next++
+		}
+	}
+	b.StopTimer()
+	md, ma := k8sMedian(tDirect), k8sMedian(tAgent)
+	b.Logf("drover push -> converged, direct: %v; through the agent: %v", tDirect, tAgent)
+	b.ReportMetric(md.Seconds(), "direct-s")
+	b.ReportMetric(ma.Seconds(), "agent-s")
+	b.ReportMetric(ma.Seconds()/md.Seconds(), "ratio")
 }
