@@ -349,5 +349,6 @@ func agentInfo(l store.LinkedRuntime, now time.Time) *apiv1.AgentInfo {
 }
 
 // staleAfter is how long a connected agent may go without a recorded
-// heartbeat (every 5 s) before it is shown as disconnected.
+// heartbeat (every 5 s) before it is shown as disconnected (as
+// remote.StaleAfter).
 const staleAfter = 20 * time.Second

@@ -346,13 +346,16 @@ func (h *Hub) disconnected(ctx context.Context, name string) error {
 	a := lr.Agent
 	now := h.cfg.Now()
 	switch {
-	case a.Connected && a.Replica != "" && a.Replica != h.cfg.Replica:
+	case a.Connected && a.Replica != "" && a.Replica != h.cfg.Replica && now.Sub(a.HeartbeatAt) < StaleAfter:
 		return fmt.Errorf("runtime %s: its agent is connected to server %s, not this one%w", name, a.Replica, unavailable)
 	case a.HeartbeatAt.IsZero():
 		return fmt.Errorf("runtime %s: its agent has never connected (linked %s ago; start drover agent with its token)%w", name, roundAgo(now.Sub(lr.CreatedAt)), unavailable)
 	default:
 		why := ""
-		if a.Error != "" {
+		switch {
+		case a.Connected: // its server stopped recording heartbeats
+			why = fmt.Sprintf(": no heartbeat recorded by server %s", a.Replica)
+		case a.Error != "":
 			why = ": " + a.Error
 		}
 		return fmt.Errorf("runtime %s: agent disconnected, silent for %s%s%w", name, roundAgo(now.Sub(a.HeartbeatAt)), why, unavailable)

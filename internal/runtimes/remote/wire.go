@@ -107,6 +107,10 @@ const (
 	// HeartbeatEvery is how often the server pings each agent and checks
 	// that its runtime is still linked with the same token.
 	HeartbeatEvery = 5 * time.Second
+	// StaleAfter is how long a connection recorded as open may go without
+	// a recorded heartbeat before it counts as lost (the server holding
+	// it died).
+	StaleAfter = 4 * HeartbeatEvery
 	// keepAlive is the session's own keep-alive (both ends): a peer that
 	// stops answering ends the session within about twice this.
 	keepAlive = 5 * time.Second
