@@ -137,7 +137,8 @@ func New(cfg Config) *Node {
 	n := &Node{feed: feed, log: cfg.Log, agents: cfg.Agents}
 	hostCfg := runtimehost.Config{Store: hs, Registry: cfg.Registry, DataDir: cfg.DataDir, Log: cfg.Log, Now: cfg.Now}
 	if cfg.Agents != nil {
-		n.hub = remote.NewHub(remote.HubConfig{Store: cfg.Store, Log: cfg.Log, Now: cfg.Now, OnConnect: n.agentConnected})
+		n.hub = remote.NewHub(remote.HubConfig{Store: cfg.Store, Log: cfg.Log, Now: cfg.Now,
+			OnConnect: n.agentConnected, OnDisconnect: n.agentDisconnected})
 		hostCfg.Agents = n.hub
 	}
 	n.host = runtimehost.New(hostCfg)
@@ -171,6 +172,16 @@ func (n *Node) agentsInfo() server.Agents {
 		return server.Agents{}
 	}
 	return server.Agents{URL: n.agents.URL, Fingerprint: n.agents.Fingerprint, Disconnect: n.hub.Disconnect}
+}
+
+// agentDisconnected has the engine look at every service again, so the
+// channels on the agent's runtime say at once that it is gone.
+func (n *Node) agentDisconnected(string) {
+	go func() {
+		if err := n.loop.EnqueueAll(context.Background()); err != nil {
+			n.log.Warn("agent disconnected: list services", "error", err)
+		}
+	}()
 }
 
 // agentConnected has the engine look at every service again (what runs on

@@ -39,7 +39,10 @@ type HubConfig struct {
 	// OnConnect is called with a runtime's name when its agent connects
 	// (the engine looks at what runs there again); nil = nobody.
 	OnConnect func(name string)
-	Log       *slog.Logger
+	// OnDisconnect is called with a runtime's name when its agent's
+	// session ends (status says so at once); nil = nobody.
+	OnDisconnect func(name string)
+	Log          *slog.Logger
 	// Now is the clock (nil = time.Now).
 	Now func() time.Time
 	// Heartbeat is how often agents are pinged (0 = HeartbeatEvery).
@@ -53,6 +56,8 @@ type Hub struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session
+	// closing is set by Close: sessions ending then are not reported.
+	closing bool
 	// changed is closed and replaced whenever a session opens or closes,
 	// so that watches can wait for their agent.
 	changed chan struct{}
@@ -241,6 +246,12 @@ func (h *Hub) unregister(ctx context.Context, s *session) {
 	now := h.cfg.Now()
 	h.putState(ctx, s.name, store.AgentState{Connected: false, Replica: h.cfg.Replica, Version: s.hello.Version,
 		Mode: s.hello.Mode, Host: s.hello.Host, ConnectedAt: s.opened, HeartbeatAt: s.beat, DisconnectedAt: now, Error: s.reason})
+	h.mu.Lock()
+	closing := h.closing
+	h.mu.Unlock()
+	if h.cfg.OnDisconnect != nil && !closing {
+		h.cfg.OnDisconnect(s.name)
+	}
 }
 
 const reasonUnreachable = "the agent stopped answering"
@@ -312,6 +323,7 @@ func (h *Hub) Disconnect(name, reason string) {
 // Close ends every session.
 func (h *Hub) Close() {
 	h.mu.Lock()
+	h.closing = true
 	all := make([]*session, 0, len(h.sessions))
 	for _, s := range h.sessions {
 		all = append(all, s)
