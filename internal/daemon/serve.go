@@ -51,6 +51,8 @@ type serverFlags struct {
 	// agentURL what links tell them to dial; agentCert and agentKey the
 	// listener's certificate (default: a self-signed one in the data dir).
 	agentListen, agentURL, agentCert, agentKey string
+	// agentsOpen is the agent listener start opened (nil: none).
+	agentsOpen *AgentsConfig
 }
 
 func (f *serverFlags) register(cmd *cobra.Command, defaultData string) {
@@ -147,6 +149,7 @@ func (f *serverFlags) start(ctx context.Context, log *slog.Logger) (addr string,
 		_ = lock.Release()
 		return "", nil, err
 	}
+	f.agentsOpen = agents
 	node := New(Config{Store: st, DataDir: f.data, Settings: f.settings, Log: log, Workers: f.workers, Edge: edge, ShutdownGrace: f.shutdownGrace, APIOnly: f.apiOnly,
 		StoreKind: kind, Shared: kind == "postgres", LeaseTTL: f.leaseTTL, Processes: procs, Agents: agents})
 	ctx, cancel := context.WithCancel(ctx)
@@ -296,6 +299,9 @@ approved or paused is recorded and acted on once a server runs without it.`,
 			}
 			warnExposure(cmd.ErrOrStderr(), addr)
 			fmt.Fprintf(cmd.OutOrStdout(), "drover server listening on %s (data in %s)\n", addr, f.data)
+			if a := f.agentsOpen; a != nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "accepting agents on %s (%s; certificate sha256:%s)\n", a.Listener.Addr(), a.URL, a.Fingerprint)
+			}
 			<-ctx.Done()
 			cancel() // a second signal now stops drover at once
 			return stop()
