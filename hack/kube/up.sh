@@ -295,7 +295,7 @@ kwok_args() {
 	kwok_cfg=(--config="${state}/kwok.yaml")
 	# shellcheck disable=SC2086 # DROVER_KUBE_KWOK_STAGES is a space separated list
 	for f in "${bin}"/kwok-stages/{pod-ready,pod-complete,pod-delete,pod-container-running-failed,node-initialize,node-heartbeat}.yaml \
-		"${here}/kwok/pod-not-ready.yaml" ${DROVER_KUBE_KWOK_STAGES:-}; do
+		"${here}"/kwok/{pod-not-ready,pod-exit-code}.yaml ${DROVER_KUBE_KWOK_STAGES:-}; do
 		[[ -f "${f}" ]] || die "missing kwok stage file ${f}"
 		kwok_cfg+=(--config="${f}")
 	done

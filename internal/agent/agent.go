@@ -49,6 +49,11 @@ type Config struct {
 	Kubeconfig, Context string
 	// Registry builds runtimes (builtin.Registry in drover).
 	Registry runtimehost.Registry
+	// Jobs builds, in kubernetes mode, the custom runtimes whose commands
+	// run as Kubernetes Jobs in the cluster of the kubeconfig and context
+	// ("" and "": in-cluster); custom.JobsFactory in drover. nil: custom
+	// runtimes are refused in kubernetes mode.
+	Jobs func(kubeconfig, kubeContext string) runtimehost.Factory
 	// DataDir is where runtimes may keep state ("" = none).
 	DataDir string
 	Log     *slog.Logger
@@ -225,25 +230,42 @@ func (a *agent) build(ref remote.RuntimeRef) (runtimes.Runtime, error) {
 		k.Kubeconfig, k.Context = a.cfg.Kubeconfig, a.cfg.Context
 		cfg.Kubernetes = &k
 	case "custom", "terraformRunner":
-		if a.cfg.Mode == remote.ModeKubernetes {
-			return nil, runtimes.Permanent(fmt.Errorf("runtime %s: running %s commands as Kubernetes Jobs is not supported yet: link a runtime served by an agent in commands mode (drover agent --mode commands) and name it as proxyRuntime", ref.Name, kind))
-		}
-		if cfg.Custom != nil {
-			c := *cfg.Custom
-			c.ProxyRuntime = nil
-			cfg.Custom = &c
+		jobs := a.cfg.Mode == remote.ModeKubernetes
+		switch {
+		case jobs && kind == "terraformRunner":
+			return nil, runtimes.Permanent(fmt.Errorf("runtime %s: running Terraform as Kubernetes Jobs is not supported yet: name as proxyRuntime a linked runtime whose agent runs commands (drover agent --mode commands) on a host with terraform", ref.Name))
+		case jobs && a.cfg.Jobs == nil:
+			return nil, runtimes.Permanent(fmt.Errorf("runtime %s: this agent cannot run commands as Kubernetes Jobs", ref.Name))
 		}
 		if cfg.TerraformRunner != nil {
 			t := *cfg.TerraformRunner
 			t.ProxyRuntime = nil
 			cfg.TerraformRunner = &t
 		}
+		if jobs {
+			// The proxy runtime's namespace (containerOrchestration) stays:
+			// the Jobs run there.
+			return a.keep(ref, kind, a.cfg.Jobs(a.cfg.Kubeconfig, a.cfg.Context), &cfg)
+		}
+		if cfg.Custom != nil {
+			c := *cfg.Custom
+			c.ProxyRuntime = nil
+			cfg.Custom = &c
+		}
 	}
+	return a.keep(ref, kind, func(c *config.Runtime, opts runtimes.Options) (runtimes.Runtime, error) {
+		return a.cfg.Registry.New(kind, c, opts)
+	}, &cfg)
+}
+
+// keep builds a runtime with factory and keeps it for ref's name and
+// version, closing the one it replaces. a.mu is held.
+func (a *agent) keep(ref remote.RuntimeRef, kind string, factory runtimehost.Factory, cfg *config.Runtime) (runtimes.Runtime, error) {
 	dir := ""
 	if a.cfg.DataDir != "" {
 		dir = filepath.Join(a.cfg.DataDir, "runtimes")
 	}
-	rt, err := a.cfg.Registry.New(kind, &cfg, runtimes.Options{DataDir: dir, Log: a.log, Runs: &a.runs})
+	rt, err := factory(cfg, runtimes.Options{DataDir: dir, Log: a.log, Runs: &a.runs})
 	if err != nil {
 		return nil, err
 	}

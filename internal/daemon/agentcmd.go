@@ -10,7 +10,9 @@ import (
 
 	"github.com/drover-dev/drover/internal/agent"
 	"github.com/drover-dev/drover/internal/cli"
+	"github.com/drover-dev/drover/internal/runtimehost"
 	"github.com/drover-dev/drover/internal/runtimehost/builtin"
+	"github.com/drover-dev/drover/internal/runtimes/custom"
 	"github.com/drover-dev/drover/internal/runtimes/remote"
 )
 
@@ -32,6 +34,9 @@ calls on the connection it opened.
 
 --mode kubernetes (the default in a cluster, or with --kubeconfig) serves a
 Kubernetes runtime with the in-cluster service account or the kubeconfig.
+It also runs the commands of custom runtimes that name the linked runtime as
+their proxyRuntime, as Kubernetes Jobs in the cluster (in the proxyRuntime's
+containerOrchestration.k8s.namespace, else drover-proxy-runtime-<runtime>).
 --mode commands (the default elsewhere) runs the commands of custom and
 Terraform runtimes that name the linked runtime as their proxyRuntime, on
 this host.
@@ -88,6 +93,9 @@ token: the runtime was unlinked or its token rotated.`,
 			}
 			cfg.Mode = mode
 			cfg.Registry = builtin.Registry()
+			cfg.Jobs = func(kubeconfig, kubeContext string) runtimehost.Factory {
+				return custom.JobsFactory(kubeconfig, kubeContext)
+			}
 			cfg.Log = log
 			ctx, cancel := cli.SignalContext(cmd.Context())
 			defer cancel()

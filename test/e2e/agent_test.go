@@ -438,3 +438,75 @@ func kubeconfigSecrets(t *testing.T, path string) []string {
 	}
 	return out
 }
+
+// jobTree is an application whose one service runs on an apply-only custom
+// runtime whose apply runs as a Kubernetes Job (a kubernetesConfig) in the
+// cluster of linked runtime "lab", in namespace ns; on the local cluster
+// the Job's pod ends with exit code applyExit (a kwok stage reads the
+// label). Fetch modes through Jobs are tested in internal/runtimes/custom.
+func jobTree(t *testing.T, app, ns, applyExit string) string {
+	t.Helper()
+	dir := t.TempDir()
+	job := func(exit string) string {
+		return fmt.Sprintf(`{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"step"},"spec":{"template":{"metadata":{"labels":{"drover.dev/exit-code":%q}},"spec":{"containers":[{"name":"step","image":"example.com/migrate:1","args":["up"]}]}}}}`, exit)
+	}
+	writeTree(t, dir, map[string]string{
+		"app.pvn.yaml": fmt.Sprintf("application:\n  name: %s\n  releaseChannels:\n    - name: prod\n      runtimes:\n        - runtime: %s-jobs\n", app, app),
+		"jobs.pvn.yaml": fmt.Sprintf(`runtime:
+  name: %[1]s-jobs
+  custom:
+    proxyRuntime:
+      runtime: lab
+      containerOrchestration:
+        k8s:
+          namespace: %[2]s
+    apply:
+      kubernetesConfig:
+        type: KUBERNETES
+        inlined: '%[3]s'
+`, app, ns, job(applyExit)),
+		"migrate.pvn.yaml": fmt.Sprintf("service:\n  name: migrate\n  application: %s\n  customRuntime: {}\n", app),
+	})
+	return dir
+}
+
+// TestAgentCustomJobs: a custom runtime whose proxyRuntime is a linked
+// cluster runs its commands as Kubernetes Jobs through that cluster's
+// agent, in the namespace it names; a failing Job's exit code and reason
+// reach the release channel's status; no Job is left behind.
+func TestAgentCustomJobs(t *testing.T) {
+	requireE2E(t)
+	c := k8sCluster(t)
+	const ns = "migrations"
+	k8sCreateNamespace(t, c, ns)
+	s := newServer(t, append(k8sServerFlags, "--agent-listen", freeAddr(t), "--apply-attempts", "2")...)
+	labLink, labTok := link(t, s, "lab")
+	startAgent(t, "lab", agentArgs(labLink, labTok, "--kubeconfig", c.Kubeconfig)...)
+	waitAgent(t, s, "lab", "connected")
+
+	s.ok("alice", "apply", jobTree(t, "jobsok", ns, "0")+"/...")
+	v, _ := s.push("alice", "jobsok", "migrate")
+	s.waitStatus("jobsok", "migrate", 60*time.Second, "jobsok/migrate converged through Jobs", converged(v))
+	runs := s.ok("alice", "runs", "migrate", "--app", "jobsok").stdout
+	if !strings.Contains(runs, "apply") || !strings.Contains(runs, "example.com/migrate:1 up") {
+		t.Errorf("runs of the Jobs:\n%s", runs)
+	}
+
+	s.ok("alice", "apply", jobTree(t, "jobsbad", ns, "3")+"/...")
+	s.push("alice", "jobsbad", "migrate")
+	st := s.waitStatus("jobsbad", "migrate", 60*time.Second, "jobsbad/migrate to fail", func(st *apiv1.ServiceStatus) bool {
+		p := findChannel(st, "prod")
+		return p != nil && p.Status == "FAILED"
+	})
+	t.Logf("the failed Job in status: %s", findChannel(st, "prod").Message)
+	if b := dump(st); !strings.Contains(b, "exit code 3") {
+		t.Errorf("the failed Job's exit code is not in the status:\n%s", b)
+	}
+	k8sWait(t, 30*time.Second, "no Job left in "+ns, func() bool {
+		var list struct {
+			Items []k8sObject `json:"items"`
+		}
+		k8sGet(t, c, "/apis/batch/v1/namespaces/"+ns+"/jobs", &list)
+		return len(list.Items) == 0
+	})
+}

@@ -1,6 +1,7 @@
 // Package custom implements custom runtimes (`runtime: {custom: {...}}`, alias
 // `extension`): services deployed by user commands, with Prodvana's
-// contract, run by drover on its own host (the local runner).
+// contract, run by drover on its own host (the local runner, New and
+// Factory) or as Kubernetes Jobs (JobsFactory; see "Commands as Jobs").
 //
 // # Commands
 //
@@ -13,7 +14,7 @@
 // else looked up in the command's PATH). `image`, `imageTag` and
 // `imageRegistryInfo` are ignored: the program runs on drover's host, not in
 // a container. `kubernetesConfig` commands (Kubernetes Jobs on a proxy
-// runtime) are not supported yet: they are a permanent error.
+// runtime) need Jobs: the local runner refuses them with a permanent error.
 //
 // The working directory is program.workingDirectory (a relative one is
 // under the instance's directory), by default the instance's own directory
@@ -92,6 +93,44 @@
 //
 // convergenceGracePeriod is the engine's: it reads it from the compiled
 // object. requireApprovalBeforeApply is the engine's too.
+//
+// # Commands as Jobs
+//
+// A runtime of JobsFactory runs each command as a Kubernetes Job (package
+// kubejob) in the cluster of a kubeconfig, as Prodvana runs them on the
+// proxy runtime: in proxyRuntime.containerOrchestration.k8s.namespace,
+// which must exist, or else in drover-proxy-runtime-<runtime name>, which
+// drover creates when missing. Everything above holds, except:
+//
+//   - A taskConfig's Job has one container: program.image, or else
+//     imageRegistryInfo with imageTag (a tag or a sha256 digest); the
+//     entrypoint is the container's command and cmd its args (both empty:
+//     the image's own); workingDirectory is the container's, as given;
+//     taskConfig.k8s.serviceAccount is the pods' service account. A
+//     program without an image is a permanent error.
+//   - A kubernetesConfig (inlined or local.path, with its patches) must hold
+//     exactly one object, a batch/v1 Job running one pod; anything else is
+//     a permanent error. It is used as given except for what package
+//     kubejob sets (name, namespace, labels, backoffLimit 0, restartPolicy
+//     Never, ...). Its main container is its first. Secret parameter
+//     markers are replaced in all its strings.
+//   - The environment is set in every container, overriding the Job's own
+//     variables of the same names; drover's own PATH, HOME, TMPDIR and LANG
+//     are not part of it. A kubernetesSecret env value becomes a reference
+//     to the Secret's key in the Job's namespace.
+//   - A command's output is its container's log (one stream: stdout and
+//     stderr mixed, as Prodvana's), or its termination message when the log
+//     is empty or cannot be read; a structured fetch's JSON and getInfo's
+//     outputs are read from it. Exit codes mean what they mean above. A Job
+//     that fails without its container exiting (a pod that cannot be
+//     scheduled or pull its image within 2 minutes, an eviction) is a
+//     failure quoting Kubernetes' reason; so is an exit with a reason other
+//     than Completed or Error (OOMKilled).
+//   - Runs are recorded with the image and argv as their command, the output
+//     as stdout and the failure reason as stderr. The Jobs carry the labels
+//     app.drover.dev/{runtime,command,application,service,release-channel}
+//     and the annotation app.drover.dev/version; each is deleted once its
+//     outcome is read (Options.Processes is not used).
 package custom
 
 import (
@@ -119,10 +158,11 @@ var (
 	_ runtimes.Closer     = (*Runtime)(nil)
 )
 
-// Runtime runs a custom runtime's commands on this host. It is safe for
-// concurrent use.
+// Runtime runs a custom runtime's commands on this host or as Jobs. It is
+// safe for concurrent use.
 type Runtime struct {
 	name    string
+	exec    executor
 	now     func() time.Time
 	log     *slog.Logger
 	runs    runtimes.RunRecorder
@@ -212,6 +252,7 @@ func New(cfg *config.Runtime, opts runtimes.Options) (*Runtime, error) {
 		insts:   map[runtimes.InstanceKey]*instance{},
 		waiting: map[runtimes.InstanceKey]int{},
 	}
+	r.exec = localExecutor{r}
 	if r.now == nil {
 		r.now = time.Now
 	}

@@ -15,11 +15,12 @@ import (
 //   - a raw secret parameter of the runtime reaches the command as its value:
 //     the compiler rendered it as compiler.SecretMarker(name) in the commands
 //     and carries the value in the object's secrets; the marker is replaced
-//     in argv and in the values of the program's and the command's env,
-//     and the value is redacted from everything recorded (B5). Compile
-//     output and the stored desired state only ever show the marker and
-//     "(redacted)". The compiler refuses a marker that a template did not
-//     output as {{.Params.NAME}}; text that only looks like one elsewhere
+//     in argv, in the values of the program's and the command's env and in
+//     every string of a Job manifest, and the value is redacted from
+//     everything recorded (B5). Compile output and the stored desired
+//     state only ever show the marker and "(redacted)". The compiler
+//     refuses a marker that a template did not output as
+//     {{.Params.NAME}}; text that only looks like one elsewhere
 //     (the service's env, the release channel's defaultEnv, the version
 //     pushed, drover's own environment) is left as it is.
 func (c *command) withSecrets(t *runtimes.Target) {
@@ -42,6 +43,27 @@ func (c *command) withSecrets(t *runtimes.Target) {
 			c.env[i] = k + "=" + rep.Replace(v)
 		}
 	}
+	if c.manifest != nil {
+		replaceStrings(c.manifest, rep)
+	}
+}
+
+// replaceStrings applies rep to every string value in v (decoded JSON, changed
+// in place).
+func replaceStrings(v any, rep *strings.Replacer) any {
+	switch x := v.(type) {
+	case string:
+		return rep.Replace(x)
+	case []any:
+		for i := range x {
+			x[i] = replaceStrings(x[i], rep)
+		}
+	case map[string]any:
+		for k, e := range x {
+			x[k] = replaceStrings(e, rep)
+		}
+	}
+	return v
 }
 
 // secretParams reads the raw secret parameters from the target's custom

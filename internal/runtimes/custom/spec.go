@@ -12,7 +12,10 @@ import (
 	"strings"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
+
 	"github.com/drover-dev/drover/internal/config"
+	"github.com/drover-dev/drover/internal/manifest"
 	"github.com/drover-dev/drover/internal/runtimes"
 	"github.com/drover-dev/drover/internal/runtimes/redact"
 )
@@ -187,9 +190,13 @@ func (r *Runtime) permanent(t *runtimes.Target, format string, args ...any) erro
 
 // command is one command ready to run.
 type command struct {
-	kind    string
-	argv    []string
-	env     []string
+	kind string
+	// argv is what runs: a process's argv, or a container's command and args
+	// (argv[:nEntry] is the container's command, the entrypoint).
+	argv []string
+	// env holds the variables with values, KEY=VALUE, sorted.
+	env []string
+	// dir is the working directory ("" in a container: its image's).
 	dir     string
 	timeout time.Duration
 	// secrets are values (raw secrets) to hide from recorded output; rd
@@ -197,13 +204,32 @@ type command struct {
 	secrets []string
 	rd      *redact.Redactor
 	// rendered are the env names whose values come from the compiled
-	// command (program and command env): only there, and in argv, are
-	// secret parameter markers replaced (withSecrets).
+	// command (program and command env): only there, in argv and in a Job
+	// manifest are secret parameter markers replaced (withSecrets).
 	rendered map[string]bool
+
+	// A command run as a Job (jobExecutor) has these too.
+	image          string
+	nEntry         int
+	serviceAccount string
+	// secretEnv are the variables whose values come from Secrets of the
+	// Job's namespace (kubernetesSecret).
+	secretEnv map[string]config.KubernetesSecret
+	// manifest is a kubernetesConfig's one object, a Job, until job is
+	// decoded from it.
+	manifest manifest.Object
+	job      *batchv1.Job
 }
 
-// build prepares the kind command of target from its task config.
+// build prepares the kind command of target from its config, for the
+// runtime's executor.
 func (r *Runtime) build(kind string, t *runtimes.Target, tc *config.TaskConfig, kc *config.KubernetesConfig, cmdEnv map[string]config.EnvValue, timeout time.Duration) (*command, error) {
+	return r.exec.build(kind, t, tc, kc, cmdEnv, timeout)
+}
+
+// buildLocal prepares the kind command of target from its task config, to
+// run on this host.
+func (r *Runtime) buildLocal(kind string, t *runtimes.Target, tc *config.TaskConfig, kc *config.KubernetesConfig, cmdEnv map[string]config.EnvValue, timeout time.Duration) (*command, error) {
 	if kc != nil {
 		return nil, r.permanent(t, "%s: kubernetesConfig commands run as Kubernetes Jobs, not supported yet; use taskConfig", kind)
 	}
@@ -216,11 +242,9 @@ func (r *Runtime) build(kind string, t *runtimes.Target, tc *config.TaskConfig, 
 		return nil, r.permanent(t, "%s: taskConfig.program has no entrypoint or cmd to run", kind)
 	}
 	c := &command{kind: kind, argv: argv, timeout: timeout}
-	env, secrets, rendered, err := r.environ(t, kind, p.Env, cmdEnv)
-	if err != nil {
+	if err := r.environ(c, t, p.Env, cmdEnv, false); err != nil {
 		return nil, err
 	}
-	c.env, c.secrets, c.rendered = env, secrets, rendered
 	c.withSecrets(t)
 	c.rd = redact.New(c.secrets)
 	dir, err := r.instanceDir(t.InstanceKey)
@@ -241,17 +265,24 @@ func (r *Runtime) build(kind string, t *runtimes.Target, tc *config.TaskConfig, 
 	return c, nil
 }
 
-// environ is a command's environment: PATH, HOME, TMPDIR and LANG from
-// drover's environment, then the target's env, the program's env, the
-// command's env (apply.env, fetch.env, getInfo.env), and the PVN_* and
-// DROVER_* variables, each overriding the ones before. rendered are the
-// names whose values are the program's or the command's plain env values.
-func (r *Runtime) environ(t *runtimes.Target, kind string, progEnv, cmdEnv map[string]config.EnvValue) (env, secrets []string, rendered map[string]bool, err error) {
+// environ sets c's environment: PATH, HOME, TMPDIR and LANG from drover's
+// environment (not in a Job: its image has its own), then the target's env,
+// the program's env, the command's env (apply.env, fetch.env, getInfo.env),
+// and the PVN_* and DROVER_* variables, each overriding the ones before.
+// It sets c.rendered to the names whose values are the program's or the
+// command's plain env values, and c.secrets to their raw secrets. In a Job
+// (inJob), kubernetesSecret values come from the Job's namespace.
+func (r *Runtime) environ(c *command, t *runtimes.Target, progEnv, cmdEnv map[string]config.EnvValue, inJob bool) error {
+	kind := c.kind
 	m := map[string]string{}
-	rendered = map[string]bool{}
-	for _, k := range hostEnv {
-		if v, ok := os.LookupEnv(k); ok {
-			m[k] = v
+	refs := map[string]config.KubernetesSecret{}
+	rendered := map[string]bool{}
+	var secrets []string
+	if !inJob {
+		for _, k := range hostEnv {
+			if v, ok := os.LookupEnv(k); ok {
+				m[k] = v
+			}
 		}
 	}
 	for k, v := range t.Env {
@@ -263,10 +294,17 @@ func (r *Runtime) environ(t *runtimes.Target, kind string, progEnv, cmdEnv map[s
 	}{{kind + ".taskConfig.program.env", progEnv}, {kind + ".env", cmdEnv}} {
 		for k, v := range src.env {
 			switch {
+			case v.Secret != nil && inJob:
+				return r.permanent(t, "%s.%s: secret references are not supported yet; use value, rawSecret or kubernetesSecret", src.field, k)
 			case v.Secret != nil:
-				return nil, nil, nil, r.permanent(t, "%s.%s: secret references are not supported yet by drover's local runner; use value or rawSecret", src.field, k)
+				return r.permanent(t, "%s.%s: secret references are not supported yet by drover's local runner; use value or rawSecret", src.field, k)
+			case v.KubernetesSecret != nil && inJob:
+				refs[k] = *v.KubernetesSecret
+				delete(m, k)
+				delete(rendered, k)
+				continue
 			case v.KubernetesSecret != nil:
-				return nil, nil, nil, r.permanent(t, "%s.%s: kubernetesSecret is not supported yet by drover's local runner (commands do not run in Kubernetes)", src.field, k)
+				return r.permanent(t, "%s.%s: kubernetesSecret is not supported yet by drover's local runner (commands do not run in Kubernetes)", src.field, k)
 			case v.RawSecret != "":
 				m[k] = v.RawSecret
 				secrets = append(secrets, v.RawSecret)
@@ -275,6 +313,7 @@ func (r *Runtime) environ(t *runtimes.Target, kind string, progEnv, cmdEnv map[s
 				m[k] = v.Value
 				rendered[k] = true
 			}
+			delete(refs, k)
 		}
 	}
 	k := t.InstanceKey
@@ -291,20 +330,30 @@ func (r *Runtime) environ(t *runtimes.Target, kind string, progEnv, cmdEnv map[s
 		vars["DESIRED_STATE_ID"] = t.DesiredStateID
 	}
 	for name, v := range vars {
-		m["PVN_"+name] = v
-		m["DROVER_"+name] = v
-		delete(rendered, "PVN_"+name)
-		delete(rendered, "DROVER_"+name)
+		for _, n := range []string{"PVN_" + name, "DROVER_" + name} {
+			m[n] = v
+			delete(rendered, n)
+			delete(refs, n)
+		}
 	}
-	env = make([]string, 0, len(m))
+	env := make([]string, 0, len(m))
 	for k, v := range m {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return nil, nil, nil, r.permanent(t, "%s: invalid environment variable name %q", kind, k)
+			return r.permanent(t, "%s: invalid environment variable name %q", kind, k)
 		}
 		env = append(env, k+"="+v)
 	}
+	for k := range refs {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return r.permanent(t, "%s: invalid environment variable name %q", kind, k)
+		}
+	}
 	slices.Sort(env)
-	return env, secrets, rendered, nil
+	c.env, c.secrets, c.rendered = env, secrets, rendered
+	if len(refs) > 0 {
+		c.secretEnv = refs
+	}
+	return nil
 }
 
 // instanceDir is the instance's working directory, created if needed:

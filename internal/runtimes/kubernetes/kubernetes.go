@@ -164,7 +164,17 @@ func NewWithSettings(cfg *config.Runtime, s Settings, opts runtimes.Options) (*R
 
 // restConfig loads the client configuration the runtime config names.
 func restConfig(k *config.KubernetesRuntime) (*rest.Config, error) {
-	if k == nil || k.Kubeconfig == "" && k.Context == "" {
+	if k == nil {
+		return RESTConfig("", "")
+	}
+	return RESTConfig(k.Kubeconfig, k.Context)
+}
+
+// RESTConfig loads a client configuration with client-go's loading rules:
+// the kubeconfig file (else $KUBECONFIG or ~/.kube/config) and context
+// (else the current one); with both "" the in-cluster configuration.
+func RESTConfig(kubeconfig, kubeContext string) (*rest.Config, error) {
+	if kubeconfig == "" && kubeContext == "" {
 		rc, err := rest.InClusterConfig()
 		if err != nil {
 			return nil, fmt.Errorf("in-cluster configuration (set kubernetes.kubeconfig to run outside a cluster): %w", err)
@@ -172,12 +182,12 @@ func restConfig(k *config.KubernetesRuntime) (*rest.Config, error) {
 		return rc, nil
 	}
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if k.Kubeconfig != "" {
-		rules = &clientcmd.ClientConfigLoadingRules{ExplicitPath: k.Kubeconfig}
+	if kubeconfig != "" {
+		rules = &clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig}
 	}
-	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: k.Context}).ClientConfig()
+	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: kubeContext}).ClientConfig()
 	if err != nil {
-		return nil, fmt.Errorf("kubeconfig %q, context %q: %w", k.Kubeconfig, k.Context, err)
+		return nil, fmt.Errorf("kubeconfig %q, context %q: %w", kubeconfig, kubeContext, err)
 	}
 	return rc, nil
 }
