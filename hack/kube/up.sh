@@ -25,6 +25,9 @@
 # Simulated failures, by pod label (see hack/kube/kwok/):
 #   drover.dev/simulate: not-ready                            Running, never Ready (stalls rollouts)
 #   pod-container-running-failed.stage.kwok.x-k8s.io: "true"  fails with exit code 1 (for Jobs)
+#   drover.dev/exit-code: "N"                                 ends with exit code N (Jobs; with the
+#                                                             annotations drover.dev/exit-delay and
+#                                                             drover.dev/termination-message)
 #
 # Environment (optional):
 #   DROVER_KUBE_CACHE        where build.sh keeps the binaries (default ~/.cache/drover-kube)
