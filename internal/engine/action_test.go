@@ -1,10 +1,15 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
 	"time"
+
+	ds "github.com/drover-dev/drover/internal/desiredstate"
+	"github.com/drover-dev/drover/internal/runtimes"
+	"github.com/drover-dev/drover/internal/store"
 )
 
 func TestBackoffDoublesAndCaps(t *testing.T) {
@@ -107,6 +112,54 @@ func TestLocalExecutorRefusesWhatItCannotDo(t *testing.T) {
 		res, err := x.Execute(t.Context(), "app", "svc", Action{Kind: k, ReleaseChannel: "prod"})
 		if !IsTerminal(err) || res.Result != (Result{}) {
 			t.Errorf("%s: %+v, %v; want a terminal error", k, res, err)
+		}
+	}
+}
+
+// failingRuntime's Apply fails with err.
+type failingRuntime struct{ err error }
+
+func (r failingRuntime) Fetch(context.Context, runtimes.Target) (runtimes.State, error) {
+	return runtimes.State{}, nil
+}
+
+func (r failingRuntime) Apply(context.Context, runtimes.Target) (runtimes.ApplyResult, error) {
+	return runtimes.ApplyResult{}, r.err
+}
+
+// TestApplyOutcomeAttempts: a failed apply counts as an attempt; a
+// permanent error uses up the attempts; a runtime that cannot be reached
+// now (an agent away) never makes the instance give up.
+func TestApplyOutcomeAttempts(t *testing.T) {
+	st := openStore(t)
+	compiled, err := ds.Encode(&ds.Compiled{Application: "app", Service: "svc", Version: "v1", Channels: []ds.Channel{{Name: "prod", Runtime: "rt"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CreateDesiredState(t.Context(), store.DesiredState{ID: "ds-1", Application: "app", Service: "svc", Version: "v1", Compiled: compiled}); err != nil {
+		t.Fatal(err)
+	}
+	settings := DefaultSettings()
+	limit := settings.MaxApplyAttempts
+	for _, tc := range []struct {
+		name          string
+		err           error
+		before, after int
+	}{
+		{"plain failure", errors.New("boom"), limit, limit},
+		{"permanent", runtimes.Permanent(errors.New("bad config")), 1, limit},
+		{"unavailable, attempts left", fmt.Errorf("agent away: %w", runtimes.ErrUnavailable), 2, 2},
+		{"unavailable, last attempt", fmt.Errorf("agent away: %w", runtimes.ErrUnavailable), limit, limit - 1},
+	} {
+		x := NewLocalExecutor(st, oneRuntime{failingRuntime{tc.err}}, settings, nil, nil)
+		out, err := x.Execute(t.Context(), "app", "svc", Action{Kind: ActionApply, ReleaseChannel: "prod", StateID: "ds-1", Version: "v1", Runtime: "rt"})
+		if err != nil || !out.Failed || out.Change == nil {
+			t.Fatalf("%s: outcome %+v, %v", tc.name, out, err)
+		}
+		inst := store.Instance{ApplyAttempts: tc.before}
+		out.Change(&inst)
+		if inst.ApplyAttempts != tc.after || inst.Reason != ds.ReasonApplyFailed {
+			t.Errorf("%s: attempts %d -> %d (reason %s), want %d", tc.name, tc.before, inst.ApplyAttempts, inst.Reason, tc.after)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -118,14 +119,20 @@ func (x *LocalExecutor) apply(ctx context.Context, app, svc string, a Action) Ou
 	log.Warn("apply failed", "error", err)
 	ev.Type, ev.Message = ds.EventApplyFailed, fmt.Sprintf("%s: apply of %s failed: %v", a.ReleaseChannel, a.Version, err)
 	permanent := runtimes.IsPermanent(err)
+	// A runtime that cannot be reached now (its agent is away) says
+	// nothing about the apply: it is retried, never given up on for that.
+	unavailable := errors.Is(err, runtimes.ErrUnavailable)
 	msg := err.Error()
 	return Outcome{
 		Result: Result{Requeue: true}, Failed: true, Message: msg, Events: []store.Event{ev},
 		Change: func(i *store.Instance) {
 			i.Reason = ds.ReasonApplyFailed
 			i.Message = msg
-			if permanent {
+			switch {
+			case permanent:
 				i.ApplyAttempts = x.settings.MaxApplyAttempts
+			case unavailable && i.ApplyAttempts >= x.settings.MaxApplyAttempts:
+				i.ApplyAttempts = x.settings.MaxApplyAttempts - 1
 			}
 		},
 	}
