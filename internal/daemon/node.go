@@ -136,15 +136,14 @@ func New(cfg Config) *Node {
 	}
 	n := &Node{feed: feed, log: cfg.Log, agents: cfg.Agents}
 	hostCfg := runtimehost.Config{Store: hs, Registry: cfg.Registry, DataDir: cfg.DataDir, Log: cfg.Log, Now: cfg.Now}
-	if cfg.Agents != nil {
-		n.hub = remote.NewHub(remote.HubConfig{Store: cfg.Store, Log: cfg.Log, Now: cfg.Now,
-			OnConnect: n.agentConnected, OnDisconnect: n.agentDisconnected})
-		hostCfg.Agents = n.hub
-	}
+	// Every server knows linked runtimes, with an agent listener or not:
+	// without one, its runtimes say which server their agent is connected
+	// to, and services on them are handed over to that server.
+	n.hub = remote.NewHub(remote.HubConfig{Store: cfg.Store, Log: cfg.Log, Now: cfg.Now,
+		OnConnect: n.agentConnected, OnDisconnect: n.agentDisconnected})
+	hostCfg.Agents = n.hub
 	n.host = runtimehost.New(hostCfg)
-	if n.hub != nil {
-		n.hub.SetRuns(n.host.Runs())
-	}
+	n.hub.SetRuns(n.host.Runs())
 	n.loop = engine.NewLoop(engine.Config{
 		Store: cfg.Store, Runtimes: n.host, Settings: cfg.Settings, Now: cfg.Now,
 		Log: cfg.Log, Workers: cfg.Workers, OnWrite: n.changed, ShutdownGrace: cfg.ShutdownGrace,
@@ -158,9 +157,7 @@ func New(cfg Config) *Node {
 		Resync:   sharedResync(cfg.Shared),
 		LeaseTTL: cfg.LeaseTTL, TaskTTL: 2 * cfg.LeaseTTL,
 	})
-	if n.hub != nil {
-		n.hub.SetReplica(n.loop.Owner())
-	}
+	n.hub.SetReplica(n.loop.Owner())
 	n.srv = server.New(server.Config{Store: cfg.Store, Engine: n.loop, Runtimes: n.host, Log: cfg.Log, Now: cfg.Now, Edge: cfg.Edge,
 		StoreKind: cfg.StoreKind, Replica: n.loop.Owner(), Agents: n.agentsInfo()})
 	return n
@@ -231,11 +228,11 @@ func (n *Node) Run(ctx context.Context, ln net.Listener) error {
 		return err
 	}
 	defer n.host.Close()
+	defer n.hub.Close()
 	if n.agents != nil {
 		agentSrv := &http.Server{Handler: n.hub, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelDebug)}
 		go func() { _ = agentSrv.Serve(n.agents.Listener) }()
 		defer func() { _ = agentSrv.Close() }()
-		defer n.hub.Close()
 		n.log.Info("accepting agents", "addr", n.agents.Listener.Addr().String(), "url", n.agents.URL, "fingerprint", "sha256:"+n.agents.Fingerprint)
 	}
 	loopDone := make(chan error, 1)

@@ -424,6 +424,11 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (Result, error) {
 			continue
 		}
 		st, err := rt.Fetch(ctx, target)
+		if errors.Is(err, runtimes.ErrElsewhere) && !l.exclusive {
+			// Another server reaches this runtime (its agent is connected
+			// there): hand the service over rather than plan it blind.
+			return l.handOver(ctx, key, lease, err)
+		}
 		if o := observation(ctx, rt, target, st, err); seen[ch.Name] != fingerprint(o) {
 			newObs = append(newObs, o)
 		}
@@ -464,6 +469,20 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (Result, error) {
 		}
 	}
 	return Result{RequeueAfter: plan.RequeueAfter}, nil
+}
+
+// handOver releases this loop's lease on a service one of whose runtimes
+// only another server reaches, so that server's engine (which looks for
+// services it has nothing scheduled for) takes it; this loop looks again
+// later, in case nobody did.
+func (l *Loop) handOver(ctx context.Context, key string, lease store.Lease, why error) (Result, error) {
+	l.forgetLease(key)
+	l.forgetObservations(key)
+	if err := l.store.ReleaseLease(ctx, lease); err != nil {
+		return Result{}, fmt.Errorf("hand %s over: %w", key, err)
+	}
+	l.log.Debug("service handed over to the server its runtime is reached through", "service", key, "why", why)
+	return Result{RequeueAfter: 2*l.leaseTTL + l.resync}, nil
 }
 
 // leaseKey is the store lease of a service key.

@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 )
@@ -199,6 +200,11 @@ type Closer interface {
 // ErrUnavailable is wrapped by the errors of a runtime that cannot be
 // reached now but may be later (an agent that is not connected).
 var ErrUnavailable = errors.New("runtime unavailable")
+
+// ErrElsewhere is wrapped by the errors of a runtime that another server
+// sharing the store can reach and this one cannot (an agent connected to
+// it); it is an ErrUnavailable.
+var ErrElsewhere = fmt.Errorf("%w through this server", ErrUnavailable)
 
 // PermanentError marks an apply error that retrying will not fix.
 type PermanentError struct{ Err error }

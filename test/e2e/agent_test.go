@@ -22,6 +22,7 @@ import (
 
 	apiv1 "github.com/drover-dev/drover/api/v1"
 	"github.com/drover-dev/drover/internal/testing/kubetest"
+	"github.com/drover-dev/drover/internal/testing/pgtest"
 )
 
 // agentProc is a running `drover agent`.
@@ -509,4 +510,58 @@ func TestAgentCustomJobs(t *testing.T) {
 		k8sGet(t, c, "/apis/batch/v1/namespaces/"+ns+"/jobs", &list)
 		return len(list.Items) == 0
 	})
+}
+
+// TestAgentReplicas: two servers share PostgreSQL; a commands agent is
+// connected to one of them. Services pushed through the other converge:
+// the server that cannot reach the agent hands each service over to the
+// one that can, and the linked runtime's state is the same on both.
+func TestAgentReplicas(t *testing.T) {
+	requireE2E(t)
+	url := pgtest.NewDatabase(t)
+	flags := []string{"--database", url, "--poll-interval", "100ms", "--lease-ttl", "2s"}
+	a := newServer(t, append(flags, "--agent-listen", freeAddr(t))...)
+	b := newServer(t, flags...)
+	hostsLink, hostsTok := link(t, a, "hosts")
+	startAgent(t, "hosts", agentArgs(hostsLink, hostsTok, "--mode", "commands")...)
+	waitAgent(t, b, "hosts", "connected")
+	const services = 6
+	dir := t.TempDir()
+	files := map[string]string{
+		"app.pvn.yaml": "application:\n  name: ops\n  releaseChannels:\n    - name: prod\n      runtimes:\n        - runtime: cmds\n",
+		"cmds.pvn.yaml": fmt.Sprintf(`runtime:
+  name: cmds
+  custom:
+    proxyRuntime:
+      runtime: hosts
+    apply:
+      taskConfig:
+        program:
+          cmd: ["sh", "-c", "echo \"$DROVER_SERVICE_VERSION\" > %[1]s/$DROVER_SERVICE"]
+    fetch:
+      fetchMode: EXIT_CODE
+      taskConfig:
+        program:
+          cmd: ["sh", "-c", "test \"$(cat %[1]s/$DROVER_SERVICE 2>/dev/null)\" = \"$DROVER_SERVICE_VERSION\" || exit 2"]
+`, dir),
+	}
+	for i := range services {
+		files[fmt.Sprintf("svc%d.pvn.yaml", i)] = fmt.Sprintf("service:\n  name: svc%d\n  application: ops\n  customRuntime: {}\n", i)
+	}
+	writeTree(t, dir, files)
+	b.ok("alice", "apply", dir+"/...")
+	versions := map[string]string{}
+	for i := range services {
+		svc := fmt.Sprintf("svc%d", i)
+		versions[svc], _ = b.push("alice", "ops", svc)
+	}
+	for svc, v := range versions {
+		b.waitStatus("ops", svc, 60*time.Second, "ops/"+svc+" converged through a's agent", converged(v))
+		if data, err := os.ReadFile(filepath.Join(dir, svc)); err != nil || strings.TrimSpace(string(data)) != v {
+			t.Errorf("%s: the agent's apply wrote %q (%v), want %s", svc, data, err, v)
+		}
+	}
+	if info := runtimeInfo(t, b, "hosts"); info.Agent.State != "connected" || info.Agent.Server == "" {
+		t.Errorf("hosts as b sees it: %+v", info.Agent)
+	}
 }

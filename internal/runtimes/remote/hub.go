@@ -359,7 +359,7 @@ func (h *Hub) disconnected(ctx context.Context, name string) error {
 	now := h.cfg.Now()
 	switch {
 	case a.Connected && a.Replica != "" && a.Replica != h.cfg.Replica && now.Sub(a.HeartbeatAt) < StaleAfter:
-		return fmt.Errorf("runtime %s: its agent is connected to server %s, not this one%w", name, a.Replica, unavailable)
+		return fmt.Errorf("runtime %s: its agent is connected to server %s, not this one%w", name, a.Replica, quiet{runtimes.ErrElsewhere})
 	case a.HeartbeatAt.IsZero():
 		return fmt.Errorf("runtime %s: its agent has never connected (linked %s ago; start drover agent with its token)%w", name, roundAgo(now.Sub(lr.CreatedAt)), unavailable)
 	default:
