@@ -294,7 +294,8 @@ func TestAgentTwoClusters(t *testing.T) {
 	hostsLink, hostsTok := link(t, s, "hosts")
 	startAgent(t, "hosts", agentArgs(hostsLink, hostsTok, "--mode", "commands")...)
 	waitAgent(t, s, "hosts", "connected")
-	opsDir, marker := opsTree(t)
+	opsDir := opsTree(t, "migrate")
+	marker := filepath.Join(opsDir, "migrate")
 	s.ok("alice", "apply", opsDir+"/...")
 	vOps, _ := s.push("alice", "ops", "migrate")
 	s.waitStatus("ops", "migrate", 30*time.Second, "ops/migrate converged", converged(vOps))
@@ -369,14 +370,13 @@ func countEvents(evs []apiv1.Event, typ, rc, version string) int {
 	return n
 }
 
-// opsTree is an application whose one service runs on a custom runtime
-// whose commands run in the agent of linked runtime "hosts"; its apply
-// writes the version to marker.
-func opsTree(t *testing.T) (dir, marker string) {
+// opsTree is an application ops whose services run on a custom runtime
+// whose commands run in the agent of linked runtime "hosts"; the apply of
+// service S writes its version to the file S in dir.
+func opsTree(t *testing.T, services ...string) (dir string) {
 	t.Helper()
 	dir = t.TempDir()
-	marker = filepath.Join(dir, "applied")
-	writeTree(t, dir, map[string]string{
+	files := map[string]string{
 		"app.pvn.yaml": "application:\n  name: ops\n  releaseChannels:\n    - name: prod\n      runtimes:\n        - runtime: cmds\n",
 		"cmds.pvn.yaml": fmt.Sprintf(`runtime:
   name: cmds
@@ -386,16 +386,19 @@ func opsTree(t *testing.T) (dir, marker string) {
     apply:
       taskConfig:
         program:
-          cmd: ["sh", "-c", "echo \"$DROVER_SERVICE_VERSION\" > %[1]s"]
+          cmd: ["sh", "-c", "echo \"$DROVER_SERVICE_VERSION\" > %[1]s/$DROVER_SERVICE"]
     fetch:
       fetchMode: EXIT_CODE
       taskConfig:
         program:
-          cmd: ["sh", "-c", "test \"$(cat %[1]s 2>/dev/null)\" = \"$DROVER_SERVICE_VERSION\" || exit 2"]
-`, marker),
-		"migrate.pvn.yaml": "service:\n  name: migrate\n  application: ops\n  customRuntime: {}\n",
-	})
-	return dir, marker
+          cmd: ["sh", "-c", "test \"$(cat %[1]s/$DROVER_SERVICE 2>/dev/null)\" = \"$DROVER_SERVICE_VERSION\" || exit 2"]
+`, dir),
+	}
+	for _, svc := range services {
+		files[svc+".pvn.yaml"] = fmt.Sprintf("service:\n  name: %s\n  application: ops\n  customRuntime: {}\n", svc)
+	}
+	writeTree(t, dir, files)
+	return dir
 }
 
 // kubeconfigSecrets returns the credentials in a kubeconfig: the client
@@ -525,34 +528,14 @@ func TestAgentReplicas(t *testing.T) {
 	hostsLink, hostsTok := link(t, a, "hosts")
 	startAgent(t, "hosts", agentArgs(hostsLink, hostsTok, "--mode", "commands")...)
 	waitAgent(t, b, "hosts", "connected")
-	const services = 6
-	dir := t.TempDir()
-	files := map[string]string{
-		"app.pvn.yaml": "application:\n  name: ops\n  releaseChannels:\n    - name: prod\n      runtimes:\n        - runtime: cmds\n",
-		"cmds.pvn.yaml": fmt.Sprintf(`runtime:
-  name: cmds
-  custom:
-    proxyRuntime:
-      runtime: hosts
-    apply:
-      taskConfig:
-        program:
-          cmd: ["sh", "-c", "echo \"$DROVER_SERVICE_VERSION\" > %[1]s/$DROVER_SERVICE"]
-    fetch:
-      fetchMode: EXIT_CODE
-      taskConfig:
-        program:
-          cmd: ["sh", "-c", "test \"$(cat %[1]s/$DROVER_SERVICE 2>/dev/null)\" = \"$DROVER_SERVICE_VERSION\" || exit 2"]
-`, dir),
+	var names []string
+	for i := range 6 {
+		names = append(names, fmt.Sprintf("svc%d", i))
 	}
-	for i := range services {
-		files[fmt.Sprintf("svc%d.pvn.yaml", i)] = fmt.Sprintf("service:\n  name: svc%d\n  application: ops\n  customRuntime: {}\n", i)
-	}
-	writeTree(t, dir, files)
+	dir := opsTree(t, names...)
 	b.ok("alice", "apply", dir+"/...")
 	versions := map[string]string{}
-	for i := range services {
-		svc := fmt.Sprintf("svc%d", i)
+	for _, svc := range names {
 		versions[svc], _ = b.push("alice", "ops", svc)
 	}
 	for svc, v := range versions {

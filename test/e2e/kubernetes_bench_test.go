@@ -163,6 +163,22 @@ func (s *k8sBenchServer) waitConverged(b *testing.B, app, svc, rc, version strin
 	}
 }
 
+// pushConverged pushes app's web (image 1.0) and returns how long it took
+// until staging converged; converged means rolled out, which it checks.
+func (s *k8sBenchServer) pushConverged(b *testing.B, c *kubetest.Cluster, app string) time.Duration {
+	b.Helper()
+	start := time.Now()
+	v := s.push(b, app, "web", "image=1.0")
+	s.waitConverged(b, app, "web", "staging", v, 60*time.Second)
+	took := time.Since(start)
+	// Converged means rolled out: what kubectl rollout status waits for.
+	var d k8sObject
+	if !k8sGet(b, c, k8sDeploymentPath("drover-"+app+"-staging", "web"), &d) || !d.rolledOut() {
+		b.Fatalf("%s converged before its Deployment rolled out: %+v", app, d.Status)
+	}
+	return took
+}
+
 // k8sExec runs the drover binary with args; errors are in the result.
 func k8sExec(args ...string) result { return k8sRunArgs(args) }
 
@@ -234,18 +250,7 @@ func BenchmarkKubernetesPushToConverged(b *testing.B) {
 	s, _ := k8sStartServer(b)
 	s.ok(b, "apply", dir+"/...")
 
-	pushDrover := func(app string) time.Duration {
-		start := time.Now()
-		v := s.push(b, app, "web", "image=1.0")
-		s.waitConverged(b, app, "web", "staging", v, 60*time.Second)
-		took := time.Since(start)
-		// Converged means rolled out: what kubectl rollout status waits for.
-		var d k8sObject
-		if !k8sGet(b, c, k8sDeploymentPath("drover-"+app+"-staging", "web"), &d) || !d.rolledOut() {
-			b.Fatalf("%s converged before its Deployment rolled out: %+v", app, d.Status)
-		}
-		return took
-	}
+	pushDrover := func(app string) time.Duration { return s.pushConverged(b, c, app) }
 	applyKubectl := func(app string) time.Duration {
 		r := k8sExec("compile", dir+"/...", "--app", app, "--service", "web", "--param", "image=1.0", "-o", "json")
 		if r.code != 0 {
@@ -585,17 +590,7 @@ func BenchmarkKubernetesAgentPushToConverged(b *testing.B) {
 	k8sLinkAgent(b, s, c, "edge")
 	s.ok(b, "apply", dirDirect+"/...")
 	s.ok(b, "apply", dirAgent+"/...")
-	push := func(app string) time.Duration {
-		start := time.Now()
-		v := s.push(b, app, "web", "image=1.0")
-		s.waitConverged(b, app, "web", "staging", v, 60*time.Second)
-		took := time.Since(start)
-		var d k8sObject
-		if !k8sGet(b, c, k8sDeploymentPath("drover-"+app+"-staging", "web"), &d) || !d.rolledOut() {
-			b.Fatalf("%s converged before its Deployment rolled out: %+v", app, d.Status)
-		}
-		return took
-	}
+	push := func(app string) time.Duration { return s.pushConverged(b, c, app) }
 	b.Logf("untimed: direct %v, through the agent %v", push(direct[0]), push(viaAgent[0]))
 	b.ResetTimer()
 	var tDirect, tAgent []time.Duration
