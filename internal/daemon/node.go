@@ -155,7 +155,7 @@ func New(cfg Config) *Node {
 		// look for those now and then, so this engine takes them over if
 		// that server dies.
 		Resync:   sharedResync(cfg.Shared),
-		LeaseTTL: cfg.LeaseTTL, TaskTTL: 2 * cfg.LeaseTTL,
+		LeaseTTL: sharedTTL(cfg.Shared, cfg.LeaseTTL), TaskTTL: sharedTTL(cfg.Shared, 2*cfg.LeaseTTL),
 	})
 	n.hub.SetReplica(n.loop.Owner())
 	n.srv = server.New(server.Config{Store: cfg.Store, Engine: n.loop, Runtimes: n.host, Log: cfg.Log, Now: cfg.Now, Edge: cfg.Edge,
@@ -191,6 +191,15 @@ func (n *Node) agentConnected(string) {
 			n.log.Warn("agent connected: list services", "error", err)
 		}
 	}()
+}
+
+// sharedTTL is d for a shared store; 0 (the engine's long default for a
+// store of its own) otherwise: --lease-ttl is about other servers.
+func sharedTTL(shared bool, d time.Duration) time.Duration {
+	if shared {
+		return d
+	}
+	return 0
 }
 
 // sharedResync is how often an engine on a shared store looks for services

@@ -104,8 +104,9 @@ type Config struct {
 	// sharing a store.
 	Owner string
 	// LeaseTTL is how long a lease on a service key lasts without renewal
-	// (default 15 s): after a crash, another engine takes the service over
-	// within it. TaskTTL is the same for a task's claim (default 30 s;
+	// (default 15 s, ExclusiveLeaseTTL with Exclusive): after a crash,
+	// another engine takes the service over within it. TaskTTL is the same
+	// for a task's claim (default 30 s, twice LeaseTTL with Exclusive;
 	// heartbeats every third of it); TaskPoll how often idle runners look
 	// for tasks other engines enqueued (default 1 s).
 	LeaseTTL time.Duration
@@ -151,6 +152,14 @@ func NewLoop(cfg Config) *Loop {
 	if cfg.Owner == "" {
 		cfg.Owner = defaultOwner()
 	}
+	if cfg.LeaseTTL <= 0 && cfg.Exclusive {
+		// Nobody else can take a service over: a lease that lasts spares
+		// renewing it on most passes (one write each).
+		cfg.LeaseTTL = ExclusiveLeaseTTL
+	}
+	if cfg.TaskTTL <= 0 && cfg.Exclusive {
+		cfg.TaskTTL = 2 * cfg.LeaseTTL
+	}
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = 15 * time.Second
 	}
@@ -185,6 +194,11 @@ func serviceKey(app, svc string) string { return app + "/" + svc }
 
 // Enqueue asks for a pass over a service.
 func (l *Loop) Enqueue(app, svc string) { l.queue.Add(serviceKey(app, svc)) }
+
+// ExclusiveLeaseTTL is the default lease of an engine that has its store
+// to itself (Config.Exclusive): its leases and claims matter only within
+// the process, and a restart ends them at once.
+const ExclusiveLeaseTTL = 5 * time.Minute
 
 // EnqueueAll asks for a pass over every service with a desired state (an
 // agent came back: what runs on its runtime may have changed unseen).
