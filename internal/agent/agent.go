@@ -14,8 +14,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -59,6 +62,13 @@ type Config struct {
 	Log     *slog.Logger
 	// MaxBackoff bounds the wait between reconnections (0 = 30 s).
 	MaxBackoff time.Duration
+	// Health, when set, serves GET /healthz (200 once the agent was
+	// connected in the last HealthGrace, else 503, with why) and
+	// GET /livez (200 while the process runs) on this listener.
+	Health net.Listener
+	// HealthGrace is how long /healthz stays 200 after the connection
+	// was lost (0 = 2 minutes): short network blips do not fail it.
+	HealthGrace time.Duration
 }
 
 // Run connects to the server and serves its calls until ctx ends,
@@ -71,7 +81,57 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer a.close()
+	if cfg.Health != nil {
+		srv := &http.Server{Handler: a.healthHandler(), ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.Serve(cfg.Health) }()
+		defer func() { _ = srv.Close() }()
+	}
 	return a.run(ctx)
+}
+
+// healthHandler serves the agent's probes.
+func (a *agent) healthHandler() http.Handler {
+	grace := a.cfg.HealthGrace
+	if grace <= 0 {
+		grace = 2 * time.Minute
+	}
+	started := time.Now()
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		a.stateMu.Lock()
+		connected, lost, why := a.connected, a.lost, a.lastErr
+		a.stateMu.Unlock()
+		switch {
+		case !connected.IsZero():
+			_, _ = fmt.Fprintf(w, "connected to %s since %s\n", a.cfg.Server, connected.UTC().Format(time.RFC3339))
+		case lost.IsZero() && time.Since(started) < grace:
+			_, _ = fmt.Fprintf(w, "connecting to %s\n", a.cfg.Server)
+		case !lost.IsZero() && time.Since(lost) < grace:
+			_, _ = fmt.Fprintf(w, "reconnecting to %s (lost %s ago: %s)\n", a.cfg.Server, time.Since(lost).Round(time.Second), why)
+		default:
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = fmt.Fprintf(w, "not connected to %s: %s\n", a.cfg.Server, why)
+		}
+	})
+	return mux
+}
+
+func (a *agent) setConnected(up bool, err error) {
+	a.stateMu.Lock()
+	defer a.stateMu.Unlock()
+	switch {
+	case up:
+		a.connected, a.lastErr = time.Now(), ""
+	default:
+		if !a.connected.IsZero() {
+			a.lost = time.Now()
+		}
+		a.connected = time.Time{}
+		if err != nil {
+			a.lastErr = err.Error()
+		}
+	}
 }
 
 type agent struct {
@@ -82,6 +142,13 @@ type agent struct {
 	runs  runSink
 	mu    sync.Mutex
 	built map[string]*built
+
+	// connected is when the current session opened (zero: none), lost
+	// when the last one ended, lastErr why it is not connected.
+	stateMu   sync.Mutex
+	connected time.Time
+	lost      time.Time
+	lastErr   string
 }
 
 type built struct {
@@ -194,13 +261,17 @@ func (a *agent) session(ctx context.Context) error {
 	s, err := remote.Dial(dctx, a.cfg.Server, a.cfg.Token, a.tls, "drover-agent/"+version.Version)
 	cancel()
 	if err != nil {
+		a.setConnected(false, err)
 		return err
 	}
 	defer func() { _ = s.Close() }()
 	a.runs.set(remote.NewRunSink(s))
 	defer a.runs.set(nil)
 	a.log.Info("connected to the server", "server", a.cfg.Server, "mode", a.cfg.Mode)
-	return remote.ServeSession(ctx, s, a.hello, a.build, a.log)
+	a.setConnected(true, nil)
+	err = remote.ServeSession(ctx, s, a.hello, a.build, a.log)
+	a.setConnected(false, err)
+	return err
 }
 
 // build returns the runtime a call names, built on first use and again

@@ -6,6 +6,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -35,6 +38,7 @@ type rig struct {
 	token       string
 	runs        *runLog
 	connects    chan string
+	srv         *httptest.Server
 }
 
 type runLog struct {
@@ -71,6 +75,7 @@ func newRig(t *testing.T) *rig {
 		OnConnect: func(name string) { r.connects <- name }})
 	srv := httptest.NewUnstartedServer(r.hub)
 	srv.StartTLS()
+	r.srv = srv
 	t.Cleanup(func() { r.hub.Close(); srv.Close() })
 	sum := sha256.Sum256(srv.Certificate().Raw)
 	r.url, r.fingerprint = srv.URL, "sha256:"+hex.EncodeToString(sum[:])
@@ -80,13 +85,16 @@ func newRig(t *testing.T) *rig {
 // startAgent runs an agent until the test ends (or stop is called) and
 // returns what Run returned on a channel.
 func (r *rig) startAgent(mode, token, fingerprint string) (stop func(), done <-chan error) {
+	return r.startAgentWith(agent.Config{Mode: mode, Token: token, Fingerprint: fingerprint})
+}
+
+func (r *rig) startAgentWith(cfg agent.Config) (stop func(), done <-chan error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := make(chan error, 1)
-	reg := runtimehost.Registry{"fake": fake.Factory, "custom": custom.Factory}
-	go func() {
-		ch <- agent.Run(ctx, agent.Config{Server: r.url, Token: token, Fingerprint: fingerprint, Mode: mode,
-			Registry: reg, MaxBackoff: 200 * time.Millisecond})
-	}()
+	cfg.Server = r.url
+	cfg.Registry = runtimehost.Registry{"fake": fake.Factory, "custom": custom.Factory}
+	cfg.MaxBackoff = 200 * time.Millisecond
+	go func() { ch <- agent.Run(ctx, cfg) }()
 	r.t.Cleanup(cancel)
 	return cancel, ch
 }
@@ -325,4 +333,51 @@ func TestParseFingerprint(t *testing.T) {
 			t.Errorf("ParseFingerprint(%q) accepted", in)
 		}
 	}
+}
+
+// The agent's probes: /livez always, /healthz while connected and for a
+// grace after the connection is lost, then 503 saying why.
+func TestAgentHealth(t *testing.T) {
+	r := newRig(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	stop, _ := r.startAgentWith(agent.Config{Mode: remote.ModeCommands, Token: r.token, Fingerprint: r.fingerprint,
+		Health: ln, HealthGrace: 300 * time.Millisecond})
+	r.waitConnected()
+	get := func(path string) (int, string) {
+		resp, err := http.Get(url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("/healthz"); code != http.StatusOK || !strings.Contains(body, "connected to") {
+		t.Errorf("healthz while connected: %d %s", code, body)
+	}
+	if code, _ := get("/livez"); code != http.StatusOK {
+		t.Errorf("livez: %d", code)
+	}
+	// The server goes away: the agent keeps trying.
+	r.hub.Close()
+	r.srv.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, body := get("/healthz")
+		if code == http.StatusServiceUnavailable {
+			if !strings.Contains(body, "not connected to") {
+				t.Errorf("healthz once cut off: %s", body)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("healthz still %d: %s", code, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stop()
 }

@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 
@@ -18,8 +19,8 @@ import (
 
 func newAgentCmd() *cobra.Command {
 	var (
-		cfg                                   agent.Config
-		tokenFile, logLevel, mode, serverFlag string
+		cfg                                               agent.Config
+		tokenFile, logLevel, mode, serverFlag, healthAddr string
 	)
 	cmd := &cobra.Command{
 		Use:   "agent",
@@ -92,6 +93,13 @@ token: the runtime was unlinked or its token rotated.`,
 				return cli.UsageErrorf("--kubeconfig and --context serve a Kubernetes runtime: use them with --mode kubernetes")
 			}
 			cfg.Mode = mode
+			if healthAddr != "" {
+				ln, err := net.Listen("tcp", healthAddr)
+				if err != nil {
+					return fmt.Errorf("--health-listen: %w", err)
+				}
+				cfg.Health = ln
+			}
 			cfg.Registry = builtin.Registry()
 			cfg.Jobs = func(kubeconfig, kubeContext string) runtimehost.Factory {
 				return custom.JobsFactory(kubeconfig, kubeContext)
@@ -118,5 +126,6 @@ token: the runtime was unlinked or its token rotated.`,
 	fl.StringVar(&cfg.Context, "context", "", "kubeconfig context (default: the current one)")
 	fl.StringVar(&cfg.DataDir, "data", "", "a directory runtimes may keep state in (default: none)")
 	fl.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fl.StringVar(&healthAddr, "health-listen", "", "serve probes on this address: /livez, and /healthz (503 when not connected to the server for 2 minutes); e.g. :8080")
 	return cmd
 }

@@ -171,7 +171,7 @@ func (s *Server) joinInstructions(req apiv1.LinkRuntimeRequest, token string) *a
 // account, the RBAC drover applies with, the token's Secret and the
 // Deployment.
 func agentManifests(name, ns, image, url, fingerprint, token string) string {
-	args := []string{"agent", "--server", url, "--token-file", "/var/run/drover/token", "--mode", "kubernetes"}
+	args := []string{"agent", "--server", url, "--token-file", "/var/run/drover/token", "--mode", "kubernetes", "--health-listen", ":8080"}
 	if fingerprint != "" {
 		args = append(args, "--fingerprint", "sha256:"+fingerprint)
 	}
@@ -251,6 +251,14 @@ spec:
       - name: agent
         image: %[4]s
         args: [%[5]s]
+        ports:
+        - name: health
+          containerPort: 8080
+        livenessProbe:
+          httpGet: {path: /livez, port: health}
+        readinessProbe:
+          httpGet: {path: /healthz, port: health}
+          periodSeconds: 10
         volumeMounts:
         - name: token
           mountPath: /var/run/drover
