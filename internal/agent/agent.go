@@ -135,13 +135,14 @@ func (a *agent) setConnected(up bool, err error) {
 }
 
 type agent struct {
-	cfg   Config
-	log   *slog.Logger
-	tls   *tls.Config
-	hello remote.Hello
-	runs  runSink
-	mu    sync.Mutex
-	built map[string]*built
+	cfg    Config
+	log    *slog.Logger
+	tls    *tls.Config
+	hello  remote.Hello
+	runs   runSink
+	mu     sync.Mutex
+	built  map[string]*built
+	closed bool
 
 	// connected is when the current session opened (zero: none), lost
 	// when the last one ended, lastErr why it is not connected.
@@ -154,6 +155,9 @@ type agent struct {
 type built struct {
 	version int64
 	rt      runtimes.Runtime
+	// inUse counts the calls using rt; a replaced runtime is closed once
+	// they are done.
+	inUse sync.WaitGroup
 }
 
 func newAgent(cfg Config) (*agent, error) {
@@ -275,13 +279,28 @@ func (a *agent) session(ctx context.Context) error {
 }
 
 // build returns the runtime a call names, built on first use and again
-// when its config changes.
-func (a *agent) build(ref remote.RuntimeRef) (runtimes.Runtime, error) {
+// when its config changes (a call still carrying an older config than the
+// one built gets the newer runtime), and its release.
+func (a *agent) build(ref remote.RuntimeRef) (runtimes.Runtime, func(), error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if b, ok := a.built[ref.Name]; ok && b.version == ref.Version {
-		return b.rt, nil
+	if a.closed {
+		return nil, nil, errors.New("agent: stopping")
 	}
+	b, ok := a.built[ref.Name]
+	if !ok || b.version < ref.Version {
+		var err error
+		if b, err = a.buildLocked(ref); err != nil {
+			return nil, nil, err
+		}
+	}
+	b.inUse.Add(1)
+	return b.rt, b.inUse.Done, nil
+}
+
+// buildLocked builds ref's runtime and keeps it, replacing (and closing
+// once unused) an older one. a.mu is held.
+func (a *agent) buildLocked(ref remote.RuntimeRef) (*built, error) {
 	var f config.File
 	if err := json.Unmarshal(ref.Config, &f); err != nil || f.Runtime == nil {
 		return nil, runtimes.Permanent(fmt.Errorf("agent: the config of runtime %s is not a runtime", ref.Name))
@@ -330,8 +349,9 @@ func (a *agent) build(ref remote.RuntimeRef) (runtimes.Runtime, error) {
 }
 
 // keep builds a runtime with factory and keeps it for ref's name and
-// version, closing the one it replaces. a.mu is held.
-func (a *agent) keep(ref remote.RuntimeRef, kind string, factory runtimehost.Factory, cfg *config.Runtime) (runtimes.Runtime, error) {
+// version; the one it replaces is closed once the calls using it are done.
+// a.mu is held.
+func (a *agent) keep(ref remote.RuntimeRef, kind string, factory runtimehost.Factory, cfg *config.Runtime) (*built, error) {
 	dir := ""
 	if a.cfg.DataDir != "" {
 		dir = filepath.Join(a.cfg.DataDir, "runtimes")
@@ -341,20 +361,26 @@ func (a *agent) keep(ref remote.RuntimeRef, kind string, factory runtimehost.Fac
 		return nil, err
 	}
 	if old, ok := a.built[ref.Name]; ok {
-		closeRuntime(old.rt)
+		go func() {
+			old.inUse.Wait()
+			closeRuntime(old.rt)
+		}()
 	}
-	a.built[ref.Name] = &built{version: ref.Version, rt: rt}
+	b := &built{version: ref.Version, rt: rt}
+	a.built[ref.Name] = b
 	a.log.Info("runtime ready", "runtime", ref.Name, "kind", kind, "config_version", ref.Version)
-	return rt, nil
+	return b, nil
 }
 
+// close closes every runtime (the session has ended: no call runs).
 func (a *agent) close() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.closed = true
 	for _, b := range a.built {
 		closeRuntime(b.rt)
 	}
-	a.built = nil
+	a.built = map[string]*built{}
 }
 
 func closeRuntime(rt runtimes.Runtime) {

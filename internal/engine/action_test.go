@@ -148,7 +148,8 @@ func TestApplyOutcomeAttempts(t *testing.T) {
 	}{
 		{"plain failure", errors.New("boom"), limit, limit},
 		{"permanent", runtimes.Permanent(errors.New("bad config")), 1, limit},
-		{"unavailable, attempts left", fmt.Errorf("agent away: %w", runtimes.ErrUnavailable), 2, 2},
+		{"unavailable, first attempt", fmt.Errorf("agent away: %w", runtimes.ErrUnavailable), 1, 1},
+		{"unavailable, later attempt", fmt.Errorf("agent away: %w", runtimes.ErrUnavailable), 3, 2},
 		{"unavailable, last attempt", fmt.Errorf("agent away: %w", runtimes.ErrUnavailable), limit, limit - 1},
 	} {
 		x := NewLocalExecutor(st, oneRuntime{failingRuntime{tc.err}}, settings, nil, nil)

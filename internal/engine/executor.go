@@ -131,8 +131,10 @@ func (x *LocalExecutor) apply(ctx context.Context, app, svc string, a Action) Ou
 			switch {
 			case permanent:
 				i.ApplyAttempts = x.settings.MaxApplyAttempts
-			case unavailable && i.ApplyAttempts >= x.settings.MaxApplyAttempts:
-				i.ApplyAttempts = x.settings.MaxApplyAttempts - 1
+			case unavailable && i.ApplyAttempts > 1:
+				// Not an attempt: take it back (keeping one, so the plan
+				// still waits its backoff before the next).
+				i.ApplyAttempts--
 			}
 		},
 	}

@@ -94,8 +94,11 @@ type Host struct {
 
 type entry struct {
 	version int64
-	rt      runtimes.Runtime
-	cancel  context.CancelFunc
+	// linked is whether the runtime was linked when it was built: linking
+	// or unlinking rebuilds it (local or through its agent).
+	linked bool
+	rt     runtimes.Runtime
+	cancel context.CancelFunc
 }
 
 // New builds a host; it builds no runtime yet. Call Start before the first
@@ -241,7 +244,7 @@ func (h *Host) Runtime(ctx context.Context, name string) (runtimes.Runtime, erro
 	if h.checked == nil {
 		h.checked = map[string]bool{}
 	}
-	if e, ok := h.entries[name]; ok && e.version == obj.Version {
+	if e, ok := h.entries[name]; ok && e.version == obj.Version && e.linked == linked {
 		h.checked[name] = true
 		return e.rt, nil
 	}
@@ -256,7 +259,7 @@ func (h *Host) Runtime(ctx context.Context, name string) (runtimes.Runtime, erro
 	if old, ok := h.entries[name]; ok {
 		old.close()
 	}
-	e := &entry{version: obj.Version, rt: rt}
+	e := &entry{version: obj.Version, linked: linked, rt: rt}
 	if w, ok := rt.(runtimes.Watcher); ok {
 		wctx, cancel := context.WithCancel(h.ctx)
 		e.cancel = cancel

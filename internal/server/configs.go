@@ -150,6 +150,13 @@ func (s *Server) applyConfigs(ctx context.Context, req apiv1.ApplyConfigsRequest
 		seen[key] = name
 		incoming = append(incoming, src)
 	}
+	if len(details) == 0 {
+		linked, err := s.linkedConflicts(ctx, incoming)
+		if err != nil {
+			return nil, err
+		}
+		details = linked
+	}
 	if len(details) > 0 {
 		return nil, &validationError{details: details}
 	}

@@ -277,6 +277,36 @@ spec:
 `, name, ns, token, image, strings.Join(quoted, ", "))
 }
 
+// linkedConflicts refuses runtime configs that would change what a linked
+// runtime is: a linked runtime's config has no type (its agent serves it).
+func (s *Server) linkedConflicts(ctx context.Context, incoming []*config.Source) ([]apiv1.ConfigError, error) {
+	var out []apiv1.ConfigError
+	for _, src := range incoming {
+		rt := src.File.Runtime
+		if rt == nil {
+			continue
+		}
+		kind := compiler.RuntimeKind(rt)
+		if kind == "kubernetes" && rt.Kubernetes == nil {
+			continue
+		}
+		_, err := s.store.GetLinkedRuntime(ctx, rt.Name)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			continue
+		case err != nil:
+			return nil, err
+		}
+		what := kind + " runtime"
+		if kind == "kubernetes" {
+			what = "Kubernetes runtime the server connects to itself (kubernetes:)"
+		}
+		out = append(out, apiv1.ConfigError{File: src.Path, Field: "runtime.name", Message: fmt.Sprintf(
+			"runtime %q is linked (served by an agent): its config cannot make it a %s; remove the type, or unlink it first (drover runtimes unlink %s)", rt.Name, what, rt.Name)})
+	}
+	return out, nil
+}
+
 // linkedSources adds to the stored runtime configs what linked runtimes
 // contribute: a runtime with no config of its name (a Kubernetes runtime),
 // and the link's labels on one that has a config (the config's win).

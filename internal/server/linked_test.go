@@ -158,6 +158,11 @@ func TestLinkedRuntimeInConfigs(t *testing.T) {
 	if got := strings.Join(labels, ","); got != "region=eu,tier=b" {
 		t.Errorf("runtime labels the compiler sees: %s", got)
 	}
+	typed := `{"runtime":{"name":"prod-eu","fake":{}}}`
+	_, err = s.applyConfigs(t.Context(), apiv1.ApplyConfigsRequest{Configs: []apiv1.Config{{Source: "prod-eu.pvn.yaml", Body: json.RawMessage(typed)}}})
+	if !errors.As(err, &ve) || len(ve.details) != 1 || !strings.Contains(ve.details[0].Message, "is linked") || ve.details[0].File != "prod-eu.pvn.yaml" {
+		t.Errorf("a typed config of a linked runtime: %#v", err)
+	}
 	fake := `{"runtime":{"name":"sim","fake":{}}}`
 	if _, err := s.applyConfigs(t.Context(), apiv1.ApplyConfigsRequest{Configs: []apiv1.Config{{Source: "sim.pvn.yaml", Body: json.RawMessage(fake)}}}); err != nil {
 		t.Fatal(err)

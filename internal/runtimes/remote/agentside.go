@@ -21,9 +21,11 @@ import (
 )
 
 // Builder returns the runtime a call names (built from ref.Config, kept
-// while ref.Version stays the same). Its errors are returned to the
-// server; wrap them with runtimes.Permanent when retrying cannot help.
-type Builder func(ref RuntimeRef) (runtimes.Runtime, error)
+// while ref.Version stays the same) and release, called once the call is
+// done with it (a runtime replaced by a newer config is closed only when
+// the calls using it are done). Its errors are returned to the server;
+// wrap them with runtimes.Permanent when retrying cannot help.
+type Builder func(ref RuntimeRef) (rt runtimes.Runtime, release func(), err error)
 
 // ErrRefused is returned by Dial when the server refuses the join token.
 var ErrRefused = errors.New("the server refused this agent's join token")
@@ -163,23 +165,26 @@ func (a *agentHandler) handleHello(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, a.hello)
 }
 
-// decode reads a call and builds its runtime; it answers the failure itself.
-func (a *agentHandler) decode(w http.ResponseWriter, r *http.Request) (call, runtimes.Runtime, bool) {
-	var c call
+// decode reads a call and builds its runtime; it answers the failure
+// itself. release is to be called once the call is done (a no-op when it
+// failed).
+func (a *agentHandler) decode(w http.ResponseWriter, r *http.Request) (c call, rt runtimes.Runtime, release func(), ok bool) {
+	release = func() {}
 	if err := json.NewDecoder(io.LimitReader(r.Body, 64<<20)).Decode(&c); err != nil {
 		writeError(w, http.StatusBadRequest, runtimes.Permanent(fmt.Errorf("agent: bad call: %w", err)))
-		return c, nil, false
+		return c, nil, release, false
 	}
-	rt, err := a.build(c.Runtime)
+	rt, rel, err := a.build(c.Runtime)
 	if err != nil {
 		writeError(w, http.StatusUnprocessableEntity, err)
-		return c, nil, false
+		return c, nil, release, false
 	}
-	return c, rt, true
+	return c, rt, rel, true
 }
 
 func (a *agentHandler) handleFetch(w http.ResponseWriter, r *http.Request) {
-	c, rt, ok := a.decode(w, r)
+	c, rt, release, ok := a.decode(w, r)
+	defer release()
 	if !ok {
 		return
 	}
@@ -196,7 +201,8 @@ func (a *agentHandler) handleFetch(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *agentHandler) handleApply(w http.ResponseWriter, r *http.Request) {
-	c, rt, ok := a.decode(w, r)
+	c, rt, release, ok := a.decode(w, r)
+	defer release()
 	if !ok {
 		return
 	}
@@ -215,7 +221,8 @@ func (a *agentHandler) handleApply(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *agentHandler) handleInfo(w http.ResponseWriter, r *http.Request) {
-	c, rt, ok := a.decode(w, r)
+	c, rt, release, ok := a.decode(w, r)
+	defer release()
 	if !ok {
 		return
 	}
@@ -233,7 +240,8 @@ func (a *agentHandler) handleInfo(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *agentHandler) handleDiscover(w http.ResponseWriter, r *http.Request) {
-	_, rt, ok := a.decode(w, r)
+	_, rt, release, ok := a.decode(w, r)
+	defer release()
 	if !ok {
 		return
 	}
@@ -254,7 +262,8 @@ func (a *agentHandler) handleDiscover(w http.ResponseWriter, r *http.Request) {
 // object per line, until the call ends. A runtime that does not watch
 // keeps the call open and reports nothing.
 func (a *agentHandler) handleWatch(w http.ResponseWriter, r *http.Request) {
-	_, rt, ok := a.decode(w, r)
+	_, rt, release, ok := a.decode(w, r)
+	defer release()
 	if !ok {
 		return
 	}

@@ -56,8 +56,11 @@ type Hub struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session
-	// closing is set by Close: sessions ending then are not reported.
+	// closing is set by Close: no session registers after it, and
+	// sessions ending then are not reported.
 	closing bool
+	// running counts the sessions being served (Close waits for them).
+	running sync.WaitGroup
 	// changed is closed and replaced whenever a session opens or closes,
 	// so that watches can wait for their agent.
 	changed chan struct{}
@@ -78,6 +81,27 @@ type session struct {
 	done    chan struct{}
 	endOnce sync.Once
 	reason  string
+
+	// runtimes are the names of the runtimes the server made calls for on
+	// this session: the only ones whose runs the agent may hand back.
+	runtimesMu sync.Mutex
+	runtimes   map[string]bool
+}
+
+// allow records that runtime name is served on s.
+func (s *session) allow(name string) {
+	s.runtimesMu.Lock()
+	defer s.runtimesMu.Unlock()
+	if s.runtimes == nil {
+		s.runtimes = map[string]bool{}
+	}
+	s.runtimes[name] = true
+}
+
+func (s *session) serves(name string) bool {
+	s.runtimesMu.Lock()
+	defer s.runtimesMu.Unlock()
+	return s.runtimes[name]
 }
 
 // NewHub returns a hub with no session.
@@ -180,6 +204,15 @@ func muxConfig() *yamux.Config {
 
 // serve runs one agent's session until it ends.
 func (h *Hub) serve(ctx context.Context, lr store.LinkedRuntime, hash string, conn io.ReadWriteCloser, remote string) {
+	h.mu.Lock()
+	if h.closing {
+		h.mu.Unlock()
+		_ = conn.Close()
+		return
+	}
+	h.running.Add(1)
+	h.mu.Unlock()
+	defer h.running.Done()
 	// The server opens the calls (yamux client); the agent serves them.
 	mux, err := yamux.Client(conn, muxConfig())
 	if err != nil {
@@ -203,16 +236,24 @@ func (h *Hub) serve(ctx context.Context, lr store.LinkedRuntime, hash string, co
 	}
 	// The agent opens streams to hand back runs.
 	go h.acceptFromAgent(s)
-	h.register(ctx, s)
+	if !h.register(ctx, s) {
+		s.end("the server is stopping")
+		return
+	}
 	h.log.Info("agent connected", "runtime", lr.Name, "remote_addr", remote, "version", s.hello.Version, "mode", s.hello.Mode, "host", s.hello.Host)
 	h.heartbeat(ctx, s)
 	h.unregister(ctx, s)
 	h.log.Info("agent disconnected", "runtime", lr.Name, "reason", s.reason)
 }
 
-// register makes s the session of its runtime (ending an older one).
-func (h *Hub) register(ctx context.Context, s *session) {
+// register makes s the session of its runtime (ending an older one); it
+// reports false once the hub is closing.
+func (h *Hub) register(ctx context.Context, s *session) bool {
 	h.mu.Lock()
+	if h.closing {
+		h.mu.Unlock()
+		return false
+	}
 	old := h.sessions[s.name]
 	h.sessions[s.name] = s
 	close(h.changed)
@@ -221,12 +262,12 @@ func (h *Hub) register(ctx context.Context, s *session) {
 	if old != nil {
 		old.end("a new connection of the same runtime replaced it")
 	}
-	now := h.cfg.Now()
 	h.putState(ctx, s.name, store.AgentState{Connected: true, Replica: h.cfg.Replica, Version: s.hello.Version,
-		Mode: s.hello.Mode, Host: s.hello.Host, ConnectedAt: now, HeartbeatAt: now})
+		Mode: s.hello.Mode, Host: s.hello.Host, ConnectedAt: s.opened, HeartbeatAt: s.opened})
 	if h.cfg.OnConnect != nil {
 		h.cfg.OnConnect(s.name)
 	}
+	return true
 }
 
 // unregister forgets s and records that its agent is gone.
@@ -242,6 +283,14 @@ func (h *Hub) unregister(ctx context.Context, s *session) {
 	s.client.CloseIdleConnections()
 	if !current {
 		return // replaced: the new session records the state
+	}
+	// The agent may have connected again meanwhile, here or to another
+	// server: then its state is that connection's.
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	lr, err := h.cfg.Store.GetLinkedRuntime(rctx, s.name)
+	cancel()
+	if err == nil && lr.Agent.Connected && !lr.Agent.ConnectedAt.Equal(s.opened) {
+		return
 	}
 	now := h.cfg.Now()
 	h.putState(ctx, s.name, store.AgentState{Connected: false, Replica: h.cfg.Replica, Version: s.hello.Version,
@@ -281,7 +330,9 @@ func (h *Hub) heartbeat(ctx context.Context, s *session) {
 			return
 		case <-t.C:
 		}
-		lr, err := h.cfg.Store.GetLinkedRuntime(ctx, s.name)
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		lr, err := h.cfg.Store.GetLinkedRuntime(rctx, s.name)
+		cancel()
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			s.end("the runtime was unlinked")
@@ -331,6 +382,14 @@ func (h *Hub) Close() {
 	h.mu.Unlock()
 	for _, s := range all {
 		s.end("the server is stopping")
+	}
+	// Let the sessions record that they ended before the store closes.
+	done := make(chan struct{})
+	go func() { h.running.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		h.log.Warn("agent sessions did not end within 10s of stopping")
 	}
 }
 
@@ -438,11 +497,14 @@ func (s *session) post(ctx context.Context, path string, in any) (*http.Response
 	if err != nil {
 		select {
 		case <-s.done:
-			return nil, fmt.Errorf("runtime %s: lost the agent's connection (%s)", s.name, s.reason)
+			return nil, fmt.Errorf("runtime %s: lost the agent's connection (%s)%w", s.name, s.reason, unavailable)
 		default:
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
+		}
+		if s.mux.IsClosed() || errors.Is(err, yamux.ErrSessionShutdown) {
+			return nil, fmt.Errorf("runtime %s: lost the agent's connection: %w%w", s.name, err, unavailable)
 		}
 		return nil, fmt.Errorf("runtime %s: call to the agent failed: %w", s.name, err)
 	}
@@ -467,12 +529,16 @@ func (h *Hub) acceptFromAgent(s *session) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+pathRuns, func(w http.ResponseWriter, r *http.Request) {
 		var run runtimes.Run
-		if err := json.NewDecoder(io.LimitReader(r.Body, 8<<20)).Decode(&run); err != nil {
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&run); err != nil {
 			http.Error(w, "bad run: "+err.Error(), http.StatusBadRequest)
 			return
 		}
-		// An agent records runs of its own runtime (or those it runs
-		// commands for); the name it gives is kept as reported.
+		// An agent records runs only of the runtimes the server asked it
+		// to serve on this session.
+		if !s.serves(run.Runtime) {
+			http.Error(w, "runtime "+run.Runtime+" is not served on this connection", http.StatusForbidden)
+			return
+		}
 		if h.cfg.Runs != nil {
 			if err := h.cfg.Runs.RecordRun(r.Context(), run); err != nil {
 				http.Error(w, "record run: "+err.Error(), http.StatusServiceUnavailable)

@@ -73,6 +73,7 @@ func (r cluster) Discover(ctx context.Context) (runtimes.Facts, error) {
 	if err != nil {
 		return runtimes.Facts{}, err
 	}
+	s.allow(r.ref.Name)
 	if s.hello.Mode != ModeKubernetes {
 		return runtimes.Facts{}, nil // a host that runs commands: no cluster to describe
 	}
@@ -88,6 +89,7 @@ func (r *Runtime) call(ctx context.Context, path string, in call, out any) error
 	if err != nil {
 		return err
 	}
+	s.allow(r.ref.Name)
 	return s.do(ctx, path, in, out)
 }
 
@@ -124,6 +126,7 @@ func (r *Runtime) Watch(ctx context.Context, notify func(runtimes.InstanceKey)) 
 
 // watchOn relays one watch call until it or the session ends.
 func (r *Runtime) watchOn(ctx context.Context, s *session, notify func(runtimes.InstanceKey)) error {
+	s.allow(r.ref.Name)
 	resp, err := s.post(ctx, pathWatch, call{Runtime: r.ref})
 	if err != nil {
 		return err
