@@ -217,6 +217,15 @@ func TestAgentTwoClusters(t *testing.T) {
 	if info := runtimeInfo(t, s, "prod"); !info.Linked || info.Agent.State != "never connected" || info.Labels["env"] != "prod" {
 		t.Fatalf("prod before its agent: %+v", info)
 	}
+	// The manifests link prints are what a real API server accepts.
+	manifests := filepath.Join(t.TempDir(), "agent.yaml")
+	if err := os.WriteFile(manifests, []byte(prodLink.Manifests), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c2.Kubectl(t, "apply", "-f", manifests)
+	c2.Kubectl(t, "-n", "drover-agent", "get", "deployment/drover-agent", "serviceaccount/drover-agent", "secret/drover-agent-token")
+	c2.Kubectl(t, "get", "clusterrole/drover-agent-prod", "clusterrolebinding/drover-agent-prod")
+	c2.Kubectl(t, "delete", "-f", manifests, "--wait=false")
 	stagingAgent := startAgent(t, "staging", agentArgs(stagingLink, stagingTok, "--kubeconfig", c1.Kubeconfig)...)
 	prodAgent := startAgent(t, "prod", agentArgs(prodLink, prodTok, "--kubeconfig", c2.Kubeconfig)...)
 	waitAgent(t, s, "staging", "connected")
