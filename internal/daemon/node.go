@@ -280,6 +280,12 @@ func (n *Node) heard(c store.Change) {
 	if c.Tasks {
 		n.loop.WakeRunner()
 	}
+	if c.Runtimes || c.Lost {
+		// A runtime config or link changed (through any server): build
+		// runtimes again, and check the links of the agents connected here.
+		n.host.Invalidate()
+		n.hub.CheckLinks()
+	}
 	if c.Service != "" {
 		n.loop.Enqueue(c.Application, c.Service)
 	}

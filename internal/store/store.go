@@ -259,6 +259,9 @@ type Change struct {
 	// approval, a pause) changed outside any engine's lease: the engine
 	// planning it should plan again.
 	Application, Service string
+	// Runtimes says runtime configs or linked runtimes changed (runtime
+	// hosts build them again; agents' links are checked).
+	Runtimes bool
 	// Lost says the listener lost its connection and is back: changes may
 	// have been missed meanwhile, so everything may be stale.
 	Lost bool

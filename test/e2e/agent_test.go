@@ -535,7 +535,7 @@ func TestAgentReplicas(t *testing.T) {
 	a := newServer(t, append(flags, "--agent-listen", freeAddr(t))...)
 	b := newServer(t, flags...)
 	hostsLink, hostsTok := link(t, a, "hosts")
-	startAgent(t, "hosts", agentArgs(hostsLink, hostsTok, "--mode", "commands")...)
+	hosts := startAgent(t, "hosts", agentArgs(hostsLink, hostsTok, "--mode", "commands")...)
 	waitAgent(t, b, "hosts", "connected")
 	var names []string
 	for i := range 6 {
@@ -556,4 +556,12 @@ func TestAgentReplicas(t *testing.T) {
 	if info := runtimeInfo(t, b, "hosts"); info.Agent.State != "connected" || info.Agent.Server == "" {
 		t.Errorf("hosts as b sees it: %+v", info.Agent)
 	}
+	// Unlinked through b, the agent connected to a is cut off (a hears of
+	// it through the store's feed) and refused.
+	start := time.Now()
+	b.ok("alice", "runtimes", "unlink", "hosts")
+	if code := hosts.waitExit(15 * time.Second); code == 0 {
+		t.Errorf("the agent after unlink through the other server: exit %d\n%s", code, hosts.log())
+	}
+	t.Logf("unlinked through b: the agent on a stopped %v later", time.Since(start).Round(time.Millisecond))
 }

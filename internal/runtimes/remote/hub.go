@@ -81,6 +81,8 @@ type session struct {
 	done    chan struct{}
 	endOnce sync.Once
 	reason  string
+	// check asks the heartbeat for a check of the link now.
+	check chan struct{}
 
 	// runtimes are the names of the runtimes the server made calls for on
 	// this session: the only ones whose runs the agent may hand back.
@@ -220,7 +222,7 @@ func (h *Hub) serve(ctx context.Context, lr store.LinkedRuntime, hash string, co
 		return
 	}
 	now := h.cfg.Now()
-	s := &session{name: lr.Name, tokenHash: hash, mux: mux, opened: now, beat: now, done: make(chan struct{})}
+	s := &session{name: lr.Name, tokenHash: hash, mux: mux, opened: now, beat: now, done: make(chan struct{}), check: make(chan struct{}, 1)}
 	s.client = &http.Client{Transport: &http.Transport{
 		DialContext:         func(context.Context, string, string) (net.Conn, error) { return mux.Open() },
 		MaxIdleConnsPerHost: 16,
@@ -314,6 +316,19 @@ func (h *Hub) putState(ctx context.Context, name string, st store.AgentState) {
 	}
 }
 
+// CheckLinks has every session check at once that its runtime is still
+// linked with the same token (a link changed through another server).
+func (h *Hub) CheckLinks() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, s := range h.sessions {
+		select {
+		case s.check <- struct{}{}:
+		default: // a check is due already
+		}
+	}
+}
+
 // heartbeat pings the agent and checks its link until the session ends.
 func (h *Hub) heartbeat(ctx context.Context, s *session) {
 	t := time.NewTicker(h.cfg.Heartbeat)
@@ -329,6 +344,7 @@ func (h *Hub) heartbeat(ctx context.Context, s *session) {
 		case <-s.done:
 			return
 		case <-t.C:
+		case <-s.check:
 		}
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		lr, err := h.cfg.Store.GetLinkedRuntime(rctx, s.name)

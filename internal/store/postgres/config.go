@@ -54,6 +54,9 @@ func (s *Store) PutConfig(ctx context.Context, obj store.ConfigObject) (store.Co
 			return err
 		}
 		out, created = obj, true
+		if obj.Kind == "runtime" {
+			return notify(ctx, tx, "r") // runtime hosts build it again
+		}
 		return nil
 	})
 	if err != nil {

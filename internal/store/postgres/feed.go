@@ -13,8 +13,9 @@ import (
 )
 
 // notifyChannel is the LISTEN/NOTIFY channel of the store's changes. Its
-// payloads: "e" (events appended), "t" (tasks enqueued) and
-// "s<application>\x1f<service>" (a service changed outside a lease).
+// payloads: "e" (events appended), "t" (tasks enqueued), "r" (runtime
+// configs or linked runtimes changed) and "s<application>\x1f<service>" (a
+// service changed outside a lease).
 // PostgreSQL delivers a transaction's notifications at its commit, once
 // each, and never those of a transaction rolled back.
 const notifyChannel = "drover_changes"
@@ -25,6 +26,13 @@ func notify(ctx context.Context, tx pgx.Tx, payload string) error {
 		return fmt.Errorf("notify: %w", err)
 	}
 	return nil
+}
+
+// notifyRuntimes tells the listeners, after a committed change of a linked
+// runtime, that runtimes changed. A notification lost here is made up for
+// by the agents' heartbeats (5 s) and the next config change.
+func (s *Store) notifyRuntimes(ctx context.Context) {
+	_, _ = s.pool.Exec(ctx, "SELECT pg_notify($1, 'r')", notifyChannel)
 }
 
 // notifyService tells the listeners that a request changed a service.
@@ -39,6 +47,8 @@ func parseChange(payload string) (store.Change, bool) {
 		return store.Change{Events: true}, true
 	case payload == "t":
 		return store.Change{Tasks: true}, true
+	case payload == "r":
+		return store.Change{Runtimes: true}, true
 	case strings.HasPrefix(payload, "s"):
 		app, svc, ok := strings.Cut(payload[1:], "\x1f")
 		return store.Change{Application: app, Service: svc}, ok && app != "" && svc != ""

@@ -108,6 +108,29 @@ func TestFeed(t *testing.T) {
 	})
 	drain()
 
+	// Runtime configs and links: runtime hosts build again.
+	if _, _, err := writer.PutConfig(t.Context(), store.ConfigObject{Kind: "runtime", Name: "k8s", Body: []byte(`{}`), Hash: "h1"}); err != nil {
+		t.Fatal(err)
+	}
+	expect("a runtime config", func(c store.Change) bool { return c.Runtimes })
+	drain()
+	for _, step := range []struct {
+		what string
+		do   func() error
+	}{
+		{"a link", func() error {
+			return writer.LinkRuntime(t.Context(), store.LinkedRuntime{Name: "edge", TokenHash: "aa"})
+		}},
+		{"a new token", func() error { return writer.SetLinkToken(t.Context(), "edge", "bb") }},
+		{"an unlink", func() error { return writer.UnlinkRuntime(t.Context(), "edge") }},
+	} {
+		if err := step.do(); err != nil {
+			t.Fatal(err)
+		}
+		expect(step.what, func(c store.Change) bool { return c.Runtimes })
+		drain()
+	}
+
 	// A write that fails says nothing.
 	if err := writer.Write(t.Context(), &store.Batch{Instances: []store.Instance{{Application: "shop", Service: "gone",
 		ReleaseChannel: "prod", Revision: 7}}}); err == nil {

@@ -128,6 +128,7 @@ func (s *Store) LinkRuntime(ctx context.Context, r store.LinkedRuntime) error {
 	if err := s.health.wrote(err); err != nil {
 		return fmt.Errorf("link runtime %s: %w", r.Name, linkConflict(err))
 	}
+	s.notifyRuntimes(ctx)
 	return nil
 }
 
@@ -173,6 +174,7 @@ func (s *Store) SetLinkToken(ctx context.Context, name, tokenHash string) error 
 	if err != nil {
 		return fmt.Errorf("set the token of linked runtime %s: %w", name, linkConflict(err))
 	}
+	s.notifyRuntimes(ctx)
 	return nil
 }
 
@@ -203,5 +205,6 @@ func (s *Store) UnlinkRuntime(ctx context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("unlink runtime %s: %w", name, err)
 	}
+	s.notifyRuntimes(ctx)
 	return nil
 }
