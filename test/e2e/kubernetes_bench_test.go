@@ -221,6 +221,24 @@ func k8sBenchTree(b *testing.B, c *kubetest.Cluster, apps []string, services []s
 	return dir
 }
 
+// k8sInterleave times rounds rounds per benchmark iteration of first and
+// second, one after the other, each given the round's index (from 1: 0 is
+// the untimed warm-up).
+func k8sInterleave(b *testing.B, rounds int, first, second func(i int) time.Duration) (x, y []time.Duration) {
+	b.Helper()
+	b.ResetTimer()
+	next := 1
+	for range b.N {
+		for range rounds {
+			x = append(x, first(next))
+			y = append(y, second(next))
+			next++
+		}
+	}
+	b.StopTimer()
+	return x, y
+}
+
 func k8sMedian(d []time.Duration) time.Duration {
 	s := slices.Clone(d)
 	slices.Sort(s)
@@ -285,17 +303,8 @@ func BenchmarkKubernetesPushToConverged(b *testing.B) {
 	// Warm up both: the first push starts drover's runtime and its watches,
 	// the first kubectl fills its discovery cache.
 	b.Logf("untimed: drover %v, kubectl %v", pushDrover(apps[0]), applyKubectl(apps[0]))
-	b.ResetTimer()
-	var drover, kubectl []time.Duration
-	next := 1
-	for range b.N {
-		for range rounds {
-			drover = append(drover, pushDrover(apps[next]))
-			kubectl = append(kubectl, applyKubectl(apps[next]))
-			next++
-		}
-	}
-	b.StopTimer()
+	drover, kubectl := k8sInterleave(b, rounds, func(i int) time.Duration { return pushDrover(apps[i]) },
+		func(i int) time.Duration { return applyKubectl(apps[i]) })
 	md, mk := k8sMedian(drover), k8sMedian(kubectl)
 	b.Logf("drover push -> converged: %v; kubectl apply + rollout status: %v", drover, kubectl)
 	b.ReportMetric(md.Seconds(), "drover-s")
@@ -592,17 +601,8 @@ func BenchmarkKubernetesAgentPushToConverged(b *testing.B) {
 	s.ok(b, "apply", dirAgent+"/...")
 	push := func(app string) time.Duration { return s.pushConverged(b, c, app) }
 	b.Logf("untimed: direct %v, through the agent %v", push(direct[0]), push(viaAgent[0]))
-	b.ResetTimer()
-	var tDirect, tAgent []time.Duration
-	next := 1
-	for range b.N {
-		for range rounds {
-			tDirect = append(tDirect, push(direct[next]))
-			tAgent = append(tAgent, push(viaAgent[next]))
-			next++
-		}
-	}
-	b.StopTimer()
+	tDirect, tAgent := k8sInterleave(b, rounds, func(i int) time.Duration { return push(direct[i]) },
+		func(i int) time.Duration { return push(viaAgent[i]) })
 	md, ma := k8sMedian(tDirect), k8sMedian(tAgent)
 	b.Logf("drover push -> converged, direct: %v; through the agent: %v", tDirect, tAgent)
 	b.ReportMetric(md.Seconds(), "direct-s")
