@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"net/http"
 	"strings"
@@ -33,6 +34,13 @@ var (
 	// ErrBadCredential: the request carries a credential that is not valid here.
 	ErrBadCredential = errors.New("invalid credential")
 )
+
+// HashToken is how a stored credential (an agent's join token) is kept:
+// the hex SHA-256 of the token, spaces around it ignored.
+func HashToken(token string) string {
+	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	return hex.EncodeToString(sum[:])
+}
 
 // NewToken returns a new random token for a server.
 func NewToken() string { return "drover_" + rand.Text() }

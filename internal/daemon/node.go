@@ -173,22 +173,21 @@ func (n *Node) agentsInfo() server.Agents {
 
 // agentDisconnected has the engine look at every service again, so the
 // channels on the agent's runtime say at once that it is gone.
-func (n *Node) agentDisconnected(string) {
-	go func() {
-		if err := n.loop.EnqueueAll(context.Background()); err != nil {
-			n.log.Warn("agent disconnected: list services", "error", err)
-		}
-	}()
-}
+func (n *Node) agentDisconnected(string) { n.lookAgain("agent disconnected") }
 
 // agentConnected has the engine look at every service again (what runs on
 // the agent's runtime may have changed while it was away) and the host
 // ask the runtimes about their backends.
 func (n *Node) agentConnected(string) {
 	n.host.Invalidate()
+	n.lookAgain("agent connected")
+}
+
+// lookAgain queues every service with a desired state, in the background.
+func (n *Node) lookAgain(why string) {
 	go func() {
 		if err := n.loop.EnqueueAll(context.Background()); err != nil {
-			n.log.Warn("agent connected: list services", "error", err)
+			n.log.Warn(why+": list services", "error", err)
 		}
 	}()
 }

@@ -3,8 +3,6 @@ package server
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +12,7 @@ import (
 	"time"
 
 	apiv1 "github.com/drover-dev/drover/api/v1"
+	"github.com/drover-dev/drover/internal/auth"
 	"github.com/drover-dev/drover/internal/compiler"
 	"github.com/drover-dev/drover/internal/config"
 	"github.com/drover-dev/drover/internal/store"
@@ -39,11 +38,6 @@ var DefaultAgentImage = "ghcr.io/drover-dev/drover:" + version.Version
 const agentTokenPrefix = "drover-agent_"
 
 func newAgentToken() string { return agentTokenPrefix + rand.Text() }
-
-func hashAgentToken(token string) string {
-	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
-	return hex.EncodeToString(sum[:])
-}
 
 func (s *Server) linkRuntime(ctx context.Context, req apiv1.LinkRuntimeRequest) (*apiv1.LinkRuntimeResponse, error) {
 	if !config.ValidName(req.Name) {
@@ -72,7 +66,7 @@ func (s *Server) linkRuntime(ctx context.Context, req apiv1.LinkRuntimeRequest) 
 		return nil, err
 	}
 	token := newAgentToken()
-	err = s.store.LinkRuntime(ctx, store.LinkedRuntime{Name: req.Name, Labels: req.Labels, TokenHash: hashAgentToken(token), CreatedAt: s.now()})
+	err = s.store.LinkRuntime(ctx, store.LinkedRuntime{Name: req.Name, Labels: req.Labels, TokenHash: auth.HashToken(token), CreatedAt: s.now()})
 	if errors.Is(err, store.ErrConflict) {
 		return nil, errorf("already_exists", "runtime %q is already linked: drover runtimes rotate-token %s gives it a new token, drover runtimes unlink %s removes it", req.Name, req.Name, req.Name)
 	}
@@ -89,7 +83,7 @@ func (s *Server) rotateRuntimeToken(ctx context.Context, name string, req apiv1.
 		return nil, err
 	}
 	token := newAgentToken()
-	err := s.store.SetLinkToken(ctx, name, hashAgentToken(token))
+	err := s.store.SetLinkToken(ctx, name, auth.HashToken(token))
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, errorf("not_found", "runtime %q is not linked", name)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	apiv1 "github.com/drover-dev/drover/api/v1"
+	"github.com/drover-dev/drover/internal/auth"
 	"github.com/drover-dev/drover/internal/store/sqlite"
 )
 
@@ -69,7 +70,7 @@ func TestLinkRuntime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if lr.TokenHash != hashAgentToken(resp.Token) || strings.Contains(lr.TokenHash, resp.Token) || lr.Labels["env"] != "prod" {
+	if lr.TokenHash != auth.HashToken(resp.Token) || strings.Contains(lr.TokenHash, resp.Token) || lr.Labels["env"] != "prod" {
 		t.Errorf("stored %+v", lr)
 	}
 	if rec := call(t, s, http.MethodPost, "/v1/runtimes:link", apiv1.LinkRuntimeRequest{Name: "prod-eu"}); rec.Code != http.StatusConflict {
@@ -102,7 +103,7 @@ func TestLinkRuntime(t *testing.T) {
 	if rotated.Token == resp.Token {
 		t.Error("rotate kept the token")
 	}
-	if lr, _ := st.GetLinkedRuntime(t.Context(), "prod-eu"); lr.TokenHash != hashAgentToken(rotated.Token) {
+	if lr, _ := st.GetLinkedRuntime(t.Context(), "prod-eu"); lr.TokenHash != auth.HashToken(rotated.Token) {
 		t.Error("rotate did not store the new hash")
 	}
 	if rec := call(t, s, http.MethodPost, "/v1/runtimes/prod-eu:unlink", struct{}{}); rec.Code != http.StatusOK {

@@ -3,8 +3,6 @@ package remote
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/hashicorp/yamux"
 
+	"github.com/drover-dev/drover/internal/auth"
 	"github.com/drover-dev/drover/internal/runtimes"
 	"github.com/drover-dev/drover/internal/store"
 )
@@ -127,11 +126,8 @@ func (h *Hub) SetRuns(r runtimes.RunRecorder) { h.cfg.Runs = r }
 // SetReplica sets this server's name (before the first agent connects).
 func (h *Hub) SetReplica(name string) { h.cfg.Replica = name }
 
-// HashToken is how a join token is kept: its hex SHA-256.
-func HashToken(token string) string {
-	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
-	return hex.EncodeToString(sum[:])
-}
+// HashToken is how a join token is kept (auth.HashToken).
+func HashToken(token string) string { return auth.HashToken(token) }
 
 // ServeHTTP accepts an agent's connection on ConnectPath: it checks the
 // join token, upgrades the connection to a session and serves it until it
