@@ -28,6 +28,9 @@
 #   drover.dev/exit-code: "N"                                 ends with exit code N (Jobs; with the
 #                                                             annotations drover.dev/exit-delay and
 #                                                             drover.dev/termination-message)
+# and by service account:
+#   drover-podexec                                            stays Running until labelled with an
+#                                                             exit code (a test runs its command)
 #
 # Environment (optional):
 #   DROVER_KUBE_CACHE        where build.sh keeps the binaries (default ~/.cache/drover-kube)
@@ -298,7 +301,7 @@ kwok_args() {
 	kwok_cfg=(--config="${state}/kwok.yaml")
 	# shellcheck disable=SC2086 # DROVER_KUBE_KWOK_STAGES is a space separated list
 	for f in "${bin}"/kwok-stages/{pod-ready,pod-complete,pod-delete,pod-container-running-failed,node-initialize,node-heartbeat}.yaml \
-		"${here}"/kwok/{pod-not-ready,pod-exit-code}.yaml ${DROVER_KUBE_KWOK_STAGES:-}; do
+		"${here}"/kwok/{pod-not-ready,pod-exit-code,pod-run-on-host}.yaml ${DROVER_KUBE_KWOK_STAGES:-}; do
 		[[ -f "${f}" ]] || die "missing kwok stage file ${f}"
 		kwok_cfg+=(--config="${f}")
 	done

@@ -52,11 +52,12 @@ type Config struct {
 	Kubeconfig, Context string
 	// Registry builds runtimes (builtin.Registry in drover).
 	Registry runtimehost.Registry
-	// Jobs builds, in kubernetes mode, the custom runtimes whose commands
-	// run as Kubernetes Jobs in the cluster of the kubeconfig and context
-	// ("" and "": in-cluster); custom.JobsFactory in drover. nil: custom
-	// runtimes are refused in kubernetes mode.
-	Jobs func(kubeconfig, kubeContext string) runtimehost.Factory
+	// Jobs builds, in kubernetes mode, the runtimes of a kind ("custom",
+	// "terraformRunner") whose commands run as Kubernetes Jobs in the
+	// cluster of the kubeconfig and context ("" and "": in-cluster);
+	// custom.JobsFactory and terraform.JobsFactory in drover. A kind
+	// without one is refused in kubernetes mode.
+	Jobs map[string]func(kubeconfig, kubeContext string) runtimehost.Factory
 	// DataDir is where runtimes may keep state ("" = none).
 	DataDir string
 	Log     *slog.Logger
@@ -320,22 +321,19 @@ func (a *agent) buildLocked(ref remote.RuntimeRef) (*built, error) {
 		k.Kubeconfig, k.Context = a.cfg.Kubeconfig, a.cfg.Context
 		cfg.Kubernetes = &k
 	case "custom", "terraformRunner":
-		jobs := a.cfg.Mode == remote.ModeKubernetes
-		switch {
-		case jobs && kind == "terraformRunner":
-			return nil, runtimes.Permanent(fmt.Errorf("runtime %s: running Terraform as Kubernetes Jobs is not supported yet: name as proxyRuntime a linked runtime whose agent runs commands (drover agent --mode commands) on a host with terraform", ref.Name))
-		case jobs && a.cfg.Jobs == nil:
-			return nil, runtimes.Permanent(fmt.Errorf("runtime %s: this agent cannot run commands as Kubernetes Jobs", ref.Name))
+		if a.cfg.Mode == remote.ModeKubernetes {
+			jobs := a.cfg.Jobs[kind]
+			if jobs == nil {
+				return nil, runtimes.Permanent(fmt.Errorf("runtime %s: this agent cannot run %s commands as Kubernetes Jobs", ref.Name, kind))
+			}
+			// The proxy runtime's namespace (containerOrchestration) stays:
+			// the Jobs run there.
+			return a.keep(ref, kind, jobs(a.cfg.Kubeconfig, a.cfg.Context), &cfg)
 		}
 		if cfg.TerraformRunner != nil {
 			t := *cfg.TerraformRunner
 			t.ProxyRuntime = nil
 			cfg.TerraformRunner = &t
-		}
-		if jobs {
-			// The proxy runtime's namespace (containerOrchestration) stays:
-			// the Jobs run there.
-			return a.keep(ref, kind, a.cfg.Jobs(a.cfg.Kubeconfig, a.cfg.Context), &cfg)
 		}
 		if cfg.Custom != nil {
 			c := *cfg.Custom

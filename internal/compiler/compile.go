@@ -820,8 +820,8 @@ func (c *rcCompiler) customRuntime(field string, cr *config.CustomRuntimeValues,
 		defs = rt.Custom.Parameters
 	case "terraformRunner":
 		defs = terraformRunnerParams
-		if sa := rt.TerraformRunner.ServiceAccount; sa != "" {
-			c.note(fmt.Sprintf("runtime %s: terraformRunner.serviceAccount %q is not used yet: drover runs the runner's commands on its own host, not as Kubernetes Jobs", rt.Name, sa))
+		if sa := rt.TerraformRunner.ServiceAccount; sa != "" && rt.TerraformRunner.ProxyRuntime == nil {
+			c.note(fmt.Sprintf("runtime %s: terraformRunner.serviceAccount %q is not used: without proxyRuntime drover runs the runner's commands on its own host, not as Kubernetes Jobs", rt.Name, sa))
 		}
 	}
 	obj := &CustomRuntimeObject{Kind: kind, Runtime: rt.Name, ParameterValues: map[string]any{}}

@@ -15,6 +15,7 @@ import (
 	"github.com/drover-dev/drover/internal/runtimehost/builtin"
 	"github.com/drover-dev/drover/internal/runtimes/custom"
 	"github.com/drover-dev/drover/internal/runtimes/remote"
+	"github.com/drover-dev/drover/internal/runtimes/terraform"
 )
 
 func newAgentCmd() *cobra.Command {
@@ -101,8 +102,13 @@ token: the runtime was unlinked or its token rotated.`,
 				cfg.Health = ln
 			}
 			cfg.Registry = builtin.Registry()
-			cfg.Jobs = func(kubeconfig, kubeContext string) runtimehost.Factory {
-				return custom.JobsFactory(kubeconfig, kubeContext)
+			cfg.Jobs = map[string]func(kubeconfig, kubeContext string) runtimehost.Factory{
+				"custom": func(kubeconfig, kubeContext string) runtimehost.Factory {
+					return custom.JobsFactory(kubeconfig, kubeContext)
+				},
+				"terraformRunner": func(kubeconfig, kubeContext string) runtimehost.Factory {
+					return terraform.JobsFactory(kubeconfig, kubeContext)
+				},
 			}
 			cfg.Log = log
 			ctx, cancel := cli.SignalContext(cmd.Context())

@@ -238,7 +238,7 @@ func ManagedNamespace(app, rc string) string {
 	if len(name) <= 63 {
 		return name
 	}
-	// The Kubernetes runtime shortens names the same way (dnsLabel).
+	// The Kubernetes runtime shortens names the same way (kubernetes.DNSLabel).
 	sum := sha256.Sum256([]byte(name))
 	suffix := "-" + hex.EncodeToString(sum[:4])
 	return strings.TrimRight(name[:63-len(suffix)], "-") + suffix

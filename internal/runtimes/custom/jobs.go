@@ -3,8 +3,6 @@ package custom
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,9 +13,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/drover-dev/drover/internal/config"
 	"github.com/drover-dev/drover/internal/manifest"
@@ -26,17 +21,6 @@ import (
 	kuberuntime "github.com/drover-dev/drover/internal/runtimes/kubernetes"
 	"github.com/drover-dev/drover/internal/runtimes/redact"
 )
-
-// Labels of the Jobs that run commands, besides the Kubernetes runtime's
-// app.drover.dev/{application,service,release-channel}.
-const (
-	LabelRuntime = "app.drover.dev/runtime"
-	LabelCommand = "app.drover.dev/command"
-)
-
-// ProxyNamespacePrefix starts the namespace of a runtime's Jobs when its
-// proxyRuntime names none: drover-proxy-runtime-<runtime name>.
-const ProxyNamespacePrefix = "drover-proxy-runtime-"
 
 // JobsFactory returns a factory (same signature as Factory) of custom
 // runtimes whose commands run as Kubernetes Jobs in the cluster of the
@@ -61,44 +45,15 @@ func newJobs(cfg *config.Runtime, kubeconfig, kubeContext string, opts runtimes.
 	if err != nil {
 		return nil, err
 	}
-	rc, err := kuberuntime.RESTConfig(kubeconfig, kubeContext)
+	runner, err := kubejob.Connect(kubeconfig, kubeContext, r.log)
 	if err != nil {
 		_ = r.Close()
 		return nil, fmt.Errorf("custom runtime %s: %w", cfg.Name, err)
 	}
-	rc.QPS, rc.Burst = kuberuntime.DefaultQPS, kuberuntime.DefaultBurst
-	rc.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(rc.QPS, rc.Burst)
-	if rc.UserAgent == "" {
-		rc.UserAgent = "drover"
-	}
-	cs, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		_ = r.Close()
-		return nil, fmt.Errorf("custom runtime %s: %w", cfg.Name, err)
-	}
-	e := &jobExecutor{r: r, runner: kubejob.New(cs, r.log)}
-	e.namespace, e.createNamespace = proxyNamespace(cfg)
+	e := &jobExecutor{r: r, runner: runner}
+	e.namespace, e.createNamespace = kubejob.ProxyNamespace(cfg.Name, cfg.Custom.ProxyRuntime)
 	r.exec = e
 	return r, nil
-}
-
-// proxyNamespace is where cfg's Jobs run, and whether drover creates it.
-func proxyNamespace(cfg *config.Runtime) (string, bool) {
-	if p := cfg.Custom.ProxyRuntime; p != nil && p.ContainerOrchestration != nil && p.ContainerOrchestration.K8s != nil && p.ContainerOrchestration.K8s.Namespace != "" {
-		return p.ContainerOrchestration.K8s.Namespace, false
-	}
-	return dnsLabel(ProxyNamespacePrefix + strings.ToLower(cfg.Name)), true
-}
-
-// dnsLabel cuts name to a DNS label's 63 characters, with a hash of the
-// whole name at the end when it is longer.
-func dnsLabel(name string) string {
-	if len(name) <= validation.DNS1123LabelMaxLength {
-		return name
-	}
-	sum := sha256.Sum256([]byte(name))
-	suffix := "-" + hex.EncodeToString(sum[:4])
-	return strings.TrimRight(name[:validation.DNS1123LabelMaxLength-len(suffix)], "-") + suffix
 }
 
 // jobExecutor runs commands as Kubernetes Jobs.
@@ -173,7 +128,7 @@ func (e *jobExecutor) run(ctx context.Context, key runtimes.InstanceKey, version
 		Namespace:       e.namespace,
 		CreateNamespace: e.createNamespace,
 		NamePrefix:      e.r.name + "-" + key.Service + "-" + c.kind,
-		Labels:          e.labels(key, c.kind),
+		Labels:          kubejob.Labels(e.r.name, c.kind, key),
 		Annotations:     map[string]string{kuberuntime.AnnotationVersion: version},
 		Image:           c.image,
 		Command:         c.argv[:c.nEntry],
@@ -208,24 +163,6 @@ func (e *jobExecutor) run(ctx context.Context, key runtimes.InstanceKey, version
 		job:             job,
 		duration:        time.Since(began),
 	}
-}
-
-// labels identify the Jobs of an instance's commands; a value that is not
-// a valid label value is left out.
-func (e *jobExecutor) labels(k runtimes.InstanceKey, kind string) map[string]string {
-	out := map[string]string{}
-	for name, v := range map[string]string{
-		LabelRuntime:                    e.r.name,
-		LabelCommand:                    kind,
-		kuberuntime.LabelApplication:    k.Application,
-		kuberuntime.LabelService:        k.Service,
-		kuberuntime.LabelReleaseChannel: k.ReleaseChannel,
-	} {
-		if len(validation.IsValidLabelValue(v)) == 0 {
-			out[name] = v
-		}
-	}
-	return out
 }
 
 // containerEnv is c's environment as a container's.

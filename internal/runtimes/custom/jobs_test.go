@@ -22,6 +22,7 @@ import (
 	"github.com/drover-dev/drover/internal/config"
 	"github.com/drover-dev/drover/internal/runtimes"
 	"github.com/drover-dev/drover/internal/runtimes/kubejob"
+	kuberuntime "github.com/drover-dev/drover/internal/runtimes/kubernetes"
 	"github.com/drover-dev/drover/internal/runtimes/runtimestest"
 	"github.com/drover-dev/drover/internal/testing/kubetest"
 )
@@ -216,7 +217,7 @@ func TestJobsApplyOnly(t *testing.T) {
 	if !strings.HasPrefix(job.Name, testRuntime+"-web-apply-") {
 		t.Errorf("job name %s", job.Name)
 	}
-	for l, want := range map[string]string{LabelRuntime: testRuntime, LabelCommand: "apply", "app.drover.dev/service": "web", "app.drover.dev/release-channel": "prod"} {
+	for l, want := range map[string]string{kubejob.LabelRuntime: testRuntime, kubejob.LabelCommand: "apply", "app.drover.dev/service": "web", "app.drover.dev/release-channel": "prod"} {
 		if job.Labels[l] != want || job.Spec.Template.Labels[l] != want {
 			t.Errorf("label %s: %q on the job, %q on its pods, want %q", l, job.Labels[l], job.Spec.Template.Labels[l], want)
 		}
@@ -447,7 +448,7 @@ func TestJobsNamespaces(t *testing.T) {
 	}
 	// Without one, the runtime's own is created.
 	r = jc.runtime(t, "", runtimes.Options{})
-	ns := ProxyNamespacePrefix + testRuntime
+	ns := kubejob.ProxyNamespacePrefix + testRuntime
 	t.Cleanup(func() { jc.deleteNamespace(ns) })
 	mustApply(t, r, target(key("a", "rc"), "v1", cr))
 	got, err := jc.cs.CoreV1().Namespaces().Get(t.Context(), ns, metav1.GetOptions{})
@@ -469,9 +470,9 @@ func TestProxyNamespace(t *testing.T) {
 	}{
 		{&config.Runtime{Name: "tf", Custom: &config.CustomRuntime{}}, "drover-proxy-runtime-tf", true},
 		{&config.Runtime{Name: "tf", Custom: &config.CustomRuntime{ProxyRuntime: &config.ProxyRuntime{ContainerOrchestration: &config.ContainerOrchestration{K8s: &config.K8sOrchestration{Namespace: "ops"}}}}}, "ops", false},
-		{&config.Runtime{Name: long, Custom: &config.CustomRuntime{}}, dnsLabel(ProxyNamespacePrefix + long), true},
+		{&config.Runtime{Name: long, Custom: &config.CustomRuntime{}}, kuberuntime.DNSLabel(kubejob.ProxyNamespacePrefix + long), true},
 	} {
-		got, create := proxyNamespace(c.cfg)
+		got, create := kubejob.ProxyNamespace(c.cfg.Name, c.cfg.Custom.ProxyRuntime)
 		if got != c.want || create != c.create || len(got) > 63 {
 			t.Errorf("%s: %q %v, want %q %v", c.cfg.Name, got, create, c.want, c.create)
 		}

@@ -1,7 +1,8 @@
 // Package kubejob runs one command as a Kubernetes Job and returns its
 // outcome: the exit code of the Job's container, its output, and why it
-// failed when it did not exit by itself. The custom runtime runs its
-// commands this way in the cluster of its proxy runtime.
+// failed when it did not exit by itself. The custom runtime and the
+// Terraform runner run their commands this way in the cluster of their
+// proxy runtime (Connect, ProxyNamespace, Labels).
 //
 // # A run
 //

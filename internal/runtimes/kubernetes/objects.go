@@ -229,9 +229,9 @@ func validateKey(k runtimes.InstanceKey) error {
 	return errors.Join(errs...)
 }
 
-// dnsLabel returns name if it is at most 63 characters, else its first
+// DNSLabel returns name if it is at most 63 characters, else its first
 // characters, a dash and a short hash of the whole name.
-func dnsLabel(name string) string {
+func DNSLabel(name string) string {
 	if len(name) <= validation.DNS1123LabelMaxLength {
 		return name
 	}
@@ -244,7 +244,7 @@ func dnsLabel(name string) string {
 // managedNamespace is the namespace drover creates for an application's
 // release channel when the channel names none.
 func managedNamespace(prefix string, k runtimes.InstanceKey) string {
-	return dnsLabel(prefix + k.Application + "-" + k.ReleaseChannel)
+	return DNSLabel(prefix + k.Application + "-" + k.ReleaseChannel)
 }
 
 // inventoryName names the ConfigMap holding an instance's inventory. The

@@ -35,7 +35,7 @@ func TestManagedNamespace(t *testing.T) {
 		t.Errorf("truncated namespace %q lost its prefix", a)
 	}
 	// A cut falling on a dash leaves no dash before the hash.
-	if got := dnsLabel(strings.Repeat("x", 53) + "-" + strings.Repeat("y", 20)); strings.Contains(got, "--") || len(got) > 63 {
+	if got := DNSLabel(strings.Repeat("x", 53) + "-" + strings.Repeat("y", 20)); strings.Contains(got, "--") || len(got) > 63 {
 		t.Errorf("dnsLabel = %q", got)
 	}
 }

@@ -107,4 +107,23 @@
 // Every command (preRun, init, plan, show, apply) is reported to
 // Options.Runs with its stdout and stderr (the last 64 KiB of each; show's
 // JSON output, which holds sensitive values in clear, is not kept).
+//
+// # Commands as Kubernetes Jobs
+//
+// A runtime of JobsFactory (a runner whose proxyRuntime is a linked
+// cluster, built in that cluster's agent) runs each plan and apply as a
+// Job (package kubejob) instead: the image parameter is the container's
+// image, path a directory in it, and the container runs /bin/sh -c with the
+// script of jobScript (cd path, the preRun commands, terraform init
+// -input=false -no-color with extraInitArgs, then terraform plan
+// -detailed-exitcode or terraform apply -auto-approve), as the runner's
+// serviceAccount, in proxyRuntime.containerOrchestration.k8s.namespace or
+// drover-proxy-runtime-<runtime>, with overlayEnv plus TF_IN_AUTOMATION=1
+// and CHECKPOINT_DISABLE=1. Each Job starts from the image, so the state
+// must live in a remote backend and no plan is saved between a fetch and
+// an apply: apply plans again. Caching, polls and the state a plan shows
+// are as above; only the version last applied is kept in the data
+// directory. The changes of an apply are read from its output (per
+// resource "Creation/Modifications/Destruction complete" lines), and the
+// Job's log (or its termination message) is recorded as the run's stdout.
 package terraform

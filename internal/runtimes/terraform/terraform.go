@@ -69,6 +69,7 @@ type Runtime struct {
 	name    string
 	bin     string
 	runner  *config.TerraformRunner // the runtime's own config, used when a target carries none
+	jobs    *jobRunner              // runs the commands as Kubernetes Jobs; nil: on this host
 	root    string                  // <DataDir>/terraform/<runtime>
 	tempDir string                  // root's temporary parent when Options.DataDir is "", removed by Close
 	now     func() time.Time
@@ -129,7 +130,8 @@ type spec struct {
 	ParameterValues map[string]any          `json:"parameterValues"`
 	TerraformRunner *config.TerraformRunner `json:"terraformRunner"`
 
-	path     string // absolute module path
+	path     string // absolute module path; as given (a path in the image) for Jobs
+	image    string // the image parameter: what runs the commands as Jobs
 	rawInit  string
 	initArgs initArgs
 	runner   *config.TerraformRunner
@@ -151,17 +153,19 @@ func Factory(cfg *config.Runtime, opts runtimes.Options) (runtimes.Runtime, erro
 // <opts.DataDir>/terraform/<runtime>/ (a temporary directory, removed by
 // Close, when opts.DataDir is "").
 func New(cfg *config.Runtime, opts runtimes.Options) (*Runtime, error) {
-	if cfg == nil {
-		return nil, errors.New("terraform runtime: no config")
+	if err := checkConfig(cfg); err != nil {
+		return nil, err
 	}
-	if cfg.TerraformRunner == nil {
-		return nil, fmt.Errorf("runtime %s: not a terraformRunner runtime", cfg.Name)
-	}
-	name, err := pathElem(cfg.Name)
+	bin, err := findBinary()
 	if err != nil {
 		return nil, fmt.Errorf("runtime %s: %w", cfg.Name, err)
 	}
-	bin, err := findBinary()
+	return build(cfg, opts, bin)
+}
+
+// build builds the runtime of cfg (a terraformRunner) running bin.
+func build(cfg *config.Runtime, opts runtimes.Options, bin string) (*Runtime, error) {
+	name, err := pathElem(cfg.Name)
 	if err != nil {
 		return nil, fmt.Errorf("runtime %s: %w", cfg.Name, err)
 	}
@@ -256,9 +260,20 @@ func (r *Runtime) parseSpec(t runtimes.Target) (*spec, error) {
 	if p == "" {
 		return nil, errors.New("parameter path (the module directory) is empty")
 	}
-	// A relative path is relative to the server's working directory.
-	if sp.path, err = filepath.Abs(p); err != nil {
-		return nil, fmt.Errorf("parameter path: %w", err)
+	if sp.image, err = str("image"); err != nil {
+		return nil, err
+	}
+	switch {
+	case r.jobs != nil && sp.image == "":
+		return nil, errors.New("parameter image is empty: the runner's commands run as Kubernetes Jobs, in an image holding terraform and the module")
+	case r.jobs != nil:
+		// A path in the image, relative to its working directory.
+		sp.path = p
+	default:
+		// A relative path is relative to the server's working directory.
+		if sp.path, err = filepath.Abs(p); err != nil {
+			return nil, fmt.Errorf("parameter path: %w", err)
+		}
 	}
 	if sp.rawInit, err = str("extraInitArgs"); err != nil {
 		return nil, err
@@ -371,6 +386,10 @@ func (r *Runtime) cachedState(in *instance, tk string) (runtimes.State, bool) {
 // refresh prepares and plans t, caches the state, schedules the next poll
 // and reports whether the state changed. in.cmd is held.
 func (r *Runtime) refresh(ctx context.Context, in *instance, t runtimes.Target, sp *spec) (runtimes.State, bool, error) {
+	if r.jobs != nil {
+		st, err := r.jobs.plan(ctx, r, in, t, sp)
+		return st, r.store(in, t, sp, st, err), err
+	}
 	p, err := r.prepare(ctx, in, t, sp)
 	if err != nil {
 		return runtimes.State{}, r.store(in, t, sp, runtimes.State{}, err), err
@@ -687,6 +706,9 @@ func (r *Runtime) Apply(ctx context.Context, t runtimes.Target) (runtimes.ApplyR
 
 // apply does Apply's work. in.cmd is held.
 func (r *Runtime) apply(ctx context.Context, in *instance, t runtimes.Target, sp *spec) (runtimes.ApplyResult, error) {
+	if r.jobs != nil {
+		return r.jobs.apply(ctx, r, in, t, sp)
+	}
 	p, err := r.prepare(ctx, in, t, sp)
 	if err != nil {
 		r.store(in, t, sp, runtimes.State{}, err)
