@@ -124,6 +124,8 @@ func (e *jobExecutor) build(kind string, t *runtimes.Target, tc *config.TaskConf
 
 func (e *jobExecutor) run(ctx context.Context, key runtimes.InstanceKey, version string, c *command) outcome {
 	began := time.Now()
+	// Raw secrets reach the container from a Secret, not the Job.
+	env, secretEnv := kubejob.SplitSecretEnv(c.containerEnv(), c.secrets)
 	jr := e.runner.Run(ctx, kubejob.Spec{
 		Namespace:       e.namespace,
 		CreateNamespace: e.createNamespace,
@@ -135,7 +137,8 @@ func (e *jobExecutor) run(ctx context.Context, key runtimes.InstanceKey, version
 		Args:            c.argv[c.nEntry:],
 		WorkingDir:      c.dir,
 		ServiceAccount:  c.serviceAccount,
-		Env:             c.containerEnv(),
+		Env:             env,
+		SecretEnv:       secretEnv,
 		Job:             c.job,
 		Timeout:         c.timeout,
 		PendingGrace:    e.pendingGrace,

@@ -416,7 +416,8 @@ func TestJobsSecretsAndEnv(t *testing.T) {
 		t.Errorf("recorded command %q", runs[0].Command)
 	}
 	kubetest.Wait(t, 10*time.Second, func() bool { return len(jobs()) > 0 })
-	c := jobs()[0].Spec.Template.Spec.Containers[0]
+	job := jobs()[0]
+	c := job.Spec.Template.Spec.Containers[0]
 	if !slices.Contains(c.Args, "--token="+paramSecret) {
 		t.Errorf("args %q: the secret parameter was not put in place of its marker", c.Args)
 	}
@@ -424,8 +425,14 @@ func TestJobsSecretsAndEnv(t *testing.T) {
 	for _, e := range c.Env {
 		env[e.Name] = e
 	}
-	if env["MODE"].Value != "apply" || env["KEEP"].Value != "yes" || env["CMD"].Value != cmdSecret || env["SVC_SECRET"].Value != svcSecret {
+	if env["MODE"].Value != "apply" || env["KEEP"].Value != "yes" {
 		t.Errorf("env %v", slices.Collect(maps.Keys(env)))
+	}
+	// Raw secrets come from the Job's own Secret, not its spec.
+	for _, name := range []string{"CMD", "SVC_SECRET", "CHAN_SECRET"} {
+		if ref := env[name].ValueFrom; env[name].Value != "" || ref == nil || ref.SecretKeyRef == nil || ref.SecretKeyRef.Name != job.Name {
+			t.Errorf("%s %+v, want a reference to the Job's Secret %s", name, env[name], job.Name)
+		}
 	}
 	if ref := env["DBPWD"].ValueFrom; ref == nil || ref.SecretKeyRef == nil || ref.SecretKeyRef.Name != "db" || ref.SecretKeyRef.Key != "password" {
 		t.Errorf("DBPWD %+v, want a reference to the Secret db", env["DBPWD"])

@@ -41,6 +41,7 @@
 //
 // The client needs, in the namespace: jobs (create, get, list, watch,
 // delete), pods (list, watch), pods/log (get), events (list) and, with
-// CreateNamespace, serviceaccounts (list, watch); namespaces (get, and
-// create with CreateNamespace) at cluster scope.
+// CreateNamespace, serviceaccounts (list, watch), with SecretEnv, secrets
+// (create, patch, delete); namespaces (get, and create with
+// CreateNamespace) at cluster scope.
 package kubejob

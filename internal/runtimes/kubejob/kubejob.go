@@ -83,6 +83,12 @@ type Spec struct {
 	// Env is set in every container (and init container), overriding
 	// variables of the same name a Job manifest sets.
 	Env []corev1.EnvVar
+	// SecretEnv are variables whose values must not appear in the Job
+	// (raw secrets): Run puts them in a Secret of the namespace, named
+	// after the Job and owned by it, which the containers read them from
+	// (overriding Env and the manifest's variables of the same names); the
+	// Secret is deleted with the Job.
+	SecretEnv map[string]string
 
 	// Job, if set, is used instead of Image and the fields after it, as it
 	// is given except: its name (generated), namespace (Namespace), labels
@@ -159,6 +165,15 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 		res.Canceled = ctx.Err() != nil
 		return res
 	}
+	var sec *corev1.Secret
+	if len(s.SecretEnv) > 0 {
+		if sec, err = r.createSecret(ctx, s, job); err != nil {
+			res.Err, res.NotStarted = err, true
+			res.Canceled = ctx.Err() != nil
+			return res
+		}
+		defer r.deleteSecret(ctx, r.log, sec)
+	}
 	created, err := r.create(ctx, job)
 	if err != nil {
 		res.Err, res.NotStarted = err, true
@@ -169,6 +184,9 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 	log := r.log.With("namespace", created.Namespace, "job", created.Name)
 	log.Debug("kubejob: job created")
 	defer r.delete(ctx, log, created)
+	if sec != nil {
+		r.own(ctx, log, sec, created)
+	}
 	r.wait(ctx, log, created, s, &res)
 	log.Debug("kubejob: job finished", "exit_code", res.ExitCode, "reason", res.Reason, "timed_out", res.TimedOut, "canceled", res.Canceled)
 	return res

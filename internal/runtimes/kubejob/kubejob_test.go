@@ -285,3 +285,69 @@ func TestRunNoPod(t *testing.T) {
 		t.Errorf("reason %q does not quote the Job's FailedCreate event", res.Reason)
 	}
 }
+
+// TestRunSecretEnv: SecretEnv values are not in the Job: the containers
+// read them from a Secret named after the Job, owned by it while it runs,
+// and deleted after the run.
+func TestRunSecretEnv(t *testing.T) {
+	t.Parallel()
+	cs, ns := cluster(t)
+	const value = "s3cret-value-of-the-test"
+	done := make(chan Result, 1)
+	go func() {
+		done <- New(cs, nil).Run(t.Context(), Spec{
+			Namespace:   ns,
+			NamePrefix:  "secret",
+			Image:       "example.com/tool:1",
+			Env:         []corev1.EnvVar{{Name: "PLAIN", Value: "p"}, {Name: "TOKEN", Value: "overridden"}},
+			SecretEnv:   map[string]string{"TOKEN": value, "DB_PASSWORD": value + "-2"},
+			Labels:      map[string]string{labelExitCode: "0"},
+			Annotations: map[string]string{annotationDelay: "3s"},
+			Timeout:     time.Minute,
+		})
+	}()
+	var job *batchv1.Job
+	kubetest.Wait(t, 30*time.Second, func() bool {
+		list, err := cs.BatchV1().Jobs(ns).List(t.Context(), metav1.ListOptions{})
+		if err != nil || len(list.Items) == 0 {
+			return false
+		}
+		job = &list.Items[0]
+		return true
+	})
+	env := map[string]corev1.EnvVar{}
+	for _, e := range job.Spec.Template.Spec.Containers[0].Env {
+		env[e.Name] = e
+	}
+	if len(env) != 3 || env["PLAIN"].Value != "p" {
+		t.Errorf("env %+v", env)
+	}
+	sec, err := cs.CoreV1().Secrets(ns).Get(t.Context(), job.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the job's secret: %v", err)
+	}
+	for name, want := range map[string]string{"TOKEN": value, "DB_PASSWORD": value + "-2"} {
+		ref := env[name].ValueFrom
+		if env[name].Value != "" || ref == nil || ref.SecretKeyRef == nil || ref.SecretKeyRef.Name != job.Name {
+			t.Errorf("%s: %+v, want a reference to secret %s", name, env[name], job.Name)
+			continue
+		}
+		if got := string(sec.Data[ref.SecretKeyRef.Key]); got != want {
+			t.Errorf("%s: the secret holds %q, want %q", name, got, want)
+		}
+	}
+	kubetest.Wait(t, 10*time.Second, func() bool {
+		sec, err := cs.CoreV1().Secrets(ns).Get(t.Context(), job.Name, metav1.GetOptions{})
+		return err == nil && len(sec.OwnerReferences) == 1 && sec.OwnerReferences[0].UID == job.UID
+	})
+	if b, _ := yaml.Marshal(job); strings.Contains(string(b), value) {
+		t.Errorf("the job holds the secret value:\n%s", b)
+	}
+	if res := <-done; res.Err != nil || res.ExitCode != 0 {
+		t.Fatalf("result %+v", res)
+	}
+	if _, err := cs.CoreV1().Secrets(ns).Get(t.Context(), job.Name, metav1.GetOptions{}); err == nil {
+		t.Error("the job's secret is left after the run")
+	}
+	noJobsLeft(t, cs, ns)
+}

@@ -131,7 +131,10 @@ func (j *jobRunner) run(ctx context.Context, r *Runtime, in *instance, t runtime
 	if err != nil {
 		return outcome{}, err
 	}
-	in.rd = redact.New(rawSecrets(t, sp.runner))
+	secrets := rawSecrets(t, sp.runner)
+	in.rd = redact.New(secrets)
+	// Raw secrets reach the container from a Secret, not the Job.
+	env, secretEnv := kubejob.SplitSecretEnv(env, secrets)
 	// Only the version applied is kept here (stateOf).
 	if err := os.MkdirAll(in.dir, 0o750); err != nil {
 		return outcome{}, err
@@ -152,6 +155,7 @@ func (j *jobRunner) run(ctx context.Context, r *Runtime, in *instance, t runtime
 		Command:         []string{"/bin/sh", "-c", script},
 		ServiceAccount:  sp.runner.ServiceAccount,
 		Env:             env,
+		SecretEnv:       secretEnv,
 		Timeout:         timeout,
 		PendingGrace:    j.pendingGrace,
 		MaxOutput:       jobOutputLimit,

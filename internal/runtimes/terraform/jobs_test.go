@@ -95,7 +95,9 @@ func TestJobsConvergeAndHealDrift(t *testing.T) {
 	e := newJobsEnv(t)
 	module := writeModule(t, map[string]string{"main.tf": driftModule, "external.txt": "a\n"})
 	runner := runnerConfig(t, time.Hour, time.Hour)
-	runner.PreRun = []config.RunnerCommand{{Cmd: `echo "prerun in $PWD"`}}
+	runner.PreRun = []config.RunnerCommand{{Cmd: `echo "prerun in $PWD with $DB_TOKEN"`}}
+	const secret = "tf-jobs-secret-value"
+	runner.Env["DB_TOKEN"] = config.EnvValue{RawSecret: secret}
 	rec := &recorder{}
 	rt := e.runtime(t, runner, rec)
 	k := key("vm", "staging")
@@ -141,6 +143,11 @@ func TestJobsConvergeAndHealDrift(t *testing.T) {
 	if got, want := kinds(rec.of(k)), []string{"plan", "apply", "plan", "plan", "apply", "plan"}; !slices.Equal(got, want) {
 		t.Errorf("recorded runs %v, want %v", got, want)
 	}
+	for _, run := range rec.of(k) {
+		if strings.Contains(run.Stdout, secret) || !strings.Contains(run.Stdout, "with (redacted)") {
+			t.Errorf("recorded %s run: the secret is not redacted:\n%s", run.Kind, run.Stdout)
+		}
+	}
 	runs := e.exec.Runs()
 	if len(runs) != 6 {
 		t.Fatalf("%d pods ran, want 6", len(runs))
@@ -152,10 +159,13 @@ func TestJobsConvergeAndHealDrift(t *testing.T) {
 		if r.Env["TF_VAR_pvn_service_version"] != "v1" || r.Env["PVN_SERVICE_ID"] != "infra/vm" || r.Env["TF_IN_AUTOMATION"] != "1" {
 			t.Errorf("pod %s: env %v", r.Pod, r.Env)
 		}
+		if r.Env["DB_TOKEN"] != secret || !slices.Contains(r.FromSecrets, "DB_TOKEN") {
+			t.Errorf("pod %s: DB_TOKEN %q from secrets %v, want the raw secret from a Secret", r.Pod, r.Env["DB_TOKEN"], r.FromSecrets)
+		}
 		if r.Labels[kubejob.LabelCommand] != "plan" && r.Labels[kubejob.LabelCommand] != "apply" {
 			t.Errorf("pod %s: labels %v", r.Pod, r.Labels)
 		}
-		if !strings.Contains(r.Output, "prerun in "+module) || !strings.Contains(r.Output, "has been successfully initialized") || !strings.Contains(strings.Join(r.Argv, " "), "init -input=false -no-color '-upgrade'") {
+		if !strings.Contains(r.Output, "prerun in "+module+" with "+secret) || !strings.Contains(r.Output, "has been successfully initialized") || !strings.Contains(strings.Join(r.Argv, " "), "init -input=false -no-color '-upgrade'") {
 			t.Errorf("pod %s: output\n%s", r.Pod, r.Output)
 		}
 	}

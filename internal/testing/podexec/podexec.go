@@ -69,8 +69,10 @@ type Run struct {
 	Labels         map[string]string
 	Argv           []string
 	Env            map[string]string
-	ExitCode       int
-	Output         string
+	// FromSecrets names the variables read from Secrets (secretKeyRef).
+	FromSecrets []string
+	ExitCode    int
+	Output      string
 }
 
 // Executor runs the pods' commands until the test ends.
@@ -145,10 +147,22 @@ func (e *Executor) execute(ctx context.Context, t *testing.T, cs kubernetes.Inte
 		}
 	}
 	for _, v := range c.Env {
-		if v.ValueFrom == nil {
-			run.Env[v.Name] = v.Value
-			env = append(env, v.Name+"="+v.Value)
+		value := v.Value
+		if ref := v.ValueFrom; ref != nil {
+			if ref.SecretKeyRef == nil {
+				continue
+			}
+			// As a kubelet does: read the Secret's key.
+			sec, err := cs.CoreV1().Secrets(pod.Namespace).Get(ctx, ref.SecretKeyRef.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Logf("podexec: pod %s: variable %s: %v", pod.Name, v.Name, err)
+				continue
+			}
+			value = string(sec.Data[ref.SecretKeyRef.Key])
+			run.FromSecrets = append(run.FromSecrets, v.Name)
 		}
+		run.Env[v.Name] = value
+		env = append(env, v.Name+"="+value)
 	}
 	for k, v := range opts.Env {
 		env = append(env, k+"="+v)
