@@ -16,11 +16,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -82,6 +84,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer a.close()
+	defer a.peers.wait()
 	if cfg.Health != nil {
 		srv := &http.Server{Handler: a.healthHandler(), ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = srv.Serve(cfg.Health) }()
@@ -141,6 +144,7 @@ type agent struct {
 	tls    *tls.Config
 	hello  remote.Hello
 	runs   runSink
+	peers  *peerPool
 	mu     sync.Mutex
 	built  map[string]*built
 	closed bool
@@ -181,8 +185,10 @@ func newAgent(cfg Config) (*agent, error) {
 		return nil, err
 	}
 	host, _ := os.Hostname()
-	return &agent{cfg: cfg, log: cfg.Log, tls: tc, built: map[string]*built{},
-		hello: remote.Hello{Version: version.Version, Mode: cfg.Mode, Host: host}}, nil
+	a := &agent{cfg: cfg, log: cfg.Log, tls: tc, built: map[string]*built{},
+		hello: remote.Hello{Version: version.Version, Mode: cfg.Mode, Host: host}}
+	a.peers = &peerPool{a: a, conns: map[string]*peerConn{}}
+	return a, nil
 }
 
 // tlsConfig checks the server's certificate against a pinned fingerprint,
@@ -270,11 +276,11 @@ func (a *agent) session(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = s.Close() }()
-	a.runs.set(remote.NewRunSink(s))
-	defer a.runs.set(nil)
+	a.runs.set(mainSession, remote.NewRunSink(s))
+	defer a.runs.set(mainSession, nil)
 	a.log.Info("connected to the server", "server", a.cfg.Server, "mode", a.cfg.Mode)
 	a.setConnected(true, nil)
-	err = remote.ServeSession(ctx, s, a.hello, a.build, a.log)
+	err = remote.ServeSession(ctx, s, a.hello, a.build, func(p remote.Peers) { a.peers.update(ctx, p) }, a.log)
 	a.setConnected(false, err)
 	return err
 }
@@ -387,25 +393,53 @@ func closeRuntime(rt runtimes.Runtime) {
 	}
 }
 
-// runSink hands runs to the current session's sink; with no session the
-// run is logged and dropped.
+// runSink hands runs to the sessions' sinks: the main session's first,
+// then the others', until one records it (a server records only runs of the
+// runtimes it called on that session). With no session the run is logged
+// and dropped.
 type runSink struct {
-	mu   sync.Mutex
-	sink *remote.RunSink
+	mu    sync.Mutex
+	sinks map[string]*remote.RunSink // by session: mainSession or a peer URL
 }
 
-func (r *runSink) set(s *remote.RunSink) {
+// mainSession keys the sink of the connection to --server.
+const mainSession = ""
+
+func (r *runSink) set(key string, s *remote.RunSink) {
 	r.mu.Lock()
-	r.sink = s
-	r.mu.Unlock()
+	defer r.mu.Unlock()
+	if r.sinks == nil {
+		r.sinks = map[string]*remote.RunSink{}
+	}
+	if s == nil {
+		delete(r.sinks, key)
+		return
+	}
+	r.sinks[key] = s
 }
 
 func (r *runSink) RecordRun(ctx context.Context, run runtimes.Run) error {
 	r.mu.Lock()
-	s := r.sink
+	var order []*remote.RunSink
+	if s := r.sinks[mainSession]; s != nil {
+		order = append(order, s)
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.sinks)) {
+		if k != mainSession {
+			order = append(order, r.sinks[k])
+		}
+	}
 	r.mu.Unlock()
-	if s == nil {
+	if len(order) == 0 {
 		return errors.New("not connected to the server: the run was not recorded")
 	}
-	return s.RecordRun(ctx, run)
+	var errs []error
+	for _, s := range order {
+		err := s.RecordRun(ctx, run)
+		if err == nil {
+			return nil
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }

@@ -64,6 +64,9 @@ type AgentsConfig struct {
 	// URL is the address agents are told to dial (https://HOST:PORT), and
 	// Fingerprint the SHA-256 of the listener's certificate (hex).
 	URL, Fingerprint string
+	// Advertise is this server's own address for agents, announced to
+	// the servers sharing the store ("" = none).
+	Advertise string
 }
 
 // ProcessRecords is where a server records the commands it runs.
@@ -106,6 +109,7 @@ type Node struct {
 	// hub holds the agents' sessions; agents their listener (nil: none).
 	hub    *remote.Hub
 	agents *AgentsConfig
+	store  store.Store
 }
 
 // New wires a node on cfg.Store. Call Run to start it.
@@ -134,7 +138,7 @@ func New(cfg Config) *Node {
 	if cfg.Processes != nil {
 		hs = hostStore{Store: cfg.Store, procs: cfg.Processes}
 	}
-	n := &Node{feed: feed, log: cfg.Log, agents: cfg.Agents}
+	n := &Node{feed: feed, log: cfg.Log, agents: cfg.Agents, store: cfg.Store}
 	hostCfg := runtimehost.Config{Store: hs, Registry: cfg.Registry, DataDir: cfg.DataDir, Log: cfg.Log, Now: cfg.Now}
 	// Every server knows linked runtimes, with an agent listener or not:
 	// without one, its runtimes say which server their agent is connected
@@ -242,6 +246,11 @@ func (n *Node) Run(ctx context.Context, ln net.Listener) error {
 		go func() { _ = agentSrv.Serve(n.agents.Listener) }()
 		defer func() { _ = agentSrv.Close() }()
 		n.log.Info("accepting agents", "addr", n.agents.Listener.Addr().String(), "url", n.agents.URL, "fingerprint", "sha256:"+n.agents.Fingerprint)
+	}
+	if n.feed != nil {
+		announced := make(chan struct{})
+		go func() { defer close(announced); n.announce(ctx) }()
+		defer func() { cancel(); <-announced }()
 	}
 	loopDone := make(chan error, 1)
 	srvDone := make(chan error, 1)

@@ -51,6 +51,9 @@ type serverFlags struct {
 	// agentURL what links tell them to dial; agentCert and agentKey the
 	// listener's certificate (default: a self-signed one in the data dir).
 	agentListen, agentURL, agentCert, agentKey string
+	// agentAdvertise is this server's own address for agents, announced
+	// to the others sharing its database ("" = the default, see agents).
+	agentAdvertise string
 	// agentsOpen is the agent listener start opened (nil: none).
 	agentsOpen *AgentsConfig
 }
@@ -74,6 +77,7 @@ func (f *serverFlags) register(cmd *cobra.Command, defaultData string) {
 	fl.StringVar(&f.agentURL, "agent-url", "", "the address agents dial, as printed by drover runtimes link (default: https:// and the --agent-listen address)")
 	fl.StringVar(&f.agentCert, "agent-tls-cert", "", "certificate (PEM) of the agent listener (default: a self-signed one created in --data; agents pin its fingerprint)")
 	fl.StringVar(&f.agentKey, "agent-tls-key", "", "private key (PEM) of --agent-tls-cert")
+	fl.StringVar(&f.agentAdvertise, "agent-advertise-url", "", "with --database: this server's own address for agents, https://HOST:PORT; agents connected to any server also connect here, so every server reaches every agent (default: https:// and the --agent-listen address when it names a host and --agent-url is not set; \"none\" announces nothing)")
 	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", 30*time.Second, "on Ctrl-C or SIGTERM, how long applies in flight may still finish before they are stopped (a second signal stops at once)")
 }
 
@@ -169,8 +173,8 @@ func (f *serverFlags) start(ctx context.Context, log *slog.Logger) (addr string,
 // agents opens the agent listener of --agent-listen (nil: none).
 func (f *serverFlags) agents(log *slog.Logger) (*AgentsConfig, error) {
 	if f.agentListen == "" {
-		if f.agentURL != "" || f.agentCert != "" || f.agentKey != "" {
-			return nil, cli.UsageErrorf("--agent-url, --agent-tls-cert and --agent-tls-key need --agent-listen")
+		if f.agentURL != "" || f.agentCert != "" || f.agentKey != "" || f.agentAdvertise != "" {
+			return nil, cli.UsageErrorf("--agent-url, --agent-advertise-url, --agent-tls-cert and --agent-tls-key need --agent-listen")
 		}
 		return nil, nil
 	}
@@ -193,7 +197,22 @@ func (f *serverFlags) agents(log *slog.Logger) (*AgentsConfig, error) {
 	if u == "" {
 		u = "https://" + ln.Addr().String()
 	}
-	return &AgentsConfig{Listener: ln, URL: u, Fingerprint: fingerprint}, nil
+	advertise := f.agentAdvertise
+	switch {
+	case advertise == "none":
+		advertise = ""
+	case advertise != "":
+		if v, err := url.Parse(advertise); err != nil || v.Scheme != "https" || v.Host == "" || v.Port() == "" {
+			_ = ln.Close()
+			return nil, cli.UsageErrorf("invalid --agent-advertise-url %q: want https://HOST:PORT", advertise)
+		}
+	case f.agentURL == "":
+		// The listener's own address, when it names one host.
+		if host, _, err := net.SplitHostPort(ln.Addr().String()); err == nil && !net.ParseIP(host).IsUnspecified() {
+			advertise = u
+		}
+	}
+	return &AgentsConfig{Listener: ln, URL: u, Fingerprint: fingerprint, Advertise: advertise}, nil
 }
 
 // closingStore is a store the server closes when it stops.

@@ -305,6 +305,23 @@ type LinkedRuntime struct {
 	Agent AgentState `json:"agent"`
 }
 
+// Replica is a server that accepts agents, as it last announced itself
+// (drover server --agent-advertise-url). Each agent connects to every live
+// replica, so that every server reaches every agent. Replicas are not kept
+// in dumps: they announce themselves again.
+type Replica struct {
+	// Name is the server's replica name, as in leases and task claims.
+	Name string `json:"name"`
+	// AgentURL is where agents reach this server directly, https://HOST:PORT.
+	AgentURL string `json:"agentUrl"`
+	// SeenAt is when it last announced itself, by the store's clock.
+	SeenAt time.Time `json:"seenAt"`
+}
+
+// ReplicaForgetAfter is how long a replica that stopped announcing itself
+// is kept before PutReplica removes its record.
+const ReplicaForgetAfter = time.Hour
+
 // AgentState is the connection state of a linked runtime's agent, as the
 // server holding (or last holding) its connection recorded it.
 type AgentState struct {
@@ -498,6 +515,18 @@ type Store interface {
 	PutAgentState(ctx context.Context, name string, st AgentState) error
 	// UnlinkRuntime removes a linked runtime; ErrNotFound if it is not linked.
 	UnlinkRuntime(ctx context.Context, name string) error
+
+	// PutReplica records that the server r.Name is up and that agents reach
+	// it directly at r.AgentURL: it inserts or replaces the record, with
+	// SeenAt set to now by the store's clock (r.SeenAt is ignored). It also
+	// forgets the replicas not seen for ReplicaForgetAfter.
+	PutReplica(ctx context.Context, r Replica) error
+	// ListReplicas lists the replicas seen within maxAge of now (the
+	// store's clock), by name.
+	ListReplicas(ctx context.Context, maxAge time.Duration) ([]Replica, error)
+	// RemoveReplica forgets a replica (its server stops); no error when
+	// it is unknown.
+	RemoveReplica(ctx context.Context, name string) error
 	// ListObservations returns the observations of a service's instances
 	// ("" service = the application's; both "" = all), ordered like
 	// ListInstances. Batches write them.

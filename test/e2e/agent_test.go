@@ -565,3 +565,105 @@ func TestAgentReplicas(t *testing.T) {
 	}
 	t.Logf("unlinked through b: the agent on a stopped %v later", time.Since(start).Round(time.Millisecond))
 }
+
+// spanTree is an application whose release channels run on two linked
+// hosts: staging on east's agent, prod (after staging is stable) on
+// west's. Each writes the version to <dir>/<channel>-<service>.
+func spanTree(t *testing.T, services ...string) (dir string) {
+	t.Helper()
+	dir = t.TempDir()
+	runtime := func(name, proxy string) string {
+		return fmt.Sprintf(`runtime:
+  name: %[1]s
+  custom:
+    proxyRuntime:
+      runtime: %[2]s
+    apply:
+      taskConfig:
+        program:
+          cmd: ["sh", "-c", "echo \"$DROVER_SERVICE_VERSION\" > %[3]s/$DROVER_RELEASE_CHANNEL-$DROVER_SERVICE"]
+    fetch:
+      fetchMode: EXIT_CODE
+      taskConfig:
+        program:
+          cmd: ["sh", "-c", "test \"$(cat %[3]s/$DROVER_RELEASE_CHANNEL-$DROVER_SERVICE 2>/dev/null)\" = \"$DROVER_SERVICE_VERSION\" || exit 2"]
+`, name, proxy, dir)
+	}
+	files := map[string]string{
+		"app.pvn.yaml": `application:
+  name: span
+  releaseChannels:
+    - name: staging
+      runtimes:
+        - runtime: east-cmds
+    - name: prod
+      runtimes:
+        - runtime: west-cmds
+      preconditions:
+        - releaseChannelStable:
+            releaseChannel: staging
+`,
+		"east.pvn.yaml": runtime("east-cmds", "east"),
+		"west.pvn.yaml": runtime("west-cmds", "west"),
+	}
+	for _, svc := range services {
+		files[svc+".pvn.yaml"] = fmt.Sprintf("service:\n  name: %s\n  application: span\n  customRuntime: {}\n", svc)
+	}
+	writeTree(t, dir, files)
+	return dir
+}
+
+// TestAgentsReachEveryServer: two servers share PostgreSQL and the agent
+// certificate; agent east dials server a, agent west server b. Each server
+// announces itself, so each agent also connects to the other server, and a
+// service whose staging runs on east and prod on west converges (each
+// server reaches both agents; before, each handed the service to the
+// other). Server a killed, a new version still converges through b.
+func TestAgentsReachEveryServer(t *testing.T) {
+	requireE2E(t)
+	url := pgtest.NewDatabase(t)
+	flags := []string{"--database", url, "--poll-interval", "100ms", "--lease-ttl", "2s"}
+	a := newServer(t, append(flags, "--agent-listen", freeAddr(t))...)
+	cert, key := filepath.Join(a.data, "agent-tls", "cert.pem"), filepath.Join(a.data, "agent-tls", "key.pem")
+	b := newServer(t, append(flags, "--agent-listen", freeAddr(t), "--agent-tls-cert", cert, "--agent-tls-key", key)...)
+	eastLink, eastTok := link(t, a, "east")
+	westLink, westTok := link(t, b, "west")
+	if eastLink.Fingerprint != westLink.Fingerprint || eastLink.AgentURL == westLink.AgentURL {
+		t.Fatalf("the servers must share the certificate and listen apart: %+v %+v", eastLink, westLink)
+	}
+	east := startAgent(t, "east", agentArgs(eastLink, eastTok, "--mode", "commands")...)
+	west := startAgent(t, "west", agentArgs(westLink, westTok, "--mode", "commands")...)
+	for _, ag := range []*agentProc{east, west} {
+		k8sWait(t, 40*time.Second, ag.name+" to connect to the other server too", func() bool {
+			return strings.Contains(ag.log(), "connected to a server sharing the main server's store")
+		})
+	}
+	names := []string{"svc0", "svc1", "svc2"}
+	dir := spanTree(t, names...)
+	a.ok("alice", "apply", dir+"/...")
+	versions := map[string]string{}
+	for i, svc := range names {
+		s := a
+		if i%2 == 1 {
+			s = b
+		}
+		versions[svc], _ = s.push("alice", "span", svc)
+	}
+	for svc, v := range versions {
+		b.waitStatus("span", svc, 60*time.Second, "span/"+svc+" converged on east and west", converged(v))
+		for _, rc := range []string{"staging", "prod"} {
+			if data, err := os.ReadFile(filepath.Join(dir, rc+"-"+svc)); err != nil || strings.TrimSpace(string(data)) != v {
+				t.Errorf("%s/%s: the agent's apply wrote %q (%v), want %s", rc, svc, data, err, v)
+			}
+		}
+	}
+
+	// Server a dies: east's main connection is gone, its connection to b
+	// serves; b takes a's services over and a new version converges.
+	a.kill()
+	v2, _ := b.push("alice", "span", "svc0")
+	b.waitStatus("span", "svc0", 90*time.Second, "span/svc0 converged through b alone", converged(v2))
+	if data, _ := os.ReadFile(filepath.Join(dir, "staging-svc0")); strings.TrimSpace(string(data)) != v2 {
+		t.Errorf("east's apply of %s after a died wrote %q", v2, data)
+	}
+}

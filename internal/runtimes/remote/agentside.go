@@ -93,12 +93,23 @@ func Dial(ctx context.Context, serverURL, token string, tlsCfg *tls.Config, user
 }
 
 // ServeSession answers the server's calls on an agent's session until it
-// ends. runs receives the session's recorder of command runs (valid until
-// ServeSession returns).
-func ServeSession(ctx context.Context, s *yamux.Session, hello Hello, build Builder, log *slog.Logger) error {
+// ends. onPeers, when not nil, is called with what the server says of the
+// servers sharing its store (after the hello, and when that changes).
+func ServeSession(ctx context.Context, s *yamux.Session, hello Hello, build Builder, onPeers func(Peers), log *slog.Logger) error {
 	a := &agentHandler{hello: hello, build: build, log: log}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+pathHello, a.handleHello)
+	mux.HandleFunc("POST "+pathPeers, func(w http.ResponseWriter, r *http.Request) {
+		var p Peers
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&p); err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Errorf("agent: bad peers: %w", err))
+			return
+		}
+		if onPeers != nil {
+			onPeers(p)
+		}
+		writeJSON(w, struct{}{})
+	})
 	mux.HandleFunc("POST "+pathFetch, a.handleFetch)
 	mux.HandleFunc("POST "+pathApply, a.handleApply)
 	mux.HandleFunc("POST "+pathInfo, a.handleInfo)

@@ -63,6 +63,8 @@ type Hub struct {
 	// changed is closed and replaced whenever a session opens or closes,
 	// so that watches can wait for their agent.
 	changed chan struct{}
+	// peers is what agents are told of the servers sharing the store.
+	peers Peers
 }
 
 // session is one agent's connection.
@@ -239,6 +241,10 @@ func (h *Hub) serve(ctx context.Context, lr store.LinkedRuntime, hash string, co
 		return
 	}
 	h.log.Info("agent connected", "runtime", lr.Name, "remote_addr", remote, "version", s.hello.Version, "mode", s.hello.Mode, "host", s.hello.Host)
+	h.mu.Lock()
+	peers := h.peers
+	h.mu.Unlock()
+	go h.tellPeers(ctx, s, peers)
 	h.heartbeat(ctx, s)
 	h.unregister(ctx, s)
 	h.log.Info("agent disconnected", "runtime", lr.Name, "reason", s.reason)
@@ -309,6 +315,52 @@ func (h *Hub) putState(ctx context.Context, name string, st store.AgentState) {
 	err := h.cfg.Store.PutAgentState(wctx, name, st)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		h.log.Warn("record agent state", "runtime", name, "error", err)
+	}
+}
+
+// SetPeers sets what agents are told of the servers sharing this server's
+// store (this one, and those they should also connect to) and tells the
+// connected agents when it changed.
+func (h *Hub) SetPeers(p Peers) {
+	h.mu.Lock()
+	if samePeers(h.peers, p) {
+		h.mu.Unlock()
+		return
+	}
+	h.peers = p
+	all := make([]*session, 0, len(h.sessions))
+	for _, s := range h.sessions {
+		all = append(all, s)
+	}
+	h.mu.Unlock()
+	for _, s := range all {
+		go h.tellPeers(context.Background(), s, p)
+	}
+}
+
+func samePeers(a, b Peers) bool {
+	if a.Self != b.Self || len(a.Others) != len(b.Others) {
+		return false
+	}
+	for i := range a.Others {
+		if a.Others[i] != b.Others[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// tellPeers sends p to s's agent. Agents older than this call answer 404:
+// they keep their one connection.
+func (h *Hub) tellPeers(ctx context.Context, s *session, p Peers) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := s.do(ctx, pathPeers, p, nil); err != nil {
+		select {
+		case <-s.done:
+		default:
+			h.log.Debug("could not tell the agent of the other servers", "runtime", s.name, "error", err)
+		}
 	}
 }
 

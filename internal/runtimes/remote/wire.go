@@ -36,6 +36,7 @@ const (
 	pathDiscover = "/discover"
 	pathWatch    = "/watch"
 	pathRuns     = "/runs"
+	pathPeers    = "/peers"
 )
 
 // Modes an agent serves in.
@@ -53,6 +54,20 @@ type Hello struct {
 	Version string `json:"version"`
 	Mode    string `json:"mode"`
 	Host    string `json:"host"`
+}
+
+// Peer is a server that accepts agents at URL (https://HOST:PORT) directly.
+type Peer struct {
+	Name string `json:"name"`
+	URL  string `json:"url"`
+}
+
+// Peers is what a server tells its agents of the servers sharing its store:
+// itself (URL "" when it does not announce one) and the others, which each
+// agent connects to as well, so that every server reaches every agent.
+type Peers struct {
+	Self   Peer   `json:"self"`
+	Others []Peer `json:"others,omitempty"`
 }
 
 // RuntimeRef names the runtime a call is for and carries its config (a

@@ -19,7 +19,9 @@
 // desired_states with desired_state_compiled, approvals, instances, events,
 // task_runs, processes, leases, tasks, observations, runtime_facts; see the
 // file's comments); 0002 adds linked_runtimes (runtimes served by agents:
-// name, labels, token hash, agent state). Times are BIGINT nanoseconds since the Unix epoch, NULL
+// name, labels, token hash, agent state); 0003 adds replicas (the servers that
+// accept agents: name, agent URL, when each last announced itself; not
+// dumped). Times are BIGINT nanoseconds since the Unix epoch, NULL
 // for the zero time: Go times round-trip to the nanosecond (timestamptz keeps
 // microseconds), and come back in UTC; a time outside 1678-2262 fails the
 // write. JSON documents and opaque payloads are BYTEA kept byte for byte, and
@@ -72,10 +74,10 @@
 //     release channel, kind) before it draws the id, so runs of one instance
 //     and kind commit in id order and pruning keeps exactly the newest 200.
 //
-// Lease and claim expiry are decided by the database's clock
-// (statement_timestamp()), so processes on several hosts agree on them
-// whatever their clocks; the other times the store assigns (creation, update,
-// event times) are the calling process's.
+// Lease and claim expiry, and when replicas were last seen, are decided by
+// the database's clock (statement_timestamp()), so processes on several hosts
+// agree on them whatever their clocks; the other times the store assigns
+// (creation, update, event times) are the calling process's.
 //
 // A transaction PostgreSQL aborts as a deadlock victim (40P01: two batches
 // that update the same instances in opposite orders, say) is run again, whole

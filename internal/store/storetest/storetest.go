@@ -82,6 +82,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	tests = append(tests, workTests...)
 	tests = append(tests, observeTests...)
 	tests = append(tests, linkedTests...)
+	tests = append(tests, replicaTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
