@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -380,4 +381,58 @@ func TestAgentHealth(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	stop()
+}
+
+// An agent connects to the other servers its server names (remote.Peers),
+// serves their calls, hands each the runs of its own calls, and leaves a
+// server its server stops naming.
+func TestAgentConnectsToPeers(t *testing.T) {
+	one, two := newRig(t), newRig(t)
+	if one.fingerprint != two.fingerprint {
+		t.Fatal("the test servers must share their certificate")
+	}
+	one.startAgentWith(agent.Config{Mode: remote.ModeCommands, Token: one.token, Fingerprint: one.fingerprint, Log: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	one.waitConnected()
+	one.hub.SetPeers(remote.Peers{Self: remote.Peer{Name: "one", URL: one.url}, Others: []remote.Peer{{Name: "two", URL: two.url}, {Name: "self-again", URL: one.url}}})
+	two.waitConnected()
+
+	dir := t.TempDir()
+	cfg := config.Runtime{Name: "cmds", Custom: &config.CustomRuntime{
+		ProxyRuntime: &config.ProxyRuntime{Runtime: "edge"},
+		Apply: &config.ApplyCommand{TaskConfig: &config.TaskConfig{Program: &config.Program{
+			Cmd: []string{"sh", "-c", `echo "$GREETING" > "` + dir + `/applied"; echo applied`}}}},
+	}}
+	tg := target("v1")
+	obj, err := json.Marshal(map[string]any{"kind": "custom", "runtime": "cmds", "custom": cfg.Custom})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg.Backend, tg.Objects = "customRuntime", []json.RawMessage{obj}
+	if _, err := two.hub.Runtime("edge", "custom", "cmds", 1, runtimeConfig(t, cfg)).Apply(context.Background(), tg); err != nil {
+		t.Fatalf("apply through the second server: %v", err)
+	}
+	if runs := two.runs.all(); len(runs) != 1 || runs[0].Kind != "apply" {
+		t.Errorf("runs recorded by the second server: %+v", runs)
+	}
+	if runs := one.runs.all(); len(runs) != 0 {
+		t.Errorf("runs recorded by the first server, which did not call: %+v", runs)
+	}
+
+	one.hub.SetPeers(remote.Peers{Self: remote.Peer{Name: "one", URL: one.url}})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		lr, err := two.st.GetLinkedRuntime(context.Background(), "edge")
+		if err == nil && !lr.Agent.Connected {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent is still connected to the server no longer named: %+v, %v", lr.Agent, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	select {
+	case <-two.connects:
+		t.Error("the agent connected again to the server no longer named")
+	case <-time.After(500 * time.Millisecond):
+	}
 }

@@ -84,6 +84,8 @@ type session struct {
 	reason  string
 	// check asks the heartbeat for a check of the link now.
 	check chan struct{}
+	// peersMu serializes telling the agent of the other servers.
+	peersMu sync.Mutex
 
 	// runtimes are the names of the runtimes the server made calls for on
 	// this session: the only ones whose runs the agent may hand back.
@@ -241,10 +243,7 @@ func (h *Hub) serve(ctx context.Context, lr store.LinkedRuntime, hash string, co
 		return
 	}
 	h.log.Info("agent connected", "runtime", lr.Name, "remote_addr", remote, "version", s.hello.Version, "mode", s.hello.Mode, "host", s.hello.Host)
-	h.mu.Lock()
-	peers := h.peers
-	h.mu.Unlock()
-	go h.tellPeers(ctx, s, peers)
+	go h.tellPeers(ctx, s)
 	h.heartbeat(ctx, s)
 	h.unregister(ctx, s)
 	h.log.Info("agent disconnected", "runtime", lr.Name, "reason", s.reason)
@@ -334,7 +333,7 @@ func (h *Hub) SetPeers(p Peers) {
 	}
 	h.mu.Unlock()
 	for _, s := range all {
-		go h.tellPeers(context.Background(), s, p)
+		go h.tellPeers(context.Background(), s)
 	}
 }
 
@@ -350,9 +349,16 @@ func samePeers(a, b Peers) bool {
 	return true
 }
 
-// tellPeers sends p to s's agent. Agents older than this call answer 404:
-// they keep their one connection.
-func (h *Hub) tellPeers(ctx context.Context, s *session, p Peers) {
+// tellPeers sends s's agent what the hub holds of the servers sharing the
+// store. The sends of a session are serialized and each reads the hub's
+// latest value, so the last one an agent hears is the latest. Agents older
+// than this call answer 404: they keep their one connection.
+func (h *Hub) tellPeers(ctx context.Context, s *session) {
+	s.peersMu.Lock()
+	defer s.peersMu.Unlock()
+	h.mu.Lock()
+	p := h.peers
+	h.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := s.do(ctx, pathPeers, p, nil); err != nil {
