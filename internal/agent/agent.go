@@ -85,6 +85,10 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer a.close()
 	defer a.peers.wait()
+	// Peer connections end with the run, also when it ends by itself
+	// (the token was refused).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	if cfg.Health != nil {
 		srv := &http.Server{Handler: a.healthHandler(), ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = srv.Serve(cfg.Health) }()
@@ -276,8 +280,9 @@ func (a *agent) session(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = s.Close() }()
-	a.runs.set(mainSession, remote.NewRunSink(s))
-	defer a.runs.set(mainSession, nil)
+	sink := remote.NewRunSink(s)
+	a.runs.set(mainSession, sink)
+	defer a.runs.unset(mainSession, sink)
 	a.log.Info("connected to the server", "server", a.cfg.Server, "mode", a.cfg.Mode)
 	a.setConnected(true, nil)
 	err = remote.ServeSession(ctx, s, a.hello, a.build, func(p remote.Peers) { a.peers.update(ctx, p) }, a.log)
@@ -411,11 +416,17 @@ func (r *runSink) set(key string, s *remote.RunSink) {
 	if r.sinks == nil {
 		r.sinks = map[string]*remote.RunSink{}
 	}
-	if s == nil {
-		delete(r.sinks, key)
-		return
-	}
 	r.sinks[key] = s
+}
+
+// unset removes the sink of key if it is still s (a newer session of the
+// same key may have replaced it).
+func (r *runSink) unset(key string, s *remote.RunSink) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sinks[key] == s {
+		delete(r.sinks, key)
+	}
 }
 
 func (r *runSink) RecordRun(ctx context.Context, run runtimes.Run) error {

@@ -247,6 +247,9 @@ func TestAgentUnlinked(t *testing.T) {
 	r := newRig(t)
 	_, done := r.startAgent(remote.ModeCommands, r.token, r.fingerprint)
 	r.waitConnected()
+	// A server it also connects to, unreachable, does not keep it running.
+	r.hub.SetPeers(remote.Peers{Self: remote.Peer{Name: "one", URL: r.url}, Others: []remote.Peer{{Name: "gone", URL: "https://127.0.0.1:1"}}})
+	time.Sleep(200 * time.Millisecond)
 	if err := r.st.UnlinkRuntime(context.Background(), "edge"); err != nil {
 		t.Fatal(err)
 	}

@@ -23,8 +23,10 @@ type peerPool struct {
 	a  *agent
 	wg sync.WaitGroup
 
-	mu    sync.Mutex
-	conns map[string]*peerConn // by URL
+	mu     sync.Mutex
+	conns  map[string]*peerConn // by URL
+	main   string               // the main connection's server, as it named itself
+	closed bool                 // wait was called: no new connection
 }
 
 type peerConn struct {
@@ -44,9 +46,10 @@ func (p *peerPool) update(ctx context.Context, ps remote.Peers) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || p.closed {
 		return
 	}
+	p.main = ps.Self.Name
 	for url, c := range p.conns {
 		if _, ok := want[url]; !ok {
 			p.a.log.Info("disconnecting from a server the main server no longer names", "server", url, "replica", c.name)
@@ -59,17 +62,51 @@ func (p *peerPool) update(ctx context.Context, ps remote.Peers) {
 			continue
 		}
 		cctx, cancel := context.WithCancel(ctx)
-		p.conns[url] = &peerConn{name: peer.Name, cancel: cancel}
+		c := &peerConn{name: peer.Name, cancel: cancel}
+		p.conns[url] = c
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
 			p.serve(cctx, peer)
+			p.forget(url, c)
 		}()
 	}
 }
 
+// forget removes c, ended by itself (refused), so a later update may
+// start it again.
+func (p *peerPool) forget(url string, c *peerConn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.conns[url] == c {
+		c.cancel()
+		delete(p.conns, url)
+	}
+}
+
+// heard handles what a peer's server says of itself: a peer that turns
+// out to be the main connection's server (reached by another address) is
+// dropped, else the server would have two sessions of the agent, each
+// replacing the other.
+func (p *peerPool) heard(url string, ps remote.Peers) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := p.conns[url]
+	if c == nil || ps.Self.Name == "" || ps.Self.Name != p.main {
+		return
+	}
+	p.a.log.Info("a server named as another is the main connection's; disconnecting from it", "server", url, "replica", ps.Self.Name)
+	c.cancel()
+	delete(p.conns, url)
+}
+
 // wait waits for the peer connections to end (once the agent's run ended).
-func (p *peerPool) wait() { p.wg.Wait() }
+func (p *peerPool) wait() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.wg.Wait()
+}
 
 // serve connects to peer and serves its calls until ctx ends, reconnecting
 // with backoff.
@@ -111,8 +148,9 @@ func (p *peerPool) session(ctx context.Context, peer remote.Peer) error {
 		return err
 	}
 	defer func() { _ = s.Close() }()
-	a.runs.set(peer.URL, remote.NewRunSink(s))
-	defer a.runs.set(peer.URL, nil)
+	sink := remote.NewRunSink(s)
+	a.runs.set(peer.URL, sink)
+	defer a.runs.unset(peer.URL, sink)
 	a.log.Info("connected to a server sharing the main server's store", "server", peer.URL, "replica", peer.Name)
-	return remote.ServeSession(ctx, s, a.hello, a.build, nil, a.log)
+	return remote.ServeSession(ctx, s, a.hello, a.build, func(ps remote.Peers) { p.heard(peer.URL, ps) }, a.log)
 }

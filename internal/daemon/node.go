@@ -248,9 +248,13 @@ func (n *Node) Run(ctx context.Context, ln net.Listener) error {
 		n.log.Info("accepting agents", "addr", n.agents.Listener.Addr().String(), "url", n.agents.URL, "fingerprint", "sha256:"+n.agents.Fingerprint)
 	}
 	if n.feed != nil {
+		// The announcement outlives the first signal: agents stay
+		// connected while applies in flight finish; it is withdrawn once
+		// the engine stopped, before the hub closes.
+		actx, stopAnnounce := context.WithCancel(context.WithoutCancel(ctx))
 		announced := make(chan struct{})
-		go func() { defer close(announced); n.announce(ctx) }()
-		defer func() { cancel(); <-announced }()
+		go func() { defer close(announced); n.announce(actx) }()
+		defer func() { stopAnnounce(); <-announced }()
 	}
 	loopDone := make(chan error, 1)
 	srvDone := make(chan error, 1)

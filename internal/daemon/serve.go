@@ -199,6 +199,11 @@ func (f *serverFlags) agents(log *slog.Logger) (*AgentsConfig, error) {
 	}
 	advertise := f.agentAdvertise
 	switch {
+	case f.database == "":
+		if advertise != "" {
+			_ = ln.Close()
+			return nil, cli.UsageErrorf("--agent-advertise-url is for servers sharing a database: use it with --database")
+		}
 	case advertise == "none":
 		advertise = ""
 	case advertise != "":

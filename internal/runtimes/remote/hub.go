@@ -63,8 +63,10 @@ type Hub struct {
 	// changed is closed and replaced whenever a session opens or closes,
 	// so that watches can wait for their agent.
 	changed chan struct{}
-	// peers is what agents are told of the servers sharing the store.
-	peers Peers
+	// peers is what agents are told of the servers sharing the store,
+	// once known (SetPeers was called): until then agents are told nothing.
+	peers      Peers
+	peersKnown bool
 }
 
 // session is one agent's connection.
@@ -308,6 +310,10 @@ func (h *Hub) unregister(ctx context.Context, s *session) {
 
 const reasonUnreachable = "the agent stopped answering"
 
+// peersEvery is how many heartbeats pass between two repeats of what an
+// agent is told of the other servers.
+const peersEvery = 6
+
 func (h *Hub) putState(ctx context.Context, name string, st store.AgentState) {
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -322,11 +328,11 @@ func (h *Hub) putState(ctx context.Context, name string, st store.AgentState) {
 // connected agents when it changed.
 func (h *Hub) SetPeers(p Peers) {
 	h.mu.Lock()
-	if samePeers(h.peers, p) {
+	if h.peersKnown && samePeers(h.peers, p) {
 		h.mu.Unlock()
 		return
 	}
-	h.peers = p
+	h.peers, h.peersKnown = p, true
 	all := make([]*session, 0, len(h.sessions))
 	for _, s := range h.sessions {
 		all = append(all, s)
@@ -350,15 +356,20 @@ func samePeers(a, b Peers) bool {
 }
 
 // tellPeers sends s's agent what the hub holds of the servers sharing the
-// store. The sends of a session are serialized and each reads the hub's
-// latest value, so the last one an agent hears is the latest. Agents older
+// store, once the hub knows it. The sends of a session are serialized and
+// each reads the hub's latest value, so the last one an agent hears is the
+// latest; the heartbeat sends it again now and then, in case a send was
+// lost. Agents older
 // than this call answer 404: they keep their one connection.
 func (h *Hub) tellPeers(ctx context.Context, s *session) {
 	s.peersMu.Lock()
 	defer s.peersMu.Unlock()
 	h.mu.Lock()
-	p := h.peers
+	p, known := h.peers, h.peersKnown
 	h.mu.Unlock()
+	if !known {
+		return
+	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := s.do(ctx, pathPeers, p, nil); err != nil {
@@ -387,6 +398,7 @@ func (h *Hub) CheckLinks() {
 func (h *Hub) heartbeat(ctx context.Context, s *session) {
 	t := time.NewTicker(h.cfg.Heartbeat)
 	defer t.Stop()
+	beats := 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -416,6 +428,9 @@ func (h *Hub) heartbeat(ctx context.Context, s *session) {
 			return
 		}
 		s.beat = h.cfg.Now()
+		if beats++; beats%peersEvery == 0 {
+			go h.tellPeers(ctx, s)
+		}
 		h.putState(ctx, s.name, store.AgentState{Connected: true, Replica: h.cfg.Replica, Version: s.hello.Version,
 			Mode: s.hello.Mode, Host: s.hello.Host, ConnectedAt: s.opened, HeartbeatAt: s.beat})
 	}
