@@ -111,6 +111,9 @@ type CompiledProtection struct {
 	Protection string                       `json:"protection"`
 	Source     string                       `json:"source"`
 	Lifecycle  []config.ProtectionLifecycle `json:"lifecycle"`
+	// Builtin is the protection when drover evaluates it itself (nil: a
+	// command, or commitDenylist).
+	Builtin *desiredstate.Builtin `json:"builtin,omitempty"`
 }
 
 // CustomRuntimeObject is what a custom runtime (or terraform runner) converges:
@@ -605,7 +608,8 @@ func (c *rcCompiler) protections(out *CompiledReleaseChannel, m *serviceForRC) {
 				c.fail(Error{Object: c.serviceObject(), Msg: fmt.Sprintf("unknown protection %q", ref)})
 				continue
 			}
-			out.Protections = append(out.Protections, CompiledProtection{Attachment: name, Protection: ref, Source: source, Lifecycle: a.Lifecycle})
+			out.Protections = append(out.Protections, CompiledProtection{Attachment: name, Protection: ref, Source: source, Lifecycle: a.Lifecycle,
+				Builtin: builtinCheck(c.in.Protections[ref].Builtin)})
 		}
 	}
 	add("releaseChannel", c.rc.Protections)
@@ -613,6 +617,55 @@ func (c *rcCompiler) protections(out *CompiledReleaseChannel, m *serviceForRC) {
 	add("serviceInstance", m.Protections)
 	add("convergence", c.rc.ConvergenceProtections)
 	add("convergence", m.ConvergenceProtections)
+}
+
+// builtinCheck is the engine's form of a builtin protection it evaluates
+// itself (nil for none, and for commitDenylist, which needs the
+// repository's history). The config was validated: windows parse.
+func builtinCheck(b *config.BuiltinProtection) *desiredstate.Builtin {
+	switch {
+	case b == nil:
+		return nil
+	case b.AlwaysPassing != nil:
+		return &desiredstate.Builtin{AlwaysPassing: true}
+	case b.AlwaysFailing != nil:
+		return &desiredstate.Builtin{AlwaysFailing: true, Message: b.AlwaysFailing.Message}
+	case b.AllowedTimes != nil:
+		out := &desiredstate.Builtin{}
+		for _, tw := range b.AllowedTimes.Windows {
+			w, err := config.ParseTimeWindow(tw)
+			if err != nil {
+				continue
+			}
+			dw := desiredstate.Window{TZ: w.Location.String(), Text: windowText(tw, w.Location.String())}
+			for d, ok := range w.Days {
+				if ok {
+					dw.Days = append(dw.Days, d)
+				}
+			}
+			for h, ok := range w.Hours {
+				if ok {
+					dw.Hours = append(dw.Hours, h)
+				}
+			}
+			out.AllowedTimes = append(out.AllowedTimes, dw)
+		}
+		return out
+	}
+	return nil
+}
+
+func windowText(tw config.TimeWindow, tz string) string {
+	days, hours := tw.Days, tw.Hours
+	if days == "" {
+		days = "every day"
+	}
+	if hours == "" {
+		hours = "all day"
+	} else {
+		hours = "hours " + hours
+	}
+	return days + " " + hours + " " + tz
 }
 
 // kubernetes renders the Kubernetes config: templates over the raw text, then

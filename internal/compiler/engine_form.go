@@ -27,6 +27,11 @@ func (r *Result) Engine() (*ds.Compiled, error) {
 		var everyAction bool
 		ch.Approvals, everyAction, ch.Checks = r.DesiredState.Gates(rc.Name)
 		ch.EveryAction = everyAction
+		atts, err := attachments(rc.Protections)
+		if err != nil {
+			return nil, fmt.Errorf("release channel %s: %w", rc.Name, err)
+		}
+		ds.CompleteChecks(ch.Checks, atts)
 		ch.Objects = make([]json.RawMessage, 0, len(rc.Objects))
 		for _, obj := range rc.Objects {
 			raw, err := json.Marshal(obj)
@@ -52,4 +57,22 @@ func (r *Result) Engine() (*ds.Compiled, error) {
 		c.Channels = append(c.Channels, ch)
 	}
 	return c, nil
+}
+
+// attachments reads the channel's protection attachments as a stored
+// result is read (desiredstate reads them by field name), so a push and a
+// result stored before Format 2 complete their checks alike.
+func attachments(ps []CompiledProtection) ([]ds.Attachment, error) {
+	if len(ps) == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(ps)
+	if err != nil {
+		return nil, fmt.Errorf("encode protections: %w", err)
+	}
+	var out []ds.Attachment
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, fmt.Errorf("decode protections: %w", err)
+	}
+	return out, nil
 }

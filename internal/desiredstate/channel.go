@@ -108,7 +108,24 @@ type Check struct {
 	Lifecycle string `json:"lifecycle"`
 	// Entity is the check's entity in the graph.
 	Entity ID `json:"entity"`
+	// Source and Attachment name a protection's attachment
+	// (releaseChannel, serviceInstance or convergence; its name).
+	Source     string `json:"source,omitempty"`
+	Attachment string `json:"attachment,omitempty"`
+	// FailureBehavior of a deployment check: FailureBlock (default) or
+	// FailureFail.
+	FailureBehavior string `json:"failureBehavior,omitempty"`
+	// DelayCheck and CheckFor time a postDeployment check.
+	DelayCheck Duration `json:"delayCheck,omitzero"`
+	CheckFor   Duration `json:"checkFor,omitzero"`
+	// Builtin is a protection drover evaluates itself; nil for a command
+	// (taskConfig, kubernetesConfig) or a builtin it cannot evaluate.
+	Builtin *Builtin `json:"builtin,omitempty"`
 }
+
+// Key identifies the check among a channel's, for the conditions an
+// instance records as met: "check:<entity name>".
+func (c Check) Key() string { return "check:" + c.Entity.Name }
 
 // String describes the check for people: "protection p (deployment)".
 func (c Check) String() string {

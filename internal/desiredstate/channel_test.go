@@ -27,7 +27,8 @@ func TestDecodeWave1DesiredState(t *testing.T) {
 	staging, prod := c.Channels[0], c.Channels[1]
 	wantStaging := Channel{
 		Name: "staging", Runtime: "k8s", RuntimeKind: "kubernetes", Namespace: "web", Backend: "kubernetes",
-		Checks:           []Check{{Kind: CheckProtection, Name: "slo", Lifecycle: "deployment", Entity: ID{Type: TypeProtectionLink, Name: "infra/vm/staging/protection/releaseChannel/slo/deployment"}}},
+		Checks: []Check{{Kind: CheckProtection, Name: "slo", Lifecycle: "deployment", Entity: ID{Type: TypeProtectionLink, Name: "infra/vm/staging/protection/releaseChannel/slo/deployment"},
+			Source: "releaseChannel", Attachment: "slo"}},
 		AutoRollback:     false,
 		ProgressDeadline: Duration{90 * time.Second},
 		Objects:          staging.Objects,

@@ -23,7 +23,8 @@ func (d *DesiredState) Gates(rc string) (approvals []Approval, everyAction bool,
 			approvals = append(approvals, Approval{Topic: e.ManualApproval.Topic, Description: e.ManualApproval.Description, MinApprovers: int(e.ManualApproval.MinApprovers)})
 			everyAction = everyAction || e.ManualApproval.EveryAction
 		case e.ProtectionLink != nil:
-			checks = append(checks, Check{Kind: CheckProtection, Name: e.ProtectionLink.Protection, Lifecycle: e.ProtectionLink.Lifecycle, Entity: e.ID})
+			checks = append(checks, Check{Kind: CheckProtection, Name: e.ProtectionLink.Protection, Lifecycle: e.ProtectionLink.Lifecycle, Entity: e.ID,
+				Source: e.ProtectionLink.Source, Attachment: e.ProtectionLink.Attachment})
 		case e.DeliveryExtension != nil:
 			checks = append(checks, Check{Kind: CheckConvergenceExtension, Name: e.DeliveryExtension.Name, Lifecycle: e.DeliveryExtension.Lifecycle, Entity: e.ID})
 		}
@@ -53,6 +54,7 @@ type legacyResult struct {
 		Env                  map[string]legacyEnvValue `json:"env"`
 		AutoRollbackDisabled bool                      `json:"autoRollbackDisabled"`
 		ProgressDeadline     *Duration                 `json:"progressDeadline"`
+		Protections          []Attachment              `json:"protections"`
 	} `json:"releaseChannels"`
 	DesiredState *DesiredState `json:"desiredState"`
 }
@@ -95,6 +97,7 @@ func decodeLegacy(raw []byte) (*Compiled, error) {
 		}
 		var everyAction bool
 		ch.Approvals, everyAction, ch.Checks = res.DesiredState.Gates(rc.Name)
+		CompleteChecks(ch.Checks, rc.Protections)
 		grace, approveEach := legacyRunnerSettings(rc.Objects)
 		ch.ConvergenceGrace = Duration{grace}
 		ch.EveryAction = everyAction || approveEach

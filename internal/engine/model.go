@@ -29,14 +29,31 @@ type Channel struct {
 }
 
 // Unenforced lists the gates the channel declares that this engine does not
-// evaluate yet (protections, convergence extensions). They hold the channel,
-// so nothing is deployed past a check nobody ran.
+// evaluate yet: convergence extensions, command protections (taskConfig,
+// kubernetesConfig), commitDenylist and postDeployment checks. They hold
+// the channel, so nothing is deployed past a check nobody ran.
 func (c *Channel) Unenforced() []string {
-	out := make([]string, 0, len(c.Checks))
+	var out []string
 	for _, chk := range c.Checks {
-		out = append(out, chk.String())
+		if !enforced(chk) {
+			out = append(out, chk.String())
+		}
 	}
 	return out
+}
+
+// enforced reports whether the engine evaluates chk: a builtin protection
+// (alwaysPassing, alwaysFailing, allowedTimes) before or during the
+// deployment.
+func enforced(chk ds.Check) bool {
+	if chk.Kind != ds.CheckProtection || chk.Builtin == nil {
+		return false
+	}
+	switch chk.Lifecycle {
+	case ds.PhasePreApproval, ds.PhasePostApproval, ds.PhaseDeployment:
+		return true
+	}
+	return false
 }
 
 // Gate is a manual approval precondition.

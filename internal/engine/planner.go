@@ -216,11 +216,11 @@ func (p *planner) gate(s *step) {
 			pending = append(pending, fmt.Sprintf("%s: %d/%d approvals", g.Topic, len(approvers), g.MinApprovers))
 		}
 	}
-	switch {
-	case len(ch.Checks) > 0:
-		s.set(ds.StatusWaitingPreconditions, ds.ReasonLifecycleCheckPending, "held: drover does not evaluate %s yet (not supported yet); remove the attachment to deploy", strings.Join(ch.Unenforced(), ", "))
+	if un := ch.Unenforced(); len(un) > 0 {
+		s.set(ds.StatusWaitingPreconditions, ds.ReasonLifecycleCheckPending, "held: drover does not evaluate %s yet (not supported yet); remove the attachment to deploy", strings.Join(un, ", "))
 		return
-	case len(unmet) > 0:
+	}
+	if len(unmet) > 0 {
 		msg := fmt.Sprintf("waiting for %s to run %s converged: %s", joinNames(ch.DependsOn), ch.Version, strings.Join(unmet, "; "))
 		if len(pending) > 0 {
 			msg += "; then approval (" + strings.Join(pending, ", ") + ")"
@@ -228,9 +228,16 @@ func (p *planner) gate(s *step) {
 		s.set(ds.StatusWaitingPreconditions, ds.ReasonReleaseChannelDependencyUnmet, "%s", msg)
 		p.requeue(p.in.Settings.PollInterval) // a dependency may converge in this same pass
 		return
-	case len(pending) > 0:
+	}
+	if p.blockedBy(s, ds.PhasePreApproval) {
+		return
+	}
+	if len(pending) > 0 {
 		s.set(ds.StatusWaitingManualApproval, ds.ReasonManualApprovalPending, "waiting for approval (%s): drover approve %s --app %s --release-channel %s",
 			strings.Join(pending, ", "), s.inst.Service, s.inst.Application, ch.Name)
+		return
+	}
+	if p.blockedBy(s, ds.PhasePostApproval) || p.blockedBy(s, ds.PhaseDeployment) {
 		return
 	}
 	s.inst.TargetStateID, s.inst.TargetVersion = ch.StateID, ch.Version
@@ -238,6 +245,63 @@ func (p *planner) gate(s *step) {
 	s.inst.LastApplyAt = time.Time{}
 	p.event(s.inst, ds.EventStarted, "%s: preconditions met, rolling out %s", ch.Name, ch.Version)
 	p.apply(s, ch.StateID, ch.Version)
+}
+
+// blockedBy evaluates the channel's checks of one lifecycle phase before
+// the deployment and reports whether one fails: then the instance is
+// BLOCKED, saying which check and why, and is planned again when the
+// outcome can change (a window opens). preApproval and postApproval checks
+// pass once per version (recorded in Satisfied); deployment checks must
+// pass when the apply starts.
+func (p *planner) blockedBy(s *step, phase string) bool {
+	once := phase != ds.PhaseDeployment
+	var failing []string
+	for _, chk := range s.ch.Checks {
+		if chk.Lifecycle != phase || !enforced(chk) {
+			continue
+		}
+		met := chk.Key() + "@" + s.ch.Version
+		if once && slices.Contains(s.inst.Satisfied, met) {
+			continue
+		}
+		r := chk.Builtin.Evaluate(p.in.Now)
+		if r.Pass {
+			if once {
+				s.inst.Satisfied = append(s.inst.Satisfied, met)
+			}
+			continue
+		}
+		if !r.Until.IsZero() {
+			p.requeue(r.Until.Sub(p.in.Now))
+		}
+		failing = append(failing, fmt.Sprintf("%s: %s", chk, r.Message))
+	}
+	if len(failing) == 0 {
+		return false
+	}
+	s.set(ds.StatusBlocked, ds.ReasonLifecycleCheckFailed, "blocked by %s", strings.Join(failing, "; "))
+	return true
+}
+
+// deploymentFailed evaluates the channel's deployment checks with
+// failureBehavior FAIL while the version rolls out: one that fails fails
+// the instance (and rolls it back unless disabled). It reports whether it
+// did; passing checks plan the service again when they may change.
+func (p *planner) deploymentFailed(s *step, version string) bool {
+	for _, chk := range s.ch.Checks {
+		if chk.Lifecycle != ds.PhaseDeployment || chk.FailureBehavior != ds.FailureFail || !enforced(chk) {
+			continue
+		}
+		r := chk.Builtin.Evaluate(p.in.Now)
+		if !r.Pass {
+			p.fail(s, version, ds.ReasonLifecycleCheckFailed, fmt.Sprintf("%s failed during the deployment: %s", chk, r.Message))
+			return true
+		}
+		if !r.Until.IsZero() {
+			p.requeue(r.Until.Sub(p.in.Now))
+		}
+	}
+	return false
 }
 
 // approvals returns the distinct users who approved topic, or a rejection.
@@ -287,6 +351,10 @@ func (p *planner) converge(s *step, stateID, version string) {
 		return
 	}
 	state := obs.State
+	converged := state.Version == version && state.Converged && !state.Drifted
+	if !converged && !s.rollback && inst.Status != done && version == s.ch.Version && p.deploymentFailed(s, version) {
+		return
+	}
 	switch {
 	case state.Version == version && state.Failed:
 		p.fail(s, version, ds.ReasonRuntimeObjectFailed, state.Message)

@@ -221,6 +221,9 @@ func aggregate(chs []apiv1.ChannelStatus) string {
 		return string(ds.StatusConverging)
 	case has[ds.StatusWaitingManualApproval]:
 		return string(ds.StatusWaitingManualApproval)
+	case has[ds.StatusBlocked]:
+		// A gate (a deploy window, a protection) holds a channel.
+		return string(ds.StatusBlocked)
 	case has[ds.StatusWaitingPreconditions]:
 		return string(ds.StatusWaitingPreconditions)
 	}

@@ -1,0 +1,186 @@
+package desiredstate
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Lifecycle phases of a protection check.
+const (
+	PhasePreApproval    = "preApproval"
+	PhasePostApproval   = "postApproval"
+	PhaseDeployment     = "deployment"
+	PhasePostDeployment = "postDeployment"
+)
+
+// Failure behaviours of a deployment check.
+const (
+	FailureBlock = "BLOCK"
+	FailureFail  = "FAIL"
+)
+
+// Builtin is a protection drover evaluates itself, from the time alone
+// (builtin.alwaysPassing, alwaysFailing, allowedTimes).
+type Builtin struct {
+	AlwaysPassing bool `json:"alwaysPassing,omitempty"`
+	// AlwaysFailing fails with Message.
+	AlwaysFailing bool   `json:"alwaysFailing,omitempty"`
+	Message       string `json:"message,omitempty"`
+	// AllowedTimes passes inside any of its windows.
+	AllowedTimes []Window `json:"allowedTimes,omitempty"`
+}
+
+// Window is an allowedTimes window: the weekdays (0 = Sunday) and hours
+// (0-23) it allows, in the IANA time zone TZ.
+type Window struct {
+	Days  []int  `json:"days"`
+	Hours []int  `json:"hours"`
+	TZ    string `json:"tz"`
+	// Text is the window as configured, for people: "mon-fri 9-17 Europe/Berlin".
+	Text string `json:"text,omitempty"`
+}
+
+// location is w's time zone (UTC when it cannot be loaded: the compiler
+// checked it).
+func (w Window) location() *time.Location {
+	if loc, err := time.LoadLocation(w.TZ); err == nil {
+		return loc
+	}
+	return time.UTC
+}
+
+// Contains reports whether t is inside the window.
+func (w Window) Contains(t time.Time) bool {
+	t = t.In(w.location())
+	return slices.Contains(w.Days, int(t.Weekday())) && slices.Contains(w.Hours, t.Hour())
+}
+
+// Result is the outcome of a builtin at one time: whether it passes, why
+// (for people), and when the outcome can change next (zero: never).
+type Result struct {
+	Pass    bool
+	Message string
+	Until   time.Time
+}
+
+// Evaluate evaluates b at now.
+func (b *Builtin) Evaluate(now time.Time) Result {
+	switch {
+	case b.AlwaysFailing:
+		msg := b.Message
+		if msg == "" {
+			msg = "always failing"
+		}
+		return Result{Message: msg}
+	case len(b.AllowedTimes) > 0:
+		in := b.inWindow(now)
+		until := b.nextChange(now, in)
+		var texts []string
+		for _, w := range b.AllowedTimes {
+			texts = append(texts, w.Text)
+		}
+		if in {
+			msg := "inside the allowed times (" + strings.Join(texts, "; ") + ")"
+			if !until.IsZero() {
+				msg += " until " + until.UTC().Format(time.RFC3339)
+			}
+			return Result{Pass: true, Message: msg, Until: until}
+		}
+		msg := "outside the allowed times (" + strings.Join(texts, "; ") + ")"
+		if !until.IsZero() {
+			msg += fmt.Sprintf(" until %s (%s)", until.UTC().Format(time.RFC3339), until.In(b.AllowedTimes[0].location()).Format("Mon 15:04 MST"))
+		}
+		return Result{Message: msg, Until: until}
+	default:
+		return Result{Pass: true, Message: "always passing"}
+	}
+}
+
+func (b *Builtin) inWindow(t time.Time) bool {
+	for _, w := range b.AllowedTimes {
+		if w.Contains(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// nextChange is the first hour boundary (in any window's time zone) after
+// now where being inside the windows differs from in; zero when it never
+// changes within 8 days (always or never allowed).
+func (b *Builtin) nextChange(now time.Time, in bool) time.Time {
+	t := now
+	for range 8 * 24 * (len(b.AllowedTimes) + 1) {
+		next := time.Time{}
+		for _, w := range b.AllowedTimes {
+			lt := t.In(w.location())
+			h := time.Date(lt.Year(), lt.Month(), lt.Day(), lt.Hour(), 0, 0, 0, lt.Location()).Add(time.Hour)
+			if next.IsZero() || h.Before(next) {
+				next = h
+			}
+		}
+		if next.Sub(now) > 8*24*time.Hour {
+			return time.Time{}
+		}
+		if b.inWindow(next) != in {
+			return next
+		}
+		t = next
+	}
+	return time.Time{}
+}
+
+// Attachment is a protection attachment of a release channel as the
+// compiler's result lists it (read by field name): what completes the
+// protection checks the graph names.
+type Attachment struct {
+	Attachment string                `json:"attachment"`
+	Source     string                `json:"source"`
+	Lifecycle  []AttachmentLifecycle `json:"lifecycle"`
+	Builtin    *Builtin              `json:"builtin"`
+}
+
+// AttachmentLifecycle is one lifecycle item of an attachment.
+type AttachmentLifecycle struct {
+	PreApproval  *struct{} `json:"preApproval"`
+	PostApproval *struct{} `json:"postApproval"`
+	Deployment   *struct {
+		FailureBehavior string `json:"failureBehavior"`
+	} `json:"deployment"`
+	PostDeployment *struct {
+		DelayCheckDuration Duration `json:"delayCheckDuration"`
+		CheckDuration      Duration `json:"checkDuration"`
+	} `json:"postDeployment"`
+}
+
+// CompleteChecks adds to each protection check what its attachment says:
+// the builtin and its lifecycle's settings.
+func CompleteChecks(checks []Check, atts []Attachment) {
+	for i := range checks {
+		chk := &checks[i]
+		if chk.Kind != CheckProtection {
+			continue
+		}
+		for _, a := range atts {
+			if a.Source != chk.Source || a.Attachment != chk.Attachment {
+				continue
+			}
+			chk.Builtin = a.Builtin
+			for _, l := range a.Lifecycle {
+				switch {
+				case l.Deployment != nil && chk.Lifecycle == PhaseDeployment:
+					chk.FailureBehavior = FailureBlock
+					if l.Deployment.FailureBehavior == FailureFail {
+						chk.FailureBehavior = FailureFail
+					}
+				case l.PostDeployment != nil && chk.Lifecycle == PhasePostDeployment:
+					chk.DelayCheck = l.PostDeployment.DelayCheckDuration
+					chk.CheckFor = l.PostDeployment.CheckDuration
+				}
+			}
+			break
+		}
+	}
+}

@@ -1,0 +1,144 @@
+package engine
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	ds "github.com/drover-dev/drover/internal/desiredstate"
+	"github.com/drover-dev/drover/internal/store"
+)
+
+// berlinWorkdays is an allowedTimes window: Monday to Friday, 9:00-17:59
+// in Berlin (t0 is a Sunday, 11:00 in Berlin).
+var berlinWorkdays = &ds.Builtin{AllowedTimes: []ds.Window{{Days: []int{1, 2, 3, 4, 5}, Hours: []int{9, 10, 11, 12, 13, 14, 15, 16, 17}, TZ: "Europe/Berlin", Text: "mon-fri hours 9-17 Europe/Berlin"}}}
+
+// oneChannel is a service with one release channel, prod, gated by checks.
+func oneChannel(checks ...ds.Check) *Desired {
+	for i := range checks {
+		checks[i].Kind = ds.CheckProtection
+		checks[i].Entity = ds.ID{Type: ds.TypeProtectionLink, Name: "prod/protection/" + checks[i].Name + "/" + checks[i].Lifecycle}
+	}
+	return &Desired{ID: "ds1", Application: "app", Service: "web", Version: "v1", Channels: []Channel{
+		{Channel: ds.Channel{Name: "prod", Runtime: "rp", AutoRollback: true, Checks: checks}, Version: "v1", StateID: "ds1"},
+	}}
+}
+
+func TestPlanBuiltinChecks(t *testing.T) {
+	t.Parallel()
+	monday9 := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC) // 9:00 in Berlin
+	t.Run("alwaysFailing blocks, with its message", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t, oneChannel(ds.Check{Name: "nope", Lifecycle: ds.PhasePreApproval, Builtin: &ds.Builtin{AlwaysFailing: true, Message: "migration pending"}}))
+		p := w.plan()
+		inst := w.instances["prod"]
+		if len(p.Actions) != 0 || inst.Status != ds.StatusBlocked || inst.Reason != ds.ReasonLifecycleCheckFailed ||
+			inst.Message != "blocked by protection nope (preApproval): migration pending" {
+			t.Fatalf("applies %v; prod %s %s: %s", applied(p), inst.Status, inst.Reason, inst.Message)
+		}
+		if p.RequeueAfter != 0 {
+			t.Errorf("requeue after %v: nothing but a new push changes an always failing check", p.RequeueAfter)
+		}
+	})
+	for _, phase := range []string{ds.PhasePreApproval, ds.PhasePostApproval, ds.PhaseDeployment} {
+		t.Run("a window holds "+phase+" until it opens", func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, oneChannel(ds.Check{Name: "hours", Lifecycle: phase, Builtin: berlinWorkdays}))
+			w.observed["prod"] = Observation{}
+			p := w.plan()
+			inst := w.instances["prod"]
+			if len(p.Actions) != 0 || inst.Status != ds.StatusBlocked || !strings.Contains(inst.Message, "outside the allowed times (mon-fri hours 9-17 Europe/Berlin) until 2026-11-23T08:00:00Z (Mon 09:00 CET)") {
+				t.Fatalf("applies %v; prod %s: %s", applied(p), inst.Status, inst.Message)
+			}
+			if want := monday9.Sub(t0); p.RequeueAfter != want {
+				t.Errorf("requeue after %v, want %v: when the window opens", p.RequeueAfter, want)
+			}
+			w.now = monday9
+			if p := w.plan(); !slices.Equal(applied(p), []string{"prod=v1"}) {
+				t.Fatalf("window open: applies %v; prod %s: %s", applied(p), w.status("prod"), w.instances["prod"].Message)
+			}
+		})
+	}
+	t.Run("preApproval passes once, before the approval", func(t *testing.T) {
+		t.Parallel()
+		d := oneChannel(ds.Check{Name: "hours", Lifecycle: ds.PhasePreApproval, Builtin: berlinWorkdays})
+		d.Channels[0].Approvals = []Gate{{Topic: "prod", MinApprovers: 1}}
+		w := newWorld(t, d)
+		w.now = monday9.Add(8*time.Hour + 30*time.Minute) // 17:30 in Berlin
+		w.observed["prod"] = Observation{}
+		if p := w.plan(); len(p.Actions) != 0 || w.status("prod") != ds.StatusWaitingManualApproval {
+			t.Fatalf("inside the window: applies %v, prod %s: %s", applied(p), w.status("prod"), w.instances["prod"].Message)
+		}
+		// Approved after the window closed: the check passed in its phase.
+		w.now = monday9.Add(12 * time.Hour)
+		w.approvals = []store.Approval{{DesiredStateID: "ds1", ReleaseChannel: "prod", Topic: "prod", User: "ana"}}
+		if p := w.plan(); !slices.Equal(applied(p), []string{"prod=v1"}) {
+			t.Fatalf("approved: applies %v, prod %s: %s", applied(p), w.status("prod"), w.instances["prod"].Message)
+		}
+	})
+	t.Run("deployment FAIL fails the rollout when the window closes", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t, oneChannel(ds.Check{Name: "hours", Lifecycle: ds.PhaseDeployment, FailureBehavior: ds.FailureFail, Builtin: berlinWorkdays}))
+		w.now = monday9.Add(8*time.Hour + 59*time.Minute) // 17:59 in Berlin
+		w.observed["prod"] = Observation{}
+		if p := w.plan(); !slices.Equal(applied(p), []string{"prod=v1"}) {
+			t.Fatalf("applies %v", applied(p))
+		}
+		w.observed["prod"] = running("v1", false)
+		p := w.plan()
+		if w.status("prod") != ds.StatusConverging || p.RequeueAfter > time.Minute {
+			t.Fatalf("rolling out: prod %s, requeue after %v (want at most the minute left in the window)", w.status("prod"), p.RequeueAfter)
+		}
+		w.now = w.now.Add(time.Minute)
+		w.plan()
+		inst := w.instances["prod"]
+		if inst.Status != ds.StatusFailed || inst.Reason != ds.ReasonLifecycleCheckFailed || !strings.Contains(inst.Message, "failed during the deployment: outside the allowed times") {
+			t.Fatalf("window closed: prod %s %s: %s", inst.Status, inst.Reason, inst.Message)
+		}
+	})
+	t.Run("deployment BLOCK never fails a rollout under way", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t, oneChannel(ds.Check{Name: "hours", Lifecycle: ds.PhaseDeployment, FailureBehavior: ds.FailureBlock, Builtin: berlinWorkdays}))
+		w.now = monday9.Add(8*time.Hour + 59*time.Minute)
+		w.observed["prod"] = Observation{}
+		w.plan()
+		w.observed["prod"] = running("v1", false)
+		w.now = w.now.Add(5 * time.Minute) // the window closed
+		w.plan()
+		w.observed["prod"] = running("v1", true)
+		w.plan()
+		if w.status("prod") != ds.StatusConverged {
+			t.Fatalf("prod %s: %s", w.status("prod"), w.instances["prod"].Message)
+		}
+	})
+	t.Run("postDeployment and commands are still held", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t, oneChannel(ds.Check{Name: "soak", Lifecycle: ds.PhasePostDeployment, Builtin: &ds.Builtin{AlwaysPassing: true}},
+			ds.Check{Name: "migrations", Lifecycle: ds.PhasePreApproval}))
+		if p := w.plan(); len(p.Actions) != 0 || w.status("prod") != ds.StatusWaitingPreconditions ||
+			!strings.Contains(w.instances["prod"].Message, "protection soak (postDeployment), protection migrations (preApproval) yet (not supported yet)") {
+			t.Fatalf("applies %v; prod %s: %s", applied(p), w.status("prod"), w.instances["prod"].Message)
+		}
+	})
+}
+
+// TestBuiltinWindowChanges: the next change of a window is the next hour
+// boundary where being inside it flips, across days and time zones.
+func TestBuiltinWindowChanges(t *testing.T) {
+	t.Parallel()
+	b := &ds.Builtin{AllowedTimes: []ds.Window{{Days: []int{0, 1, 2, 3, 4, 5, 6}, Hours: []int{10}, TZ: "Asia/Kolkata"}}}
+	at := time.Date(2026, 11, 23, 4, 29, 0, 0, time.UTC) // 09:59 in Kolkata
+	r := b.Evaluate(at)
+	if r.Pass || !r.Until.Equal(time.Date(2026, 11, 23, 4, 30, 0, 0, time.UTC)) {
+		t.Fatalf("before 10:00 Kolkata: %+v", r)
+	}
+	r = b.Evaluate(r.Until)
+	if !r.Pass || !r.Until.Equal(time.Date(2026, 11, 23, 5, 30, 0, 0, time.UTC)) {
+		t.Fatalf("at 10:00 Kolkata: %+v", r)
+	}
+	always := &ds.Builtin{AllowedTimes: []ds.Window{{Days: []int{0, 1, 2, 3, 4, 5, 6}, Hours: []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23}, TZ: "UTC"}}}
+	if r := always.Evaluate(at); !r.Pass || !r.Until.IsZero() {
+		t.Fatalf("always open: %+v", r)
+	}
+}
