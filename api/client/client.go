@@ -213,6 +213,12 @@ func (c *Client) Approve(ctx context.Context, app, svc string, req apiv1.Approve
 	return &out, c.do(ctx, http.MethodPost, servicePath(app, svc)+":approve", req, &out)
 }
 
+// Bypass lets a protection of a channel pass for one desired state.
+func (c *Client) Bypass(ctx context.Context, app, svc string, req apiv1.BypassRequest) (*apiv1.ServiceStatus, error) {
+	var out apiv1.ServiceStatus
+	return &out, c.do(ctx, http.MethodPost, servicePath(app, svc)+":bypass", req, &out)
+}
+
 // Pause pauses a channel (or all).
 func (c *Client) Pause(ctx context.Context, app, svc string, req apiv1.ChannelRequest) (*apiv1.ServiceStatus, error) {
 	var out apiv1.ServiceStatus

@@ -291,6 +291,20 @@ type ApproveRequest struct {
 	Comment string `json:"comment,omitempty"`
 }
 
+// BypassRequest lets one protection (or extension) of a release channel
+// pass for one desired state, on someone's word: every lifecycle phase of
+// that attachment. It is recorded, with who and why, in the event history.
+type BypassRequest struct {
+	ReleaseChannel string `json:"releaseChannel"`
+	// Protection names the attachment (or the protection, or extension).
+	Protection string `json:"protection"`
+	// DesiredStateID or Version name the desired state, as for approvals.
+	DesiredStateID string `json:"desiredStateId,omitempty"`
+	Version        string `json:"version,omitempty"`
+	User           string `json:"user"`
+	Comment        string `json:"comment,omitempty"`
+}
+
 // ChannelRequest targets one release channel, or all when empty.
 type ChannelRequest struct {
 	ReleaseChannel string `json:"releaseChannel,omitempty"`

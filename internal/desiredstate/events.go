@@ -12,6 +12,7 @@ const (
 	EventReplaced         EventType = "replaced"
 	EventApproved         EventType = "approved"
 	EventRejected         EventType = "rejected"
+	EventBypassed         EventType = "bypassed"
 	EventStarted          EventType = "started"
 	EventApplying         EventType = "applying"
 	EventApplied          EventType = "applied"

@@ -142,3 +142,37 @@ func TestBuiltinWindowChanges(t *testing.T) {
 		t.Fatalf("always open: %+v", r)
 	}
 }
+
+// TestPlanBypass: a bypass (an approval with the attachment's bypass
+// topic, for the desired state) lets every phase of that attachment pass,
+// a check drover does not evaluate included; a bypass of another desired
+// state does not.
+func TestPlanBypass(t *testing.T) {
+	t.Parallel()
+	d := oneChannel(ds.Check{Name: "nope", Attachment: "nope", Lifecycle: ds.PhasePreApproval, Builtin: &ds.Builtin{AlwaysFailing: true}},
+		ds.Check{Name: "nope", Attachment: "nope", Lifecycle: ds.PhaseDeployment, FailureBehavior: ds.FailureFail, Builtin: &ds.Builtin{AlwaysFailing: true}},
+		ds.Check{Name: "migrations", Attachment: "migrations", Lifecycle: ds.PhasePostApproval})
+	w := newWorld(t, d)
+	w.observed["prod"] = Observation{}
+	bypass := func(stateID, attachment string) store.Approval {
+		return store.Approval{DesiredStateID: stateID, ReleaseChannel: "prod", Topic: BypassTopic(attachment), User: "carol"}
+	}
+	w.approvals = []store.Approval{bypass("ds1", "migrations"), bypass("ds0", "nope")}
+	if p := w.plan(); len(p.Actions) != 0 || w.status("prod") != ds.StatusBlocked {
+		t.Fatalf("one bypass of two: applies %v, prod %s: %s", applied(p), w.status("prod"), w.instances["prod"].Message)
+	}
+	w.approvals = append(w.approvals, bypass("ds1", "nope"))
+	if p := w.plan(); !slices.Equal(applied(p), []string{"prod=v1"}) {
+		t.Fatalf("both bypassed: applies %v, prod %s: %s", applied(p), w.status("prod"), w.instances["prod"].Message)
+	}
+	w.observed["prod"] = running("v1", false)
+	if w.plan(); w.status("prod") != ds.StatusConverging {
+		t.Fatalf("a bypassed FAIL check failed the rollout: prod %s: %s", w.status("prod"), w.instances["prod"].Message)
+	}
+	if _, _, err := BypassableChecks(d.Channels[0], "other"); err == nil || !strings.Contains(err.Error(), `has no protection "other" (it has: nope, migrations)`) {
+		t.Errorf("BypassableChecks of an unknown name: %v", err)
+	}
+	if a, checks, err := BypassableChecks(d.Channels[0], "nope"); err != nil || a != "nope" || len(checks) != 2 {
+		t.Errorf("BypassableChecks(nope) = %s %v %v", a, checks, err)
+	}
+}

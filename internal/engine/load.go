@@ -14,8 +14,8 @@ import (
 // immutable, so the decoded form is cached by id.
 type compiledState struct {
 	desired *Desired
-	// gated says a channel has approval gates (only then does a pass read
-	// the approvals).
+	// gated says a channel has approval gates or checks (only then does a
+	// pass read the approvals, which hold bypasses too).
 	gated bool
 }
 
@@ -100,7 +100,7 @@ func decodeState(rec store.DesiredState) (*compiledState, error) {
 	}
 	for _, rc := range c.Channels {
 		cs.desired.Channels = append(cs.desired.Channels, Channel{Channel: rc, Version: c.Version, StateID: rec.ID})
-		cs.gated = cs.gated || len(rc.Approvals) > 0
+		cs.gated = cs.gated || len(rc.Approvals) > 0 || len(rc.Checks) > 0
 	}
 	return cs, nil
 }

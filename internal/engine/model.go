@@ -1,7 +1,10 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	ds "github.com/drover-dev/drover/internal/desiredstate"
@@ -28,19 +31,10 @@ type Channel struct {
 	StateID string
 }
 
-// Unenforced lists the gates the channel declares that this engine does not
-// evaluate yet: convergence extensions, command protections (taskConfig,
-// kubernetesConfig), commitDenylist and postDeployment checks. They hold
-// the channel, so nothing is deployed past a check nobody ran.
-func (c *Channel) Unenforced() []string {
-	var out []string
-	for _, chk := range c.Checks {
-		if !enforced(chk) {
-			out = append(out, chk.String())
-		}
-	}
-	return out
-}
+// The gates a channel declares that this engine does not evaluate yet
+// (convergence extensions, command protections, commitDenylist and
+// postDeployment checks) hold the channel unless bypassed, so nothing is
+// deployed past a check nobody ran (planner.unenforced).
 
 // enforced reports whether the engine evaluates chk: a builtin protection
 // (alwaysPassing, alwaysFailing, allowedTimes) before or during the
@@ -132,3 +126,45 @@ type Plan struct {
 // ActionTopic is the approval topic of the n-th apply of a channel that needs
 // its own approval (everyAction).
 func ActionTopic(rc string, n int) string { return fmt.Sprintf("%s/apply-%d", rc, n) }
+
+// BypassTopic is the approval topic that records a bypass of the checks of
+// one protection attachment (or extension) of a channel: an approval with
+// it, for the desired state, lets every phase of that attachment pass.
+func BypassTopic(attachment string) string { return "bypass:" + attachment }
+
+// checkAttachment names what a bypass of chk names: its attachment, or the
+// extension.
+func checkAttachment(chk ds.Check) string {
+	if chk.Attachment != "" {
+		return chk.Attachment
+	}
+	return chk.Name
+}
+
+// ErrNoSuchCheck is wrapped by BypassableChecks when the channel has no
+// check of the name given.
+var ErrNoSuchCheck = errors.New("no such protection")
+
+// BypassableChecks returns the attachment a bypass of name (an attachment
+// or protection name, or an extension) on ch applies to, with its checks.
+func BypassableChecks(ch Channel, name string) (string, []ds.Check, error) {
+	var names []string
+	for _, chk := range ch.Checks {
+		if a := checkAttachment(chk); a == name || chk.Name == name {
+			var out []ds.Check
+			for _, c := range ch.Checks {
+				if checkAttachment(c) == a {
+					out = append(out, c)
+				}
+			}
+			return a, out, nil
+		}
+		if a := checkAttachment(chk); !slices.Contains(names, a) {
+			names = append(names, a)
+		}
+	}
+	if len(names) == 0 {
+		return "", nil, fmt.Errorf("release channel %s has no protection or extension: %w", ch.Name, ErrNoSuchCheck)
+	}
+	return "", nil, fmt.Errorf("release channel %s has no protection %q (it has: %s): %w", ch.Name, name, strings.Join(names, ", "), ErrNoSuchCheck)
+}

@@ -216,7 +216,7 @@ func (p *planner) gate(s *step) {
 			pending = append(pending, fmt.Sprintf("%s: %d/%d approvals", g.Topic, len(approvers), g.MinApprovers))
 		}
 	}
-	if un := ch.Unenforced(); len(un) > 0 {
+	if un := p.unenforced(ch); len(un) > 0 {
 		s.set(ds.StatusWaitingPreconditions, ds.ReasonLifecycleCheckPending, "held: drover does not evaluate %s yet (not supported yet); remove the attachment to deploy", strings.Join(un, ", "))
 		return
 	}
@@ -257,7 +257,7 @@ func (p *planner) blockedBy(s *step, phase string) bool {
 	once := phase != ds.PhaseDeployment
 	var failing []string
 	for _, chk := range s.ch.Checks {
-		if chk.Lifecycle != phase || !enforced(chk) {
+		if chk.Lifecycle != phase || !enforced(chk) || p.bypassed(s.ch, chk) {
 			continue
 		}
 		met := chk.Key() + "@" + s.ch.Version
@@ -283,13 +283,37 @@ func (p *planner) blockedBy(s *step, phase string) bool {
 	return true
 }
 
+// bypassed reports whether someone bypassed chk's attachment on ch for
+// this desired state (drover bypass).
+func (p *planner) bypassed(ch Channel, chk ds.Check) bool {
+	topic := BypassTopic(checkAttachment(chk))
+	for _, a := range p.in.Approvals {
+		if a.DesiredStateID == p.in.Desired.ID && a.ReleaseChannel == ch.Name && a.Topic == topic && !a.Reject {
+			return true
+		}
+	}
+	return false
+}
+
+// unenforced lists the checks of ch the engine does not evaluate and
+// nobody bypassed.
+func (p *planner) unenforced(ch Channel) []string {
+	var out []string
+	for _, chk := range ch.Checks {
+		if !enforced(chk) && !p.bypassed(ch, chk) {
+			out = append(out, chk.String())
+		}
+	}
+	return out
+}
+
 // deploymentFailed evaluates the channel's deployment checks with
 // failureBehavior FAIL while the version rolls out: one that fails fails
 // the instance (and rolls it back unless disabled). It reports whether it
 // did; passing checks plan the service again when they may change.
 func (p *planner) deploymentFailed(s *step, version string) bool {
 	for _, chk := range s.ch.Checks {
-		if chk.Lifecycle != ds.PhaseDeployment || chk.FailureBehavior != ds.FailureFail || !enforced(chk) {
+		if chk.Lifecycle != ds.PhaseDeployment || chk.FailureBehavior != ds.FailureFail || !enforced(chk) || p.bypassed(s.ch, chk) {
 			continue
 		}
 		r := chk.Builtin.Evaluate(p.in.Now)

@@ -101,6 +101,8 @@ func (s *Server) serviceVerb(w http.ResponseWriter, r *http.Request) {
 		handle(s, func(_ *http.Request, req apiv1.PushRequest) (any, error) { return s.push(ctx, app, svc, req) })(w, r)
 	case "approve":
 		handle(s, func(_ *http.Request, req apiv1.ApproveRequest) (any, error) { return s.approve(ctx, app, svc, req) })(w, r)
+	case "bypass":
+		handle(s, func(_ *http.Request, req apiv1.BypassRequest) (any, error) { return s.bypass(ctx, app, svc, req) })(w, r)
 	case "pause", "resume", "rollback":
 		handle(s, func(_ *http.Request, req apiv1.ChannelRequest) (any, error) {
 			user, err := optionalUser(req.User)

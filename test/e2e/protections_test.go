@@ -49,8 +49,9 @@ func protectionTree(t *testing.T, app, prodProtection string) string {
 
 // TestProtectionsGate: builtin protections gate a real server's rollout:
 // staging passes its always-open window; prod, approved, is BLOCKED by a
-// window that opens only later, saying until when; a push whose prod
-// protection passes rolls out once approved.
+// window that opens only later, saying until when; bypassed (with a trace
+// in the history), it rolls out; a push whose prod protection passes rolls
+// out once approved.
 func TestProtectionsGate(t *testing.T) {
 	requireE2E(t)
 	s := newServer(t)
@@ -74,6 +75,29 @@ func TestProtectionsGate(t *testing.T) {
 	}
 	if out := s.ok("alice", "status", "web", "--app", app).stdout; !strings.Contains(out, "BLOCKED") || !strings.Contains(out, "outside the allowed times") {
 		t.Errorf("drover status does not say why prod is held:\n%s", out)
+	}
+
+	// Bypassed with a trace, the window no longer holds this push.
+	r := s.as("carol", "bypass", "web", "--app", app, "--release-channel", "prod", "--protection", "nosuch")
+	if r.code == 0 || !strings.Contains(r.stderr, `has no protection "nosuch" (it has: window)`) {
+		t.Errorf("bypass of an unknown protection: %s", r)
+	}
+	s.ok("carol", "bypass", "web", "--app", app, "--release-channel", "prod", "--protection", "window", "--comment", "hotfix INC-42")
+	s.waitStatus(app, "web", 30*time.Second, "prod converged past its bypassed window", func(st *apiv1.ServiceStatus) bool {
+		pc := findChannel(st, "prod")
+		return pc.Status == "CONVERGED" && pc.Version == v1
+	})
+	found := false
+	for _, ev := range s.events(app, "web") {
+		if ev.Type == "bypassed" && ev.Actor == "carol" && strings.Contains(ev.Message, "window (postApproval) bypassed for "+v1+" by carol: hotfix INC-42") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no bypassed event by carol in the history: %s", dump(s.events(app, "web")))
+	}
+	if r := s.as("carol", "bypass", "web", "--app", app, "--release-channel", "prod", "--protection", "window"); r.code == 0 || !strings.Contains(r.stderr, "already bypassed") {
+		t.Errorf("second bypass: %s", r)
 	}
 
 	s.ok("alice", "apply", protectionTree(t, app, "green")+"/...")

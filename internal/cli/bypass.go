@@ -1,0 +1,70 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	apiv1 "github.com/drover-dev/drover/api/v1"
+	"github.com/drover-dev/drover/internal/usertext"
+)
+
+func newBypassCmd(g *globals) *cobra.Command {
+	var app, rc, protection, comment, desired string
+	cmd := &cobra.Command{
+		Use:   "bypass SERVICE --app APP --release-channel RC --protection NAME [--desired-state ID] [--comment WHY]",
+		Short: "Let a protection of a release channel pass for one desired state, on your word",
+		Long: `Bypass lets one protection attachment (or delivery extension) of a release channel
+pass, in every lifecycle phase it is attached for, for one desired state: the one given
+with --desired-state, or else the one drover status shows now. It is recorded as
+MANUALLY_BYPASSED in the event history with who bypassed it and why (--comment), and
+holds until the next push. A protection drover does not evaluate yet can be bypassed
+too, which lets a channel held by it deploy.`,
+		Example: `  drover bypass web --app quickstart --release-channel prod --protection office-hours --comment "hotfix for INC-42"`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if app == "" || rc == "" || protection == "" {
+				return usageError(errors.New("--app, --release-channel and --protection are required"))
+			}
+			user, err := usertext.User(g.user)
+			if err != nil {
+				return usageError(fmt.Errorf("--user: %w", err))
+			}
+			req := apiv1.BypassRequest{ReleaseChannel: rc, Protection: protection, User: user, Comment: comment}
+			c := g.client()
+			switch {
+			case strings.HasPrefix(desired, "v-"):
+				req.Version = desired
+			case desired != "":
+				req.DesiredStateID = desired
+			default:
+				st, err := c.Status(cmd.Context(), app, args[0])
+				if err != nil {
+					return apiErr(err)
+				}
+				req.DesiredStateID, req.Version = st.DesiredStateID, st.DesiredVersion
+			}
+			st, err := c.Bypass(cmd.Context(), app, args[0], req)
+			if err != nil {
+				return apiErr(err)
+			}
+			w := cmd.OutOrStdout()
+			what := req.Version
+			if what == "" {
+				what = req.DesiredStateID
+			}
+			fmt.Fprintf(w, "bypassed %s of %s/%s/%s at %s as %s\n", clean(protection), clean(app), clean(args[0]), clean(rc), clean(what), clean(user))
+			printStatus(w, st)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&app, "app", "", "application of the service (required)")
+	f.StringVar(&rc, "release-channel", "", "release channel whose protection to bypass (required)")
+	f.StringVar(&protection, "protection", "", "the protection attachment (or protection, or extension) to bypass (required)")
+	f.StringVar(&desired, "desired-state", "", "the desired state the bypass is for: an id (ds-...) or version (v-...) from drover status (default: the one status shows now)")
+	f.StringVar(&comment, "comment", "", "why, kept in the event history")
+	return cmd
+}
