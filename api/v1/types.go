@@ -241,6 +241,9 @@ type ChannelStatus struct {
 	Paused        bool   `json:"paused,omitempty"`
 	// Approvals lists approval gates and who approved.
 	Approvals []ApprovalStatus `json:"approvals,omitempty"`
+	// Checks lists the protections (and extensions) of the channel, one per
+	// lifecycle phase, with their state.
+	Checks []CheckStatus `json:"checks,omitempty"`
 	// Objects are the runtime objects of the channel's current target as the
 	// runtime last reported them to the engine (replica counts for
 	// Kubernetes workloads).
@@ -262,6 +265,27 @@ type ApprovalStatus struct {
 	MinApprovers int      `json:"minApprovers"`
 	ApprovedBy   []string `json:"approvedBy,omitempty"`
 	RejectedBy   string   `json:"rejectedBy,omitempty"`
+}
+
+// CheckStatus is one protection (or delivery extension) of a release
+// channel in one lifecycle phase.
+type CheckStatus struct {
+	// Kind is "protection" or "convergenceExtension".
+	Kind string `json:"kind"`
+	// Name is the protection (or extension); Attachment its attachment.
+	Name       string `json:"name"`
+	Attachment string `json:"attachment,omitempty"`
+	// Phase is preApproval, postApproval, deployment or postDeployment.
+	Phase string `json:"phase"`
+	// State is passed (a pre/postApproval check passed for this version),
+	// passing, failing, bypassed, or notEvaluated (drover does not evaluate
+	// it yet; it holds the channel unless bypassed).
+	State   string `json:"state"`
+	Message string `json:"message,omitempty"`
+	// NextChange is when the outcome can change next (a window opening or
+	// closing); zero when only a push or a bypass changes it.
+	NextChange time.Time `json:"nextChange,omitzero"`
+	BypassedBy string    `json:"bypassedBy,omitempty"`
 }
 
 // ServiceList lists services with a desired state.

@@ -291,6 +291,17 @@ func printStatus(w io.Writer, st *apiv1.ServiceStatus) {
 		for _, info := range c.Info {
 			fmt.Fprintf(w, "%s %s: %s\n", clean(c.Name), clean(info.Name), clean(info.Text))
 		}
+		for _, chk := range c.Checks {
+			name := chk.Name
+			if chk.Attachment != "" && chk.Attachment != chk.Name {
+				name = chk.Attachment + " (" + chk.Name + ")"
+			}
+			fmt.Fprintf(w, "%s %s %s, %s: %s", clean(c.Name), clean(strings.ToLower(chk.Kind)), clean(name), clean(chk.Phase), clean(chk.State))
+			if chk.Message != "" {
+				fmt.Fprintf(w, ": %s", clean(chk.Message))
+			}
+			fmt.Fprintln(w)
+		}
 		if c.ObserveError != "" {
 			fmt.Fprintf(w, "%s: fetch failing since %s: %s\n", clean(c.Name), c.ObservedAt.Local().Format(time.DateTime), clean(c.ObserveError))
 		}

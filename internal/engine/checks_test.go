@@ -176,3 +176,33 @@ func TestPlanBypass(t *testing.T) {
 		t.Errorf("BypassableChecks(nope) = %s %v %v", a, checks, err)
 	}
 }
+
+// TestCheckReports: what status says of each check, as the planner sees it.
+func TestCheckReports(t *testing.T) {
+	t.Parallel()
+	d := oneChannel(ds.Check{Name: "hours", Attachment: "hours", Lifecycle: ds.PhasePostApproval, Builtin: berlinWorkdays},
+		ds.Check{Name: "hours", Attachment: "hours", Lifecycle: ds.PhaseDeployment, FailureBehavior: ds.FailureBlock, Builtin: berlinWorkdays},
+		ds.Check{Name: "migrations", Attachment: "migrations", Lifecycle: ds.PhasePreApproval})
+	ch := d.Channels[0]
+	state := func(rs []CheckReport) []string {
+		var out []string
+		for _, r := range rs {
+			out = append(out, r.Check.Lifecycle+"="+r.State)
+		}
+		return out
+	}
+	rs := CheckReports(ch, store.Instance{}, nil, t0)
+	if got := state(rs); !slices.Equal(got, []string{"postApproval=failing", "deployment=failing", "preApproval=notEvaluated"}) {
+		t.Fatalf("before the rollout: %v", got)
+	}
+	if !rs[0].NextChange.Equal(time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)) {
+		t.Errorf("next change %v", rs[0].NextChange)
+	}
+	inst := store.Instance{DesiredStateID: "ds1", DesiredVersion: "v1", TargetStateID: "ds1", TargetVersion: "v1", Status: ds.StatusConverging,
+		Satisfied: []string{ch.Checks[0].Key() + "@v1"}}
+	bypass := []store.Approval{{DesiredStateID: "ds1", ReleaseChannel: "prod", Topic: BypassTopic("migrations"), User: "carol"}}
+	rs = CheckReports(ch, inst, bypass, t0)
+	if got := state(rs); !slices.Equal(got, []string{"postApproval=passed", "deployment=passed", "preApproval=bypassed"}) || rs[2].BypassedBy != "carol" {
+		t.Fatalf("deploying: %v %+v", got, rs[2])
+	}
+}

@@ -139,7 +139,7 @@ func (s *Server) buildStatus(ctx context.Context, rec store.DesiredState, list [
 		return nil, err
 	}
 	var approvals []store.Approval
-	if slices.ContainsFunc(d.Channels, func(c engine.Channel) bool { return len(c.Approvals) > 0 }) {
+	if slices.ContainsFunc(d.Channels, func(c engine.Channel) bool { return len(c.Approvals) > 0 || len(c.Checks) > 0 }) {
 		if approvals, err = s.store.ListApprovals(ctx, rec.ID); err != nil {
 			return nil, err
 		}
@@ -176,6 +176,12 @@ func (s *Server) buildStatus(ctx context.Context, rec store.DesiredState, list [
 				}
 			}
 			cs.Approvals = append(cs.Approvals, as)
+		}
+		if len(ch.Checks) > 0 && (!ok || inst.DesiredStateID == rec.ID) {
+			for _, r := range engine.CheckReports(ch, inst, approvals, s.now()) {
+				cs.Checks = append(cs.Checks, apiv1.CheckStatus{Kind: string(r.Check.Kind), Name: r.Check.Name, Attachment: r.Check.Attachment,
+					Phase: r.Check.Lifecycle, State: r.State, Message: r.Message, NextChange: r.NextChange, BypassedBy: r.BypassedBy})
+			}
 		}
 		if o, seen := observed[ch.Name]; seen {
 			cs.Info = infoOf(o)

@@ -77,6 +77,15 @@ func TestProtectionsGate(t *testing.T) {
 		t.Errorf("drover status does not say why prod is held:\n%s", out)
 	}
 
+	checks := findChannel(st, "prod").Checks
+	if len(checks) != 1 || checks[0].Attachment != "window" || checks[0].Name != "later" || checks[0].Phase != "postApproval" ||
+		checks[0].State != "failing" || checks[0].NextChange.IsZero() {
+		t.Errorf("prod's checks in the status: %s", dump(checks))
+	}
+	if sc := findChannel(st, "staging").Checks; len(sc) != 1 || sc[0].State != "passed" {
+		t.Errorf("staging's checks in the status: %s", dump(sc))
+	}
+
 	// Bypassed with a trace, the window no longer holds this push.
 	r := s.as("carol", "bypass", "web", "--app", app, "--release-channel", "prod", "--protection", "nosuch")
 	if r.code == 0 || !strings.Contains(r.stderr, `has no protection "nosuch" (it has: window)`) {
@@ -87,6 +96,9 @@ func TestProtectionsGate(t *testing.T) {
 		pc := findChannel(st, "prod")
 		return pc.Status == "CONVERGED" && pc.Version == v1
 	})
+	if pc := findChannel(s.status(app, "web"), "prod").Checks; len(pc) != 1 || pc[0].State != "bypassed" || pc[0].BypassedBy != "carol" {
+		t.Errorf("prod's checks after the bypass: %s", dump(pc))
+	}
 	found := false
 	for _, ev := range s.events(app, "web") {
 		if ev.Type == "bypassed" && ev.Actor == "carol" && strings.Contains(ev.Message, "window (postApproval) bypassed for "+v1+" by carol: hotfix INC-42") {
