@@ -112,13 +112,51 @@ func TestPlanBuiltinChecks(t *testing.T) {
 			t.Fatalf("prod %s: %s", w.status("prod"), w.instances["prod"].Message)
 		}
 	})
-	t.Run("postDeployment and commands are still held", func(t *testing.T) {
+	t.Run("commands are still held", func(t *testing.T) {
 		t.Parallel()
-		w := newWorld(t, oneChannel(ds.Check{Name: "soak", Lifecycle: ds.PhasePostDeployment, Builtin: &ds.Builtin{AlwaysPassing: true}},
-			ds.Check{Name: "migrations", Lifecycle: ds.PhasePreApproval}))
+		w := newWorld(t, oneChannel(ds.Check{Name: "migrations", Lifecycle: ds.PhasePreApproval}))
 		if p := w.plan(); len(p.Actions) != 0 || w.status("prod") != ds.StatusWaitingPreconditions ||
-			!strings.Contains(w.instances["prod"].Message, "protection soak (postDeployment), protection migrations (preApproval) yet (not supported yet)") {
+			!strings.Contains(w.instances["prod"].Message, "protection migrations (preApproval) yet (not supported yet)") {
 			t.Fatalf("applies %v; prod %s: %s", applied(p), w.status("prod"), w.instances["prod"].Message)
+		}
+	})
+	t.Run("postDeployment holds CONVERGING for its delay and duration", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t, oneChannel(ds.Check{Name: "soak", Lifecycle: ds.PhasePostDeployment, Builtin: &ds.Builtin{AlwaysPassing: true},
+			DelayCheck: ds.Duration{Duration: 30 * time.Second}, CheckFor: ds.Duration{Duration: 5 * time.Minute}}))
+		w.observed["prod"] = Observation{}
+		w.plan()
+		w.observed["prod"] = running("v1", true)
+		p := w.plan()
+		inst := w.instances["prod"]
+		if inst.Status != ds.StatusConverging || inst.Reason != ds.ReasonLifecycleCheckPending || !strings.Contains(inst.Message, "protection soak (postDeployment) starts at 10:00:30") || p.RequeueAfter != 30*time.Second {
+			t.Fatalf("runtime converged: prod %s %s: %s; requeue %v", inst.Status, inst.Reason, inst.Message, p.RequeueAfter)
+		}
+		w.now = t0.Add(30 * time.Second)
+		if p := w.plan(); w.status("prod") != ds.StatusConverging || !strings.Contains(w.instances["prod"].Message, "must pass until 10:05:30") || p.RequeueAfter != 5*time.Minute {
+			t.Fatalf("soaking: prod %s: %s; requeue %v", w.status("prod"), w.instances["prod"].Message, p.RequeueAfter)
+		}
+		w.now = t0.Add(5*time.Minute + 30*time.Second)
+		w.plan()
+		if inst := w.instances["prod"]; inst.Status != ds.StatusConverged || inst.CurrentVersion != "v1" {
+			t.Fatalf("soaked: prod %s: %s", inst.Status, inst.Message)
+		}
+	})
+	t.Run("a postDeployment window closing in the soak fails the channel", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t, oneChannel(ds.Check{Name: "hours", Lifecycle: ds.PhasePostDeployment, Builtin: berlinWorkdays, CheckFor: ds.Duration{Duration: 10 * time.Minute}}))
+		w.now = monday9.Add(8*time.Hour + 55*time.Minute) // 17:55 in Berlin
+		w.observed["prod"] = Observation{}
+		w.plan()
+		w.observed["prod"] = running("v1", true)
+		if p := w.plan(); w.status("prod") != ds.StatusConverging || p.RequeueAfter != 5*time.Minute {
+			t.Fatalf("soaking: prod %s: %s; requeue %v (want when the window closes)", w.status("prod"), w.instances["prod"].Message, p.RequeueAfter)
+		}
+		w.now = w.now.Add(5 * time.Minute)
+		w.plan()
+		inst := w.instances["prod"]
+		if inst.Status != ds.StatusFailed || inst.Reason != ds.ReasonLifecycleCheckFailed || !strings.Contains(inst.Message, "protection hours (postDeployment) failed 5m0s after the deployment: outside the allowed times") {
+			t.Fatalf("window closed in the soak: prod %s %s: %s", inst.Status, inst.Reason, inst.Message)
 		}
 	})
 }

@@ -32,19 +32,17 @@ type Channel struct {
 }
 
 // The gates a channel declares that this engine does not evaluate yet
-// (convergence extensions, command protections, commitDenylist and
-// postDeployment checks) hold the channel unless bypassed, so nothing is
+// (convergence extensions, command protections, commitDenylist) hold the channel unless bypassed, so nothing is
 // deployed past a check nobody ran (planner.unenforced).
 
 // enforced reports whether the engine evaluates chk: a builtin protection
-// (alwaysPassing, alwaysFailing, allowedTimes) before or during the
-// deployment.
+// (alwaysPassing, alwaysFailing, allowedTimes), in any lifecycle phase.
 func enforced(chk ds.Check) bool {
 	if chk.Kind != ds.CheckProtection || chk.Builtin == nil {
 		return false
 	}
 	switch chk.Lifecycle {
-	case ds.PhasePreApproval, ds.PhasePostApproval, ds.PhaseDeployment:
+	case ds.PhasePreApproval, ds.PhasePostApproval, ds.PhaseDeployment, ds.PhasePostDeployment:
 		return true
 	}
 	return false

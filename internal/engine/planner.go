@@ -307,6 +307,57 @@ func (p *planner) unenforced(ch Channel) []string {
 	return out
 }
 
+// soaking runs the channel's postDeployment checks once the runtime shows
+// the version converged: each must pass from delayCheckDuration after that
+// until checkDuration later (ConvergedAt records when the runtime first
+// showed it, while the instance stays CONVERGING); one that fails then
+// fails the channel (and rolls it back unless disabled). It reports
+// whether the instance is still soaking (or failed), and plans the service
+// again when a check's outcome can change or the soak ends.
+func (p *planner) soaking(s *step, version string) bool {
+	inst := s.inst
+	var checks []ds.Check
+	for _, chk := range s.ch.Checks {
+		if chk.Lifecycle == ds.PhasePostDeployment && enforced(chk) && !p.bypassed(s.ch, chk) {
+			checks = append(checks, chk)
+		}
+	}
+	if len(checks) == 0 {
+		return false
+	}
+	if inst.Reason != ds.ReasonLifecycleCheckPending || inst.Status != ds.StatusConverging || inst.ConvergedAt.IsZero() {
+		inst.ConvergedAt = p.in.Now // the runtime shows the version converged
+	}
+	var waiting []string
+	for _, chk := range checks {
+		start := inst.ConvergedAt.Add(chk.DelayCheck.Duration)
+		end := start.Add(chk.CheckFor.Duration)
+		switch {
+		case p.in.Now.Before(start):
+			waiting = append(waiting, fmt.Sprintf("%s starts at %s", chk, start.UTC().Format(time.TimeOnly)))
+			p.requeue(start.Sub(p.in.Now))
+			continue
+		case !p.in.Now.Before(end):
+			continue // it held for its whole duration
+		}
+		r := chk.Builtin.Evaluate(p.in.Now)
+		if !r.Pass {
+			p.fail(s, version, ds.ReasonLifecycleCheckFailed, fmt.Sprintf("%s failed %s after the deployment: %s", chk, p.in.Now.Sub(inst.ConvergedAt).Round(time.Second), r.Message))
+			return true
+		}
+		waiting = append(waiting, fmt.Sprintf("%s must pass until %s", chk, end.UTC().Format(time.TimeOnly)))
+		p.requeue(end.Sub(p.in.Now))
+		if !r.Until.IsZero() && r.Until.Before(end) {
+			p.requeue(r.Until.Sub(p.in.Now))
+		}
+	}
+	if len(waiting) == 0 {
+		return false
+	}
+	s.set(ds.StatusConverging, ds.ReasonLifecycleCheckPending, "%s runs; postDeployment: %s", version, strings.Join(waiting, "; "))
+	return true
+}
+
 // deploymentFailed evaluates the channel's deployment checks with
 // failureBehavior FAIL while the version rolls out: one that fails fails
 // the instance (and rolls it back unless disabled). It reports whether it
@@ -383,6 +434,9 @@ func (p *planner) converge(s *step, stateID, version string) {
 	case state.Version == version && state.Failed:
 		p.fail(s, version, ds.ReasonRuntimeObjectFailed, state.Message)
 	case state.Version == version && state.Converged && !state.Drifted:
+		if inst.Status != done && !s.rollback && version == s.ch.Version && p.soaking(s, version) {
+			return
+		}
 		if inst.Status != done {
 			p.event(inst, ds.EventConverged, "%s: %s converged", s.ch.Name, version)
 		}

@@ -51,6 +51,8 @@ func CheckReports(ch Channel, inst store.Instance, approvals []store.Approval, n
 			(chk.FailureBehavior != ds.FailureFail || inst.Status == ds.StatusConverged):
 			// Its deployment started (and, for FAIL, ended): it held.
 			r.State, r.Message = CheckPassed, "passed when the deployment of "+ch.Version+" started"
+		case chk.Lifecycle == ds.PhasePostDeployment && inst.Status == ds.StatusConverged && inst.CurrentVersion == ch.Version && inst.DesiredStateID == ch.StateID:
+			r.State, r.Message = CheckPassed, "held for its duration after the deployment of "+ch.Version
 		default:
 			res := chk.Builtin.Evaluate(now)
 			r.State, r.Message, r.NextChange = CheckFailing, res.Message, res.Until
