@@ -590,11 +590,14 @@ func (c *rcCompiler) dependencies() []string {
 	return dedupe(deps)
 }
 
+// protections lists the channel's protection attachments, and its deploy
+// windows (drover's, kept with disableAllProtections: they are no
+// protection).
 func (c *rcCompiler) protections(out *CompiledReleaseChannel, m *serviceForRC) {
-	if c.rc.DisableAllProtections {
-		return
-	}
 	add := func(source string, atts []config.ProtectionAttachment) {
+		if c.rc.DisableAllProtections {
+			return
+		}
 		for _, a := range atts {
 			name := a.Name
 			if name == "" && a.Ref != nil {
@@ -617,7 +620,17 @@ func (c *rcCompiler) protections(out *CompiledReleaseChannel, m *serviceForRC) {
 	add("serviceInstance", m.Protections)
 	add("convergence", c.rc.ConvergenceProtections)
 	add("convergence", m.ConvergenceProtections)
+	if len(c.rc.DeployWindows) > 0 {
+		// drover's deploy windows: an allowedTimes check when a deployment
+		// starts (BLOCK).
+		out.Protections = append(out.Protections, CompiledProtection{Attachment: DeployWindowsCheck, Protection: DeployWindowsCheck, Source: "drover",
+			Lifecycle: []config.ProtectionLifecycle{{Deployment: &config.DeploymentCheck{FailureBehavior: "BLOCK"}}},
+			Builtin:   builtinCheck(&config.BuiltinProtection{AllowedTimes: &config.AllowedTimes{Windows: c.rc.DeployWindows}})})
+	}
 }
+
+// DeployWindowsCheck names the check of a release channel's deployWindows.
+const DeployWindowsCheck = "deployWindows"
 
 // builtinCheck is the engine's form of a builtin protection it evaluates
 // itself (nil for none, and for commitDenylist, which needs the

@@ -78,6 +78,10 @@ type ReleaseChannel struct {
 	Protections                []ProtectionAttachment `json:"protections,omitempty"`
 	ServiceInstanceProtections []ProtectionAttachment `json:"serviceInstanceProtections,omitempty"`
 	ConvergenceProtections     []ProtectionAttachment `json:"convergenceProtections,omitempty"`
+	// DeployWindows are the times a new deployment of the channel may start
+	// (drover extension): outside all of them it is BLOCKED until the next
+	// one opens. Windows are allowedTimes windows.
+	DeployWindows []TimeWindow `json:"deployWindows,omitempty" drover:"extension"`
 	Constants                  []Constant             `json:"constants,omitempty"`
 	Labels                     []Label                `json:"labels,omitempty"`
 	Policy                     *ReleaseChannelPolicy  `json:"policy,omitempty"`

@@ -416,6 +416,11 @@ func (v *validator) releaseChannel(src *Source, p string, rc *ReleaseChannel, in
 		}
 	}
 	v.attachments(src, p+".protections", rc.Protections)
+	for i, w := range rc.DeployWindows {
+		if _, err := ParseTimeWindow(w); err != nil {
+			v.add(src, fmt.Sprintf("%s.deployWindows[%d]", p, i), "%v", err)
+		}
+	}
 	v.attachments(src, p+".serviceInstanceProtections", rc.ServiceInstanceProtections)
 	v.attachments(src, p+".convergenceProtections", rc.ConvergenceProtections)
 	v.constants(src, p+".constants", rc.Constants)

@@ -507,6 +507,16 @@ func TestValidateErrors(t *testing.T) {
 				"runtimes/k.pvn.yaml:5:45: runtime.kubernetes.apiVersions[1]: \"not an api version\" is not an API version (like monitoring.coreos.com/v1 or monitoring.coreos.com/v1/ServiceMonitor)",
 			},
 		},
+		{
+			name: "deploy windows",
+			changes: map[string]string{
+				"shop.pvn.yaml": strings.Replace(validTree["shop.pvn.yaml"], "      protections:\n", "      deployWindows:\n        - {days: mon-fri, hours: 9-17, tz: europe/berlin}\n        - {days: someday}\n        - {hours: 9-25}\n      protections:\n", 1),
+			},
+			want: []string{
+				"shop.pvn.yaml:20:11: application.releaseChannels[1].deployWindows[1]: days: unknown day \"someday\" (use mon..sun, monday..sunday, weekdays, weekends)",
+				"shop.pvn.yaml:21:11: application.releaseChannels[1].deployWindows[2]: hours: \"25\" is not an hour from 0 to 23",
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
