@@ -81,14 +81,14 @@ type ReleaseChannel struct {
 	// DeployWindows are the times a new deployment of the channel may start
 	// (drover extension): outside all of them it is BLOCKED until the next
 	// one opens. Windows are allowedTimes windows.
-	DeployWindows []TimeWindow `json:"deployWindows,omitempty" drover:"extension"`
-	Constants                  []Constant             `json:"constants,omitempty"`
-	Labels                     []Label                `json:"labels,omitempty"`
-	Policy                     *ReleaseChannelPolicy  `json:"policy,omitempty"`
-	DisableAllProtections      bool                   `json:"disableAllProtections,omitempty"`
-	Order                      Unsupported            `json:"order,omitzero"`
-	Maturity                   Unsupported            `json:"maturity,omitzero"`
-	DeployAnnotations          Unsupported            `json:"deployAnnotations,omitzero"`
+	DeployWindows         []TimeWindow          `json:"deployWindows,omitempty" drover:"extension"`
+	Constants             []Constant            `json:"constants,omitempty"`
+	Labels                []Label               `json:"labels,omitempty"`
+	Policy                *ReleaseChannelPolicy `json:"policy,omitempty"`
+	DisableAllProtections bool                  `json:"disableAllProtections,omitempty"`
+	Order                 Unsupported           `json:"order,omitzero"`
+	Maturity              Unsupported           `json:"maturity,omitzero"`
+	DeployAnnotations     Unsupported           `json:"deployAnnotations,omitzero"`
 }
 
 // ReleaseChannelPolicy holds defaults injected into every service of the channel.
