@@ -623,7 +623,7 @@ func (c *rcCompiler) protections(out *CompiledReleaseChannel, m *serviceForRC) {
 	if len(c.rc.DeployWindows) > 0 {
 		// drover's deploy windows: an allowedTimes check when a deployment
 		// starts (BLOCK).
-		out.Protections = append(out.Protections, CompiledProtection{Attachment: DeployWindowsCheck, Protection: DeployWindowsCheck, Source: "drover",
+		out.Protections = append(out.Protections, CompiledProtection{Attachment: DeployWindowsCheck, Protection: DeployWindowsCheck, Source: desiredstate.SourceDrover,
 			Lifecycle: []config.ProtectionLifecycle{{Deployment: &config.DeploymentCheck{FailureBehavior: "BLOCK"}}},
 			Builtin:   builtinCheck(&config.BuiltinProtection{AllowedTimes: &config.AllowedTimes{Windows: c.rc.DeployWindows}})})
 	}

@@ -123,6 +123,10 @@ type Check struct {
 	Builtin *Builtin `json:"builtin,omitempty"`
 }
 
+// SourceDrover is the Source of checks drover adds itself (a release
+// channel's deployWindows).
+const SourceDrover = "drover"
+
 // Key identifies the check among a channel's, for the conditions an
 // instance records as met: "check:<entity name>".
 func (c Check) Key() string { return "check:" + c.Entity.Name }
@@ -130,8 +134,11 @@ func (c Check) Key() string { return "check:" + c.Entity.Name }
 // String describes the check for people: "protection p (deployment)".
 func (c Check) String() string {
 	kind := string(c.Kind)
-	if c.Kind == CheckConvergenceExtension {
+	switch {
+	case c.Kind == CheckConvergenceExtension:
 		kind = "convergence extension"
+	case c.Source == SourceDrover:
+		return fmt.Sprintf("%s (%s)", c.Name, c.Lifecycle) // deployWindows (deployment)
 	}
 	return fmt.Sprintf("%s %s (%s)", kind, c.Name, c.Lifecycle)
 }

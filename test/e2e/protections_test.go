@@ -123,3 +123,36 @@ func TestProtectionsGate(t *testing.T) {
 	s.ok("bob", "approve", "web", "--app", app, "--release-channel", "prod")
 	s.waitStatus(app, "web", 30*time.Second, "both converged", converged(v2))
 }
+
+// TestDeployWindows: a release channel's deployWindows (drover's) hold a
+// new deployment outside them, BLOCKED until the next opening; a bypass of
+// deployWindows lets the desired state through.
+func TestDeployWindows(t *testing.T) {
+	requireE2E(t)
+	s := newServer(t)
+	const app = "windowed"
+	dir := twoChannelTree(t, app, "1s")
+	p := filepath.Join(dir, "app.pvn.yaml")
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := strings.ToLower(time.Now().UTC().AddDate(0, 0, 2).Weekday().String()[:3])
+	text := strings.Replace(string(data), "        - runtime: staging\n", "        - runtime: staging\n      deployWindows:\n        - {days: "+later+", hours: 9-17, tz: Europe/Berlin}\n", 1)
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.ok("alice", "apply", dir+"/...")
+	v, _ := s.push("alice", app, "web", "image=1.0")
+	st := s.waitStatus(app, "web", 30*time.Second, "staging blocked outside its deploy windows", func(st *apiv1.ServiceStatus) bool {
+		return findChannel(st, "staging").Status == "BLOCKED"
+	})
+	if msg := findChannel(st, "staging").Message; !strings.Contains(msg, "blocked by deployWindows (deployment): outside the allowed times ("+later+" hours 9-17 Europe/Berlin) until ") {
+		t.Errorf("staging's message: %q", msg)
+	}
+	s.ok("carol", "bypass", "web", "--app", app, "--release-channel", "staging", "--protection", "deployWindows", "--comment", "urgent")
+	s.waitStatus(app, "web", 30*time.Second, "staging converged past its windows", func(st *apiv1.ServiceStatus) bool {
+		sc := findChannel(st, "staging")
+		return sc.Status == "CONVERGED" && sc.Version == v
+	})
+}
