@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/drover-dev/drover/api/client"
 	apiv1 "github.com/drover-dev/drover/api/v1"
 	"github.com/drover-dev/drover/internal/usertext"
 )
@@ -43,17 +45,8 @@ Each person counts once: user names are compared trimmed and case-folded.`, stri
 			req := apiv1.ApproveRequest{ReleaseChannel: rc, Topic: topic, Reject: reject, User: user, Comment: comment}
 			c := g.client()
 			w := cmd.OutOrStdout()
-			switch {
-			case strings.HasPrefix(desired, "v-"):
-				req.Version = desired
-			case desired != "":
-				req.DesiredStateID = desired
-			default:
-				st, err := c.Status(cmd.Context(), app, args[0])
-				if err != nil {
-					return apiErr(err)
-				}
-				req.DesiredStateID, req.Version = st.DesiredStateID, st.DesiredVersion
+			if req.DesiredStateID, req.Version, err = desiredStateOf(cmd.Context(), c, app, args[0], desired); err != nil {
+				return err
 			}
 			what := req.Version
 			switch {
@@ -83,4 +76,21 @@ Each person counts once: user names are compared trimmed and case-folded.`, stri
 	f.StringVar(&topic, "topic", "", "which approval, when the channel has several")
 	f.StringVar(&comment, "comment", "", "a note kept with the approval")
 	return cmd
+}
+
+// desiredStateOf names the desired state an answer (approve, reject,
+// bypass) is for: --desired-state as an id (ds-...) or a version (v-...),
+// or else the one drover status shows now.
+func desiredStateOf(ctx context.Context, c *client.Client, app, svc, desired string) (id, version string, err error) {
+	switch {
+	case strings.HasPrefix(desired, "v-"):
+		return "", desired, nil
+	case desired != "":
+		return desired, "", nil
+	}
+	st, err := c.Status(ctx, app, svc)
+	if err != nil {
+		return "", "", apiErr(err)
+	}
+	return st.DesiredStateID, st.DesiredVersion, nil
 }

@@ -3,7 +3,6 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -34,17 +33,8 @@ too, which lets a channel held by it deploy.`,
 			}
 			req := apiv1.BypassRequest{ReleaseChannel: rc, Protection: protection, User: user, Comment: comment}
 			c := g.client()
-			switch {
-			case strings.HasPrefix(desired, "v-"):
-				req.Version = desired
-			case desired != "":
-				req.DesiredStateID = desired
-			default:
-				st, err := c.Status(cmd.Context(), app, args[0])
-				if err != nil {
-					return apiErr(err)
-				}
-				req.DesiredStateID, req.Version = st.DesiredStateID, st.DesiredVersion
+			if req.DesiredStateID, req.Version, err = desiredStateOf(cmd.Context(), c, app, args[0], desired); err != nil {
+				return err
 			}
 			st, err := c.Bypass(cmd.Context(), app, args[0], req)
 			if err != nil {

@@ -38,13 +38,9 @@ func (s *Server) approve(ctx context.Context, app, svc string, req apiv1.Approve
 	if req.User == "" {
 		return nil, errorf("invalid_argument", "user is required (approvals count distinct users)")
 	}
-	user, err := usertext.User(req.User)
+	user, comment, err := userAndComment(req.User, req.Comment)
 	if err != nil {
-		return nil, statusError("invalid_argument", err)
-	}
-	comment, err := usertext.Comment(req.Comment)
-	if err != nil {
-		return nil, statusError("invalid_argument", err)
+		return nil, err
 	}
 	if req.DesiredStateID == "" && req.Version == "" {
 		return nil, errorf("invalid_argument", "desiredStateId or version is required: the desired state being approved, as drover status %s --app %s shows it", svc, app)
@@ -101,10 +97,31 @@ func (s *Server) approve(ctx context.Context, app, svc string, req apiv1.Approve
 	case err != nil:
 		return nil, err
 	}
-	s.engine.Enqueue(app, svc)
+	return s.answered(ctx, rec, ch.Name, before)
+}
+
+// answered has the engine plan the service of a recorded answer (an
+// approval, a bypass) and returns its status once the plan counts it (or
+// planWait passed): before is the instance's revision before the answer.
+func (s *Server) answered(ctx context.Context, rec store.DesiredState, rc string, before int64) (*apiv1.ServiceStatus, error) {
+	s.engine.Enqueue(rec.Application, rec.Service)
 	s.changed.notify()
-	s.awaitPlan(ctx, app, svc, ch.Name, before)
+	s.awaitPlan(ctx, rec.Application, rec.Service, rc, before)
 	return s.statusOf(ctx, rec)
+}
+
+// userAndComment normalizes who answers and their note, refusing what
+// usertext refuses.
+func userAndComment(user, comment string) (string, string, error) {
+	u, err := usertext.User(user)
+	if err != nil {
+		return "", "", statusError("invalid_argument", err)
+	}
+	c, err := usertext.Comment(comment)
+	if err != nil {
+		return "", "", statusError("invalid_argument", err)
+	}
+	return u, c, nil
 }
 
 // planWait bounds how long an approval's answer waits for the engine to

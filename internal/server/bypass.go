@@ -9,7 +9,6 @@ import (
 	ds "github.com/drover-dev/drover/internal/desiredstate"
 	"github.com/drover-dev/drover/internal/engine"
 	"github.com/drover-dev/drover/internal/store"
-	"github.com/drover-dev/drover/internal/usertext"
 )
 
 // bypass records that a person let one protection (or extension) of a
@@ -27,13 +26,9 @@ func (s *Server) bypass(ctx context.Context, app, svc string, req apiv1.BypassRe
 	case req.DesiredStateID == "" && req.Version == "":
 		return nil, errorf("invalid_argument", "desiredStateId or version is required: the desired state the bypass is for, as drover status %s --app %s shows it", svc, app)
 	}
-	user, err := usertext.User(req.User)
+	user, comment, err := userAndComment(req.User, req.Comment)
 	if err != nil {
-		return nil, statusError("invalid_argument", err)
-	}
-	comment, err := usertext.Comment(req.Comment)
-	if err != nil {
-		return nil, statusError("invalid_argument", err)
+		return nil, err
 	}
 	rec, _, ch, err := s.channelOf(ctx, app, svc, req.ReleaseChannel)
 	if err != nil {
@@ -87,8 +82,5 @@ func (s *Server) bypass(ctx context.Context, app, svc string, req apiv1.BypassRe
 	case err != nil:
 		return nil, err
 	}
-	s.engine.Enqueue(app, svc)
-	s.changed.notify()
-	s.awaitPlan(ctx, app, svc, ch.Name, before)
-	return s.statusOf(ctx, rec)
+	return s.answered(ctx, rec, ch.Name, before)
 }

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	apiv1 "github.com/drover-dev/drover/api/v1"
 	"github.com/drover-dev/drover/internal/testing/podexec"
@@ -46,14 +44,7 @@ func TestAgentTerraformJobs(t *testing.T) {
 	k8sCreateNamespace(t, c, ns)
 	k8sMust(t, c, "POST", "/api/v1/namespaces/"+ns+"/serviceaccounts", "application/json",
 		fmt.Appendf(nil, `{"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":%q}}`, podexec.ServiceAccount))
-	rc, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := c.Client(t)
 	pods := podexec.Start(t, cs, ns, "app.drover.dev/runtime=terraform-runner", podexec.Options{
 		HostEnv: []string{"PATH", "HOME", "TMPDIR"},
 		Env:     map[string]string{"DROVER_TERRAFORM": bin},
