@@ -400,7 +400,7 @@ func (c *rcCompiler) compile() *CompiledReleaseChannel {
 		out.Env = nil
 	}
 	out.DependsOn = c.dependencies()
-	c.protections(out, merged)
+	c.protections(out, merged, defs, params)
 	out.ConvergenceExtensions = merged.ConvergenceExtensions
 	if svc.AutoRollback != nil && svc.AutoRollback.Disabled || rt.AutoRollback != nil && rt.AutoRollback.Disabled {
 		out.AutoRollbackDisabled = true
@@ -593,7 +593,7 @@ func (c *rcCompiler) dependencies() []string {
 // protections lists the channel's protection attachments, and its deploy
 // windows (drover's, kept with disableAllProtections: they are no
 // protection).
-func (c *rcCompiler) protections(out *CompiledReleaseChannel, m *serviceForRC) {
+func (c *rcCompiler) protections(out *CompiledReleaseChannel, m *serviceForRC, defs []config.ParameterDefinition, params map[string]any) {
 	add := func(source string, atts []config.ProtectionAttachment) {
 		if c.rc.DisableAllProtections {
 			return
@@ -612,7 +612,7 @@ func (c *rcCompiler) protections(out *CompiledReleaseChannel, m *serviceForRC) {
 				continue
 			}
 			out.Protections = append(out.Protections, CompiledProtection{Attachment: name, Protection: ref, Source: source, Lifecycle: a.Lifecycle,
-				Builtin: builtinCheck(c.in.Protections[ref].Builtin)})
+				Builtin: builtinCheck(c.in.Protections[ref].Builtin, defs, params)})
 		}
 	}
 	add("releaseChannel", c.rc.Protections)
@@ -625,7 +625,7 @@ func (c *rcCompiler) protections(out *CompiledReleaseChannel, m *serviceForRC) {
 		// starts (BLOCK).
 		out.Protections = append(out.Protections, CompiledProtection{Attachment: DeployWindowsCheck, Protection: DeployWindowsCheck, Source: desiredstate.SourceDrover,
 			Lifecycle: []config.ProtectionLifecycle{{Deployment: &config.DeploymentCheck{FailureBehavior: "BLOCK"}}},
-			Builtin:   builtinCheck(&config.BuiltinProtection{AllowedTimes: &config.AllowedTimes{Windows: c.rc.DeployWindows}})})
+			Builtin:   builtinCheck(&config.BuiltinProtection{AllowedTimes: &config.AllowedTimes{Windows: c.rc.DeployWindows}}, nil, nil)})
 	}
 }
 
@@ -633,12 +633,16 @@ func (c *rcCompiler) protections(out *CompiledReleaseChannel, m *serviceForRC) {
 const DeployWindowsCheck = "deployWindows"
 
 // builtinCheck is the engine's form of a builtin protection it evaluates
-// itself (nil for none, and for commitDenylist, which needs the
-// repository's history). The config was validated: windows parse.
-func builtinCheck(b *config.BuiltinProtection) *desiredstate.Builtin {
+// itself (nil for none, and for a commitDenylist with ranges, which needs
+// the repository's history). The config was validated: windows parse. A
+// commitDenylist is decided here, against the service's commit parameters
+// (defs, with their values params): the commits of a push do not change.
+func builtinCheck(b *config.BuiltinProtection, defs []config.ParameterDefinition, params map[string]any) *desiredstate.Builtin {
 	switch {
 	case b == nil:
 		return nil
+	case b.CommitDenylist != nil:
+		return commitDenylist(b.CommitDenylist, defs, params)
 	case b.AlwaysPassing != nil:
 		return &desiredstate.Builtin{AlwaysPassing: true}
 	case b.AlwaysFailing != nil:
@@ -666,6 +670,51 @@ func builtinCheck(b *config.BuiltinProtection) *desiredstate.Builtin {
 		return out
 	}
 	return nil
+}
+
+// commitDenylist decides a commitDenylist for a push [I]: it fails when a
+// commit parameter of the service for the denylist's repository (any
+// repository when the denylist names none) holds a denylisted commit (SHAs
+// compared by their common prefix, at least 7 characters). Ranges need the
+// repository's history: a denylist with one is not evaluated (nil).
+func commitDenylist(d *config.CommitDenylist, defs []config.ParameterDefinition, params map[string]any) *desiredstate.Builtin {
+	var denied []string
+	for _, cd := range d.Commits {
+		if cd.Range != nil {
+			return nil
+		}
+		if c := strings.ToLower(strings.TrimSpace(cd.Commit)); c != "" {
+			denied = append(denied, c)
+		}
+	}
+	var seen []string
+	for _, def := range defs {
+		if def.Commit == nil || d.Repository != "" && !strings.EqualFold(strings.TrimSuffix(def.Commit.Repository, ".git"), strings.TrimSuffix(d.Repository, ".git")) {
+			continue
+		}
+		v, _ := params[def.Name].(string)
+		if v == "" {
+			continue
+		}
+		seen = append(seen, fmt.Sprintf("%s=%s", def.Name, v))
+		for _, c := range denied {
+			n := min(len(c), len(v))
+			if n >= 7 && c[:n] == v[:n] {
+				return &desiredstate.Builtin{AlwaysFailing: true, Message: fmt.Sprintf("commit %s (parameter %s) is on the denylist", v, def.Name)}
+			}
+		}
+	}
+	if len(seen) == 0 {
+		return &desiredstate.Builtin{AlwaysPassing: true, Message: "no commit parameter of " + orDefault(d.Repository, "any repository") + " to check"}
+	}
+	return &desiredstate.Builtin{AlwaysPassing: true, Message: "no denylisted commit (" + strings.Join(seen, ", ") + ")"}
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 func windowText(tw config.TimeWindow, tz string) string {

@@ -22,10 +22,11 @@ const (
 )
 
 // Builtin is a protection drover evaluates itself, from the time alone
-// (builtin.alwaysPassing, alwaysFailing, allowedTimes).
+// (builtin.alwaysPassing, alwaysFailing, allowedTimes; a commitDenylist
+// is decided by the compiler, and stored as passing or failing with why).
 type Builtin struct {
 	AlwaysPassing bool `json:"alwaysPassing,omitempty"`
-	// AlwaysFailing fails with Message.
+	// AlwaysFailing fails with Message (AlwaysPassing passes with it).
 	AlwaysFailing bool   `json:"alwaysFailing,omitempty"`
 	Message       string `json:"message,omitempty"`
 	// AllowedTimes passes inside any of its windows.
@@ -94,7 +95,11 @@ func (b *Builtin) Evaluate(now time.Time) Result {
 		}
 		return Result{Message: msg, Until: until}
 	default:
-		return Result{Pass: true, Message: "always passing"}
+		msg := b.Message
+		if msg == "" {
+			msg = "always passing"
+		}
+		return Result{Pass: true, Message: msg}
 	}
 }
 
