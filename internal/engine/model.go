@@ -32,8 +32,9 @@ type Channel struct {
 }
 
 // The gates a channel declares that this engine does not evaluate yet
-// (convergence extensions, command protections, commitDenylist with ranges) hold the channel unless bypassed, so nothing is
-// deployed past a check nobody ran (planner.unenforced).
+// (convergence extensions, command protections, commitDenylist with
+// ranges) hold the channel unless bypassed, so nothing is deployed past a
+// check nobody ran (planner.unenforced).
 
 // enforced reports whether the engine evaluates chk: a builtin protection
 // (alwaysPassing, alwaysFailing, allowedTimes), in any lifecycle phase.
