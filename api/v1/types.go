@@ -278,14 +278,22 @@ type CheckStatus struct {
 	// Phase is preApproval, postApproval, deployment or postDeployment.
 	Phase string `json:"phase"`
 	// State is passed (a pre/postApproval check passed for this version),
-	// passing, failing, bypassed, or notEvaluated (drover does not evaluate
-	// it yet; it holds the channel unless bypassed).
-	State   string `json:"state"`
+	// passing, failing, pending (a command check not run yet, or that could
+	// not run), bypassed, or notEvaluated (drover does not evaluate it yet;
+	// it holds the channel unless bypassed).
+	State string `json:"state"`
+	// Message says why: for a command check, the last line of its last
+	// run's output.
 	Message string `json:"message,omitempty"`
 	// NextChange is when the outcome can change next (a window opening or
-	// closing); zero when only a push or a bypass changes it.
+	// closing, a command check's next run); zero when only a push or a
+	// bypass changes it.
 	NextChange time.Time `json:"nextChange,omitzero"`
 	BypassedBy string    `json:"bypassedBy,omitempty"`
+	// LastRun and Runs: when a command check last ran for the desired
+	// state, and how many times (drover runs --kind check shows them).
+	LastRun time.Time `json:"lastRun,omitzero"`
+	Runs    int       `json:"runs,omitempty"`
 }
 
 // ServiceList lists services with a desired state.

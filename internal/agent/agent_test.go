@@ -201,6 +201,20 @@ func TestAgentRunsCommands(t *testing.T) {
 	if len(runs) != 1 || runs[0].Kind != "apply" || runs[0].ExitCode != 0 || !strings.Contains(runs[0].Stdout, "applied") {
 		t.Fatalf("runs recorded on the server: %+v", runs)
 	}
+
+	// A protection's command runs there too, through the same runtime.
+	cr, ok := rt.(runtimes.CheckRunner)
+	if !ok {
+		t.Fatal("a runtime served by an agent does not run protection commands")
+	}
+	spec := `{"protection":"ready","taskConfig":{"program":{"cmd":["sh","-c","test -f ` + dir + `/applied && echo \"ready on $PVN_RELEASE_CHANNEL\""]}}}`
+	out, err := cr.RunCheck(context.Background(), tg, runtimes.CheckCommand{Name: "ready", Spec: json.RawMessage(spec)})
+	if err != nil || !out.Passed || out.Message != "ready on "+tg.ReleaseChannel {
+		t.Fatalf("check: %+v, %v", out, err)
+	}
+	if runs := r.runs.all(); len(runs) != 2 || runs[1].Kind != "check" {
+		t.Fatalf("runs recorded on the server: %+v", runs)
+	}
 }
 
 // A Kubernetes runtime cannot be served by a commands agent: the call

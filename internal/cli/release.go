@@ -300,6 +300,16 @@ func printStatus(w io.Writer, st *apiv1.ServiceStatus) {
 			if chk.Message != "" {
 				fmt.Fprintf(w, ": %s", clean(chk.Message))
 			}
+			var when []string
+			if !chk.LastRun.IsZero() {
+				when = append(when, fmt.Sprintf("last run %s, %d in all", chk.LastRun.Local().Format(time.TimeOnly), chk.Runs))
+			}
+			if !chk.NextChange.IsZero() && (chk.State == "failing" || chk.State == "pending" || chk.State == "passing") {
+				when = append(when, "next "+chk.NextChange.Local().Format(time.DateTime))
+			}
+			if len(when) > 0 {
+				fmt.Fprintf(w, " (%s)", strings.Join(when, "; "))
+			}
 			fmt.Fprintln(w)
 		}
 		if c.ObserveError != "" {

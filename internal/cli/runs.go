@@ -20,11 +20,13 @@ func newRunsCmd(g *globals) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "runs SERVICE --app APP",
-		Short: "List the commands runtimes ran for a service (fetch, apply, getInfo, plan)",
+		Short: "List the commands runtimes ran for a service (fetch, apply, getInfo, plan, check)",
 		Long: `Runs lists the commands custom runtimes and the Terraform runner ran for a
-service, newest first, with their exit codes. drover run ID prints one run's
-command and its separate stdout and stderr.`,
+service, newest first, with their exit codes: their fetches, applies and
+getInfo, and the runs of protections that run commands (kind check). drover
+run ID prints one run's command and its separate stdout and stderr.`,
 		Example: `  drover runs vm --app infra --release-channel staging --kind apply
+  drover runs api --app shop --release-channel prod --kind check
   drover run 42`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -61,7 +63,7 @@ command and its separate stdout and stderr.`,
 	f := cmd.Flags()
 	f.StringVar(&app, "app", "", "application of the service (required)")
 	f.StringVar(&rc, "release-channel", "", "only this release channel")
-	f.StringVar(&kind, "kind", "", "only this kind: fetch, apply, getInfo, plan, init")
+	f.StringVar(&kind, "kind", "", "only this kind: fetch, apply, getInfo, plan, init, check")
 	f.IntVar(&limit, "limit", 50, "at most this many runs (0 = all kept)")
 	f.StringVarP(&output, "output", "o", "text", "output format: text or json")
 	return cmd

@@ -114,6 +114,21 @@ type CompiledProtection struct {
 	// Builtin is the protection when drover evaluates it itself (nil: a
 	// command, or commitDenylist).
 	Builtin *desiredstate.Builtin `json:"builtin,omitempty"`
+	// Command is a protection that runs a command (taskConfig or
+	// kubernetesConfig), rendered with the attachment's parameters; the
+	// release channel's runtime runs it, every PollInterval.
+	Command      *ProtectionCommand `json:"command,omitempty"`
+	PollInterval config.Duration    `json:"pollInterval,omitzero"`
+}
+
+// ProtectionCommand is a protection's command as its runtime runs it: exit
+// code 0 passes.
+type ProtectionCommand struct {
+	Protection       string                     `json:"protection"`
+	TaskConfig       *config.TaskConfig         `json:"taskConfig,omitempty"`
+	KubernetesConfig *config.KubernetesConfig   `json:"kubernetesConfig,omitempty"`
+	Env              map[string]config.EnvValue `json:"env,omitempty"`
+	Timeout          config.Duration            `json:"timeout,omitzero"`
 }
 
 // CustomRuntimeObject is what a custom runtime (or terraform runner) converges:
@@ -400,7 +415,7 @@ func (c *rcCompiler) compile() *CompiledReleaseChannel {
 		out.Env = nil
 	}
 	out.DependsOn = c.dependencies()
-	c.protections(out, merged, defs, params)
+	c.protections(out, merged, defs, params, data)
 	out.ConvergenceExtensions = merged.ConvergenceExtensions
 	if svc.AutoRollback != nil && svc.AutoRollback.Disabled || rt.AutoRollback != nil && rt.AutoRollback.Disabled {
 		out.AutoRollbackDisabled = true
@@ -593,7 +608,7 @@ func (c *rcCompiler) dependencies() []string {
 // protections lists the channel's protection attachments, and its deploy
 // windows (drover's, kept with disableAllProtections: they are no
 // protection).
-func (c *rcCompiler) protections(out *CompiledReleaseChannel, m *serviceForRC, defs []config.ParameterDefinition, params map[string]any) {
+func (c *rcCompiler) protections(out *CompiledReleaseChannel, m *serviceForRC, defs []config.ParameterDefinition, params map[string]any, data *Data) {
 	add := func(source string, atts []config.ProtectionAttachment) {
 		if c.rc.DisableAllProtections {
 			return
@@ -611,8 +626,13 @@ func (c *rcCompiler) protections(out *CompiledReleaseChannel, m *serviceForRC, d
 				c.fail(Error{Object: c.serviceObject(), Msg: fmt.Sprintf("unknown protection %q", ref)})
 				continue
 			}
-			out.Protections = append(out.Protections, CompiledProtection{Attachment: name, Protection: ref, Source: source, Lifecycle: a.Lifecycle,
-				Builtin: builtinCheck(c.in.Protections[ref].Builtin, defs, params)})
+			prot := c.in.Protections[ref]
+			cp := CompiledProtection{Attachment: name, Protection: ref, Source: source, Lifecycle: a.Lifecycle,
+				Builtin: builtinCheck(prot.Builtin, defs, params), PollInterval: prot.PollInterval}
+			if prot.Builtin == nil {
+				cp.Command = c.protectionCommand(prot, a.Ref.Parameters, data)
+			}
+			out.Protections = append(out.Protections, cp)
 		}
 	}
 	add("releaseChannel", c.rc.Protections)
@@ -1184,4 +1204,51 @@ func distance(a, b string) int {
 		prev = cur
 	}
 	return prev[len(b)]
+}
+
+// protectionCommand renders a command protection for one attachment: its
+// taskConfig or kubernetesConfig and env, with the protection's parameters
+// (the attachment's values, else the defaults) as .Params. Secret
+// parameters are refused: pass secrets through env (rawSecret).
+func (c *rcCompiler) protectionCommand(prot *config.Protection, values []config.ParameterValue, data *Data) *ProtectionCommand {
+	object, field := "protection/"+prot.Name, "protection"
+	params := map[string]any{}
+	given := map[string]config.ParameterValue{}
+	for _, pv := range values {
+		given[pv.Name] = pv
+		if !slices.ContainsFunc(prot.Parameters, func(d config.ParameterDefinition) bool { return d.Name == pv.Name }) {
+			c.fail(Error{Object: c.serviceObject(), Field: "ref.parameters", Msg: fmt.Sprintf("protection %s has no parameter %q%s", prot.Name, pv.Name, nameHint(prot.Parameters))})
+		}
+	}
+	for i := range prot.Parameters {
+		def := &prot.Parameters[i]
+		var v any
+		var err error
+		if pv, ok := given[def.Name]; ok {
+			v, err = valueFromConfig(def, pv)
+		} else if v, err = defaultValue(def); err == nil && v == nil {
+			if def.Required {
+				err = fmt.Errorf("protection %s requires parameter %q: set it in the attachment's ref.parameters", prot.Name, def.Name)
+			} else {
+				v = zeroValue(def)
+			}
+		}
+		if _, secret := v.(Secret); err == nil && secret {
+			err = fmt.Errorf("parameter %q: secret parameters are not supported in protections; pass the secret through the protection's env (rawSecret)", def.Name)
+		}
+		if err != nil {
+			c.fail(Error{Object: c.serviceObject(), Field: "ref.parameters", Msg: err.Error()})
+			continue
+		}
+		params[def.Name] = v
+	}
+	if len(c.errs) > 0 {
+		return nil
+	}
+	in := &ProtectionCommand{Protection: prot.Name, TaskConfig: prot.TaskConfig, KubernetesConfig: prot.KubernetesConfig, Env: prot.Env, Timeout: prot.Timeout}
+	var out ProtectionCommand
+	if !c.renderConfig(object, field, in, &out, &Data{Params: params, Constants: data.Constants, Builtins: data.Builtins}) {
+		return nil
+	}
+	return &out
 }

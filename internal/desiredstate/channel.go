@@ -121,7 +121,16 @@ type Check struct {
 	// Builtin is a protection drover evaluates itself; nil for a command
 	// (taskConfig, kubernetesConfig) or a builtin it cannot evaluate.
 	Builtin *Builtin `json:"builtin,omitempty"`
+	// Command is a protection's command (opaque here: the channel's
+	// runtime reads it), run again every PollInterval (0: the engine's
+	// default); exit code 0 passes.
+	Command      json.RawMessage `json:"command,omitempty"`
+	PollInterval Duration        `json:"pollInterval,omitzero"`
 }
+
+// RunKey names the runs of a command check: one run serves every phase of
+// its attachment ("<source>/<attachment>").
+func (c Check) RunKey() string { return c.Source + "/" + c.Attachment }
 
 // SourceDrover is the Source of checks drover adds itself (a release
 // channel's deployWindows).

@@ -1,6 +1,7 @@
 package desiredstate
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -145,6 +146,9 @@ type Attachment struct {
 	Source     string                `json:"source"`
 	Lifecycle  []AttachmentLifecycle `json:"lifecycle"`
 	Builtin    *Builtin              `json:"builtin"`
+	// Command and PollInterval: a protection that runs a command.
+	Command      json.RawMessage `json:"command"`
+	PollInterval Duration        `json:"pollInterval"`
 }
 
 // AttachmentLifecycle is one lifecycle item of an attachment.
@@ -173,6 +177,10 @@ func CompleteChecks(checks []Check, atts []Attachment) {
 				continue
 			}
 			chk.Builtin = a.Builtin
+			if chk.Builtin == nil && len(a.Command) > 0 && string(a.Command) != "null" {
+				chk.Command = a.Command
+				chk.PollInterval = a.PollInterval
+			}
 			for _, l := range a.Lifecycle {
 				switch {
 				case l.Deployment != nil && chk.Lifecycle == PhaseDeployment:

@@ -13,6 +13,8 @@ const (
 	EventApproved         EventType = "approved"
 	EventRejected         EventType = "rejected"
 	EventBypassed         EventType = "bypassed"
+	EventCheckPassed      EventType = "check-passed"
+	EventCheckFailed      EventType = "check-failed"
 	EventStarted          EventType = "started"
 	EventApplying         EventType = "applying"
 	EventApplied          EventType = "applied"

@@ -39,6 +39,15 @@ type Action struct {
 	Check *ds.Check `json:"check,omitempty"`
 }
 
+// taskInstance is the task instance of a: its release channel, or for a
+// check its own (CheckTaskInstance).
+func (a Action) taskInstance() string {
+	if a.Kind == ActionRunCheck && a.Check != nil {
+		return CheckTaskInstance(a.ReleaseChannel, *a.Check)
+	}
+	return a.ReleaseChannel
+}
+
 // Result is what carrying out an action (or reconciling a service) asks of
 // the work queue, when it returns no error:
 //

@@ -112,7 +112,7 @@ func TestPlanBuiltinChecks(t *testing.T) {
 			t.Fatalf("prod %s: %s", w.status("prod"), w.instances["prod"].Message)
 		}
 	})
-	t.Run("commands are still held", func(t *testing.T) {
+	t.Run("a check drover cannot evaluate is held", func(t *testing.T) {
 		t.Parallel()
 		w := newWorld(t, oneChannel(ds.Check{Name: "migrations", Lifecycle: ds.PhasePreApproval}))
 		if p := w.plan(); len(p.Actions) != 0 || w.status("prod") != ds.StatusWaitingPreconditions ||
@@ -243,4 +243,135 @@ func TestCheckReports(t *testing.T) {
 	if got := state(rs); !slices.Equal(got, []string{"postApproval=passed", "deployment=passed", "preApproval=bypassed"}) || rs[2].BypassedBy != "carol" {
 		t.Fatalf("deploying: %v %+v", got, rs[2])
 	}
+}
+
+// checkRuns returns the checks p runs, as "<channel>#<run key>".
+func checkRuns(p Plan) []string {
+	var out []string
+	for _, a := range p.Actions {
+		if a.Kind == ActionRunCheck {
+			out = append(out, a.taskInstance())
+		}
+	}
+	return out
+}
+
+// finishCheck records a run of the command check key of rc as the runner
+// would: the last result per key.
+func (w *world) finishCheck(rc, key string, passed bool, msg string) {
+	inst := w.instances[rc]
+	inst.Checks = slices.DeleteFunc(slices.Clone(inst.Checks), func(r store.CheckResult) bool { return r.Key == key })
+	inst.Checks = append(inst.Checks, store.CheckResult{Key: key, DesiredStateID: w.desired.ID, Passed: passed, Message: msg, At: w.now, Runs: 1})
+	w.instances[rc] = inst
+}
+
+func TestPlanCommandChecks(t *testing.T) {
+	t.Parallel()
+	cmd := func(phase string) ds.Check {
+		return ds.Check{Name: "migrations", Lifecycle: phase, Source: "releaseChannel", Attachment: "migrations",
+			Command: []byte(`{"taskConfig":{}}`), PollInterval: ds.Duration{Duration: 10 * time.Second}}
+	}
+	const task, key = "prod#releaseChannel/migrations", "releaseChannel/migrations"
+	t.Run("preApproval: runs, blocks while failing, runs again each poll, passes once", func(t *testing.T) {
+		t.Parallel()
+		d := oneChannel(cmd(ds.PhasePreApproval), cmd(ds.PhasePostApproval))
+		w := newWorld(t, d)
+		w.observed["prod"] = Observation{}
+		p := w.plan()
+		inst := w.instances["prod"]
+		if !slices.Equal(checkRuns(p), []string{task}) || len(applied(p)) != 1 || inst.Status != ds.StatusWaitingPreconditions || inst.Reason != ds.ReasonLifecycleCheckPending ||
+			inst.Message != "waiting for protection migrations (preApproval): running" {
+			t.Fatalf("first pass: actions %v; prod %s %s: %s", applied(p), inst.Status, inst.Reason, inst.Message)
+		}
+		// While the run is open, no second one is planned.
+		w.running = map[string]bool{task: true}
+		if p := w.plan(); len(p.Actions) != 0 {
+			t.Fatalf("run open: actions %v", applied(p))
+		}
+		w.running = nil
+		w.finishCheck("prod", key, false, "exit code 1: 3 migrations pending")
+		p = w.plan()
+		inst = w.instances["prod"]
+		if len(p.Actions) != 0 || inst.Status != ds.StatusBlocked || inst.Reason != ds.ReasonLifecycleCheckFailed ||
+			inst.Message != "blocked by protection migrations (preApproval): exit code 1: 3 migrations pending" || p.RequeueAfter != 10*time.Second {
+			t.Fatalf("failed: actions %v; prod %s %s: %s; requeue %v", applied(p), inst.Status, inst.Reason, inst.Message, p.RequeueAfter)
+		}
+		w.now = w.now.Add(10 * time.Second)
+		if p := w.plan(); !slices.Equal(checkRuns(p), []string{task}) || w.status("prod") != ds.StatusBlocked {
+			t.Fatalf("poll interval later: runs %v; prod %s", checkRuns(p), w.status("prod"))
+		}
+		w.finishCheck("prod", key, true, "no pending migration")
+		// One passing run serves both phases of the attachment.
+		if p := w.plan(); !slices.Equal(applied(p), []string{"prod=v1"}) {
+			t.Fatalf("passed: actions %v; prod %s: %s", applied(p), w.status("prod"), w.instances["prod"].Message)
+		}
+		if !slices.Contains(w.instances["prod"].Satisfied, "check:prod/protection/migrations/preApproval@v1") {
+			t.Errorf("satisfied %v", w.instances["prod"].Satisfied)
+		}
+	})
+	t.Run("a check that could not run is pending, not failed", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t, oneChannel(cmd(ds.PhaseDeployment)))
+		w.observed["prod"] = Observation{}
+		w.plan()
+		inst := w.instances["prod"]
+		inst.Checks = []store.CheckResult{{Key: key, DesiredStateID: "ds1", Error: "runtime rp cannot run protection commands", At: w.now}}
+		w.instances["prod"] = inst
+		p := w.plan()
+		if len(p.Actions) != 0 || w.status("prod") != ds.StatusWaitingPreconditions ||
+			w.instances["prod"].Message != "waiting for protection migrations (deployment): could not run: runtime rp cannot run protection commands" {
+			t.Fatalf("actions %v; prod %s: %s", applied(p), w.status("prod"), w.instances["prod"].Message)
+		}
+	})
+	t.Run("postDeployment: a run after the delay, passing for the duration", func(t *testing.T) {
+		t.Parallel()
+		c := cmd(ds.PhasePostDeployment)
+		c.DelayCheck, c.CheckFor = ds.Duration{Duration: 5 * time.Second}, ds.Duration{Duration: 30 * time.Second}
+		w := newWorld(t, oneChannel(cmd(ds.PhasePreApproval), c))
+		w.observed["prod"] = Observation{}
+		w.plan()
+		w.finishCheck("prod", key, true, "ok")
+		w.plan() // applies
+		w.observed["prod"] = running("v1", true)
+		w.now = w.now.Add(2 * time.Second)
+		if p := w.plan(); len(p.Actions) != 0 || w.status("prod") != ds.StatusConverging {
+			t.Fatalf("before the delay: actions %v; prod %s: %s", applied(p), w.status("prod"), w.instances["prod"].Message)
+		}
+		// The preApproval run was before the window: it runs again.
+		w.now = w.now.Add(5 * time.Second)
+		if p := w.plan(); !slices.Equal(checkRuns(p), []string{task}) || !strings.Contains(w.instances["prod"].Message, "protection migrations (postDeployment): running") {
+			t.Fatalf("window opened: runs %v; prod %s: %s", checkRuns(p), w.status("prod"), w.instances["prod"].Message)
+		}
+		w.finishCheck("prod", key, true, "healthy")
+		w.plan()
+		w.now = w.now.Add(30 * time.Second)
+		w.finishCheck("prod", key, true, "healthy")
+		if p := w.plan(); w.status("prod") != ds.StatusConverged || len(p.Actions) != 0 {
+			t.Fatalf("window over: actions %v; prod %s: %s", p.Actions, w.status("prod"), w.instances["prod"].Message)
+		}
+	})
+	t.Run("postDeployment: a failing run in the window fails and rolls back", func(t *testing.T) {
+		t.Parallel()
+		c := cmd(ds.PhasePostDeployment)
+		c.CheckFor = ds.Duration{Duration: time.Minute}
+		w := newWorld(t, oneChannel(c))
+		w.instances["prod"] = store.Instance{Application: "app", Service: "web", ReleaseChannel: "prod", DesiredStateID: "ds0", Status: ds.StatusConverged,
+			TargetStateID: "ds0", TargetVersion: "v0", CurrentStateID: "ds0", CurrentVersion: "v0",
+			Checks: []store.CheckResult{{Key: key, DesiredStateID: "ds0", Passed: true, At: t0}}}
+		w.observed["prod"] = running("v0", true)
+		w.plan()
+		if got := w.instances["prod"].Checks; len(got) != 0 {
+			t.Errorf("results of the replaced desired state kept: %v", got)
+		}
+		w.observed["prod"] = running("v1", true)
+		w.plan()
+		w.now = w.now.Add(time.Second)
+		w.finishCheck("prod", key, false, "exit code 2: error rate 7%")
+		p := w.plan()
+		inst := w.instances["prod"]
+		if inst.Status != ds.StatusRollingBack || !strings.Contains(inst.Message, "protection migrations (postDeployment) failed 1s after the deployment: exit code 2: error rate 7%") ||
+			!slices.Equal(applied(p), []string{"prod=v0"}) {
+			t.Fatalf("actions %v; prod %s: %s", applied(p), inst.Status, inst.Message)
+		}
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	ds "github.com/drover-dev/drover/internal/desiredstate"
@@ -63,13 +64,18 @@ func NewLocalExecutor(st store.Store, rs RuntimeSource, settings Settings, now f
 
 // Execute implements Executor. An apply's own failure is not an error here:
 // it is an outcome recorded on the instance, whose plan retries it with
-// backoff. Checks and deletes are not carried out by this version of drover
-// (the planner does not decide them yet): they fail as Terminal.
+// backoff; nor is a check's. Deletes are not carried out by this version of
+// drover (the planner does not decide them yet): they fail as Terminal.
 func (x *LocalExecutor) Execute(ctx context.Context, app, svc string, a Action) (Outcome, error) {
 	switch a.Kind {
 	case ActionApply:
 		return x.apply(ctx, app, svc, a), nil
-	case ActionRunCheck, ActionDelete:
+	case ActionRunCheck:
+		if a.Check == nil {
+			return Outcome{}, Terminal(fmt.Errorf("%s/%s/%s: a runCheck action without its check", app, svc, a.ReleaseChannel))
+		}
+		return x.runCheck(ctx, app, svc, a), nil
+	case ActionDelete:
 		return Outcome{}, Terminal(fmt.Errorf("%s/%s/%s: %s actions are not carried out by this drover yet", app, svc, a.ReleaseChannel, a.Kind))
 	}
 	return Outcome{}, Terminal(fmt.Errorf("%s/%s/%s: unknown action kind %q", app, svc, a.ReleaseChannel, a.Kind))
@@ -136,6 +142,72 @@ func (x *LocalExecutor) apply(ctx context.Context, app, svc string, a Action) Ou
 				// still waits its backoff before the next).
 				i.ApplyAttempts--
 			}
+		},
+	}
+}
+
+// runCheck runs a command check once through the channel's runtime and
+// records its result on the instance (the last one per check). An event
+// is recorded when the outcome differs from the previous run's for the
+// desired state: people see a check turn red or green, not every run.
+func (x *LocalExecutor) runCheck(ctx context.Context, app, svc string, a Action) Outcome {
+	chk := *a.Check
+	log := x.log.With("app", app, "service", svc, "release_channel", a.ReleaseChannel, "check", chk.String())
+	var prev *store.CheckResult
+	if inst, err := x.store.GetInstance(ctx, app, svc, a.ReleaseChannel); err == nil {
+		for _, r := range inst.Checks {
+			if r.Key == chk.RunKey() && r.DesiredStateID == a.StateID {
+				prev = &r
+			}
+		}
+	}
+	target, err := x.target(ctx, a.StateID, a.ReleaseChannel)
+	var rt runtimes.Runtime
+	if err == nil {
+		rt, err = x.runtimes.Runtime(ctx, a.Runtime)
+	}
+	var out runtimes.CheckOutcome
+	if err == nil {
+		cr, ok := rt.(runtimes.CheckRunner)
+		if !ok {
+			err = fmt.Errorf("runtime %s cannot run protection commands (taskConfig, kubernetesConfig): drover runs them through custom runtimes", a.Runtime)
+		} else {
+			out, err = cr.RunCheck(ctx, target, runtimes.CheckCommand{Name: chk.Name, Spec: chk.Command})
+		}
+	}
+	if stopped := shutdownCause(ctx); err != nil && stopped != nil {
+		return Outcome{Interrupted: true, Message: stopped.Error()}
+	}
+	res := store.CheckResult{Key: chk.RunKey(), DesiredStateID: a.StateID, Passed: out.Passed, Message: out.Message, At: x.now(), Runs: 1}
+	if prev != nil {
+		res.Runs = prev.Runs + 1
+	}
+	msg := "passed"
+	if !out.Passed {
+		msg = "failed"
+	}
+	if err != nil {
+		log.Warn("check could not run", "error", err)
+		res.Error, res.Message, msg = err.Error(), "", "could not run: "+err.Error()
+	} else if out.Message != "" {
+		msg += ": " + out.Message
+	}
+	var events []store.Event
+	if prev == nil || prev.Passed != res.Passed || (prev.Error == "") != (res.Error == "") {
+		typ := ds.EventCheckPassed
+		if !res.Passed {
+			typ = ds.EventCheckFailed
+		}
+		events = append(events, store.Event{
+			Time: res.At, Application: app, Service: svc, ReleaseChannel: a.ReleaseChannel, DesiredStateID: a.StateID,
+			Type: typ, Actor: "engine", Message: fmt.Sprintf("%s: protection %s %s", a.ReleaseChannel, checkAttachment(chk), msg),
+		})
+	}
+	return Outcome{
+		Result: Result{Requeue: true}, Failed: !res.Passed, Message: msg, Events: events,
+		Change: func(i *store.Instance) {
+			checks := slices.DeleteFunc(slices.Clone(i.Checks), func(r store.CheckResult) bool { return r.Key == res.Key })
+			i.Checks = append(checks, res)
 		},
 	}
 }

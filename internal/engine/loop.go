@@ -453,14 +453,14 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (Result, error) {
 		observed[ch.Name] = Observation{State: st}
 	}
 	now := l.now()
-	plan := PlanService(PlanInput{Now: now, Desired: desired, Instances: instances, Observed: observed, Approvals: approvals, Settings: l.settings})
+	plan := PlanService(PlanInput{Now: now, Desired: desired, Instances: instances, Observed: observed, Approvals: approvals, Running: applying, Settings: l.settings})
 	b := &store.Batch{Fence: &store.Fence{Key: leaseKey(key), Token: lease.Token}, Instances: plan.Instances, Events: plan.Events, Observations: newObs}
 	for _, a := range plan.Actions {
 		payload, err := json.Marshal(a)
 		if err != nil {
 			return Result{}, fmt.Errorf("encode %s action: %w", a.Kind, err)
 		}
-		b.Tasks = append(b.Tasks, store.Task{Key: key, Instance: a.ReleaseChannel, Kind: taskKind(a), Payload: payload})
+		b.Tasks = append(b.Tasks, store.Task{Key: key, Instance: a.taskInstance(), Kind: taskKind(a), Payload: payload})
 	}
 	if len(b.Instances) > 0 || len(b.Events) > 0 || len(b.Tasks) > 0 || len(b.Observations) > 0 {
 		err := l.store.Write(ctx, b)

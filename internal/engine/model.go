@@ -32,14 +32,15 @@ type Channel struct {
 }
 
 // The gates a channel declares that this engine does not evaluate yet
-// (convergence extensions, command protections, commitDenylist with
-// ranges) hold the channel unless bypassed, so nothing is deployed past a
-// check nobody ran (planner.unenforced).
+// (convergence extensions, commitDenylist with ranges) hold the channel
+// unless bypassed, so nothing is deployed past a check nobody ran
+// (planner.unenforced).
 
 // enforced reports whether the engine evaluates chk: a builtin protection
-// (alwaysPassing, alwaysFailing, allowedTimes), in any lifecycle phase.
+// (alwaysPassing, alwaysFailing, allowedTimes) or a command protection, in
+// any lifecycle phase.
 func enforced(chk ds.Check) bool {
-	if chk.Kind != ds.CheckProtection || chk.Builtin == nil {
+	if chk.Kind != ds.CheckProtection || chk.Builtin == nil && len(chk.Command) == 0 {
 		return false
 	}
 	switch chk.Lifecycle {
@@ -48,6 +49,11 @@ func enforced(chk ds.Check) bool {
 	}
 	return false
 }
+
+// CheckTaskInstance is the task instance of the runs of a command check of
+// release channel rc: its own, so a check runs beside an apply of the
+// channel, and one run of each check is open at a time.
+func CheckTaskInstance(rc string, chk ds.Check) string { return rc + "#" + chk.RunKey() }
 
 // Gate is a manual approval precondition.
 type Gate = ds.Approval
@@ -84,6 +90,9 @@ type Settings struct {
 	// observed sooner.
 	PollInterval       time.Duration
 	SteadyPollInterval time.Duration
+	// CheckInterval is how often a command check runs again when its
+	// protection sets no pollInterval.
+	CheckInterval time.Duration
 }
 
 // DefaultSettings are the defaults of reference.md §4.7.
@@ -97,6 +106,7 @@ func DefaultSettings() Settings {
 		ProgressDeadline:   10 * time.Minute,
 		PollInterval:       30 * time.Second,
 		SteadyPollInterval: 5 * time.Minute,
+		CheckInterval:      30 * time.Second,
 	}
 }
 
@@ -107,7 +117,10 @@ type PlanInput struct {
 	Instances map[string]store.Instance
 	Observed  map[string]Observation
 	Approvals []store.Approval
-	Settings  Settings
+	// Running holds the task instances of open tasks: a command check
+	// whose CheckTaskInstance is there is running.
+	Running  map[string]bool
+	Settings Settings
 }
 
 // Plan is the planner's decision for one service.

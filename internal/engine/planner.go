@@ -33,7 +33,7 @@ import (
 //   - Applies are retried with exponential backoff; the instance fails after
 //     Settings.MaxApplyAttempts.
 func PlanService(in PlanInput) Plan {
-	p := &planner{in: in, next: map[string]store.Instance{}}
+	p := &planner{in: in, next: map[string]store.Instance{}, started: map[string]bool{}}
 	for k, v := range in.Instances {
 		p.next[k] = v
 	}
@@ -47,6 +47,8 @@ type planner struct {
 	in   PlanInput
 	next map[string]store.Instance
 	plan Plan
+	// started holds the task instances of the checks this plan runs.
+	started map[string]bool
 }
 
 // requeue asks for another pass within d (the smallest request wins).
@@ -110,6 +112,8 @@ func (p *planner) channel(ch Channel) {
 		inst.ApplyAttempts = 0
 		s.inst.RollbackFrom, s.inst.FailedVersion, s.inst.Healed = "", "", 0
 		s.inst.ActionPending = false
+		// Check results belong to the desired state they ran for.
+		s.inst.Checks = slices.DeleteFunc(slices.Clone(s.inst.Checks), func(r store.CheckResult) bool { return r.DesiredStateID != ch.StateID })
 		if s.inst.DesiredVersion != ch.Version {
 			// Conditions carry over only to a re-push of the same version.
 			s.inst.Satisfied = nil
@@ -248,14 +252,15 @@ func (p *planner) gate(s *step) {
 }
 
 // blockedBy evaluates the channel's checks of one lifecycle phase before
-// the deployment and reports whether one fails: then the instance is
-// BLOCKED, saying which check and why, and is planned again when the
-// outcome can change (a window opens). preApproval and postApproval checks
+// the deployment and reports whether one fails or has no outcome yet: then
+// the instance is BLOCKED, saying which check and why (or waits for a
+// command check's run), and is planned again when the outcome can change (a
+// window opens, the check runs again). preApproval and postApproval checks
 // pass once per version (recorded in Satisfied); deployment checks must
 // pass when the apply starts.
 func (p *planner) blockedBy(s *step, phase string) bool {
 	once := phase != ds.PhaseDeployment
-	var failing []string
+	var failing, pending []string
 	for _, chk := range s.ch.Checks {
 		if chk.Lifecycle != phase || !enforced(chk) || p.bypassed(s.ch, chk) {
 			continue
@@ -264,23 +269,93 @@ func (p *planner) blockedBy(s *step, phase string) bool {
 		if once && slices.Contains(s.inst.Satisfied, met) {
 			continue
 		}
-		r := chk.Builtin.Evaluate(p.in.Now)
-		if r.Pass {
+		v := p.evaluate(s, chk, time.Time{})
+		switch {
+		case v.pending:
+			pending = append(pending, fmt.Sprintf("%s: %s", chk, v.Message))
+			continue
+		case v.Pass:
 			if once {
 				s.inst.Satisfied = append(s.inst.Satisfied, met)
 			}
 			continue
 		}
-		if !r.Until.IsZero() {
-			p.requeue(r.Until.Sub(p.in.Now))
+		if !v.Until.IsZero() {
+			p.requeue(v.Until.Sub(p.in.Now))
 		}
-		failing = append(failing, fmt.Sprintf("%s: %s", chk, r.Message))
+		failing = append(failing, fmt.Sprintf("%s: %s", chk, v.Message))
 	}
-	if len(failing) == 0 {
+	switch {
+	case len(failing) > 0:
+		s.set(ds.StatusBlocked, ds.ReasonLifecycleCheckFailed, "blocked by %s", strings.Join(append(failing, pending...), "; "))
+	case len(pending) > 0:
+		s.set(ds.StatusWaitingPreconditions, ds.ReasonLifecycleCheckPending, "waiting for %s", strings.Join(pending, "; "))
+	default:
 		return false
 	}
-	s.set(ds.StatusBlocked, ds.ReasonLifecycleCheckFailed, "blocked by %s", strings.Join(failing, "; "))
 	return true
+}
+
+// verdict is a check's outcome as a plan sees it.
+type verdict struct {
+	ds.Result
+	// pending: a command check has no outcome for this desired state yet
+	// (its first run is on its way, or it could not run: Message says).
+	pending bool
+}
+
+// evaluate returns chk's outcome at now: a builtin's, or the last run of a
+// command check since the given time. It runs a command check again when
+// it has no result since then, or its poll interval has passed (unless a
+// run is open), and plans the service again when the next run is due.
+func (p *planner) evaluate(s *step, chk ds.Check, since time.Time) verdict {
+	if chk.Builtin != nil {
+		return verdict{Result: chk.Builtin.Evaluate(p.in.Now)}
+	}
+	task := CheckTaskInstance(s.ch.Name, chk)
+	running := p.in.Running[task] || p.started[task]
+	run := func() {
+		if !running {
+			p.started[task] = true
+			c := chk
+			p.plan.Actions = append(p.plan.Actions, Action{Kind: ActionRunCheck, ReleaseChannel: s.ch.Name, StateID: s.ch.StateID, Version: s.ch.Version, Runtime: s.ch.Runtime, Check: &c})
+			running = true
+		}
+	}
+	res := lastResult(*s.inst, s.ch, chk)
+	if res == nil || res.At.Before(since) {
+		run()
+		return verdict{pending: true, Result: ds.Result{Message: "running"}}
+	}
+	if due := res.At.Add(checkInterval(chk, p.in.Settings)); p.in.Now.Before(due) {
+		p.requeue(due.Sub(p.in.Now))
+	} else {
+		run()
+	}
+	if res.Error != "" {
+		return verdict{pending: true, Result: ds.Result{Message: "could not run: " + res.Error}}
+	}
+	return verdict{Result: ds.Result{Pass: res.Passed, Message: res.Message}}
+}
+
+// lastResult is the last result of command check chk of ch for its
+// desired state, or nil.
+func lastResult(inst store.Instance, ch Channel, chk ds.Check) *store.CheckResult {
+	key := chk.RunKey()
+	for i := range inst.Checks {
+		if r := &inst.Checks[i]; r.Key == key && r.DesiredStateID == ch.StateID {
+			return r
+		}
+	}
+	return nil
+}
+
+// checkInterval is how often command check chk runs.
+func checkInterval(chk ds.Check, st Settings) time.Duration {
+	if chk.PollInterval.Duration > 0 {
+		return chk.PollInterval.Duration
+	}
+	return st.CheckInterval
 }
 
 // bypassed reports whether someone bypassed chk's attachment on ch for
@@ -332,23 +407,36 @@ func (p *planner) soaking(s *step, version string) bool {
 	for _, chk := range checks {
 		start := inst.ConvergedAt.Add(chk.DelayCheck.Duration)
 		end := start.Add(chk.CheckFor.Duration)
-		switch {
-		case p.in.Now.Before(start):
+		if p.in.Now.Before(start) {
 			waiting = append(waiting, fmt.Sprintf("%s starts at %s", chk, start.UTC().Format(time.TimeOnly)))
 			p.requeue(start.Sub(p.in.Now))
 			continue
+		}
+		// A builtin held for its whole duration once it ends; a command
+		// check, once it ends with a passing run since it started.
+		if !p.in.Now.Before(end) {
+			if chk.Builtin != nil {
+				continue
+			}
+			if r := lastResult(*inst, s.ch, chk); r != nil && r.Passed && r.Error == "" && !r.At.Before(start) {
+				continue
+			}
+		}
+		v := p.evaluate(s, chk, start)
+		switch {
+		case v.pending:
+			waiting = append(waiting, fmt.Sprintf("%s: %s", chk, v.Message))
+			continue
+		case !v.Pass:
+			p.fail(s, version, ds.ReasonLifecycleCheckFailed, fmt.Sprintf("%s failed %s after the deployment: %s", chk, p.in.Now.Sub(inst.ConvergedAt).Round(time.Second), v.Message))
+			return true
 		case !p.in.Now.Before(end):
 			continue // it held for its whole duration
 		}
-		r := chk.Builtin.Evaluate(p.in.Now)
-		if !r.Pass {
-			p.fail(s, version, ds.ReasonLifecycleCheckFailed, fmt.Sprintf("%s failed %s after the deployment: %s", chk, p.in.Now.Sub(inst.ConvergedAt).Round(time.Second), r.Message))
-			return true
-		}
 		waiting = append(waiting, fmt.Sprintf("%s must pass until %s", chk, end.UTC().Format(time.TimeOnly)))
 		p.requeue(end.Sub(p.in.Now))
-		if !r.Until.IsZero() && r.Until.Before(end) {
-			p.requeue(r.Until.Sub(p.in.Now))
+		if !v.Until.IsZero() && v.Until.Before(end) {
+			p.requeue(v.Until.Sub(p.in.Now))
 		}
 	}
 	if len(waiting) == 0 {
@@ -367,13 +455,13 @@ func (p *planner) deploymentFailed(s *step, version string) bool {
 		if chk.Lifecycle != ds.PhaseDeployment || chk.FailureBehavior != ds.FailureFail || !enforced(chk) || p.bypassed(s.ch, chk) {
 			continue
 		}
-		r := chk.Builtin.Evaluate(p.in.Now)
-		if !r.Pass {
-			p.fail(s, version, ds.ReasonLifecycleCheckFailed, fmt.Sprintf("%s failed during the deployment: %s", chk, r.Message))
+		v := p.evaluate(s, chk, time.Time{})
+		if !v.pending && !v.Pass {
+			p.fail(s, version, ds.ReasonLifecycleCheckFailed, fmt.Sprintf("%s failed during the deployment: %s", chk, v.Message))
 			return true
 		}
-		if !r.Until.IsZero() {
-			p.requeue(r.Until.Sub(p.in.Now))
+		if !v.Until.IsZero() {
+			p.requeue(v.Until.Sub(p.in.Now))
 		}
 	}
 	return false
@@ -650,7 +738,12 @@ func instanceChanged(a, b store.Instance) bool {
 		a.PreviousStateID != b.PreviousStateID || a.PreviousVersion != b.PreviousVersion || a.DesiredVersion != b.DesiredVersion ||
 		!slices.Equal(a.Satisfied, b.Satisfied) || a.RollbackFrom != b.RollbackFrom || a.RollbackReason != b.RollbackReason ||
 		a.FailedVersion != b.FailedVersion || a.Healed != b.Healed || a.ActionSeq != b.ActionSeq ||
-		a.ActionPending != b.ActionPending || !a.AppliedAt.Equal(b.AppliedAt)
+		a.ActionPending != b.ActionPending || !a.AppliedAt.Equal(b.AppliedAt) || !slices.EqualFunc(a.Checks, b.Checks, sameCheckResult)
+}
+
+func sameCheckResult(a, b store.CheckResult) bool {
+	return a.Key == b.Key && a.DesiredStateID == b.DesiredStateID && a.Passed == b.Passed && a.Error == b.Error &&
+		a.Message == b.Message && a.At.Equal(b.At) && a.Runs == b.Runs
 }
 
 func joinNames(names []string) string {

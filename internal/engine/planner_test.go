@@ -36,7 +36,9 @@ type world struct {
 	instances map[string]store.Instance
 	observed  map[string]Observation
 	approvals []store.Approval
-	settings  Settings
+	// running holds the task instances of open tasks (checks).
+	running  map[string]bool
+	settings Settings
 }
 
 func newWorld(t *testing.T, d *Desired) *world {
@@ -44,7 +46,7 @@ func newWorld(t *testing.T, d *Desired) *world {
 }
 
 func (w *world) plan() Plan {
-	p := PlanService(PlanInput{Now: w.now, Desired: w.desired, Instances: w.instances, Observed: w.observed, Approvals: w.approvals, Settings: w.settings})
+	p := PlanService(PlanInput{Now: w.now, Desired: w.desired, Instances: w.instances, Observed: w.observed, Approvals: w.approvals, Running: w.running, Settings: w.settings})
 	for _, inst := range p.Instances {
 		w.instances[inst.ReleaseChannel] = inst
 	}

@@ -13,6 +13,7 @@ const (
 	CheckPassed       = "passed"       // a once-phase check passed for this version
 	CheckPassing      = "passing"      // it passes now
 	CheckFailing      = "failing"      // it fails now: it holds the channel in its phase
+	CheckPending      = "pending"      // a command check has no outcome yet (running, or could not run)
 	CheckBypassed     = "bypassed"     // someone bypassed it for this desired state
 	CheckNotEvaluated = "notEvaluated" // drover does not evaluate it yet: it holds the channel
 )
@@ -25,6 +26,10 @@ type CheckReport struct {
 	Message    string
 	NextChange time.Time
 	BypassedBy string
+	// LastRun and Runs: a command check's last run for the desired
+	// state, and how many ran.
+	LastRun time.Time
+	Runs    int
 }
 
 // CheckReports reports on the checks of ch at now, for the instance inst
@@ -53,11 +58,27 @@ func CheckReports(ch Channel, inst store.Instance, approvals []store.Approval, n
 			r.State, r.Message = CheckPassed, "passed when the deployment of "+ch.Version+" started"
 		case chk.Lifecycle == ds.PhasePostDeployment && inst.Status == ds.StatusConverged && inst.CurrentVersion == ch.Version && inst.DesiredStateID == ch.StateID:
 			r.State, r.Message = CheckPassed, "held for its duration after the deployment of "+ch.Version
-		default:
+		case chk.Builtin != nil:
 			res := chk.Builtin.Evaluate(now)
 			r.State, r.Message, r.NextChange = CheckFailing, res.Message, res.Until
 			if res.Pass {
 				r.State = CheckPassing
+			}
+		default:
+			res := lastResult(inst, ch, chk)
+			switch {
+			case res == nil:
+				r.State, r.Message = CheckPending, "not run yet for this desired state"
+			case res.Error != "":
+				r.State, r.Message = CheckPending, "could not run: "+res.Error
+			case res.Passed:
+				r.State, r.Message = CheckPassing, res.Message
+			default:
+				r.State, r.Message = CheckFailing, res.Message
+			}
+			if res != nil {
+				r.LastRun, r.Runs = res.At, res.Runs
+				r.NextChange = res.At.Add(checkInterval(chk, DefaultSettings()))
 			}
 		}
 		out = append(out, r)

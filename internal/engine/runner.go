@@ -263,12 +263,13 @@ func (l *Loop) completeTask(task store.Task, a Action, out Outcome, log interfac
 	for attempt := 0; ; attempt++ {
 		b := &store.Batch{Events: append([]store.Event(nil), out.Events...)}
 		if out.Change != nil {
-			inst, err := l.store.GetInstance(ctx, app, svc, task.Instance)
+			inst, err := l.store.GetInstance(ctx, app, svc, a.ReleaseChannel)
 			switch {
 			case err != nil && !errors.Is(err, store.ErrNotFound):
 				log.Error("record task outcome failed", "error", err)
 				return
-			case err == nil && inst.TargetStateID == a.StateID && inst.TargetVersion == a.Version:
+			case err == nil && (a.Kind == ActionRunCheck || inst.TargetStateID == a.StateID && inst.TargetVersion == a.Version):
+				// A check's result names the desired state it ran for.
 				out.Change(&inst)
 				inst.UpdatedAt = l.now()
 				b.Instances = []store.Instance{inst}

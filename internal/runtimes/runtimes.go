@@ -176,6 +176,30 @@ type GraceReporter interface {
 	ConvergenceGrace() time.Duration
 }
 
+// CheckRunner is implemented by runtimes that run protection commands (a
+// protection's taskConfig or kubernetesConfig) for an instance. RunCheck
+// runs the check once for target's instance and version; an error means it
+// could not run (and says nothing about the check), a run that ran and
+// exited is an outcome.
+type CheckRunner interface {
+	RunCheck(ctx context.Context, target Target, check CheckCommand) (CheckOutcome, error)
+}
+
+// CheckCommand is a check to run: its name for people and its spec as the
+// compiler wrote it (the protection's rendered taskConfig or
+// kubernetesConfig, env and timeout).
+type CheckCommand struct {
+	Name string
+	Spec json.RawMessage
+}
+
+// CheckOutcome is what one run of a check came to: passed (exit code 0) or
+// not, and a line for people (the last line of its output, or why it failed).
+type CheckOutcome struct {
+	Passed  bool
+	Message string
+}
+
 // Facts is what a runtime can tell about its backend.
 type Facts struct {
 	// KubeVersion is a Kubernetes cluster's version ("v1.34.1").

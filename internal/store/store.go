@@ -146,9 +146,30 @@ type Instance struct {
 	// AppliedAt is when the last apply call returned successfully; an apply
 	// started (LastApplyAt) but never finished was interrupted (a restart).
 	AppliedAt time.Time `json:"appliedAt,omitzero"`
+	// Checks are the last results of the channel's command checks, one per
+	// check run key, for the desired state they ran for.
+	Checks []CheckResult `json:"checks,omitempty"`
 	// Revision increases with every write; Write with a Revision that does
 	// not match the stored one fails with ErrConflict (0 = create).
 	Revision int64 `json:"revision"`
+}
+
+// CheckResult is the outcome of the last run of a command check (a
+// protection's taskConfig or kubernetesConfig) for an instance.
+type CheckResult struct {
+	// Key is the check's run key (desiredstate.Check.RunKey).
+	Key string `json:"key"`
+	// DesiredStateID is the desired state the check ran for.
+	DesiredStateID string `json:"desiredStateId"`
+	// Passed says it exited 0. Error says why it could not run at all
+	// (then Passed is false and the run says nothing about the check).
+	Passed  bool   `json:"passed,omitempty"`
+	Error   string `json:"error,omitempty"`
+	Message string `json:"message,omitempty"`
+	// At is when the run finished.
+	At time.Time `json:"at"`
+	// Runs counts the runs for this desired state.
+	Runs int `json:"runs,omitempty"`
 }
 
 // Process is a command a runtime started on this host that has not been

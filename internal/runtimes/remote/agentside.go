@@ -112,6 +112,7 @@ func ServeSession(ctx context.Context, s *yamux.Session, hello Hello, build Buil
 	})
 	mux.HandleFunc("POST "+pathFetch, a.handleFetch)
 	mux.HandleFunc("POST "+pathApply, a.handleApply)
+	mux.HandleFunc("POST "+pathCheck, a.handleCheck)
 	mux.HandleFunc("POST "+pathInfo, a.handleInfo)
 	mux.HandleFunc("POST "+pathDiscover, a.handleDiscover)
 	mux.HandleFunc("POST "+pathWatch, a.handleWatch)
@@ -229,6 +230,29 @@ func (a *agentHandler) handleApply(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, res)
+}
+
+func (a *agentHandler) handleCheck(w http.ResponseWriter, r *http.Request) {
+	c, rt, release, ok := a.decode(w, r)
+	defer release()
+	if !ok {
+		return
+	}
+	if c.Target == nil || c.Check == nil {
+		writeError(w, http.StatusBadRequest, runtimes.Permanent(errors.New("agent: check without a target or a check")))
+		return
+	}
+	cr, isCR := rt.(runtimes.CheckRunner)
+	if !isCR {
+		writeError(w, http.StatusUnprocessableEntity, runtimes.Permanent(fmt.Errorf("runtime %s cannot run protection commands", c.Runtime.Name)))
+		return
+	}
+	out, err := cr.RunCheck(r.Context(), c.Target.runtimeTarget(), runtimes.CheckCommand{Name: c.Check.Name, Spec: c.Check.Spec})
+	if err != nil {
+		writeError(w, http.StatusUnprocessableEntity, err)
+		return
+	}
+	writeJSON(w, checkOutcome(out))
 }
 
 func (a *agentHandler) handleInfo(w http.ResponseWriter, r *http.Request) {

@@ -20,10 +20,11 @@ type Runtime struct {
 }
 
 var (
-	_ runtimes.Runtime    = (*Runtime)(nil)
-	_ runtimes.Watcher    = (*Runtime)(nil)
-	_ runtimes.InfoGetter = (*Runtime)(nil)
-	_ runtimes.Discoverer = cluster{}
+	_ runtimes.Runtime     = (*Runtime)(nil)
+	_ runtimes.Watcher     = (*Runtime)(nil)
+	_ runtimes.InfoGetter  = (*Runtime)(nil)
+	_ runtimes.CheckRunner = (*Runtime)(nil)
+	_ runtimes.Discoverer  = cluster{}
 )
 
 // Runtime returns the runtime named name, of kind (kubernetes, custom,
@@ -58,6 +59,14 @@ func (r *Runtime) Apply(ctx context.Context, target runtimes.Target) (runtimes.A
 	var res runtimes.ApplyResult
 	err := r.call(ctx, pathApply, call{Runtime: r.ref, Target: ptr(wireTarget(target))}, &res)
 	return res, err
+}
+
+// RunCheck implements runtimes.CheckRunner: the agent runs the protection
+// command through the runtime it serves (a custom runtime).
+func (r *Runtime) RunCheck(ctx context.Context, target runtimes.Target, chk runtimes.CheckCommand) (runtimes.CheckOutcome, error) {
+	var out checkOutcome
+	err := r.call(ctx, pathCheck, call{Runtime: r.ref, Target: ptr(wireTarget(target)), Check: &checkCall{Name: chk.Name, Spec: chk.Spec}}, &out)
+	return runtimes.CheckOutcome(out), err
 }
 
 // Info implements runtimes.InfoGetter.

@@ -32,6 +32,7 @@ const (
 	pathHello    = "/hello"
 	pathFetch    = "/fetch"
 	pathApply    = "/apply"
+	pathCheck    = "/check"
 	pathInfo     = "/info"
 	pathDiscover = "/discover"
 	pathWatch    = "/watch"
@@ -103,6 +104,20 @@ type call struct {
 	Runtime RuntimeRef            `json:"runtime"`
 	Target  *Target               `json:"target,omitempty"`
 	Key     *runtimes.InstanceKey `json:"key,omitempty"`
+	// Check is the protection command of a check call.
+	Check *checkCall `json:"check,omitempty"`
+}
+
+// checkCall is a protection command to run (runtimes.CheckCommand).
+type checkCall struct {
+	Name string          `json:"name"`
+	Spec json.RawMessage `json:"spec"`
+}
+
+// checkOutcome is a check call's answer (runtimes.CheckOutcome).
+type checkOutcome struct {
+	Passed  bool   `json:"passed,omitempty"`
+	Message string `json:"message,omitempty"`
 }
 
 // callError is the body of a failed call.

@@ -164,7 +164,10 @@ type Instance struct {
 	ActionSeq       int       `json:"actionSeq,omitempty"`
 	ActionPending   bool      `json:"actionPending,omitempty"`
 	AppliedAt       time.Time `json:"appliedAt,omitzero"`
-	Revision        int64     `json:"revision"`
+	// Checks are the last command check results (drover 0.x dumps without
+	// them read as none).
+	Checks   []store.CheckResult `json:"checks,omitempty"`
+	Revision int64               `json:"revision"`
 }
 
 // Observation is what the engine last saw of an instance (kind

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
@@ -8,6 +9,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/drover-dev/drover/internal/store"
 )
 
 // nanos is a time as the store keeps it: a BIGINT of nanoseconds since the
@@ -78,4 +81,34 @@ func raw(s string) []byte {
 		return []byte{}
 	}
 	return []byte(s)
+}
+
+// checksJSON is the BYTEA form of an instance's check results: a JSON array,
+// NULL when empty.
+func checksJSON(list []store.CheckResult) []byte {
+	if len(list) == 0 {
+		return nil
+	}
+	b, err := json.Marshal(list)
+	if err != nil { // plain fields always marshal
+		return nil
+	}
+	return b
+}
+
+// jsonColumn decodes a BYTEA column holding JSON into v; NULL leaves it zero.
+type jsonColumn struct{ v any }
+
+// Scan implements sql.Scanner.
+func (j jsonColumn) Scan(src any) error {
+	switch b := src.(type) {
+	case nil:
+		return nil
+	case []byte:
+		if len(b) == 0 {
+			return nil
+		}
+		return json.Unmarshal(b, j.v)
+	}
+	return fmt.Errorf("json column: unexpected %T", src)
 }

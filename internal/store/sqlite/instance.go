@@ -14,7 +14,7 @@ import (
 const instanceColumns = "application, service, release_channel, desired_state_id, target_state_id, target_version, " +
 	"current_state_id, current_version, status, reason, message, paused, apply_attempts, last_apply_at, converged_at, " +
 	"updated_at, previous_state_id, previous_version, desired_version, satisfied, rollback_from, rollback_reason, " +
-	"failed_version, healed, action_seq, action_pending, applied_at, revision"
+	"failed_version, healed, action_seq, action_pending, applied_at, checks, revision"
 
 func scanInstance(row interface{ Scan(...any) error }) (store.Instance, error) {
 	var i store.Instance
@@ -22,7 +22,7 @@ func scanInstance(row interface{ Scan(...any) error }) (store.Instance, error) {
 		&i.CurrentStateID, &i.CurrentVersion, &i.Status, &i.Reason, &i.Message, &i.Paused, &i.ApplyAttempts,
 		scanTime{&i.LastApplyAt}, scanTime{&i.ConvergedAt}, scanTime{&i.UpdatedAt}, &i.PreviousStateID, &i.PreviousVersion,
 		&i.DesiredVersion, scanJSON{&i.Satisfied}, &i.RollbackFrom, &i.RollbackReason, &i.FailedVersion, &i.Healed,
-		&i.ActionSeq, &i.ActionPending, scanTime{&i.AppliedAt}, &i.Revision)
+		&i.ActionSeq, &i.ActionPending, scanTime{&i.AppliedAt}, scanJSON{&i.Checks}, &i.Revision)
 	return i, err
 }
 
@@ -136,7 +136,7 @@ func (s *Store) putInstance(ctx context.Context, tx *wtx, in store.Instance, t t
 		in.CurrentStateID, in.CurrentVersion, in.Status, in.Reason, in.Message, in.Paused, in.ApplyAttempts,
 		dbTime(in.LastApplyAt), dbTime(in.ConvergedAt), dbTime(updatedAt), in.PreviousStateID, in.PreviousVersion,
 		in.DesiredVersion, dbStrings(in.Satisfied), in.RollbackFrom, in.RollbackReason, in.FailedVersion, in.Healed,
-		in.ActionSeq, in.ActionPending, dbTime(in.AppliedAt), in.Revision + 1}
+		in.ActionSeq, in.ActionPending, dbTime(in.AppliedAt), dbChecks(in.Checks), in.Revision + 1}
 	var (
 		res sql.Result
 		err error

@@ -321,6 +321,19 @@ func dbStrings(list []string) string {
 	return string(b)
 }
 
+// dbChecks is the TEXT form of an instance's check results: a JSON array
+// ("[]" when empty).
+func dbChecks(list []store.CheckResult) string {
+	if len(list) == 0 {
+		return "[]"
+	}
+	b, err := json.Marshal(list)
+	if err != nil { // plain fields always marshal
+		return "[]"
+	}
+	return string(b)
+}
+
 // scanJSON decodes a TEXT column holding JSON into v; NULL, "", "null" and
 // "[]" leave it zero (an empty list reads back as nil, as it was written).
 type scanJSON struct{ v any }

@@ -326,6 +326,10 @@ func instance(app, svc, rc string) store.Instance {
 		ActionSeq:       2,
 		ActionPending:   true,
 		AppliedAt:       ts(4),
+		Checks: []store.CheckResult{
+			{Key: "releaseChannel/migrations", DesiredStateID: "ds-2", Passed: true, Message: "no pending migration", At: ts(5), Runs: 2},
+			{Key: "serviceInstance/alerts", DesiredStateID: "ds-2", Error: "runtime unreachable", At: ts(6)},
+		},
 	}
 }
 
@@ -1024,7 +1028,7 @@ func testInstanceCreateUpdate(t *testing.T, s store.Store) {
 	upd.CurrentStateID, upd.CurrentVersion, upd.ConvergedAt, upd.LastApplyAt = "ds-2", "1.2.0", ts(10), time.Time{}
 	upd.PreviousStateID, upd.PreviousVersion, upd.DesiredVersion, upd.Satisfied = "", "", "", nil
 	upd.RollbackFrom, upd.RollbackReason, upd.FailedVersion = "", "", ""
-	upd.Healed, upd.ActionSeq, upd.ActionPending, upd.AppliedAt = 0, 0, false, time.Time{}
+	upd.Healed, upd.ActionSeq, upd.ActionPending, upd.AppliedAt, upd.Checks = 0, 0, false, time.Time{}, nil
 	got = write(t, s, upd)
 	if got[0].Revision != 2 {
 		t.Fatalf("updated instance revision = %d, want 2", got[0].Revision)
