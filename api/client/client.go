@@ -375,3 +375,25 @@ func newTransport() *http.Transport {
 	t.TLSHandshakeTimeout = 10 * time.Second
 	return t
 }
+
+// Freeze makes a freeze (drover freeze).
+func (c *Client) Freeze(ctx context.Context, req apiv1.FreezeRequest) (*apiv1.Freeze, error) {
+	var out apiv1.Freeze
+	return &out, c.do(ctx, http.MethodPost, "/v1/freezes", req, &out)
+}
+
+// Unfreeze lifts freezes (drover unfreeze) and returns those it lifted.
+func (c *Client) Unfreeze(ctx context.Context, req apiv1.UnfreezeRequest) (*apiv1.FreezeList, error) {
+	var out apiv1.FreezeList
+	return &out, c.do(ctx, http.MethodPost, "/v1/freezes:lift", req, &out)
+}
+
+// Freezes lists the freezes in force, or every one with all.
+func (c *Client) Freezes(ctx context.Context, all bool) (*apiv1.FreezeList, error) {
+	var out apiv1.FreezeList
+	path := "/v1/freezes"
+	if all {
+		path += "?all=true"
+	}
+	return &out, c.do(ctx, http.MethodGet, path, nil, &out)
+}

@@ -404,3 +404,52 @@ type Run struct {
 type RunList struct {
 	Runs []Run `json:"runs"`
 }
+
+// FreezeRequest stops the line (drover freeze, drover's own): no release
+// channel in its scope starts a new rollout until it is lifted or ends.
+type FreezeRequest struct {
+	// Application limits the scope to one application ("" = every one).
+	Application string `json:"application,omitempty"`
+	// ReleaseChannel limits it to a release channel name or a label query
+	// over release channel labels ("" = every channel).
+	ReleaseChannel string `json:"releaseChannel,omitempty"`
+	// Until ends it by itself (zero: only an unfreeze does).
+	Until time.Time `json:"until,omitzero"`
+	// Reason is required: it is shown on every held channel.
+	Reason string `json:"reason"`
+	// NoHeal holds drift healing too.
+	NoHeal bool   `json:"noHeal,omitempty"`
+	User   string `json:"user"`
+}
+
+// UnfreezeRequest lifts freezes: the one with ID, or every active one whose
+// scope is exactly Application and ReleaseChannel.
+type UnfreezeRequest struct {
+	ID             string `json:"id,omitempty"`
+	Application    string `json:"application,omitempty"`
+	ReleaseChannel string `json:"releaseChannel,omitempty"`
+	User           string `json:"user"`
+	Comment        string `json:"comment,omitempty"`
+}
+
+// Freeze is a freeze as drover keeps it.
+type Freeze struct {
+	ID             string    `json:"id"`
+	Application    string    `json:"application,omitempty"`
+	ReleaseChannel string    `json:"releaseChannel,omitempty"`
+	Reason         string    `json:"reason"`
+	NoHeal         bool      `json:"noHeal,omitempty"`
+	CreatedBy      string    `json:"createdBy"`
+	CreatedAt      time.Time `json:"createdAt"`
+	Until          time.Time `json:"until,omitzero"`
+	LiftedBy       string    `json:"liftedBy,omitempty"`
+	LiftedAt       time.Time `json:"liftedAt,omitzero"`
+	Comment        string    `json:"comment,omitempty"`
+	// Active says it holds now.
+	Active bool `json:"active"`
+}
+
+// FreezeList lists freezes, newest first.
+type FreezeList struct {
+	Freezes []Freeze `json:"freezes"`
+}

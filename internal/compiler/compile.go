@@ -71,8 +71,10 @@ type Result struct {
 // CompiledReleaseChannel is the self-contained config of a service in one
 // release channel.
 type CompiledReleaseChannel struct {
-	Name          string                `json:"name"`
-	Group         string                `json:"group,omitempty"`
+	Name  string `json:"name"`
+	Group string `json:"group,omitempty"`
+	// Labels are the release channel's own labels.
+	Labels        map[string]string     `json:"labels,omitempty"`
 	Runtimes      []string              `json:"runtimes"`
 	Runtime       SelectedRuntime       `json:"runtime"`
 	Preconditions []config.Precondition `json:"preconditions"`
@@ -390,6 +392,7 @@ func (c *rcCompiler) compile() *CompiledReleaseChannel {
 	out := &CompiledReleaseChannel{
 		Name:          c.rc.Name,
 		Group:         c.rc.Group,
+		Labels:        rcLabels(c.rc),
 		Runtime:       sel,
 		Preconditions: c.rc.Preconditions,
 		Parameters:    params,
@@ -1251,4 +1254,16 @@ func (c *rcCompiler) protectionCommand(prot *config.Protection, values []config.
 		return nil
 	}
 	return &out
+}
+
+// rcLabels are a release channel's own labels (nil for none).
+func rcLabels(rc *ReleaseChannel) map[string]string {
+	if len(rc.Labels) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(rc.Labels))
+	for _, l := range rc.Labels {
+		out[l.Label] = l.Value
+	}
+	return out
 }

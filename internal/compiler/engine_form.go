@@ -20,6 +20,7 @@ func (r *Result) Engine() (*ds.Compiled, error) {
 		ch := ds.Channel{
 			Name: rc.Name, Runtime: rc.Runtime.Name, RuntimeKind: rc.Runtime.Kind, Namespace: rc.Runtime.Namespace,
 			Backend: rc.Backend, DependsOn: rc.DependsOn, AutoRollback: !rc.AutoRollbackDisabled,
+			Group: rc.Group, Labels: rc.Labels,
 		}
 		if rc.ProgressDeadline != nil {
 			ch.ProgressDeadline = ds.Duration{Duration: rc.ProgressDeadline.Duration}

@@ -298,6 +298,9 @@ func (n *Node) heard(c store.Change) {
 		n.host.Invalidate()
 		n.hub.CheckLinks()
 	}
+	if c.Freezes || c.Lost {
+		n.loop.FreezesChanged()
+	}
 	if c.Service != "" {
 		n.loop.Enqueue(c.Application, c.Service)
 	}
@@ -308,4 +311,5 @@ func (n *Node) heard(c store.Change) {
 type noEngine struct{}
 
 func (noEngine) Enqueue(string, string) {}
+func (noEngine) FreezesChanged()        {}
 func (noEngine) Invalidate()            {}

@@ -39,6 +39,10 @@ type Channel struct {
 	Namespace string `json:"namespace,omitempty"`
 	// Backend is "kubernetes" or "customRuntime".
 	Backend string `json:"backend"`
+	// Group and Labels are the release channel's group and own labels,
+	// which label queries (a freeze's scope) match.
+	Group  string            `json:"group,omitempty"`
+	Labels map[string]string `json:"labels,omitempty"`
 	// DependsOn are channels that must run the same version converged first.
 	DependsOn []string `json:"dependsOn,omitempty"`
 	// Approvals must each have MinApprovers distinct approvers.

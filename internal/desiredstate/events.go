@@ -26,5 +26,7 @@ const (
 	EventRollback         EventType = "rollback"
 	EventPaused           EventType = "paused"
 	EventResumed          EventType = "resumed"
+	EventFrozen           EventType = "frozen"
+	EventUnfrozen         EventType = "unfrozen"
 	EventLeftoverEnded    EventType = "leftover-ended"
 )

@@ -50,6 +50,8 @@ type legacyResult struct {
 		} `json:"runtime"`
 		DependsOn            []string                  `json:"dependsOn"`
 		Backend              string                    `json:"backend"`
+		Group                string                    `json:"group"`
+		Labels               map[string]string         `json:"labels"`
 		Objects              []json.RawMessage         `json:"objects"`
 		Env                  map[string]legacyEnvValue `json:"env"`
 		AutoRollbackDisabled bool                      `json:"autoRollbackDisabled"`
@@ -91,6 +93,7 @@ func decodeLegacy(raw []byte) (*Compiled, error) {
 		ch := Channel{
 			Name: rc.Name, Runtime: rc.Runtime.Name, RuntimeKind: rc.Runtime.Kind, Namespace: rc.Runtime.Namespace,
 			Backend: rc.Backend, DependsOn: rc.DependsOn, AutoRollback: !rc.AutoRollbackDisabled, Objects: rc.Objects,
+			Group: rc.Group, Labels: rc.Labels,
 		}
 		if rc.ProgressDeadline != nil {
 			ch.ProgressDeadline = *rc.ProgressDeadline

@@ -55,4 +55,6 @@ const (
 	ReasonProgressDeadlineExceeded      Reason = "PROGRESS_DEADLINE_EXCEEDED"
 	ReasonPaused                        Reason = "PAUSED"
 	ReasonFetchFailed                   Reason = "FETCH_FAILED"
+	// ReasonFrozen (drover's): a freeze holds the channel (drover freeze).
+	ReasonFrozen Reason = "FROZEN"
 )

@@ -375,3 +375,73 @@ func TestPlanCommandChecks(t *testing.T) {
 		}
 	})
 }
+
+func TestPlanFreeze(t *testing.T) {
+	t.Parallel()
+	holiday := ds.Freeze{ID: "frz-1", Application: "app", ReleaseChannel: "@group=production", Reason: "holiday freeze", CreatedBy: "ana", CreatedAt: t0.Add(-time.Hour), Until: t0.Add(time.Hour)}
+	t.Run("a freeze holds a new rollout in its scope until it ends", func(t *testing.T) {
+		t.Parallel()
+		d := oneChannel()
+		d.Channels[0].Group = "production"
+		w := newWorld(t, d)
+		w.observed["prod"] = Observation{}
+		w.freezes = []ds.Freeze{holiday}
+		p := w.plan()
+		inst := w.instances["prod"]
+		if len(p.Actions) != 0 || inst.Status != ds.StatusBlocked || inst.Reason != ds.ReasonFrozen ||
+			!strings.Contains(inst.Message, "v1 not rolled out: frozen by ana since 2026-") || !strings.Contains(inst.Message, ": holiday freeze (frz-1; drover unfreeze to lift)") {
+			t.Fatalf("actions %v; prod %s %s: %s", applied(p), inst.Status, inst.Reason, inst.Message)
+		}
+		if p.RequeueAfter != time.Hour {
+			t.Errorf("requeue after %v, want the hour until the freeze ends", p.RequeueAfter)
+		}
+		w.now = t0.Add(time.Hour)
+		if p := w.plan(); !slices.Equal(applied(p), []string{"prod=v1"}) {
+			t.Fatalf("freeze over: actions %v; prod %s: %s", applied(p), w.status("prod"), w.instances["prod"].Message)
+		}
+	})
+	t.Run("outside its scope, or lifted, it holds nothing", func(t *testing.T) {
+		t.Parallel()
+		other := holiday
+		other.Application = "other"
+		lifted := holiday
+		lifted.LiftedAt, lifted.LiftedBy = t0, "bo"
+		d := oneChannel()
+		d.Channels[0].Group = "production"
+		w := newWorld(t, d)
+		w.observed["prod"] = Observation{}
+		w.freezes = []ds.Freeze{other, lifted, {ID: "frz-2", ReleaseChannel: "staging", Reason: "x", CreatedAt: t0}}
+		if p := w.plan(); !slices.Equal(applied(p), []string{"prod=v1"}) {
+			t.Fatalf("actions %v; prod %s: %s", applied(p), w.status("prod"), w.instances["prod"].Message)
+		}
+	})
+	t.Run("drift is healed unless the freeze holds healing", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t, oneChannel())
+		w.observed["prod"] = Observation{}
+		w.plan()
+		w.observed["prod"] = running("v1", true)
+		w.plan()
+		w.freezes = []ds.Freeze{{ID: "frz-3", Reason: "incident", CreatedBy: "ana", CreatedAt: t0}}
+		w.observed["prod"] = running("v0", true)
+		if p := w.plan(); !slices.Equal(applied(p), []string{"prod=v1"}) {
+			t.Fatalf("drift under a freeze that heals: actions %v; prod %s: %s", applied(p), w.status("prod"), w.instances["prod"].Message)
+		}
+		w.observed["prod"] = running("v1", true)
+		w.plan()
+		w.freezes[0].NoHeal = true
+		w.observed["prod"] = running("v0", true)
+		p := w.plan()
+		inst := w.instances["prod"]
+		if len(p.Actions) != 0 || inst.Status != ds.StatusBlocked || inst.Reason != ds.ReasonFrozen || !strings.Contains(inst.Message, `runtime runs "v0" instead of v1; not healed: frozen by ana`) {
+			t.Fatalf("drift under --no-heal: actions %v; prod %s %s: %s", applied(p), inst.Status, inst.Reason, inst.Message)
+		}
+		if p := w.plan(); len(p.Actions) != 0 {
+			t.Fatalf("second pass under --no-heal applied: %v", applied(p))
+		}
+		w.freezes = nil
+		if p := w.plan(); !slices.Equal(applied(p), []string{"prod=v1"}) {
+			t.Fatalf("freeze lifted: actions %v; prod %s: %s", applied(p), w.status("prod"), w.instances["prod"].Message)
+		}
+	})
+}

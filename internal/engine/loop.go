@@ -74,6 +74,8 @@ type Loop struct {
 	// the backoff of settle.
 	failMu   sync.Mutex
 	failures map[string]int
+	// freezes are the freezes in force, cached (freezes.go).
+	freezes freezes
 }
 
 // Config configures a Loop.
@@ -452,8 +454,12 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (Result, error) {
 		}
 		observed[ch.Name] = Observation{State: st}
 	}
+	frozen, err := l.currentFreezes(ctx)
+	if err != nil {
+		return Result{}, err
+	}
 	now := l.now()
-	plan := PlanService(PlanInput{Now: now, Desired: desired, Instances: instances, Observed: observed, Approvals: approvals, Running: applying, Settings: l.settings})
+	plan := PlanService(PlanInput{Now: now, Desired: desired, Instances: instances, Observed: observed, Approvals: approvals, Freezes: frozen, Running: applying, Settings: l.settings})
 	b := &store.Batch{Fence: &store.Fence{Key: leaseKey(key), Token: lease.Token}, Instances: plan.Instances, Events: plan.Events, Observations: newObs}
 	for _, a := range plan.Actions {
 		payload, err := json.Marshal(a)

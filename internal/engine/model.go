@@ -117,6 +117,9 @@ type PlanInput struct {
 	Instances map[string]store.Instance
 	Observed  map[string]Observation
 	Approvals []store.Approval
+	// Freezes are the freezes in force (drover freeze); the planner
+	// applies those whose scope covers a channel.
+	Freezes []ds.Freeze
 	// Running holds the task instances of open tasks: a command check
 	// whose CheckTaskInstance is there is running.
 	Running  map[string]bool

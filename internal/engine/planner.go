@@ -241,6 +241,10 @@ func (p *planner) gate(s *step) {
 			strings.Join(pending, ", "), s.inst.Service, s.inst.Application, ch.Name)
 		return
 	}
+	if f := p.frozen(s, false); f != nil {
+		s.set(ds.StatusBlocked, ds.ReasonFrozen, "%s not rolled out: %s", ch.Version, f.Describe())
+		return
+	}
 	if p.blockedBy(s, ds.PhasePostApproval) || p.blockedBy(s, ds.PhaseDeployment) {
 		return
 	}
@@ -356,6 +360,26 @@ func checkInterval(chk ds.Check, st Settings) time.Duration {
 		return chk.PollInterval.Duration
 	}
 	return st.CheckInterval
+}
+
+// frozen returns the freeze that holds the channel's new rollouts (or,
+// with heal, its drift healing: freezes with NoHeal), or nil; the service
+// is planned again when the first such freeze ends by itself.
+func (p *planner) frozen(s *step, heal bool) *ds.Freeze {
+	var hold *ds.Freeze
+	for i := range p.in.Freezes {
+		f := &p.in.Freezes[i]
+		if !f.Active(p.in.Now) || heal && !f.NoHeal || !f.Covers(s.inst.Application, &s.ch.Channel) {
+			continue
+		}
+		if !f.Until.IsZero() {
+			p.requeue(f.Until.Sub(p.in.Now))
+		}
+		if hold == nil {
+			hold = f
+		}
+	}
+	return hold
 }
 
 // bypassed reports whether someone bypassed chk's attachment on ch for
@@ -582,9 +606,10 @@ func (p *planner) mismatch(s *step, stateID, version string, state runtimes.Stat
 	inst := s.inst
 	running, drifted := state.Version, state.Drifted
 	st := p.in.Settings
-	if inst.Status == done || s.inst.ActionPending {
+	if inst.Status == done || s.inst.ActionPending || inst.Reason == ds.ReasonFrozen {
 		// It was converged: someone changed it out of band. Heal it now
-		// (with everyAction, once that apply is approved).
+		// (with everyAction, once that apply is approved; after a freeze
+		// that holds healing).
 		s.inst.Healed++
 		what := fmt.Sprintf("runtime runs %q instead of %s", running, version)
 		if drifted {
@@ -592,6 +617,10 @@ func (p *planner) mismatch(s *step, stateID, version string, state runtimes.Stat
 		}
 		if state.Message != "" {
 			what += " (" + state.Message + ")" // the runtime says what and by whom
+		}
+		if f := p.frozen(s, true); f != nil {
+			s.set(ds.StatusBlocked, ds.ReasonFrozen, "%s; not healed: %s", what, f.Describe())
+			return
 		}
 		if s.ch.EveryAction && !s.rollback && !p.actionApproved(s) {
 			p.awaitAction(s, what)

@@ -38,6 +38,7 @@ type world struct {
 	approvals []store.Approval
 	// running holds the task instances of open tasks (checks).
 	running  map[string]bool
+	freezes  []ds.Freeze
 	settings Settings
 }
 
@@ -46,7 +47,7 @@ func newWorld(t *testing.T, d *Desired) *world {
 }
 
 func (w *world) plan() Plan {
-	p := PlanService(PlanInput{Now: w.now, Desired: w.desired, Instances: w.instances, Observed: w.observed, Approvals: w.approvals, Running: w.running, Settings: w.settings})
+	p := PlanService(PlanInput{Now: w.now, Desired: w.desired, Instances: w.instances, Observed: w.observed, Approvals: w.approvals, Running: w.running, Freezes: w.freezes, Settings: w.settings})
 	for _, inst := range p.Instances {
 		w.instances[inst.ReleaseChannel] = inst
 	}

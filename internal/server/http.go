@@ -84,6 +84,16 @@ func (s *Server) routes() {
 		out, err := s.listRuntimes(r.Context())
 		reply(w, s, out, err)
 	})
+	m.HandleFunc("POST /v1/freezes", handle(s, func(r *http.Request, req apiv1.FreezeRequest) (any, error) {
+		return s.freeze(r.Context(), req)
+	}))
+	m.HandleFunc("POST /v1/freezes:lift", handle(s, func(r *http.Request, req apiv1.UnfreezeRequest) (any, error) {
+		return s.unfreeze(r.Context(), req)
+	}))
+	m.HandleFunc("GET /v1/freezes", func(w http.ResponseWriter, r *http.Request) {
+		out, err := s.listFreezes(r.Context(), r.URL.Query().Get("all") == "true")
+		reply(w, s, out, err)
+	})
 	m.HandleFunc("GET /v1/watch", s.watch)
 	s.mux = m
 }

@@ -25,6 +25,8 @@ import (
 type Engine interface {
 	// Enqueue asks the engine to look at a service again.
 	Enqueue(app, svc string)
+	// FreezesChanged says a freeze was made or lifted.
+	FreezesChanged()
 }
 
 // Runtimes is what the server needs of the runtime host: to say that

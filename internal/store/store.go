@@ -283,6 +283,8 @@ type Change struct {
 	// Runtimes says runtime configs or linked runtimes changed (runtime
 	// hosts build them again; agents' links are checked).
 	Runtimes bool
+	// Freezes says a freeze was made or lifted (engines read them again).
+	Freezes bool
 	// Lost says the listener lost its connection and is back: changes may
 	// have been missed meanwhile, so everything may be stale.
 	Lost bool

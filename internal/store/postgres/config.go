@@ -21,6 +21,9 @@ func scanConfig(row scanner) (store.ConfigObject, error) {
 // selectLatestConfig reads the latest version of a config ($1 kind, $2 name).
 const selectLatestConfig = "SELECT " + configColumns + " FROM configs WHERE kind = $1 AND name = $2 ORDER BY version DESC LIMIT 1"
 
+// freezeKind is the config kind of freezes (desiredstate.FreezeKind).
+const freezeKind = "freeze"
+
 // PutConfig implements store.Store. Puts of one config are serialized by an
 // advisory lock on its kind and name, so the latest version each compares
 // with is the committed one and versions never collide.
@@ -54,8 +57,11 @@ func (s *Store) PutConfig(ctx context.Context, obj store.ConfigObject) (store.Co
 			return err
 		}
 		out, created = obj, true
-		if obj.Kind == "runtime" {
+		switch obj.Kind {
+		case "runtime":
 			return notify(ctx, tx, "r") // runtime hosts build it again
+		case freezeKind:
+			return notify(ctx, tx, "f") // engines read the freezes again
 		}
 		return nil
 	})

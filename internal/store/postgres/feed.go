@@ -14,7 +14,7 @@ import (
 
 // notifyChannel is the LISTEN/NOTIFY channel of the store's changes. Its
 // payloads: "e" (events appended), "t" (tasks enqueued), "r" (runtime
-// configs or linked runtimes changed) and "s<application>\x1f<service>" (a
+// configs or linked runtimes changed), "f" (a freeze was made or lifted) and "s<application>\x1f<service>" (a
 // service changed outside a lease).
 // PostgreSQL delivers a transaction's notifications at its commit, once
 // each, and never those of a transaction rolled back.
@@ -49,6 +49,8 @@ func parseChange(payload string) (store.Change, bool) {
 		return store.Change{Tasks: true}, true
 	case payload == "r":
 		return store.Change{Runtimes: true}, true
+	case payload == "f":
+		return store.Change{Freezes: true}, true
 	case strings.HasPrefix(payload, "s"):
 		app, svc, ok := strings.Cut(payload[1:], "\x1f")
 		return store.Change{Application: app, Service: svc}, ok && app != "" && svc != ""

@@ -1,0 +1,74 @@
+package e2e
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	apiv1 "github.com/drover-dev/drover/api/v1"
+)
+
+// TestFreeze: drover freeze holds new rollouts in its scope (every held
+// channel says who froze it and why), drover freezes lists it, a freeze of
+// another application holds nothing here, and drover unfreeze lets the
+// rollout go at once; bad input is refused with a clear error.
+func TestFreeze(t *testing.T) {
+	requireE2E(t)
+	s := newServer(t)
+	const app = "frozen"
+	dir := twoChannelTree(t, app, "1s")
+	s.ok("alice", "apply", dir+"/...")
+
+	if r := s.as("alice", "freeze", "--app", app); r.code != 64 || !strings.Contains(r.stderr, "--reason is required") {
+		t.Errorf("freeze without a reason: %s", r)
+	}
+	if r := s.as("alice", "freeze", "--reason", "x", "--until", "yesterday"); r.code != 64 || !strings.Contains(r.stderr, "neither an RFC 3339 time") {
+		t.Errorf("freeze with a bad --until: %s", r)
+	}
+	if r := s.as("alice", "freeze", "--reason", "x", "--release-channel", "(@group="); r.code == 0 || !strings.Contains(r.stderr, "neither a release channel name nor a label query") {
+		t.Errorf("freeze with a bad scope: %s", r)
+	}
+	s.ok("carol", "freeze", "--app", "elsewhere", "--reason", "not this one")
+	out := s.ok("ana", "freeze", "--app", app, "--reason", "holiday freeze", "-o", "json").stdout
+	var f apiv1.Freeze
+	if err := json.Unmarshal([]byte(out), &f); err != nil || !strings.HasPrefix(f.ID, "frz-") || !f.Active || f.CreatedBy != "ana" {
+		t.Fatalf("freeze -o json: %v\n%s", err, out)
+	}
+	if out := s.ok("ana", "freezes").stdout; !strings.Contains(out, f.ID) || !strings.Contains(out, "app "+app) || !strings.Contains(out, "holiday freeze") {
+		t.Errorf("drover freezes:\n%s", out)
+	}
+
+	v1, _ := s.push("alice", app, "web", "image=1.0")
+	st := s.waitStatus(app, "web", 30*time.Second, "staging held by the freeze", func(st *apiv1.ServiceStatus) bool {
+		sc := findChannel(st, "staging")
+		return sc != nil && sc.Status == "BLOCKED" && sc.Reason == "FROZEN"
+	})
+	if msg := findChannel(st, "staging").Message; !strings.Contains(msg, "not rolled out: frozen by ana since ") || !strings.Contains(msg, "holiday freeze ("+f.ID+"; drover unfreeze to lift)") {
+		t.Errorf("staging's message: %q", msg)
+	}
+	time.Sleep(time.Second)
+	if sc := findChannel(s.status(app, "web"), "staging"); sc.Status != "BLOCKED" || sc.Version == v1 {
+		t.Fatalf("staging moved under the freeze: %s", dump(sc))
+	}
+
+	if r := s.as("bo", "unfreeze", "--app", "nosuch"); r.code == 0 || !strings.Contains(r.stderr, "no freeze in force of application nosuch; in force: ") {
+		t.Errorf("unfreeze of a scope with no freeze: %s", r)
+	}
+	s.ok("bo", "unfreeze", "--app", app, "--comment", "holidays over")
+	s.waitStatus(app, "web", 30*time.Second, "staging converged once unfrozen", func(st *apiv1.ServiceStatus) bool {
+		sc := findChannel(st, "staging")
+		return sc.Status == "CONVERGED" && sc.Version == v1
+	})
+	var list apiv1.FreezeList
+	if err := json.Unmarshal([]byte(s.ok("bo", "freezes", "--all", "-o", "json").stdout), &list); err != nil {
+		t.Fatal(err)
+	}
+	lifted := false
+	for _, g := range list.Freezes {
+		lifted = lifted || g.ID == f.ID && g.LiftedBy == "bo" && g.Comment == "holidays over" && !g.Active
+	}
+	if len(list.Freezes) != 2 || !lifted {
+		t.Errorf("freezes --all: %s", dump(list))
+	}
+}
