@@ -121,6 +121,8 @@ type CompiledProtection struct {
 	// release channel's runtime runs it, every PollInterval.
 	Command      *ProtectionCommand `json:"command,omitempty"`
 	PollInterval config.Duration    `json:"pollInterval,omitzero"`
+	// Alert is a release channel's alertGate (drover's).
+	Alert *desiredstate.AlertGate `json:"alert,omitempty"`
 }
 
 // ProtectionCommand is a protection's command as its runtime runs it: exit
@@ -650,10 +652,22 @@ func (c *rcCompiler) protections(out *CompiledReleaseChannel, m *serviceForRC, d
 			Lifecycle: []config.ProtectionLifecycle{{Deployment: &config.DeploymentCheck{FailureBehavior: "BLOCK"}}},
 			Builtin:   builtinCheck(&config.BuiltinProtection{AllowedTimes: &config.AllowedTimes{Windows: c.rc.DeployWindows}}, nil, nil)})
 	}
+	if g := c.rc.AlertGate; g != nil {
+		// drover's alert gate: no alert may fire when a deployment starts
+		// (BLOCK).
+		out.Protections = append(out.Protections, CompiledProtection{Attachment: AlertGateCheck, Protection: AlertGateCheck, Source: desiredstate.SourceDrover,
+			Lifecycle:    []config.ProtectionLifecycle{{Deployment: &config.DeploymentCheck{FailureBehavior: "BLOCK"}}},
+			Alert:        &desiredstate.AlertGate{URL: g.Alertmanager, Matchers: g.Matchers},
+			PollInterval: g.PollInterval})
+	}
 }
 
-// DeployWindowsCheck names the check of a release channel's deployWindows.
-const DeployWindowsCheck = "deployWindows"
+// DeployWindowsCheck names the check of a release channel's deployWindows,
+// AlertGateCheck that of its alertGate.
+const (
+	DeployWindowsCheck = "deployWindows"
+	AlertGateCheck     = "alertGate"
+)
 
 // builtinCheck is the engine's form of a builtin protection it evaluates
 // itself (nil for none, and for a commitDenylist with ranges, which needs

@@ -81,7 +81,11 @@ type ReleaseChannel struct {
 	// DeployWindows are the times a new deployment of the channel may start
 	// (drover extension): outside all of them it is BLOCKED until the next
 	// one opens. Windows are allowedTimes windows.
-	DeployWindows         []TimeWindow          `json:"deployWindows,omitempty" drover:"extension"`
+	DeployWindows []TimeWindow `json:"deployWindows,omitempty" drover:"extension"`
+	// AlertGate holds new deployments of the channel while alerts matching
+	// it fire in a Prometheus Alertmanager (drover extension): BLOCKED
+	// until they resolve.
+	AlertGate             *AlertGate            `json:"alertGate,omitempty" drover:"extension"`
 	Constants             []Constant            `json:"constants,omitempty"`
 	Labels                []Label               `json:"labels,omitempty"`
 	Policy                *ReleaseChannelPolicy `json:"policy,omitempty"`
@@ -475,6 +479,20 @@ type Protection struct {
 	Timeout          Duration              `json:"timeout,omitzero"`
 	Parameters       []ParameterDefinition `json:"parameters,omitempty"`
 	Env              map[string]EnvValue   `json:"env,omitempty"`
+}
+
+// AlertGate is a release channel's alert gate (drover extension): a new
+// deployment starts only while no alert matching all Matchers fires (active,
+// neither silenced nor inhibited) in the Alertmanager at URL.
+type AlertGate struct {
+	// Alertmanager is the Alertmanager's base URL (http or https).
+	Alertmanager string `json:"alertmanager"`
+	// Matchers are Alertmanager label matchers, all of which an alert must
+	// match: severity="sev1", team=~"payments|billing", env!="dev".
+	Matchers []string `json:"matchers"`
+	// PollInterval is how often the Alertmanager is asked while the gate
+	// holds (default 30s).
+	PollInterval Duration `json:"pollInterval,omitzero"`
 }
 
 // BuiltinProtection is one of drover's built-in checks.

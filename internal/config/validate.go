@@ -421,6 +421,7 @@ func (v *validator) releaseChannel(src *Source, p string, rc *ReleaseChannel, in
 			v.add(src, fmt.Sprintf("%s.deployWindows[%d]", p, i), "%v", err)
 		}
 	}
+	v.alertGate(src, p+".alertGate", rc.AlertGate)
 	v.attachments(src, p+".serviceInstanceProtections", rc.ServiceInstanceProtections)
 	v.attachments(src, p+".convergenceProtections", rc.ConvergenceProtections)
 	v.constants(src, p+".constants", rc.Constants)

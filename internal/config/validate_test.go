@@ -517,6 +517,17 @@ func TestValidateErrors(t *testing.T) {
 				"shop.pvn.yaml:21:11: application.releaseChannels[1].deployWindows[2]: hours: \"25\" is not an hour from 0 to 23",
 			},
 		},
+		{
+			name: "alert gate",
+			changes: map[string]string{
+				"shop.pvn.yaml": strings.Replace(validTree["shop.pvn.yaml"], "      protections:\n", "      alertGate:\n        alertmanager: am:9093\n        matchers: ['severity=\"sev1\"', 'sev1']\n        pollInterval: 0.5s\n      protections:\n", 1),
+			},
+			want: []string{
+				"shop.pvn.yaml:19:23: application.releaseChannels[1].alertGate.alertmanager: \"am:9093\" is not an http or https URL",
+				"shop.pvn.yaml:20:39: application.releaseChannels[1].alertGate.matchers[1]: \"sev1\" is not a label matcher: name, then =, !=, =~ or !~, then a value (severity=\"sev1\")",
+				"shop.pvn.yaml:21:23: application.releaseChannels[1].alertGate.pollInterval: 0.5s is too short: poll and retry intervals must be at least 1s (or 0 for the default)",
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

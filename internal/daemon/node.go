@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/drover-dev/drover/internal/alerts"
 	"github.com/drover-dev/drover/internal/engine"
 	"github.com/drover-dev/drover/internal/runtimehost"
 	"github.com/drover-dev/drover/internal/runtimehost/builtin"
@@ -149,7 +150,7 @@ func New(cfg Config) *Node {
 	n.host = runtimehost.New(hostCfg)
 	n.hub.SetRuns(n.host.Runs())
 	n.loop = engine.NewLoop(engine.Config{
-		Store: cfg.Store, Runtimes: n.host, Settings: cfg.Settings, Now: cfg.Now,
+		Store: cfg.Store, Runtimes: n.host, Settings: cfg.Settings, Now: cfg.Now, Alerts: &alerts.Client{},
 		Log: cfg.Log, Workers: cfg.Workers, OnWrite: n.changed, ShutdownGrace: cfg.ShutdownGrace,
 		// An unshared store is the data directory's SQLite database, which
 		// the directory's lock gives to this process alone: claims left in

@@ -130,6 +130,15 @@ type Check struct {
 	// default); exit code 0 passes.
 	Command      json.RawMessage `json:"command,omitempty"`
 	PollInterval Duration        `json:"pollInterval,omitzero"`
+	// Alert is an alert gate (drover's): it passes while no alert matching
+	// it fires; asked every PollInterval like a command.
+	Alert *AlertGate `json:"alert,omitempty"`
+}
+
+// AlertGate is a check that asks a Prometheus Alertmanager (drover's).
+type AlertGate struct {
+	URL      string   `json:"url"`
+	Matchers []string `json:"matchers"`
 }
 
 // RunKey names the runs of a command check: one run serves every phase of

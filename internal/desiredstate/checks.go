@@ -146,9 +146,11 @@ type Attachment struct {
 	Source     string                `json:"source"`
 	Lifecycle  []AttachmentLifecycle `json:"lifecycle"`
 	Builtin    *Builtin              `json:"builtin"`
-	// Command and PollInterval: a protection that runs a command.
+	// Command and PollInterval: a protection that runs a command; Alert,
+	// an alert gate.
 	Command      json.RawMessage `json:"command"`
 	PollInterval Duration        `json:"pollInterval"`
+	Alert        *AlertGate      `json:"alert"`
 }
 
 // AttachmentLifecycle is one lifecycle item of an attachment.
@@ -177,9 +179,12 @@ func CompleteChecks(checks []Check, atts []Attachment) {
 				continue
 			}
 			chk.Builtin = a.Builtin
-			if chk.Builtin == nil && len(a.Command) > 0 && string(a.Command) != "null" {
-				chk.Command = a.Command
-				chk.PollInterval = a.PollInterval
+			switch {
+			case chk.Builtin != nil:
+			case a.Alert != nil:
+				chk.Alert, chk.PollInterval = a.Alert, a.PollInterval
+			case len(a.Command) > 0 && string(a.Command) != "null":
+				chk.Command, chk.PollInterval = a.Command, a.PollInterval
 			}
 			for _, l := range a.Lifecycle {
 				switch {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	ds "github.com/drover-dev/drover/internal/desiredstate"
@@ -41,10 +42,19 @@ type Outcome struct {
 	Interrupted bool
 }
 
+// AlertQuerier asks a Prometheus Alertmanager which alerts matching all
+// matchers fire (active, not silenced, not inhibited), naming each for
+// people; alert gates are run through it.
+type AlertQuerier interface {
+	FiringAlerts(ctx context.Context, url string, matchers []string) ([]string, error)
+}
+
 // LocalExecutor carries out actions in this process through the runtimes.
 type LocalExecutor struct {
 	store    store.Store
 	runtimes RuntimeSource
+	// alerts asks Alertmanagers for alert gates (nil: they cannot run).
+	alerts   AlertQuerier
 	settings Settings
 	now      func() time.Time
 	log      *slog.Logger
@@ -161,19 +171,12 @@ func (x *LocalExecutor) runCheck(ctx context.Context, app, svc string, a Action)
 			}
 		}
 	}
-	target, err := x.target(ctx, a.StateID, a.ReleaseChannel)
-	var rt runtimes.Runtime
-	if err == nil {
-		rt, err = x.runtimes.Runtime(ctx, a.Runtime)
-	}
 	var out runtimes.CheckOutcome
-	if err == nil {
-		cr, ok := rt.(runtimes.CheckRunner)
-		if !ok {
-			err = fmt.Errorf("runtime %s cannot run protection commands (taskConfig, kubernetesConfig): drover runs them through custom runtimes", a.Runtime)
-		} else {
-			out, err = cr.RunCheck(ctx, target, runtimes.CheckCommand{Name: chk.Name, Spec: chk.Command})
-		}
+	var err error
+	if chk.Alert != nil {
+		out, err = x.askAlerts(ctx, chk.Alert)
+	} else {
+		out, err = x.runCommand(ctx, a, chk)
 	}
 	if stopped := shutdownCause(ctx); err != nil && stopped != nil {
 		return Outcome{Interrupted: true, Message: stopped.Error()}
@@ -210,4 +213,41 @@ func (x *LocalExecutor) runCheck(ctx context.Context, app, svc string, a Action)
 			i.Checks = append(checks, res)
 		},
 	}
+}
+
+// runCommand runs a protection's command through the channel's runtime.
+func (x *LocalExecutor) runCommand(ctx context.Context, a Action, chk ds.Check) (runtimes.CheckOutcome, error) {
+	target, err := x.target(ctx, a.StateID, a.ReleaseChannel)
+	if err != nil {
+		return runtimes.CheckOutcome{}, err
+	}
+	rt, err := x.runtimes.Runtime(ctx, a.Runtime)
+	if err != nil {
+		return runtimes.CheckOutcome{}, err
+	}
+	cr, ok := rt.(runtimes.CheckRunner)
+	if !ok {
+		return runtimes.CheckOutcome{}, fmt.Errorf("runtime %s cannot run protection commands (taskConfig, kubernetesConfig): drover runs them through custom runtimes", a.Runtime)
+	}
+	return cr.RunCheck(ctx, target, runtimes.CheckCommand{Name: chk.Name, Spec: chk.Command})
+}
+
+// askAlerts runs an alert gate: it passes while no alert matching it fires.
+func (x *LocalExecutor) askAlerts(ctx context.Context, g *ds.AlertGate) (runtimes.CheckOutcome, error) {
+	if x.alerts == nil {
+		return runtimes.CheckOutcome{}, errors.New("this engine has no Alertmanager client")
+	}
+	firing, err := x.alerts.FiringAlerts(ctx, g.URL, g.Matchers)
+	if err != nil {
+		return runtimes.CheckOutcome{}, err
+	}
+	what := strings.Join(g.Matchers, ", ")
+	n := len(firing)
+	switch {
+	case n == 0:
+		return runtimes.CheckOutcome{Passed: true, Message: "no alert firing matching " + what}, nil
+	case n > 3:
+		firing = append(firing[:3:3], fmt.Sprintf("and %d more", n-3))
+	}
+	return runtimes.CheckOutcome{Message: fmt.Sprintf("%d alert(s) firing matching %s: %s", n, what, strings.Join(firing, ", "))}, nil
 }

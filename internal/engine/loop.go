@@ -98,6 +98,8 @@ type Config struct {
 	// context ends (0 = they are stopped at once); those still running
 	// then are stopped and recorded as interrupted.
 	ShutdownGrace time.Duration
+	// Alerts asks Alertmanagers for alert gates (for the LocalExecutor).
+	Alerts AlertQuerier
 	// Executor carries out the actions plans decide (nil = a LocalExecutor
 	// over Store and Runtimes).
 	Executor Executor
@@ -149,7 +151,9 @@ func NewLoop(cfg Config) *Loop {
 		cfg.Settings.MaxBackoff = DefaultSettings().MaxBackoff
 	}
 	if cfg.Executor == nil {
-		cfg.Executor = NewLocalExecutor(cfg.Store, cfg.Runtimes, cfg.Settings, cfg.Now, cfg.Log)
+		x := NewLocalExecutor(cfg.Store, cfg.Runtimes, cfg.Settings, cfg.Now, cfg.Log)
+		x.alerts = cfg.Alerts
+		cfg.Executor = x
 	}
 	if cfg.Owner == "" {
 		cfg.Owner = defaultOwner()

@@ -37,10 +37,10 @@ type Channel struct {
 // (planner.unenforced).
 
 // enforced reports whether the engine evaluates chk: a builtin protection
-// (alwaysPassing, alwaysFailing, allowedTimes) or a command protection, in
-// any lifecycle phase.
+// (alwaysPassing, alwaysFailing, allowedTimes), a command protection or an
+// alert gate, in any lifecycle phase.
 func enforced(chk ds.Check) bool {
-	if chk.Kind != ds.CheckProtection || chk.Builtin == nil && len(chk.Command) == 0 {
+	if chk.Kind != ds.CheckProtection || chk.Builtin == nil && len(chk.Command) == 0 && chk.Alert == nil {
 		return false
 	}
 	switch chk.Lifecycle {
