@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -44,13 +45,22 @@ type Window struct {
 	Text string `json:"text,omitempty"`
 }
 
+// locations caches time zones by name: time.LoadLocation reads the zone
+// database each time, and windows are evaluated on every pass.
+var locations sync.Map // string -> *time.Location
+
 // location is w's time zone (UTC when it cannot be loaded: the compiler
 // checked it).
 func (w Window) location() *time.Location {
-	if loc, err := time.LoadLocation(w.TZ); err == nil {
-		return loc
+	if loc, ok := locations.Load(w.TZ); ok {
+		return loc.(*time.Location)
 	}
-	return time.UTC
+	loc, err := time.LoadLocation(w.TZ)
+	if err != nil {
+		return time.UTC
+	}
+	locations.Store(w.TZ, loc)
+	return loc
 }
 
 // Contains reports whether t is inside the window.

@@ -445,3 +445,64 @@ func TestPlanFreeze(t *testing.T) {
 		}
 	})
 }
+
+// Regressions found by review: a fetch error neither ends a freeze that
+// holds a heal nor restarts a soak; a deployment check does not pass on a
+// result from long ago.
+func TestPlanHoldsAcrossFetchErrors(t *testing.T) {
+	t.Parallel()
+	t.Run("a --no-heal freeze still holds after a fetch error", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t, oneChannel())
+		w.observed["prod"] = Observation{}
+		w.plan()
+		w.observed["prod"] = running("v1", true)
+		w.plan()
+		w.freezes = []ds.Freeze{{ID: "frz-1", Reason: "incident", CreatedBy: "ana", CreatedAt: t0, NoHeal: true}}
+		w.observed["prod"] = running("v0", true)
+		w.plan()
+		w.observed["prod"] = Observation{Err: "connection refused"}
+		w.plan()
+		w.observed["prod"] = running("v0", true)
+		for i := range 3 {
+			if p := w.plan(); len(p.Actions) != 0 {
+				t.Fatalf("pass %d: applied %v under the freeze; prod %s %s: %s", i, applied(p), w.status("prod"), w.instances["prod"].Reason, w.instances["prod"].Message)
+			}
+		}
+		if h := w.instances["prod"].Healed; h != 0 {
+			t.Errorf("healed %d while held", h)
+		}
+	})
+	t.Run("a fetch error does not restart a soak", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t, oneChannel(ds.Check{Name: "soak", Lifecycle: ds.PhasePostDeployment, Builtin: &ds.Builtin{AlwaysPassing: true},
+			CheckFor: ds.Duration{Duration: 10 * time.Minute}}))
+		w.observed["prod"] = Observation{}
+		w.plan()
+		w.observed["prod"] = running("v1", true)
+		w.plan()
+		w.now = t0.Add(9 * time.Minute)
+		w.observed["prod"] = Observation{Err: "timeout"}
+		w.plan()
+		w.now = t0.Add(10*time.Minute + time.Second)
+		w.observed["prod"] = running("v1", true)
+		w.plan()
+		if w.status("prod") != ds.StatusConverged {
+			t.Fatalf("prod %s %s: %s", w.status("prod"), w.instances["prod"].Reason, w.instances["prod"].Message)
+		}
+	})
+	t.Run("a deployment check runs again rather than pass on an old result", func(t *testing.T) {
+		t.Parallel()
+		chk := ds.Check{Name: "migrations", Lifecycle: ds.PhaseDeployment, Source: "releaseChannel", Attachment: "migrations",
+			Command: []byte(`{}`), PollInterval: ds.Duration{Duration: 10 * time.Second}}
+		w := newWorld(t, oneChannel(chk))
+		w.observed["prod"] = Observation{}
+		w.plan()
+		w.finishCheck("prod", "releaseChannel/migrations", true, "ok")
+		w.now = t0.Add(time.Hour)
+		p := w.plan()
+		if len(p.Actions) != 1 || p.Actions[0].Kind != ActionRunCheck || w.status("prod") != ds.StatusWaitingPreconditions {
+			t.Fatalf("an hour-old pass: actions %v; prod %s: %s", p.Actions, w.status("prod"), w.instances["prod"].Message)
+		}
+	})
+}

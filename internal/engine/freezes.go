@@ -39,7 +39,10 @@ func (l *Loop) currentFreezes(ctx context.Context) ([]ds.Freeze, error) {
 	for _, o := range objs {
 		var fr ds.Freeze
 		if err := json.Unmarshal(o.Body, &fr); err != nil {
-			return nil, fmt.Errorf("freeze %s: %w", o.Name, err)
+			// Only drover writes freezes; one it cannot read holds
+			// nothing rather than stopping every pass.
+			l.log.Error("undecodable freeze ignored", "freeze", o.Name, "error", err)
+			continue
 		}
 		if fr.LiftedAt.IsZero() {
 			list = append(list, fr)

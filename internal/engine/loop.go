@@ -387,6 +387,17 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	// Open tasks are read before the instances: a check that ends between
+	// the two reads is then seen as running (and its result as well), not
+	// as neither, which would run it again.
+	open, err := l.store.ListTasks(ctx, store.TaskFilter{Key: key, Open: true})
+	if err != nil {
+		return Result{}, err
+	}
+	applying := make(map[string]bool, len(open))
+	for _, t := range open {
+		applying[t.Instance] = true
+	}
 	list, err := l.store.ListInstances(ctx, app, svc)
 	if err != nil {
 		return Result{}, err
@@ -400,14 +411,6 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (Result, error) {
 		if approvals, err = l.store.ListApprovals(ctx, rec.ID); err != nil {
 			return Result{}, err
 		}
-	}
-	open, err := l.store.ListTasks(ctx, store.TaskFilter{Key: key, Open: true})
-	if err != nil {
-		return Result{}, err
-	}
-	applying := make(map[string]bool, len(open))
-	for _, t := range open {
-		applying[t.Instance] = true
 	}
 	seen, err := l.knownObservations(ctx, key, app, svc)
 	if err != nil {

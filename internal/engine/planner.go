@@ -174,7 +174,7 @@ func (p *planner) gate(s *step) {
 		switch di.Status {
 		case ds.StatusFailed, ds.StatusRollingBack, ds.StatusRolledBack, ds.StatusFailedRollback:
 			// It was stable once, but no longer runs the version.
-			s.inst.Satisfied = slices.DeleteFunc(s.inst.Satisfied, func(x string) bool { return x == met })
+			s.inst.Satisfied = slices.DeleteFunc(slices.Clone(s.inst.Satisfied), func(x string) bool { return x == met })
 		default:
 			// Other states keep a condition met earlier for this version.
 		}
@@ -273,7 +273,10 @@ func (p *planner) blockedBy(s *step, phase string) bool {
 		if once && slices.Contains(s.inst.Satisfied, met) {
 			continue
 		}
-		v := p.evaluate(s, chk, time.Time{})
+		// A command check's result counts in its phase while it is no
+		// older than two poll intervals (it runs again after one): a pass
+		// from long ago says nothing about now.
+		v := p.evaluate(s, chk, p.in.Now.Add(-2*checkInterval(chk, p.in.Settings)))
 		switch {
 		case v.pending:
 			pending = append(pending, fmt.Sprintf("%s: %s", chk, v.Message))
@@ -356,10 +359,13 @@ func lastResult(inst store.Instance, ch Channel, chk ds.Check) *store.CheckResul
 
 // checkInterval is how often command check chk runs.
 func checkInterval(chk ds.Check, st Settings) time.Duration {
-	if chk.PollInterval.Duration > 0 {
+	switch {
+	case chk.PollInterval.Duration > 0:
 		return chk.PollInterval.Duration
+	case st.CheckInterval > 0:
+		return st.CheckInterval
 	}
-	return st.CheckInterval
+	return DefaultSettings().CheckInterval
 }
 
 // frozen returns the freeze that holds the channel's new rollouts (or,
@@ -527,8 +533,14 @@ func (p *planner) converge(s *step, stateID, version string) {
 		p.requeue(st.PollInterval)
 		return
 	case obs.Err != "":
-		inst.Reason = ds.ReasonFetchFailed
-		inst.Message = "fetch failed: " + obs.Err
+		// A freeze holding a heal, or a soak under way, stays as it is (a
+		// fetch error must not end the hold, nor restart the soak); the
+		// error shows in the observation.
+		soaking := inst.Status == ds.StatusConverging && inst.Reason == ds.ReasonLifecycleCheckPending
+		if held := inst.Reason == ds.ReasonFrozen || soaking; !held {
+			inst.Reason = ds.ReasonFetchFailed
+			inst.Message = "fetch failed: " + obs.Err
+		}
 		p.requeue(st.PollInterval)
 		return
 	}
@@ -584,7 +596,10 @@ func (p *planner) converge(s *step, stateID, version string) {
 		if deadline == 0 {
 			deadline = st.ProgressDeadline
 		}
-		if !inst.LastApplyAt.IsZero() && p.in.Now.Sub(inst.LastApplyAt) > deadline {
+		// The deadline is for a rollout: not for a version seen converged
+		// since its last apply (a soak, pods restarting later on).
+		rolling := inst.ConvergedAt.IsZero() || inst.ConvergedAt.Before(inst.LastApplyAt)
+		if rolling && !inst.LastApplyAt.IsZero() && p.in.Now.Sub(inst.LastApplyAt) > deadline {
 			p.fail(s, version, ds.ReasonProgressDeadlineExceeded, fmt.Sprintf("%s did not converge within %s: %s", version, deadline, state.Message))
 			return
 		}
@@ -610,7 +625,6 @@ func (p *planner) mismatch(s *step, stateID, version string, state runtimes.Stat
 		// It was converged: someone changed it out of band. Heal it now
 		// (with everyAction, once that apply is approved; after a freeze
 		// that holds healing).
-		s.inst.Healed++
 		what := fmt.Sprintf("runtime runs %q instead of %s", running, version)
 		if drifted {
 			what = fmt.Sprintf("%s was changed outside drover", version)
@@ -627,6 +641,7 @@ func (p *planner) mismatch(s *step, stateID, version string, state runtimes.Stat
 			return
 		}
 		s.inst.ActionPending = false
+		s.inst.Healed++
 		p.event(inst, ds.EventDrift, "%s: %s; re-applying", s.ch.Name, what)
 		inst.ApplyAttempts = 0
 		p.apply(s, stateID, version)
