@@ -91,8 +91,10 @@ type CompiledReleaseChannel struct {
 	Env                   map[string]config.EnvValue    `json:"env,omitempty"`
 	Protections           []CompiledProtection          `json:"protections,omitempty"`
 	ConvergenceExtensions []config.ConvergenceExtension `json:"convergenceExtensions,omitempty"`
-	AutoRollbackDisabled  bool                          `json:"autoRollbackDisabled,omitempty"`
-	ProgressDeadline      *config.Duration              `json:"progressDeadline,omitempty"`
+	// Extensions are ConvergenceExtensions as the engine runs them.
+	Extensions           []CompiledExtension `json:"extensions,omitempty"`
+	AutoRollbackDisabled bool                `json:"autoRollbackDisabled,omitempty"`
+	ProgressDeadline     *config.Duration    `json:"progressDeadline,omitempty"`
 	// Notes say what the compilation left out or decided by a rule of its
 	// own (Helm hooks drover does not run, for one).
 	Notes []string `json:"notes,omitempty"`
@@ -422,6 +424,7 @@ func (c *rcCompiler) compile() *CompiledReleaseChannel {
 	out.DependsOn = c.dependencies()
 	c.protections(out, merged, defs, params, data)
 	out.ConvergenceExtensions = merged.ConvergenceExtensions
+	out.Extensions = c.extensions(merged.ConvergenceExtensions, data)
 	if svc.AutoRollback != nil && svc.AutoRollback.Disabled || rt.AutoRollback != nil && rt.AutoRollback.Disabled {
 		out.AutoRollbackDisabled = true
 	}
@@ -1225,33 +1228,40 @@ func distance(a, b string) int {
 
 // protectionCommand renders a command protection for one attachment: its
 // taskConfig or kubernetesConfig and env, with the protection's parameters
-// (the attachment's values, else the defaults) as .Params. Secret
-// parameters are refused: pass secrets through env (rawSecret).
+// (the attachment's values, else the defaults) as .Params.
 func (c *rcCompiler) protectionCommand(prot *config.Protection, values []config.ParameterValue, data *Data) *ProtectionCommand {
-	object, field := "protection/"+prot.Name, "protection"
+	return c.renderCommand("protection", prot.Name, prot.Parameters, values,
+		&ProtectionCommand{Protection: prot.Name, TaskConfig: prot.TaskConfig, KubernetesConfig: prot.KubernetesConfig, Env: prot.Env, Timeout: prot.Timeout}, data)
+}
+
+// renderCommand renders the command of a protection or delivery extension
+// (what, named name) with its parameters defs as .Params: the values given,
+// else the defaults. Secret parameters are refused: pass secrets through
+// env (rawSecret).
+func (c *rcCompiler) renderCommand(what, name string, defs []config.ParameterDefinition, values []config.ParameterValue, in *ProtectionCommand, data *Data) *ProtectionCommand {
 	params := map[string]any{}
 	given := map[string]config.ParameterValue{}
 	for _, pv := range values {
 		given[pv.Name] = pv
-		if !slices.ContainsFunc(prot.Parameters, func(d config.ParameterDefinition) bool { return d.Name == pv.Name }) {
-			c.fail(Error{Object: c.serviceObject(), Field: "ref.parameters", Msg: fmt.Sprintf("protection %s has no parameter %q%s", prot.Name, pv.Name, nameHint(prot.Parameters))})
+		if !slices.ContainsFunc(defs, func(d config.ParameterDefinition) bool { return d.Name == pv.Name }) {
+			c.fail(Error{Object: c.serviceObject(), Field: "ref.parameters", Msg: fmt.Sprintf("%s %s has no parameter %q%s", what, name, pv.Name, nameHint(defs))})
 		}
 	}
-	for i := range prot.Parameters {
-		def := &prot.Parameters[i]
+	for i := range defs {
+		def := &defs[i]
 		var v any
 		var err error
 		if pv, ok := given[def.Name]; ok {
 			v, err = valueFromConfig(def, pv)
 		} else if v, err = defaultValue(def); err == nil && v == nil {
 			if def.Required {
-				err = fmt.Errorf("protection %s requires parameter %q: set it in the attachment's ref.parameters", prot.Name, def.Name)
+				err = fmt.Errorf("%s %s requires parameter %q: set it in ref.parameters", what, name, def.Name)
 			} else {
 				v = zeroValue(def)
 			}
 		}
 		if _, secret := v.(Secret); err == nil && secret {
-			err = fmt.Errorf("parameter %q: secret parameters are not supported in protections; pass the secret through the protection's env (rawSecret)", def.Name)
+			err = fmt.Errorf("parameter %q: secret parameters are not supported in a %s; pass the secret through its env (rawSecret)", def.Name, what)
 		}
 		if err != nil {
 			c.fail(Error{Object: c.serviceObject(), Field: "ref.parameters", Msg: err.Error()})
@@ -1262,12 +1272,86 @@ func (c *rcCompiler) protectionCommand(prot *config.Protection, values []config.
 	if len(c.errs) > 0 {
 		return nil
 	}
-	in := &ProtectionCommand{Protection: prot.Name, TaskConfig: prot.TaskConfig, KubernetesConfig: prot.KubernetesConfig, Env: prot.Env, Timeout: prot.Timeout}
 	var out ProtectionCommand
-	if !c.renderConfig(object, field, in, &out, &Data{Params: params, Constants: data.Constants, Builtins: data.Builtins}) {
+	if !c.renderConfig(what+"/"+name, what, in, &out, &Data{Params: params, Constants: data.Constants, Builtins: data.Builtins}) {
 		return nil
 	}
 	return &out
+}
+
+// CompiledExtension is a convergence extension of a release channel as the
+// engine runs it: its command rendered with its parameters, the phase it
+// runs in, its retry policy, and the key of the run it shares.
+type CompiledExtension struct {
+	Name      string `json:"name"`
+	Lifecycle string `json:"lifecycle"`
+	// Command is what runs (exit 0 succeeds); nil when the extension has
+	// no command.
+	Command     *ProtectionCommand  `json:"command,omitempty"`
+	RetryPolicy *config.RetryPolicy `json:"retryPolicy,omitempty"`
+	// SharedKey is the key of a run shared by every channel whose
+	// extension has it (sharedInstanceKey; a convergenceExtensionInstance's
+	// name); "" for a run of this channel alone.
+	SharedKey    string   `json:"sharedKey,omitempty"`
+	Dependencies []string `json:"dependencies,omitempty"`
+}
+
+// extensions resolves and renders the channel's convergence extensions:
+// inlined, an instance of the service (convergenceExtensionInstances), or
+// a ref to a deliveryExtension with parameters.
+func (c *rcCompiler) extensions(exts []config.ConvergenceExtension, data *Data) []CompiledExtension {
+	var out []CompiledExtension
+	for i, e := range exts {
+		name := extensionName(e.Instance, e.Ref, e.Inlined, i)
+		ce := CompiledExtension{Name: name, Lifecycle: string(e.Lifecycle)}
+		for _, d := range e.Dependencies {
+			ce.Dependencies = append(ce.Dependencies, d.Name)
+		}
+		inlined, ref := e.Inlined, e.Ref
+		if e.Instance != "" {
+			var inst *config.ConvergenceExtensionInstance
+			for j := range c.in.Service.ConvergenceExtensionInstances {
+				if x := &c.in.Service.ConvergenceExtensionInstances[j]; x.Name == e.Instance {
+					inst = x
+				}
+			}
+			if inst == nil {
+				c.fail(Error{Object: c.serviceObject(), Field: fmt.Sprintf("service.convergenceExtensions[%d].instance", i), Msg: fmt.Sprintf("no convergenceExtensionInstances entry named %q", e.Instance)})
+				continue
+			}
+			inlined, ref = inst.Inlined, inst.Ref
+			ce.SharedKey = "instance/" + inst.Name
+			for _, d := range inst.Dependencies {
+				if !slices.Contains(ce.Dependencies, d.Name) {
+					ce.Dependencies = append(ce.Dependencies, d.Name)
+				}
+			}
+		}
+		def := inlined
+		var values []config.ParameterValue
+		if ref != nil {
+			def = c.in.DeliveryExtensions[ref.Name]
+			values = ref.Parameters
+			if def == nil {
+				c.fail(Error{Object: c.serviceObject(), Field: fmt.Sprintf("service.convergenceExtensions[%d].ref.name", i), Msg: fmt.Sprintf("unknown deliveryExtension %q", ref.Name)})
+				continue
+			}
+		}
+		if def == nil {
+			c.fail(Error{Object: c.serviceObject(), Field: fmt.Sprintf("service.convergenceExtensions[%d]", i), Msg: "set one of inlined, instance, ref"})
+			continue
+		}
+		if def.SharedInstanceKey != "" {
+			ce.SharedKey = "key/" + def.SharedInstanceKey
+		}
+		ce.RetryPolicy = def.RetryPolicy
+		if def.TaskConfig != nil || def.KubernetesConfig != nil {
+			ce.Command = c.renderCommand("deliveryExtension", orDefault(def.Name, name), def.Parameters, values,
+				&ProtectionCommand{Protection: orDefault(def.Name, name), TaskConfig: def.TaskConfig, KubernetesConfig: def.KubernetesConfig, Env: def.Env}, data)
+		}
+		out = append(out, ce)
+	}
+	return out
 }
 
 // rcLabels are a release channel's own labels (nil for none).

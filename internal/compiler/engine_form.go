@@ -33,6 +33,11 @@ func (r *Result) Engine() (*ds.Compiled, error) {
 			return nil, fmt.Errorf("release channel %s: %w", rc.Name, err)
 		}
 		ds.CompleteChecks(ch.Checks, atts)
+		exts, err := extensions(rc.Extensions)
+		if err != nil {
+			return nil, fmt.Errorf("release channel %s: %w", rc.Name, err)
+		}
+		ds.CompleteExtensions(ch.Checks, exts)
 		ch.Objects = make([]json.RawMessage, 0, len(rc.Objects))
 		for _, obj := range rc.Objects {
 			raw, err := json.Marshal(obj)
@@ -74,6 +79,23 @@ func attachments(ps []CompiledProtection) ([]ds.Attachment, error) {
 	var out []ds.Attachment
 	if err := json.Unmarshal(b, &out); err != nil {
 		return nil, fmt.Errorf("decode protections: %w", err)
+	}
+	return out, nil
+}
+
+// extensions reads the channel's compiled extensions as the engine form
+// reads them (by field name).
+func extensions(es []CompiledExtension) ([]ds.Extension, error) {
+	if len(es) == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(es)
+	if err != nil {
+		return nil, fmt.Errorf("encode extensions: %w", err)
+	}
+	var out []ds.Extension
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, fmt.Errorf("decode extensions: %w", err)
 	}
 	return out, nil
 }

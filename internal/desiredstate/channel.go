@@ -133,6 +133,20 @@ type Check struct {
 	// Alert is an alert gate (drover's): it passes while no alert matching
 	// it fires; asked every PollInterval like a command.
 	Alert *AlertGate `json:"alert,omitempty"`
+	// Shared is the key of the run a convergence extension shares with
+	// every channel whose extension has it ("" = its channel's own run).
+	Shared string `json:"shared,omitempty"`
+	// Retry times the runs of a failing convergence extension: from Base,
+	// doubling up to Max.
+	Retry *Retry `json:"retry,omitempty"`
+	// DependsOn names the extensions that must succeed first.
+	DependsOn []string `json:"dependsOn,omitempty"`
+}
+
+// Retry is a convergence extension's retry policy.
+type Retry struct {
+	Base Duration `json:"base,omitzero"`
+	Max  Duration `json:"max,omitzero"`
 }
 
 // AlertGate is a check that asks a Prometheus Alertmanager (drover's).
@@ -142,8 +156,18 @@ type AlertGate struct {
 }
 
 // RunKey names the runs of a command check: one run serves every phase of
-// its attachment ("<source>/<attachment>").
-func (c Check) RunKey() string { return c.Source + "/" + c.Attachment }
+// a protection's attachment ("<source>/<attachment>"); an extension's runs
+// are its own ("extension/<name>"), or shared by its key
+// ("extension/<name>@<key>").
+func (c Check) RunKey() string {
+	switch {
+	case c.Kind == CheckConvergenceExtension && c.Shared != "":
+		return "extension/" + c.Name + "@" + c.Shared
+	case c.Kind == CheckConvergenceExtension:
+		return "extension/" + c.Name
+	}
+	return c.Source + "/" + c.Attachment
+}
 
 // SourceDrover is the Source of checks drover adds itself (a release
 // channel's deployWindows).

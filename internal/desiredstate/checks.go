@@ -212,3 +212,49 @@ func CompleteChecks(checks []Check, atts []Attachment) {
 		}
 	}
 }
+
+// Extension is a convergence extension of a release channel as the
+// compiler's result lists it (read by field name).
+type Extension struct {
+	Name        string          `json:"name"`
+	Command     json.RawMessage `json:"command"`
+	SharedKey   string          `json:"sharedKey"`
+	RetryPolicy *struct {
+		BaseInterval Duration `json:"baseInterval"`
+		MaxInterval  Duration `json:"maxInterval"`
+	} `json:"retryPolicy"`
+	Dependencies []string `json:"dependencies"`
+}
+
+// Extension lifecycle phases (Prodvana's names).
+const (
+	ExtPreApproval    = "PRE_APPROVAL"
+	ExtApproval       = "APPROVAL"
+	ExtPostApproval   = "POST_APPROVAL"
+	ExtDeployment     = "DEPLOYMENT"
+	ExtPostDeployment = "POST_DEPLOYMENT"
+)
+
+// CompleteExtensions adds to each convergence extension check what the
+// compiler resolved: its command, shared key, retry policy, dependencies.
+func CompleteExtensions(checks []Check, exts []Extension) {
+	for i := range checks {
+		chk := &checks[i]
+		if chk.Kind != CheckConvergenceExtension {
+			continue
+		}
+		for _, e := range exts {
+			if e.Name != chk.Name {
+				continue
+			}
+			if len(e.Command) > 0 && string(e.Command) != "null" {
+				chk.Command = e.Command
+			}
+			chk.Shared, chk.DependsOn = e.SharedKey, e.Dependencies
+			if e.RetryPolicy != nil {
+				chk.Retry = &Retry{Base: e.RetryPolicy.BaseInterval, Max: e.RetryPolicy.MaxInterval}
+			}
+			break
+		}
+	}
+}

@@ -57,6 +57,7 @@ type legacyResult struct {
 		AutoRollbackDisabled bool                      `json:"autoRollbackDisabled"`
 		ProgressDeadline     *Duration                 `json:"progressDeadline"`
 		Protections          []Attachment              `json:"protections"`
+		Extensions           []Extension               `json:"extensions"`
 	} `json:"releaseChannels"`
 	DesiredState *DesiredState `json:"desiredState"`
 }
@@ -101,6 +102,7 @@ func decodeLegacy(raw []byte) (*Compiled, error) {
 		var everyAction bool
 		ch.Approvals, everyAction, ch.Checks = res.DesiredState.Gates(rc.Name)
 		CompleteChecks(ch.Checks, rc.Protections)
+		CompleteExtensions(ch.Checks, rc.Extensions)
 		grace, approveEach := legacyRunnerSettings(rc.Objects)
 		ch.ConvergenceGrace = Duration{grace}
 		ch.EveryAction = everyAction || approveEach

@@ -229,7 +229,7 @@ func TestCheckReports(t *testing.T) {
 		}
 		return out
 	}
-	rs := CheckReports(ch, store.Instance{}, nil, t0)
+	rs := CheckReports(ch, store.Instance{}, nil, nil, t0)
 	if got := state(rs); !slices.Equal(got, []string{"postApproval=failing", "deployment=failing", "preApproval=notEvaluated"}) {
 		t.Fatalf("before the rollout: %v", got)
 	}
@@ -239,7 +239,7 @@ func TestCheckReports(t *testing.T) {
 	inst := store.Instance{DesiredStateID: "ds1", DesiredVersion: "v1", TargetStateID: "ds1", TargetVersion: "v1", Status: ds.StatusConverging,
 		Satisfied: []string{ch.Checks[0].Key() + "@v1"}}
 	bypass := []store.Approval{{DesiredStateID: "ds1", ReleaseChannel: "prod", Topic: BypassTopic("migrations"), User: "carol"}}
-	rs = CheckReports(ch, inst, bypass, t0)
+	rs = CheckReports(ch, inst, nil, bypass, t0)
 	if got := state(rs); !slices.Equal(got, []string{"postApproval=passed", "deployment=passed", "preApproval=bypassed"}) || rs[2].BypassedBy != "carol" {
 		t.Fatalf("deploying: %v %+v", got, rs[2])
 	}
@@ -503,6 +503,116 @@ func TestPlanHoldsAcrossFetchErrors(t *testing.T) {
 		p := w.plan()
 		if len(p.Actions) != 1 || p.Actions[0].Kind != ActionRunCheck || w.status("prod") != ds.StatusWaitingPreconditions {
 			t.Fatalf("an hour-old pass: actions %v; prod %s: %s", p.Actions, w.status("prod"), w.instances["prod"].Message)
+		}
+	})
+}
+
+// twoProd is a service with channels prod-a and prod-b (no dependencies)
+// sharing the checks given.
+func twoProd(checks ...ds.Check) *Desired {
+	for i := range checks {
+		checks[i].Kind = ds.CheckConvergenceExtension
+		checks[i].Entity = ds.ID{Type: ds.TypeDeliveryExtension, Name: "x/extension/" + checks[i].Name}
+	}
+	ch := func(name string) Channel {
+		return Channel{Channel: ds.Channel{Name: name, Runtime: "r-" + name, AutoRollback: true, Checks: append([]ds.Check(nil), checks...)}, Version: "v1", StateID: "ds1"}
+	}
+	return &Desired{ID: "ds1", Application: "app", Service: "web", Version: "v1", Channels: []Channel{ch("prod-a"), ch("prod-b")}}
+}
+
+func kinds(p Plan) []string {
+	var out []string
+	for _, a := range p.Actions {
+		out = append(out, string(a.Kind)+":"+a.taskInstance())
+	}
+	return out
+}
+
+func TestPlanExtensions(t *testing.T) {
+	t.Parallel()
+	ext := func(name, lifecycle string) ds.Check {
+		return ds.Check{Name: name, Lifecycle: lifecycle, Command: []byte(`{}`), Retry: &ds.Retry{Base: ds.Duration{Duration: 2 * time.Second}}}
+	}
+	t.Run("PRE_APPROVAL: retried with backoff until it succeeds once, then never again", func(t *testing.T) {
+		t.Parallel()
+		d := oneChannel()
+		c := ext("migrate", ds.ExtPreApproval)
+		c.Kind, c.Entity = ds.CheckConvergenceExtension, ds.ID{Type: ds.TypeDeliveryExtension, Name: "prod/extension/migrate"}
+		d.Channels[0].Checks = []ds.Check{c}
+		w := newWorld(t, d)
+		w.observed["prod"] = Observation{}
+		if p := w.plan(); !slices.Equal(kinds(p), []string{"runCheck:prod#extension/migrate"}) {
+			t.Fatalf("first pass: %v", kinds(p))
+		}
+		w.finishCheck("prod", "extension/migrate", false, "exit code 1: lock held")
+		w.plan()
+		w.finishCheck("prod", "extension/migrate", false, "exit code 1: lock held")
+		inst := w.instances["prod"]
+		inst.Checks[0].Runs = 2
+		w.instances["prod"] = inst
+		p := w.plan()
+		if w.status("prod") != ds.StatusBlocked || !strings.Contains(w.instances["prod"].Message, "convergence extension migrate (PRE_APPROVAL): exit code 1: lock held") || p.RequeueAfter != 4*time.Second {
+			t.Fatalf("failing twice: prod %s: %s; requeue %v (want the 4s backoff)", w.status("prod"), w.instances["prod"].Message, p.RequeueAfter)
+		}
+		w.now = w.now.Add(4 * time.Second)
+		if p := w.plan(); !slices.Equal(kinds(p), []string{"runCheck:prod#extension/migrate"}) {
+			t.Fatalf("after the backoff: %v", kinds(p))
+		}
+		w.finishCheck("prod", "extension/migrate", true, "migrated")
+		if p := w.plan(); !slices.Equal(kinds(p), []string{"apply:prod"}) {
+			t.Fatalf("succeeded: %v; prod %s: %s", kinds(p), w.status("prod"), w.instances["prod"].Message)
+		}
+		w.now = w.now.Add(time.Hour)
+		w.observed["prod"] = running("v1", true)
+		if p := w.plan(); len(p.Actions) != 0 || w.status("prod") != ds.StatusConverged {
+			t.Fatalf("an hour later: %v; prod %s", kinds(p), w.status("prod"))
+		}
+	})
+	t.Run("a shared POST_DEPLOYMENT run serves both channels, once", func(t *testing.T) {
+		t.Parallel()
+		c := ext("analysis", ds.ExtPostDeployment)
+		c.Shared = "key/canary"
+		w := newWorld(t, twoProd(c))
+		w.observed["prod-a"], w.observed["prod-b"] = Observation{}, Observation{}
+		if p := w.plan(); !slices.Equal(kinds(p), []string{"apply:prod-a", "apply:prod-b"}) {
+			t.Fatalf("first pass: %v", kinds(p))
+		}
+		w.observed["prod-a"], w.observed["prod-b"] = running("v1", true), running("v1", true)
+		p := w.plan()
+		if !slices.Equal(kinds(p), []string{"runCheck:shared#extension/analysis@key/canary"}) {
+			t.Fatalf("both converged: %v", kinds(p))
+		}
+		if w.status("prod-a") != ds.StatusConverging || w.status("prod-b") != ds.StatusConverging {
+			t.Fatalf("prod-a %s, prod-b %s: both wait for the analysis", w.status("prod-a"), w.status("prod-b"))
+		}
+		w.running = map[string]bool{"shared#extension/analysis@key/canary": true}
+		if p := w.plan(); len(p.Actions) != 0 {
+			t.Fatalf("while it runs: %v", kinds(p))
+		}
+		w.running = nil
+		w.finishCheck(p.Actions[0].ReleaseChannel, "extension/analysis@key/canary", true, "canary healthy")
+		w.plan()
+		if w.status("prod-a") != ds.StatusConverged || w.status("prod-b") != ds.StatusConverged {
+			t.Fatalf("analysis passed: prod-a %s: %s; prod-b %s: %s", w.status("prod-a"), w.instances["prod-a"].Message, w.status("prod-b"), w.instances["prod-b"].Message)
+		}
+	})
+	t.Run("an extension waits for those it depends on", func(t *testing.T) {
+		t.Parallel()
+		a, b := ext("a", ds.ExtPostApproval), ext("b", ds.ExtPostApproval)
+		b.DependsOn = []string{"a"}
+		d := oneChannel()
+		for _, c := range []*ds.Check{&a, &b} {
+			c.Kind, c.Entity = ds.CheckConvergenceExtension, ds.ID{Type: ds.TypeDeliveryExtension, Name: "prod/extension/" + c.Name}
+		}
+		d.Channels[0].Checks = []ds.Check{b, a}
+		w := newWorld(t, d)
+		w.observed["prod"] = Observation{}
+		if p := w.plan(); !slices.Equal(kinds(p), []string{"runCheck:prod#extension/a"}) || !strings.Contains(w.instances["prod"].Message, "b (POST_APPROVAL): waiting for extension a to succeed") {
+			t.Fatalf("first pass: %v; prod: %s", kinds(p), w.instances["prod"].Message)
+		}
+		w.finishCheck("prod", "extension/a", true, "ok")
+		if p := w.plan(); !slices.Equal(kinds(p), []string{"runCheck:prod#extension/b"}) {
+			t.Fatalf("a succeeded: %v", kinds(p))
 		}
 	})
 }

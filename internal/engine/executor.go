@@ -203,7 +203,7 @@ func (x *LocalExecutor) runCheck(ctx context.Context, app, svc string, a Action)
 		}
 		events = append(events, store.Event{
 			Time: res.At, Application: app, Service: svc, ReleaseChannel: a.ReleaseChannel, DesiredStateID: a.StateID,
-			Type: typ, Actor: "engine", Message: fmt.Sprintf("%s: protection %s %s", a.ReleaseChannel, checkAttachment(chk), msg),
+			Type: typ, Actor: "engine", Message: fmt.Sprintf("%s: %s %s %s", a.ReleaseChannel, checkWord(chk), checkAttachment(chk), msg),
 		})
 	}
 	return Outcome{
@@ -250,4 +250,16 @@ func (x *LocalExecutor) askAlerts(ctx context.Context, g *ds.AlertGate) (runtime
 		firing = append(firing[:3:3], fmt.Sprintf("and %d more", n-3))
 	}
 	return runtimes.CheckOutcome{Message: fmt.Sprintf("%d alert(s) firing matching %s: %s", n, what, strings.Join(firing, ", "))}, nil
+}
+
+// checkWord is what people call chk: a protection, an extension, drover's
+// gate.
+func checkWord(chk ds.Check) string {
+	switch {
+	case isExtension(chk):
+		return "extension"
+	case chk.Source == ds.SourceDrover:
+		return "gate"
+	}
+	return "protection"
 }

@@ -40,20 +40,64 @@ type Channel struct {
 // (alwaysPassing, alwaysFailing, allowedTimes), a command protection or an
 // alert gate, in any lifecycle phase.
 func enforced(chk ds.Check) bool {
-	if chk.Kind != ds.CheckProtection || chk.Builtin == nil && len(chk.Command) == 0 && chk.Alert == nil {
+	switch chk.Kind {
+	case ds.CheckProtection:
+		if chk.Builtin == nil && len(chk.Command) == 0 && chk.Alert == nil {
+			return false
+		}
+	case ds.CheckConvergenceExtension:
+		if len(chk.Command) == 0 {
+			return false
+		}
+	default:
 		return false
+	}
+	return phaseOf(chk) != ""
+}
+
+// phaseApproval is the phase of convergence extensions that run while the
+// channel waits for its approvals (APPROVAL); protections have none.
+const phaseApproval = "approval"
+
+// phaseOf is the lifecycle phase chk belongs to, by the protections' names
+// (an extension's PRE_APPROVAL is preApproval, ...; APPROVAL is
+// phaseApproval), or "" for one the engine does not know.
+func phaseOf(chk ds.Check) string {
+	if chk.Kind == ds.CheckConvergenceExtension {
+		switch chk.Lifecycle {
+		case ds.ExtPreApproval:
+			return ds.PhasePreApproval
+		case ds.ExtApproval:
+			return phaseApproval
+		case ds.ExtPostApproval:
+			return ds.PhasePostApproval
+		case ds.ExtDeployment:
+			return ds.PhaseDeployment
+		case ds.ExtPostDeployment:
+			return ds.PhasePostDeployment
+		}
+		return ""
 	}
 	switch chk.Lifecycle {
 	case ds.PhasePreApproval, ds.PhasePostApproval, ds.PhaseDeployment, ds.PhasePostDeployment:
-		return true
+		return chk.Lifecycle
 	}
-	return false
+	return ""
 }
+
+// isExtension reports whether chk is a convergence extension: it runs until
+// it succeeds once per desired state, and never fails a channel.
+func isExtension(chk ds.Check) bool { return chk.Kind == ds.CheckConvergenceExtension }
 
 // CheckTaskInstance is the task instance of the runs of a command check of
 // release channel rc: its own, so a check runs beside an apply of the
 // channel, and one run of each check is open at a time.
-func CheckTaskInstance(rc string, chk ds.Check) string { return rc + "#" + chk.RunKey() }
+func CheckTaskInstance(rc string, chk ds.Check) string {
+	if chk.Shared != "" {
+		return "shared#" + chk.RunKey() // one run for every channel sharing it
+	}
+	return rc + "#" + chk.RunKey()
+}
 
 // Gate is a manual approval precondition.
 type Gate = ds.Approval

@@ -236,9 +236,14 @@ func (p *planner) gate(s *step) {
 	if p.blockedBy(s, ds.PhasePreApproval) {
 		return
 	}
+	// Extensions of the APPROVAL phase run while the approvals are given.
+	extHeld := p.blockedBy(s, phaseApproval)
 	if len(pending) > 0 {
 		s.set(ds.StatusWaitingManualApproval, ds.ReasonManualApprovalPending, "waiting for approval (%s): drover approve %s --app %s --release-channel %s",
 			strings.Join(pending, ", "), s.inst.Service, s.inst.Application, ch.Name)
+		return
+	}
+	if extHeld {
 		return
 	}
 	if f := p.frozen(s, false); f != nil {
@@ -253,6 +258,18 @@ func (p *planner) gate(s *step) {
 	s.inst.LastApplyAt = time.Time{}
 	p.event(s.inst, ds.EventStarted, "%s: preconditions met, rolling out %s", ch.Name, ch.Version)
 	p.apply(s, ch.StateID, ch.Version)
+	p.startExtensions(s, ds.PhaseDeployment)
+}
+
+// startExtensions runs the channel's extensions of phase that have not
+// succeeded for the version (DEPLOYMENT ones start with the rollout; the
+// channel converges only once they succeeded, see soaking).
+func (p *planner) startExtensions(s *step, phase string) {
+	for _, chk := range s.ch.Checks {
+		if isExtension(chk) && phaseOf(chk) == phase && enforced(chk) && !p.bypassed(s.ch, chk) && !slices.Contains(s.inst.Satisfied, chk.Key()+"@"+s.ch.Version) {
+			p.evaluate(s, chk, time.Time{})
+		}
+	}
 }
 
 // blockedBy evaluates the channel's checks of one lifecycle phase before
@@ -263,20 +280,26 @@ func (p *planner) gate(s *step) {
 // pass once per version (recorded in Satisfied); deployment checks must
 // pass when the apply starts.
 func (p *planner) blockedBy(s *step, phase string) bool {
-	once := phase != ds.PhaseDeployment
 	var failing, pending []string
 	for _, chk := range s.ch.Checks {
-		if chk.Lifecycle != phase || !enforced(chk) || p.bypassed(s.ch, chk) {
-			continue
+		ext := isExtension(chk)
+		if phaseOf(chk) != phase || ext && phase == ds.PhaseDeployment || !enforced(chk) || p.bypassed(s.ch, chk) {
+			continue // deployment extensions run with the rollout
 		}
+		once := phase != ds.PhaseDeployment || ext
 		met := chk.Key() + "@" + s.ch.Version
 		if once && slices.Contains(s.inst.Satisfied, met) {
 			continue
 		}
-		// A command check's result counts in its phase while it is no
-		// older than two poll intervals (it runs again after one): a pass
-		// from long ago says nothing about now.
-		v := p.evaluate(s, chk, p.in.Now.Add(-2*checkInterval(chk, p.in.Settings)))
+		// A protection command's result counts in its phase while it is
+		// no older than two poll intervals (it runs again after one): a
+		// pass from long ago says nothing about now. An extension's
+		// success counts for the desired state.
+		since := p.in.Now.Add(-2 * checkInterval(chk, p.in.Settings))
+		if ext {
+			since = time.Time{}
+		}
+		v := p.evaluate(s, chk, since)
 		switch {
 		case v.pending:
 			pending = append(pending, fmt.Sprintf("%s: %s", chk, v.Message))
@@ -319,6 +342,11 @@ func (p *planner) evaluate(s *step, chk ds.Check, since time.Time) verdict {
 	if chk.Builtin != nil {
 		return verdict{Result: chk.Builtin.Evaluate(p.in.Now)}
 	}
+	if isExtension(chk) {
+		if dep := p.unmetDependency(s, chk); dep != "" {
+			return verdict{pending: true, Result: ds.Result{Message: "waiting for extension " + dep + " to succeed"}}
+		}
+	}
 	task := CheckTaskInstance(s.ch.Name, chk)
 	running := p.in.Running[task] || p.started[task]
 	run := func() {
@@ -329,14 +357,17 @@ func (p *planner) evaluate(s *step, chk ds.Check, since time.Time) verdict {
 			running = true
 		}
 	}
-	res := lastResult(*s.inst, s.ch, chk)
+	res := p.lastResult(s, chk)
 	if res == nil || res.At.Before(since) {
 		run()
 		return verdict{pending: true, Result: ds.Result{Message: "running"}}
 	}
-	if due := res.At.Add(checkInterval(chk, p.in.Settings)); p.in.Now.Before(due) {
+	switch due := res.At.Add(rerunAfter(chk, res, p.in.Settings)); {
+	case isExtension(chk) && res.Passed && res.Error == "":
+		// It succeeded once: that holds for the desired state.
+	case p.in.Now.Before(due):
 		p.requeue(due.Sub(p.in.Now))
-	} else {
+	default:
 		run()
 	}
 	if res.Error != "" {
@@ -345,8 +376,67 @@ func (p *planner) evaluate(s *step, chk ds.Check, since time.Time) verdict {
 	return verdict{Result: ds.Result{Pass: res.Passed, Message: res.Message}}
 }
 
+// lastResult is the last result of chk for the channel's desired state:
+// its own, or for a shared extension run the newest any channel of the
+// service recorded.
+func (p *planner) lastResult(s *step, chk ds.Check) *store.CheckResult {
+	res := lastResult(*s.inst, s.ch, chk)
+	if chk.Shared == "" {
+		return res
+	}
+	for name, inst := range p.next {
+		if name == s.ch.Name {
+			continue
+		}
+		if r := lastResult(inst, s.ch, chk); r != nil && (res == nil || r.At.After(res.At)) {
+			res = r
+		}
+	}
+	return res
+}
+
+// unmetDependency names the first extension chk depends on that has not
+// succeeded for the channel's desired state ("" when none).
+func (p *planner) unmetDependency(s *step, chk ds.Check) string {
+	for _, dep := range chk.DependsOn {
+		for _, other := range s.ch.Checks {
+			if !isExtension(other) || other.Name != dep {
+				continue
+			}
+			if slices.Contains(s.inst.Satisfied, other.Key()+"@"+s.ch.Version) || p.bypassed(s.ch, other) {
+				break
+			}
+			if r := p.lastResult(s, other); r == nil || !r.Passed || r.Error != "" {
+				return dep
+			}
+			break
+		}
+	}
+	return ""
+}
+
+// rerunAfter is how long after res chk runs again: a protection every poll
+// interval; a failed extension after its retry policy's backoff (from
+// baseInterval, default the check interval, doubling up to maxInterval,
+// default 5m).
+func rerunAfter(chk ds.Check, res *store.CheckResult, st Settings) time.Duration {
+	if !isExtension(chk) {
+		return checkInterval(chk, st)
+	}
+	base, limit := checkInterval(chk, st), 5*time.Minute
+	if chk.Retry != nil {
+		if chk.Retry.Base.Duration > 0 {
+			base = chk.Retry.Base.Duration
+		}
+		if chk.Retry.Max.Duration > 0 {
+			limit = chk.Retry.Max.Duration
+		}
+	}
+	return backoff(base, max(limit, base), res.Runs-1)
+}
+
 // lastResult is the last result of command check chk of ch for its
-// desired state, or nil.
+// desired state recorded on inst, or nil.
 func lastResult(inst store.Instance, ch Channel, chk ds.Check) *store.CheckResult {
 	key := chk.RunKey()
 	for i := range inst.Checks {
@@ -421,19 +511,37 @@ func (p *planner) unenforced(ch Channel) []string {
 // again when a check's outcome can change or the soak ends.
 func (p *planner) soaking(s *step, version string) bool {
 	inst := s.inst
-	var checks []ds.Check
+	var checks, exts []ds.Check
 	for _, chk := range s.ch.Checks {
-		if chk.Lifecycle == ds.PhasePostDeployment && enforced(chk) && !p.bypassed(s.ch, chk) {
+		switch {
+		case !enforced(chk) || p.bypassed(s.ch, chk):
+		case isExtension(chk):
+			if ph := phaseOf(chk); (ph == ds.PhaseDeployment || ph == ds.PhasePostDeployment) && !slices.Contains(inst.Satisfied, chk.Key()+"@"+s.ch.Version) {
+				exts = append(exts, chk)
+			}
+		case chk.Lifecycle == ds.PhasePostDeployment:
 			checks = append(checks, chk)
 		}
 	}
-	if len(checks) == 0 {
+	if len(checks) == 0 && len(exts) == 0 {
 		return false
 	}
 	if inst.Reason != ds.ReasonLifecycleCheckPending || inst.Status != ds.StatusConverging || inst.ConvergedAt.IsZero() {
 		inst.ConvergedAt = p.in.Now // the runtime shows the version converged
 	}
 	var waiting []string
+	// Extensions of the deployment phases must have succeeded once (they
+	// are retried until they do; they never fail the channel).
+	for _, chk := range exts {
+		switch v := p.evaluate(s, chk, time.Time{}); {
+		case v.pending:
+			waiting = append(waiting, fmt.Sprintf("%s: %s", chk, v.Message))
+		case v.Pass:
+			inst.Satisfied = append(inst.Satisfied, chk.Key()+"@"+s.ch.Version)
+		default:
+			waiting = append(waiting, fmt.Sprintf("%s failed, retrying: %s", chk, v.Message))
+		}
+	}
 	for _, chk := range checks {
 		start := inst.ConvergedAt.Add(chk.DelayCheck.Duration)
 		end := start.Add(chk.CheckFor.Duration)

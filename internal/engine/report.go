@@ -35,7 +35,10 @@ type CheckReport struct {
 // CheckReports reports on the checks of ch at now, for the instance inst
 // and the approvals of its desired state (which hold the bypasses); it
 // evaluates what the planner evaluates, the same way.
-func CheckReports(ch Channel, inst store.Instance, approvals []store.Approval, now time.Time) []CheckReport {
+//
+// others are the service's other instances: a shared extension run's
+// result may be recorded on any of them.
+func CheckReports(ch Channel, inst store.Instance, others []store.Instance, approvals []store.Approval, now time.Time) []CheckReport {
 	out := make([]CheckReport, 0, len(ch.Checks))
 	for _, chk := range ch.Checks {
 		r := CheckReport{Check: chk}
@@ -66,6 +69,11 @@ func CheckReports(ch Channel, inst store.Instance, approvals []store.Approval, n
 			}
 		default:
 			res := lastResult(inst, ch, chk)
+			for _, o := range others {
+				if r := lastResult(o, ch, chk); chk.Shared != "" && r != nil && (res == nil || r.At.After(res.At)) {
+					res = r
+				}
+			}
 			switch {
 			case res == nil:
 				r.State, r.Message = CheckPending, "not run yet for this desired state"
@@ -78,7 +86,9 @@ func CheckReports(ch Channel, inst store.Instance, approvals []store.Approval, n
 			}
 			if res != nil {
 				r.LastRun, r.Runs = res.At, res.Runs
-				r.NextChange = res.At.Add(checkInterval(chk, DefaultSettings()))
+				if !isExtension(chk) || !res.Passed {
+					r.NextChange = res.At.Add(rerunAfter(chk, res, DefaultSettings()))
+				}
 			}
 		}
 		out = append(out, r)

@@ -178,7 +178,7 @@ func (s *Server) buildStatus(ctx context.Context, rec store.DesiredState, list [
 			cs.Approvals = append(cs.Approvals, as)
 		}
 		if len(ch.Checks) > 0 && (!ok || inst.DesiredStateID == rec.ID) {
-			for _, r := range engine.CheckReports(ch, inst, approvals, s.now()) {
+			for _, r := range engine.CheckReports(ch, inst, list, approvals, s.now()) {
 				cs.Checks = append(cs.Checks, apiv1.CheckStatus{Kind: string(r.Check.Kind), Name: r.Check.Name, Attachment: r.Check.Attachment,
 					Phase: r.Check.Lifecycle, State: r.State, Message: r.Message, NextChange: r.NextChange, BypassedBy: r.BypassedBy,
 					LastRun: r.LastRun, Runs: r.Runs})
