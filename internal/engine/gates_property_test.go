@@ -36,7 +36,7 @@ func TestPlanGateProperties(t *testing.T) {
 			ds.Check{Name: "soak", Lifecycle: ds.PhasePostDeployment, CheckFor: ds.Duration{Duration: time.Minute}},
 		)
 		w := newWorld(t, d)
-		running := ""     // the version the runtime runs
+		shown := ""       // the version the runtime runs
 		convergesAt := t0 // when it shows it converged
 		var soakStart time.Time
 		var requeue time.Duration
