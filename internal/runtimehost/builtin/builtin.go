@@ -4,7 +4,9 @@
 package builtin
 
 import (
+	"github.com/drover-dev/drover/internal/config"
 	"github.com/drover-dev/drover/internal/runtimehost"
+	"github.com/drover-dev/drover/internal/runtimes"
 	"github.com/drover-dev/drover/internal/runtimes/custom"
 	"github.com/drover-dev/drover/internal/runtimes/fake"
 	"github.com/drover-dev/drover/internal/runtimes/kubernetes"
@@ -17,6 +19,28 @@ func Registry() runtimehost.Registry {
 		"fake":            fake.Factory,
 		"custom":          custom.Factory,
 		"terraformRunner": terraform.Factory,
-		"kubernetes":      kubernetes.Factory,
+		"kubernetes":      kubernetesWithChecks,
 	}
+}
+
+// kubernetesWithChecks builds a Kubernetes runtime whose release channels'
+// protection and extension commands run as Jobs on its cluster, in the
+// namespace drover-proxy-runtime-<runtime>, through a custom runtime of the
+// same name whose commands run as Jobs.
+func kubernetesWithChecks(cfg *config.Runtime, opts runtimes.Options) (runtimes.Runtime, error) {
+	k, err := kubernetes.New(cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	kubeconfig, kubeContext := "", ""
+	if cfg.Kubernetes != nil {
+		kubeconfig, kubeContext = cfg.Kubernetes.Kubeconfig, cfg.Kubernetes.Context
+	}
+	jobs, err := custom.NewJobs(&config.Runtime{Name: cfg.Name, Custom: &config.CustomRuntime{ProxyRuntime: &config.ProxyRuntime{Runtime: cfg.Name}}}, kubeconfig, kubeContext, opts)
+	if err != nil {
+		_ = k.Close()
+		return nil, err
+	}
+	k.SetCheckRunner(jobs)
+	return k, nil
 }

@@ -39,6 +39,12 @@ func JobsFactory(kubeconfig, kubeContext string) func(cfg *config.Runtime, opts 
 	}
 }
 
+// NewJobs builds a custom runtime whose commands run as Jobs on the
+// cluster kubeconfig and kubeContext name (in-cluster when both are empty).
+func NewJobs(cfg *config.Runtime, kubeconfig, kubeContext string, opts runtimes.Options) (*Runtime, error) {
+	return newJobs(cfg, kubeconfig, kubeContext, opts)
+}
+
 // newJobs builds a custom runtime whose commands run as Jobs.
 func newJobs(cfg *config.Runtime, kubeconfig, kubeContext string, opts runtimes.Options) (*Runtime, error) {
 	r, err := New(cfg, opts)

@@ -128,6 +128,8 @@ type Runtime struct {
 	nsReady map[string]bool
 
 	notifier runtimes.Notifier
+	// checks runs protection commands (SetCheckRunner; guarded by mu).
+	checks CheckRunnerCloser
 
 	ctx       context.Context // ends at Close
 	cancel    context.CancelFunc
@@ -264,6 +266,12 @@ func (r *Runtime) Close() error {
 		r.cancel()
 		r.informers.shutdown()
 		r.events.stop()
+		r.mu.Lock()
+		c := r.checks
+		r.mu.Unlock()
+		if c != nil {
+			_ = c.Close()
+		}
 	})
 	return nil
 }
