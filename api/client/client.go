@@ -397,3 +397,10 @@ func (c *Client) Freezes(ctx context.Context, all bool) (*apiv1.FreezeList, erro
 	}
 	return &out, c.do(ctx, http.MethodGet, path, nil, &out)
 }
+
+// Preview asks what a push with req's parameters would do, without
+// pushing (drover preview).
+func (c *Client) Preview(ctx context.Context, app, svc string, req apiv1.PushRequest) (*apiv1.PreviewResponse, error) {
+	var out apiv1.PreviewResponse
+	return &out, c.do(ctx, http.MethodPost, servicePath(app, svc)+":preview", req, &out)
+}

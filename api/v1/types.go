@@ -257,6 +257,10 @@ type ChannelStatus struct {
 	// ObserveError says why the engine's last fetch of the channel failed.
 	ObserveError string    `json:"observeError,omitempty"`
 	UpdatedAt    time.Time `json:"updatedAt,omitzero"`
+	// Preview is what the channel would get once approved, while it waits
+	// for its approval (drover status -o json): the same as drover preview
+	// shows.
+	Preview *ChannelPreview `json:"preview,omitempty"`
 }
 
 // ApprovalStatus is one manual approval gate of a channel.
@@ -452,4 +456,48 @@ type Freeze struct {
 // FreezeList lists freezes, newest first.
 type FreezeList struct {
 	Freezes []Freeze `json:"freezes"`
+}
+
+// PreviewResponse is what a push would do (drover preview), per release
+// channel; nothing is applied or stored.
+type PreviewResponse struct {
+	BundleVersion string `json:"bundleVersion"`
+	BundleName    string `json:"bundleName,omitempty"`
+	// Channels are the release channels in declaration order.
+	Channels []ChannelPreview `json:"channels"`
+}
+
+// ChannelPreview is what one release channel would get.
+type ChannelPreview struct {
+	Name    string `json:"name"`
+	Runtime string `json:"runtime"`
+	// From is the version last applied to the channel ("" = none yet);
+	// To the version it would get.
+	From string `json:"from,omitempty"`
+	To   string `json:"to"`
+	// Unchanged says the channel's objects and environment would stay as
+	// they are.
+	Unchanged bool `json:"unchanged,omitempty"`
+	// Objects are the channel's objects: created, changed, deleted or
+	// unchanged, with a unified diff of their YAML (secrets redacted)
+	// against what was last applied.
+	Objects []ObjectChange `json:"objects,omitempty"`
+	// Env lists the environment variables added, changed or removed
+	// ("+NAME", "~NAME", "-NAME"); values are not shown.
+	Env []string `json:"env,omitempty"`
+	// Gates are what stands between the push and the channel's rollout,
+	// in order: dependencies, checks, approvals, freezes.
+	Gates []string `json:"gates,omitempty"`
+	// Note says what the preview could not show.
+	Note string `json:"note,omitempty"`
+}
+
+// ObjectChange is one object of a channel preview.
+type ObjectChange struct {
+	// Object names it: "ConfigMap web", "Deployment prod-ns/web", or a
+	// custom runtime's "custom/<runtime>".
+	Object string `json:"object"`
+	// Action is created, changed, deleted or unchanged.
+	Action string `json:"action"`
+	Diff   string `json:"diff,omitempty"`
 }

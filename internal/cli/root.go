@@ -96,7 +96,7 @@ approvals, protections). It reads Prodvana-format configs (*.pvn.yaml).`,
 	root.AddCommand(
 		newValidateCmd(), newCompileCmd(),
 		newApplyCmd(g), newPushCmd(g), newStatusCmd(g), newWaitCmd(g),
-		newApproveCmd(g, false), newApproveCmd(g, true), newBypassCmd(g), newFreezeCmd(g), newUnfreezeCmd(g), newFreezesCmd(g),
+		newApproveCmd(g, false), newApproveCmd(g, true), newBypassCmd(g), newFreezeCmd(g), newUnfreezeCmd(g), newFreezesCmd(g), newPreviewCmd(g),
 		newChannelCmd(g, "pause", "Stop applying to a release channel (or all) until resumed", (*client.Client).Pause),
 		newChannelCmd(g, "resume", "Let drover apply to a paused release channel (or all) again", (*client.Client).Resume),
 		newChannelCmd(g, "rollback", "Roll a release channel (or all) back to its last converged version", (*client.Client).Rollback),

@@ -109,6 +109,8 @@ func (s *Server) serviceVerb(w http.ResponseWriter, r *http.Request) {
 	switch verb {
 	case "push":
 		handle(s, func(_ *http.Request, req apiv1.PushRequest) (any, error) { return s.push(ctx, app, svc, req) })(w, r)
+	case "preview":
+		handle(s, func(_ *http.Request, req apiv1.PushRequest) (any, error) { return s.preview(ctx, app, svc, req) })(w, r)
 	case "approve":
 		handle(s, func(_ *http.Request, req apiv1.ApproveRequest) (any, error) { return s.approve(ctx, app, svc, req) })(w, r)
 	case "bypass":

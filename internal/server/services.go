@@ -16,19 +16,16 @@ import (
 
 // push compiles the service's latest config with the request's parameters
 // and makes the result the service's desired state, replacing the previous one.
-func (s *Server) push(ctx context.Context, app, svc string, req apiv1.PushRequest) (*apiv1.PushResponse, error) {
-	user, err := optionalUser(req.User)
-	if err != nil {
-		return nil, err
-	}
-	req.User = user
+// compilePush compiles the service's stored configs with the parameters
+// of a push, as a push (or a preview of one) does.
+func (s *Server) compilePush(ctx context.Context, app, svc string, req apiv1.PushRequest) (compiler.Input, int64, *compiler.Result, *ds.Compiled, error) {
 	in, configVersion, err := s.compileInput(ctx, app, svc)
 	if err != nil {
-		return nil, err
+		return in, 0, nil, nil, err
 	}
 	for _, p := range req.Params {
 		if p.Name == "" {
-			return nil, errorf("invalid_argument", "parameter without a name")
+			return in, 0, nil, nil, errorf("invalid_argument", "parameter without a name")
 		}
 		in.Params = append(in.Params, compiler.ParamValue{Name: p.Name, Value: p.Value, ReleaseChannel: p.ReleaseChannel})
 	}
@@ -40,11 +37,24 @@ func (s *Server) push(ctx context.Context, app, svc string, req apiv1.PushReques
 			for i, e := range cerrs {
 				details[i] = apiv1.ConfigError{File: e.File, Line: e.Line, Field: e.Field, Message: e.Error()}
 			}
-			return nil, &validationError{details: details}
+			return in, 0, nil, nil, &validationError{details: details}
 		}
-		return nil, err
+		return in, 0, nil, nil, err
 	}
 	form, err := res.Engine()
+	if err != nil {
+		return in, 0, nil, nil, err
+	}
+	return in, configVersion, res, form, nil
+}
+
+func (s *Server) push(ctx context.Context, app, svc string, req apiv1.PushRequest) (*apiv1.PushResponse, error) {
+	user, err := optionalUser(req.User)
+	if err != nil {
+		return nil, err
+	}
+	req.User = user
+	in, configVersion, res, form, err := s.compilePush(ctx, app, svc, req)
 	if err != nil {
 		return nil, err
 	}
@@ -183,6 +193,9 @@ func (s *Server) buildStatus(ctx context.Context, rec store.DesiredState, list [
 					Phase: r.Check.Lifecycle, State: r.State, Message: r.Message, NextChange: r.NextChange, BypassedBy: r.BypassedBy,
 					LastRun: r.LastRun, Runs: r.Runs})
 			}
+		}
+		if ok && detail && inst.Status == ds.StatusWaitingManualApproval && inst.DesiredStateID == rec.ID {
+			cs.Preview = s.approvalPreview(ctx, rec.Application, ch, inst)
 		}
 		if o, seen := observed[ch.Name]; seen {
 			cs.Info = infoOf(o)

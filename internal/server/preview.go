@@ -1,0 +1,269 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/pmezard/go-difflib/difflib"
+	"sigs.k8s.io/yaml"
+
+	apiv1 "github.com/drover-dev/drover/api/v1"
+	ds "github.com/drover-dev/drover/internal/desiredstate"
+	"github.com/drover-dev/drover/internal/engine"
+	"github.com/drover-dev/drover/internal/store"
+)
+
+// preview compiles a push as push does and says, per release channel,
+// what would change against what was last applied there and what stands
+// in the way; nothing is stored or applied.
+func (s *Server) preview(ctx context.Context, app, svc string, req apiv1.PushRequest) (*apiv1.PreviewResponse, error) {
+	_, _, res, form, err := s.compilePush(ctx, app, svc, req)
+	if err != nil {
+		return nil, err
+	}
+	list, err := s.store.ListInstances(ctx, app, svc)
+	if err != nil {
+		return nil, err
+	}
+	insts := map[string]store.Instance{}
+	for _, i := range list {
+		insts[i.ReleaseChannel] = i
+	}
+	freezes, err := s.loadFreezes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := &apiv1.PreviewResponse{BundleVersion: res.BundleVersion, BundleName: res.BundleName, Channels: []apiv1.ChannelPreview{}}
+	for _, ch := range form.Channels {
+		ech := engine.Channel{Channel: ch, Version: form.Version}
+		p := s.channelPreview(ctx, app, ech, insts[ch.Name])
+		p.Gates = s.gates(app, ech, freezes)
+		out.Channels = append(out.Channels, p)
+	}
+	return out, nil
+}
+
+// channelPreview compares channel ch (the version it would get) with what
+// was last applied to it (inst's target).
+func (s *Server) channelPreview(ctx context.Context, app string, ch engine.Channel, inst store.Instance) apiv1.ChannelPreview {
+	p := apiv1.ChannelPreview{Name: ch.Name, Runtime: ch.Runtime, From: inst.TargetVersion, To: ch.Version}
+	var before *ds.Channel
+	if inst.TargetStateID != "" {
+		d, err := engine.DecodeDesired(ctx, s.store, store.DesiredState{ID: inst.TargetStateID, Application: app, Service: inst.Service})
+		switch {
+		case err != nil:
+			p.Note = fmt.Sprintf("what was last applied (%s) cannot be read (%v): every object is shown as new", inst.TargetVersion, err)
+		default:
+			for i := range d.Channels {
+				if d.Channels[i].Name == ch.Name {
+					before = &d.Channels[i].Channel
+				}
+			}
+		}
+	}
+	secrets := ch.Secrets()
+	if before != nil {
+		secrets = append(secrets, before.Secrets()...)
+	}
+	now := renderObjects(ch.Backend, ch.Objects, &secrets)
+	var was map[string]string
+	if before != nil {
+		was = renderObjects(before.Backend, before.Objects, &secrets)
+	}
+	names := slices.Sorted(maps.Keys(now))
+	for name := range was {
+		if _, ok := now[name]; !ok {
+			names = append(names, name)
+		}
+	}
+	unchanged := true
+	for _, name := range names {
+		a, b := redact(was[name], secrets), redact(now[name], secrets)
+		oc := apiv1.ObjectChange{Object: name}
+		_, existed := was[name]
+		_, exists := now[name]
+		switch {
+		case !existed:
+			oc.Action = "created"
+		case !exists:
+			oc.Action = "deleted"
+		case a == b:
+			oc.Action = "unchanged"
+		default:
+			oc.Action = "changed"
+		}
+		if oc.Action != "unchanged" {
+			unchanged = false
+			oc.Diff, _ = difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
+				A: diffLines(a), B: diffLines(b),
+				FromFile: name + "@" + orNone(p.From), ToFile: name + "@" + p.To, Context: 3,
+			})
+		}
+		p.Objects = append(p.Objects, oc)
+	}
+	var beforeEnv map[string]string
+	if before != nil {
+		beforeEnv = before.Env
+	}
+	for _, k := range slices.Sorted(maps.Keys(ch.Env)) {
+		old, ok := beforeEnv[k]
+		switch {
+		case !ok:
+			p.Env = append(p.Env, "+"+k)
+		case old != ch.Env[k]:
+			p.Env = append(p.Env, "~"+k)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(beforeEnv)) {
+		if _, ok := ch.Env[k]; !ok {
+			p.Env = append(p.Env, "-"+k)
+		}
+	}
+	p.Unchanged = unchanged && len(p.Env) == 0 && before != nil
+	return p
+}
+
+// gates says what stands between a push and channel ch's rollout.
+func (s *Server) gates(app string, ch engine.Channel, freezes []ds.Freeze) []string {
+	var out []string
+	if len(ch.DependsOn) > 0 {
+		out = append(out, fmt.Sprintf("release channels %s converged at %s", strings.Join(ch.DependsOn, ", "), ch.Version))
+	}
+	for _, r := range engine.CheckReports(ch, store.Instance{}, nil, nil, s.now()) {
+		line := fmt.Sprintf("%s (%s): %s", checkName(r.Check), r.Check.Lifecycle, r.State)
+		switch {
+		case r.State == engine.CheckPending && len(r.Check.Command) > 0:
+			line = fmt.Sprintf("%s (%s): runs its command then", checkName(r.Check), r.Check.Lifecycle)
+		case r.State == engine.CheckPending && r.Check.Alert != nil:
+			line = fmt.Sprintf("%s (%s): asks %s for alerts matching %s then", checkName(r.Check), r.Check.Lifecycle, r.Check.Alert.URL, strings.Join(r.Check.Alert.Matchers, ", "))
+		case r.Message != "":
+			line += " now: " + r.Message
+		}
+		out = append(out, line)
+	}
+	for _, g := range ch.Approvals {
+		out = append(out, fmt.Sprintf("approval %s: %d approver(s)", g.Topic, g.MinApprovers))
+	}
+	for i := range freezes {
+		if f := &freezes[i]; f.Active(s.now()) && f.Covers(app, &ch.Channel) {
+			out = append(out, f.Describe())
+		}
+	}
+	return out
+}
+
+// approvalPreview is the preview a channel waiting for its approval
+// shows in its status: what approving it would roll out.
+func (s *Server) approvalPreview(ctx context.Context, app string, ch engine.Channel, inst store.Instance) *apiv1.ChannelPreview {
+	p := s.channelPreview(ctx, app, ch, inst)
+	return &p
+}
+
+func checkName(chk ds.Check) string {
+	kind := "protection"
+	switch {
+	case chk.Kind == ds.CheckConvergenceExtension:
+		kind = "extension"
+	case chk.Source == ds.SourceDrover:
+		return chk.Name
+	}
+	name := chk.Name
+	if chk.Attachment != "" && chk.Attachment != chk.Name {
+		name = chk.Attachment + " (" + chk.Name + ")"
+	}
+	return kind + " " + name
+}
+
+// renderObjects names a channel's objects and renders each as YAML for a
+// diff: Kubernetes manifests by kind, namespace and name; a runtime's one
+// object by its kind and runtime ("custom/vm"), without its secrets (their
+// values are added to secrets, to be redacted wherever they appear).
+func renderObjects(backend string, objs []json.RawMessage, secrets *[]string) map[string]string {
+	out := map[string]string{}
+	for i, raw := range objs {
+		var m map[string]any
+		if err := json.Unmarshal(raw, &m); err != nil {
+			out[fmt.Sprintf("object %d", i)] = string(raw)
+			continue
+		}
+		var name string
+		if backend == "kubernetes" {
+			meta, _ := m["metadata"].(map[string]any)
+			n, _ := meta["name"].(string)
+			ns, _ := meta["namespace"].(string)
+			kind, _ := m["kind"].(string)
+			name = kind + " " + n
+			if ns != "" {
+				name = kind + " " + ns + "/" + n
+			}
+		} else {
+			kind, _ := m["kind"].(string)
+			rt, _ := m["runtime"].(string)
+			name = kind + "/" + rt
+			if sec, ok := m["secrets"].(map[string]any); ok {
+				collectStrings(sec, secrets)
+				delete(m, "secrets")
+			}
+		}
+		b, err := yaml.Marshal(m)
+		if err != nil {
+			b = raw
+		}
+		out[name] = string(b)
+	}
+	return out
+}
+
+func collectStrings(v any, into *[]string) {
+	switch x := v.(type) {
+	case string:
+		if x != "" {
+			*into = append(*into, x)
+		}
+	case map[string]any:
+		for _, e := range x {
+			collectStrings(e, into)
+		}
+	case []any:
+		for _, e := range x {
+			collectStrings(e, into)
+		}
+	}
+}
+
+// redact replaces every secret value in s, longest first.
+func redact(s string, secrets []string) string {
+	sorted := slices.Clone(secrets)
+	sort.Slice(sorted, func(i, j int) bool { return len(sorted[i]) > len(sorted[j]) })
+	for _, v := range sorted {
+		if len(v) >= 3 {
+			s = strings.ReplaceAll(s, v, "(redacted)")
+		}
+	}
+	return s
+}
+
+// diffLines splits s into lines for a diff, each with its newline (none
+// for "").
+func diffLines(s string) []string {
+	if s == "" {
+		return nil
+	}
+	lines := strings.SplitAfter(s, "\n")
+	if lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	return lines
+}
+
+func orNone(v string) string {
+	if v == "" {
+		return "none"
+	}
+	return v
+}
