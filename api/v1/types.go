@@ -488,6 +488,11 @@ type ChannelPreview struct {
 	// Gates are what stands between the push and the channel's rollout,
 	// in order: dependencies, checks, approvals, freezes.
 	Gates []string `json:"gates,omitempty"`
+	// Plan is the summary of the Terraform plan the runner last made for
+	// this version, where one exists ("Plan: 1 to add, 0 to change, 0 to
+	// destroy."): a terraformRunner channel whose new version was planned
+	// (one waiting for the approval of its apply).
+	Plan string `json:"plan,omitempty"`
 	// Note says what the preview could not show.
 	Note string `json:"note,omitempty"`
 }

@@ -95,6 +95,9 @@ func printPreview(w io.Writer, p *apiv1.PreviewResponse, diffs bool) {
 				}
 			}
 		}
+		if c.Plan != "" {
+			fmt.Fprintf(w, "  terraform plan: %s\n", clean(c.Plan))
+		}
 		if len(c.Env) > 0 {
 			fmt.Fprintf(w, "  env: %s\n", clean(strings.Join(c.Env, " ")))
 		}

@@ -38,10 +38,18 @@ func (s *Server) preview(ctx context.Context, app, svc string, req apiv1.PushReq
 	if err != nil {
 		return nil, err
 	}
+	obs, err := s.store.ListObservations(ctx, app, svc)
+	if err != nil {
+		return nil, err
+	}
+	observed := make(map[string]store.Observation, len(obs))
+	for _, o := range obs {
+		observed[o.ReleaseChannel] = o
+	}
 	out := &apiv1.PreviewResponse{BundleVersion: res.BundleVersion, BundleName: res.BundleName, Channels: []apiv1.ChannelPreview{}}
 	for _, ch := range form.Channels {
 		ech := engine.Channel{Channel: ch, Version: form.Version}
-		p := s.channelPreview(ctx, app, ech, insts[ch.Name])
+		p := s.channelPreview(ctx, app, ech, insts[ch.Name], observed[ch.Name])
 		p.Gates = s.gates(app, ech, freezes)
 		out.Channels = append(out.Channels, p)
 	}
@@ -50,8 +58,16 @@ func (s *Server) preview(ctx context.Context, app, svc string, req apiv1.PushReq
 
 // channelPreview compares channel ch (the version it would get) with what
 // was last applied to it (inst's target).
-func (s *Server) channelPreview(ctx context.Context, app string, ch engine.Channel, inst store.Instance) apiv1.ChannelPreview {
+// A Terraform runner's last plan of the version, where it made one, is
+// read from the engine's observation o.
+func (s *Server) channelPreview(ctx context.Context, app string, ch engine.Channel, inst store.Instance, o store.Observation) apiv1.ChannelPreview {
 	p := apiv1.ChannelPreview{Name: ch.Name, Runtime: ch.Runtime, From: inst.TargetVersion, To: ch.Version}
+	if ch.RuntimeKind == "terraformRunner" && o.TargetVersion == ch.Version && o.Error == "" {
+		p.Plan = o.Message
+		if o.Message == "" && o.Converged {
+			p.Plan = "No changes."
+		}
+	}
 	var before *ds.Channel
 	if inst.TargetStateID != "" {
 		d, err := engine.DecodeDesired(ctx, s.store, store.DesiredState{ID: inst.TargetStateID, Application: app, Service: inst.Service})
@@ -159,8 +175,8 @@ func (s *Server) gates(app string, ch engine.Channel, freezes []ds.Freeze) []str
 
 // approvalPreview is the preview a channel waiting for its approval
 // shows in its status: what approving it would roll out.
-func (s *Server) approvalPreview(ctx context.Context, app string, ch engine.Channel, inst store.Instance) *apiv1.ChannelPreview {
-	p := s.channelPreview(ctx, app, ch, inst)
+func (s *Server) approvalPreview(ctx context.Context, app string, ch engine.Channel, inst store.Instance, o store.Observation) *apiv1.ChannelPreview {
+	p := s.channelPreview(ctx, app, ch, inst, o)
 	return &p
 }
 

@@ -195,7 +195,7 @@ func (s *Server) buildStatus(ctx context.Context, rec store.DesiredState, list [
 			}
 		}
 		if ok && detail && inst.Status == ds.StatusWaitingManualApproval && inst.DesiredStateID == rec.ID {
-			cs.Preview = s.approvalPreview(ctx, rec.Application, ch, inst)
+			cs.Preview = s.approvalPreview(ctx, rec.Application, ch, inst, observed[ch.Name])
 		}
 		if o, seen := observed[ch.Name]; seen {
 			cs.Info = infoOf(o)

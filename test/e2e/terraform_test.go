@@ -246,6 +246,38 @@ func TestTerraformRunner(t *testing.T) {
 	if !strings.Contains(state, `"v2"`) {
 		t.Errorf("staging's terraform state does not hold the healed input:\n%s", state)
 	}
+
+	// With requireApprovalBeforeApply, a drifted production waits for the
+	// approval of its apply, and its status previews the plan it would
+	// apply.
+	dir = crWriteConfigs(t, filepath.Join(tmp, "config"), map[string]crObj{
+		"runtime": {"runtime": crObj{"name": "tf", "terraformRunner": crObj{
+			"pollInterval": "1s", "steadyStatePollInterval": steady.String(), "requireApprovalBeforeApply": true,
+			"env": crObj{"APPLY_LOG": crObj{"value": applyLog}, "ENV_DIR": crObj{"value": envDir}},
+		}}},
+		"app":     crApp(app, crChannel("staging", "tf"), crChannel("production", "tf", "staging")),
+		"service": crService(app, svc, "path", tmp+"/modules/{{.Builtins.ReleaseChannel.Name}}"),
+	})
+	s.ok("alice", "apply", dir+"/...")
+	version, _ = s.push("alice", app, svc)
+	s.waitStatus(app, svc, 60*time.Second, "both channels at the new version (their applies approved)", func(st *apiv1.ServiceStatus) bool {
+		for _, c := range st.ReleaseChannels {
+			if c.Status == "WAITING_MANUAL_APPROVAL" {
+				s.ok("bob", "approve", svc, "--app", app, "--release-channel", c.Name)
+			}
+		}
+		return converged(version)(st)
+	})
+	if err := os.WriteFile(filepath.Join(tmp, "modules", "production", "external.txt"), []byte("v3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st = s.waitStatus(app, svc, 30*time.Second, "production's drift waiting for the approval of its apply", func(st *apiv1.ServiceStatus) bool {
+		return findChannel(st, "production").Status == "WAITING_MANUAL_APPROVAL"
+	})
+	pv := findChannel(st, "production").Preview
+	if pv == nil || !strings.HasPrefix(pv.Plan, "Plan: ") || !strings.Contains(pv.Plan, "to change") {
+		t.Errorf("production's preview while its apply waits for approval: %s", dump(pv))
+	}
 }
 
 // crCheckTerraformEnv checks the environment the module's apply ran with
