@@ -125,6 +125,9 @@ type CompiledProtection struct {
 	PollInterval config.Duration    `json:"pollInterval,omitzero"`
 	// Alert is a release channel's alertGate (drover's).
 	Alert *desiredstate.AlertGate `json:"alert,omitempty"`
+	// Commits is a commitDenylist with ranges, decided against the
+	// repository when it runs.
+	Commits *desiredstate.CommitRanges `json:"commits,omitempty"`
 }
 
 // ProtectionCommand is a protection's command as its runtime runs it: exit
@@ -637,6 +640,9 @@ func (c *rcCompiler) protections(out *CompiledReleaseChannel, m *serviceForRC, d
 			prot := c.in.Protections[ref]
 			cp := CompiledProtection{Attachment: name, Protection: ref, Source: source, Lifecycle: a.Lifecycle,
 				Builtin: builtinCheck(prot.Builtin, defs, params), PollInterval: prot.PollInterval}
+			if cp.Builtin == nil && prot.Builtin != nil && prot.Builtin.CommitDenylist != nil {
+				cp.Commits = commitRanges(prot.Builtin.CommitDenylist, defs, params)
+			}
 			if prot.Builtin == nil {
 				cp.Command = c.protectionCommand(prot, a.Ref.Parameters, data)
 			}
@@ -716,38 +722,68 @@ func builtinCheck(b *config.BuiltinProtection, defs []config.ParameterDefinition
 // commit parameter of the service for the denylist's repository (any
 // repository when the denylist names none) holds a denylisted commit (SHAs
 // compared by their common prefix, at least 7 characters). Ranges need the
-// repository's history: a denylist with one is not evaluated (nil).
+// repository's history: when no listed commit matched, a denylist with one
+// is left to commitRanges (nil here).
 func commitDenylist(d *config.CommitDenylist, defs []config.ParameterDefinition, params map[string]any) *desiredstate.Builtin {
 	var denied []string
+	ranges := false
 	for _, cd := range d.Commits {
-		if cd.Range != nil {
-			return nil
-		}
+		ranges = ranges || cd.Range != nil
 		if c := strings.ToLower(strings.TrimSpace(cd.Commit)); c != "" {
 			denied = append(denied, c)
 		}
 	}
+	pushed := pushedCommits(d, defs, params)
 	var seen []string
+	for _, pc := range pushed {
+		seen = append(seen, fmt.Sprintf("%s=%s", pc.Param, pc.Commit))
+		for _, c := range denied {
+			if sameCommit(c, pc.Commit) {
+				return &desiredstate.Builtin{AlwaysFailing: true, Message: fmt.Sprintf("commit %s (parameter %s) is on the denylist", pc.Commit, pc.Param)}
+			}
+		}
+	}
+	switch {
+	case len(seen) == 0:
+		return &desiredstate.Builtin{AlwaysPassing: true, Message: "no commit parameter of " + orDefault(d.Repository, "any repository") + " to check"}
+	case ranges:
+		return nil
+	}
+	return &desiredstate.Builtin{AlwaysPassing: true, Message: "no denylisted commit (" + strings.Join(seen, ", ") + ")"}
+}
+
+// commitRanges is the check of a commitDenylist's ranges, for the commits
+// the push holds (decided when it runs, against the repository).
+func commitRanges(d *config.CommitDenylist, defs []config.ParameterDefinition, params map[string]any) *desiredstate.CommitRanges {
+	out := &desiredstate.CommitRanges{Repository: d.Repository, Pushed: pushedCommits(d, defs, params)}
+	for _, cd := range d.Commits {
+		if cd.Range != nil {
+			out.Ranges = append(out.Ranges, desiredstate.CommitRange{Start: strings.TrimSpace(cd.Range.StartCommit), End: strings.TrimSpace(cd.Range.EndCommit)})
+		}
+	}
+	return out
+}
+
+// pushedCommits are the values of the service's commit parameters for the
+// denylist's repository (every one when it names none).
+func pushedCommits(d *config.CommitDenylist, defs []config.ParameterDefinition, params map[string]any) []desiredstate.PushedCommit {
+	var out []desiredstate.PushedCommit
 	for _, def := range defs {
 		if def.Commit == nil || d.Repository != "" && !strings.EqualFold(strings.TrimSuffix(def.Commit.Repository, ".git"), strings.TrimSuffix(d.Repository, ".git")) {
 			continue
 		}
-		v, _ := params[def.Name].(string)
-		if v == "" {
-			continue
-		}
-		seen = append(seen, fmt.Sprintf("%s=%s", def.Name, v))
-		for _, c := range denied {
-			n := min(len(c), len(v))
-			if n >= 7 && c[:n] == v[:n] {
-				return &desiredstate.Builtin{AlwaysFailing: true, Message: fmt.Sprintf("commit %s (parameter %s) is on the denylist", v, def.Name)}
-			}
+		if v, _ := params[def.Name].(string); v != "" {
+			out = append(out, desiredstate.PushedCommit{Param: def.Name, Commit: v, Repository: def.Commit.Repository})
 		}
 	}
-	if len(seen) == 0 {
-		return &desiredstate.Builtin{AlwaysPassing: true, Message: "no commit parameter of " + orDefault(d.Repository, "any repository") + " to check"}
-	}
-	return &desiredstate.Builtin{AlwaysPassing: true, Message: "no denylisted commit (" + strings.Join(seen, ", ") + ")"}
+	return out
+}
+
+// sameCommit compares SHAs by their common prefix, at least 7 characters.
+func sameCommit(a, b string) bool {
+	a, b = strings.ToLower(a), strings.ToLower(b)
+	n := min(len(a), len(b))
+	return n >= 7 && a[:n] == b[:n]
 }
 
 func orDefault(s, def string) string {

@@ -5,10 +5,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"time"
 
 	"github.com/drover-dev/drover/internal/alerts"
 	"github.com/drover-dev/drover/internal/engine"
+	"github.com/drover-dev/drover/internal/gitcheck"
 	"github.com/drover-dev/drover/internal/runtimehost"
 	"github.com/drover-dev/drover/internal/runtimehost/builtin"
 	"github.com/drover-dev/drover/internal/runtimes"
@@ -151,7 +153,8 @@ func New(cfg Config) *Node {
 	n.hub.SetRuns(n.host.Runs())
 	n.loop = engine.NewLoop(engine.Config{
 		Store: cfg.Store, Runtimes: n.host, Settings: cfg.Settings, Now: cfg.Now, Alerts: &alerts.Client{},
-		Log: cfg.Log, Workers: cfg.Workers, OnWrite: n.changed, ShutdownGrace: cfg.ShutdownGrace,
+		Commits: &gitcheck.Checker{Dir: filepath.Join(cfg.DataDir, "git")},
+		Log:     cfg.Log, Workers: cfg.Workers, OnWrite: n.changed, ShutdownGrace: cfg.ShutdownGrace,
 		// An unshared store is the data directory's SQLite database, which
 		// the directory's lock gives to this process alone: claims left in
 		// it are a dead process's.

@@ -133,6 +133,9 @@ type Check struct {
 	// Alert is an alert gate (drover's): it passes while no alert matching
 	// it fires; asked every PollInterval like a command.
 	Alert *AlertGate `json:"alert,omitempty"`
+	// Commits is a commitDenylist with ranges: whether a pushed commit lies
+	// in one needs the repository's history, so it runs like a command.
+	Commits *CommitRanges `json:"commits,omitempty"`
 	// Shared is the key of the run a convergence extension shares with
 	// every channel whose extension has it ("" = its channel's own run).
 	Shared string `json:"shared,omitempty"`
@@ -141,6 +144,29 @@ type Check struct {
 	Retry *Retry `json:"retry,omitempty"`
 	// DependsOn names the extensions that must succeed first.
 	DependsOn []string `json:"dependsOn,omitempty"`
+}
+
+// CommitRanges is a commitDenylist check that needs the repository: the
+// commits pushed (parameter name and commit) and the denylisted ranges
+// (start exclusive, end inclusive) of Repository.
+type CommitRanges struct {
+	Repository string         `json:"repository"`
+	Pushed     []PushedCommit `json:"pushed"`
+	Ranges     []CommitRange  `json:"ranges"`
+}
+
+// PushedCommit is a commit parameter's value.
+type PushedCommit struct {
+	Param  string `json:"param"`
+	Commit string `json:"commit"`
+	// Repository is the parameter's repository.
+	Repository string `json:"repository"`
+}
+
+// CommitRange is a denylisted range: after Start, up to and with End.
+type CommitRange struct {
+	Start string `json:"start"`
+	End   string `json:"end"`
 }
 
 // Retry is a convergence extension's retry policy.

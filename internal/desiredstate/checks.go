@@ -161,6 +161,7 @@ type Attachment struct {
 	Command      json.RawMessage `json:"command"`
 	PollInterval Duration        `json:"pollInterval"`
 	Alert        *AlertGate      `json:"alert"`
+	Commits      *CommitRanges   `json:"commits"`
 }
 
 // AttachmentLifecycle is one lifecycle item of an attachment.
@@ -193,6 +194,8 @@ func CompleteChecks(checks []Check, atts []Attachment) {
 			case chk.Builtin != nil:
 			case a.Alert != nil:
 				chk.Alert, chk.PollInterval = a.Alert, a.PollInterval
+			case a.Commits != nil:
+				chk.Commits, chk.PollInterval = a.Commits, a.PollInterval
 			case len(a.Command) > 0 && string(a.Command) != "null":
 				chk.Command, chk.PollInterval = a.Command, a.PollInterval
 			}

@@ -49,12 +49,21 @@ type AlertQuerier interface {
 	FiringAlerts(ctx context.Context, url string, matchers []string) ([]string, error)
 }
 
+// CommitChecker answers whether commit lies after start (excluded) and up
+// to end (included) in repository's history; commitDenylist ranges are
+// decided through it.
+type CommitChecker interface {
+	InRange(ctx context.Context, repository, commit, start, end string) (bool, error)
+}
+
 // LocalExecutor carries out actions in this process through the runtimes.
 type LocalExecutor struct {
 	store    store.Store
 	runtimes RuntimeSource
-	// alerts asks Alertmanagers for alert gates (nil: they cannot run).
+	// alerts asks Alertmanagers for alert gates (nil: they cannot run);
+	// commits decides commitDenylist ranges (nil: they cannot run).
 	alerts   AlertQuerier
+	commits  CommitChecker
 	settings Settings
 	now      func() time.Time
 	log      *slog.Logger
@@ -173,9 +182,12 @@ func (x *LocalExecutor) runCheck(ctx context.Context, app, svc string, a Action)
 	}
 	var out runtimes.CheckOutcome
 	var err error
-	if chk.Alert != nil {
+	switch {
+	case chk.Alert != nil:
 		out, err = x.askAlerts(ctx, chk.Alert)
-	} else {
+	case chk.Commits != nil:
+		out, err = x.checkCommits(ctx, chk.Commits)
+	default:
 		out, err = x.runCommand(ctx, a, chk)
 	}
 	if stopped := shutdownCause(ctx); err != nil && stopped != nil {
@@ -262,4 +274,30 @@ func checkWord(chk ds.Check) string {
 		return "gate"
 	}
 	return "protection"
+}
+
+// checkCommits decides a commitDenylist's ranges: it fails when a pushed
+// commit lies in one.
+func (x *LocalExecutor) checkCommits(ctx context.Context, c *ds.CommitRanges) (runtimes.CheckOutcome, error) {
+	if x.commits == nil {
+		return runtimes.CheckOutcome{}, errors.New("this engine cannot read repositories")
+	}
+	var seen []string
+	for _, pc := range c.Pushed {
+		repo := c.Repository
+		if repo == "" {
+			repo = pc.Repository
+		}
+		for _, r := range c.Ranges {
+			in, err := x.commits.InRange(ctx, repo, pc.Commit, r.Start, r.End)
+			if err != nil {
+				return runtimes.CheckOutcome{}, fmt.Errorf("%s: %w", repo, err)
+			}
+			if in {
+				return runtimes.CheckOutcome{Message: fmt.Sprintf("commit %s (parameter %s) is in the denylisted range %s..%s of %s", pc.Commit, pc.Param, r.Start, r.End, repo)}, nil
+			}
+		}
+		seen = append(seen, pc.Param+"="+pc.Commit)
+	}
+	return runtimes.CheckOutcome{Passed: true, Message: "no commit in a denylisted range (" + strings.Join(seen, ", ") + ")"}, nil
 }

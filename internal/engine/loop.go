@@ -98,8 +98,10 @@ type Config struct {
 	// context ends (0 = they are stopped at once); those still running
 	// then are stopped and recorded as interrupted.
 	ShutdownGrace time.Duration
-	// Alerts asks Alertmanagers for alert gates (for the LocalExecutor).
-	Alerts AlertQuerier
+	// Alerts asks Alertmanagers for alert gates, Commits reads repositories
+	// for commitDenylist ranges (for the LocalExecutor).
+	Alerts  AlertQuerier
+	Commits CommitChecker
 	// Executor carries out the actions plans decide (nil = a LocalExecutor
 	// over Store and Runtimes).
 	Executor Executor
@@ -152,7 +154,7 @@ func NewLoop(cfg Config) *Loop {
 	}
 	if cfg.Executor == nil {
 		x := NewLocalExecutor(cfg.Store, cfg.Runtimes, cfg.Settings, cfg.Now, cfg.Log)
-		x.alerts = cfg.Alerts
+		x.alerts, x.commits = cfg.Alerts, cfg.Commits
 		cfg.Executor = x
 	}
 	if cfg.Owner == "" {

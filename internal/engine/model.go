@@ -42,7 +42,7 @@ type Channel struct {
 func enforced(chk ds.Check) bool {
 	switch chk.Kind {
 	case ds.CheckProtection:
-		if chk.Builtin == nil && len(chk.Command) == 0 && chk.Alert == nil {
+		if chk.Builtin == nil && len(chk.Command) == 0 && chk.Alert == nil && chk.Commits == nil {
 			return false
 		}
 	case ds.CheckConvergenceExtension:
