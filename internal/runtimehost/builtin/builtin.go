@@ -16,7 +16,7 @@ import (
 // Registry returns the runtime kinds built into drover.
 func Registry() runtimehost.Registry {
 	return runtimehost.Registry{
-		"fake":            fake.Factory,
+		"fake":            fakeWithChecks,
 		"custom":          custom.Factory,
 		"terraformRunner": terraform.Factory,
 		"kubernetes":      kubernetesWithChecks,
@@ -43,4 +43,21 @@ func kubernetesWithChecks(cfg *config.Runtime, opts runtimes.Options) (runtimes.
 	}
 	k.SetCheckRunner(jobs)
 	return k, nil
+}
+
+// fakeWithChecks builds a fake runtime whose release channels' protection
+// and extension commands run on this host, through a custom runtime of the
+// same name (the fake runtime simulates a backend; its checks are real).
+func fakeWithChecks(cfg *config.Runtime, opts runtimes.Options) (runtimes.Runtime, error) {
+	f, err := fake.New(cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	local, err := custom.New(&config.Runtime{Name: cfg.Name, Custom: &config.CustomRuntime{}}, opts)
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	f.SetCheckRunner(local)
+	return f, nil
 }

@@ -80,6 +80,10 @@ func (r *Runtime) ConvergenceGrace() time.Duration { return 2 * time.Second }
 
 // Runtime is a simulated backend. It is safe for concurrent use.
 type Runtime struct {
+	// CheckDelegate runs protection commands (SetCheckRunner): drover's
+	// composition root gives a custom runtime running them on its host.
+	runtimes.CheckDelegate
+
 	name      string
 	settings  Settings
 	now       func() time.Time
@@ -456,6 +460,7 @@ func (r *Runtime) SetDrift(key runtimes.InstanceKey) error {
 // It is idempotent; Apply fails after it, Fetch still works.
 func (r *Runtime) Close() error {
 	r.closeOnce.Do(func() {
+		r.CloseChecks()
 		r.mu.Lock()
 		r.closed = true
 		if r.timer != nil {

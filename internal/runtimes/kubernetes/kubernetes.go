@@ -128,8 +128,8 @@ type Runtime struct {
 	nsReady map[string]bool
 
 	notifier runtimes.Notifier
-	// checks runs protection commands (SetCheckRunner; guarded by mu).
-	checks CheckRunnerCloser
+	// CheckDelegate runs protection commands (SetCheckRunner).
+	runtimes.CheckDelegate
 
 	ctx       context.Context // ends at Close
 	cancel    context.CancelFunc
@@ -266,12 +266,7 @@ func (r *Runtime) Close() error {
 		r.cancel()
 		r.informers.shutdown()
 		r.events.stop()
-		r.mu.Lock()
-		c := r.checks
-		r.mu.Unlock()
-		if c != nil {
-			_ = c.Close()
-		}
+		r.CloseChecks()
 	})
 	return nil
 }
