@@ -616,3 +616,37 @@ func TestPlanExtensions(t *testing.T) {
 		}
 	})
 }
+
+// A deploy window that closes mid-rollout: staging rolled out inside it;
+// prod, next, is held once it closed, and rolls out when it opens again.
+func TestPlanWindowClosesMidRollout(t *testing.T) {
+	t.Parallel()
+	win := ds.Check{Kind: ds.CheckProtection, Name: "deployWindows", Lifecycle: ds.PhaseDeployment, FailureBehavior: ds.FailureBlock,
+		Source: ds.SourceDrover, Attachment: "deployWindows", Entity: ds.ID{Type: ds.TypeProtectionLink, Name: "w"}, Builtin: berlinWorkdays}
+	d := twoChannels("ds1", "v1")
+	d.Channels[1].Approvals = nil
+	for i := range d.Channels {
+		d.Channels[i].Checks = []ds.Check{win}
+	}
+	w := newWorld(t, d)
+	w.now = time.Date(2026, 11, 27, 16, 50, 0, 0, time.UTC) // Friday 17:50 in Berlin
+	w.observed["staging"], w.observed["prod"] = Observation{}, Observation{}
+	if p := w.plan(); !slices.Equal(applied(p), []string{"staging=v1"}) {
+		t.Fatalf("inside the window: %v", applied(p))
+	}
+	w.observed["staging"] = running("v1", true)
+	w.now = w.now.Add(15 * time.Minute) // 18:05: closed
+	p := w.plan()
+	if len(p.Actions) != 0 || w.status("staging") != ds.StatusConverged || w.status("prod") != ds.StatusBlocked ||
+		!strings.Contains(w.instances["prod"].Message, "outside the allowed times") {
+		t.Fatalf("window closed: %v; staging %s, prod %s: %s", applied(p), w.status("staging"), w.status("prod"), w.instances["prod"].Message)
+	}
+	monday9 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	if want := monday9.Sub(w.now); p.RequeueAfter == 0 || p.RequeueAfter > want {
+		t.Errorf("requeue after %v, want a pass no later than %v: when the window opens again", p.RequeueAfter, want)
+	}
+	w.now = monday9
+	if p := w.plan(); !slices.Equal(applied(p), []string{"prod=v1"}) {
+		t.Fatalf("window open again: %v; prod %s: %s", applied(p), w.status("prod"), w.instances["prod"].Message)
+	}
+}
