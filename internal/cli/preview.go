@@ -37,13 +37,9 @@ extensions, approvals, freezes). Secrets are redacted. Nothing is pushed or appl
 			if app == "" {
 				return usageError(errors.New("--app is required"))
 			}
-			req := apiv1.PushRequest{User: g.user}
-			pvs, err := parseParams(params, rcParams)
+			req, err := pushRequest(g, params, rcParams)
 			if err != nil {
 				return err
-			}
-			for _, pv := range pvs {
-				req.Params = append(req.Params, apiv1.Param{Name: pv.Name, Value: pv.Value, ReleaseChannel: pv.ReleaseChannel})
 			}
 			p, err := g.client().Preview(cmd.Context(), app, args[0], req)
 			if err != nil {

@@ -163,13 +163,9 @@ replaces any rollout still in progress.`,
 			if app == "" {
 				return usageError(errors.New("--app is required"))
 			}
-			req := apiv1.PushRequest{User: g.user}
-			pvs, err := parseParams(params, rcParams)
+			req, err := pushRequest(g, params, rcParams)
 			if err != nil {
 				return err
-			}
-			for _, pv := range pvs {
-				req.Params = append(req.Params, apiv1.Param{Name: pv.Name, Value: pv.Value, ReleaseChannel: pv.ReleaseChannel})
 			}
 			resp, err := g.client().Push(cmd.Context(), app, args[0], req)
 			if err != nil {
@@ -197,6 +193,20 @@ replaces any rollout still in progress.`,
 	f.BoolVar(&wait, "wait", false, "wait until every release channel converged (see drover wait)")
 	f.DurationVar(&timeout, "timeout", 30*time.Minute, "with --wait: give up after this long (exit 3)")
 	return cmd
+}
+
+// pushRequest is the request of a push (or a preview of one) with the
+// --param and --param-by-release-channel values given.
+func pushRequest(g *globals, params, rcParams []string) (apiv1.PushRequest, error) {
+	req := apiv1.PushRequest{User: g.user}
+	pvs, err := parseParams(params, rcParams)
+	if err != nil {
+		return req, err
+	}
+	for _, pv := range pvs {
+		req.Params = append(req.Params, apiv1.Param{Name: pv.Name, Value: pv.Value, ReleaseChannel: pv.ReleaseChannel})
+	}
+	return req, nil
 }
 
 func newStatusCmd(g *globals) *cobra.Command {

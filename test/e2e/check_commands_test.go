@@ -21,25 +21,9 @@ import (
 func migrationTree(t *testing.T, app string) (tree, dir string) {
 	t.Helper()
 	tree, dir = t.TempDir(), t.TempDir()
-	runtime := func(name string) string {
-		return fmt.Sprintf(`runtime:
-  name: %[1]s
-  custom:
-    apply:
-      taskConfig:
-        program:
-          cmd: ["sh", "-c", "echo \"$DROVER_SERVICE_VERSION\" > %[2]s/%[1]s-$DROVER_SERVICE"]
-    fetch:
-      fetchMode: EXIT_CODE
-      pollInterval: 1s
-      taskConfig:
-        program:
-          cmd: ["sh", "-c", "test \"$(cat %[2]s/%[1]s-$DROVER_SERVICE 2>/dev/null)\" = \"$DROVER_SERVICE_VERSION\" || exit 2"]
-`, name, dir)
-	}
 	writeTree(t, tree, map[string]string{
-		"runtimes/staging.pvn.yaml": runtime(app + "-staging"),
-		"runtimes/prod.pvn.yaml":    runtime(app + "-prod"),
+		"runtimes/staging.pvn.yaml": localRuntime(app+"-staging", dir),
+		"runtimes/prod.pvn.yaml":    localRuntime(app+"-prod", dir),
 		"protections/migrations.pvn.yaml": fmt.Sprintf(`protection:
   name: migrations
   pollInterval: 1s
@@ -183,4 +167,24 @@ func TestCommandProtections(t *testing.T) {
 		t.Fatalf("events: %d check-failed, check-passed at %v, started at %v:\n%s", nFailed, passed, started, dump(s.events(app, "api")))
 	}
 	t.Logf("gate green to rollout start: %v", started.Sub(passed))
+}
+
+// localRuntime is a custom runtime running on this host whose apply writes
+// the service's version to dir/<runtime>-<service> and whose fetch (every
+// second) compares it with the target's.
+func localRuntime(name, dir string) string {
+	return fmt.Sprintf(`runtime:
+  name: %[1]s
+  custom:
+    apply:
+      taskConfig:
+        program:
+          cmd: ["sh", "-c", "echo \"$DROVER_SERVICE_VERSION\" > %[2]s/%[1]s-$DROVER_SERVICE"]
+    fetch:
+      fetchMode: EXIT_CODE
+      pollInterval: 1s
+      taskConfig:
+        program:
+          cmd: ["sh", "-c", "test \"$(cat %[2]s/%[1]s-$DROVER_SERVICE 2>/dev/null)\" = \"$DROVER_SERVICE_VERSION\" || exit 2"]
+`, name, dir)
 }

@@ -20,29 +20,13 @@ import (
 func analysisTree(t *testing.T, app string) (tree, dir string) {
 	t.Helper()
 	tree, dir = t.TempDir(), t.TempDir()
-	runtime := func(name string) string {
-		return fmt.Sprintf(`runtime:
-  name: %[1]s
-  custom:
-    apply:
-      taskConfig:
-        program:
-          cmd: ["sh", "-c", "echo \"$DROVER_SERVICE_VERSION\" > %[2]s/%[1]s"]
-    fetch:
-      fetchMode: EXIT_CODE
-      pollInterval: 1s
-      taskConfig:
-        program:
-          cmd: ["sh", "-c", "test \"$(cat %[2]s/%[1]s 2>/dev/null)\" = \"$DROVER_SERVICE_VERSION\" || exit 2"]
-`, name, dir)
-	}
 	channel := func(name string) string {
 		return fmt.Sprintf("    - name: %[1]s\n      runtimes:\n        - runtime: %[2]s-%[1]s\n      preconditions:\n        - releaseChannelStable:\n            releaseChannel: staging\n", name, app)
 	}
 	writeTree(t, tree, map[string]string{
-		"runtimes/staging.pvn.yaml": runtime(app + "-staging"),
-		"runtimes/prod-us.pvn.yaml": runtime(app + "-prod-us"),
-		"runtimes/prod-eu.pvn.yaml": runtime(app + "-prod-eu"),
+		"runtimes/staging.pvn.yaml": localRuntime(app+"-staging", dir),
+		"runtimes/prod-us.pvn.yaml": localRuntime(app+"-prod-us", dir),
+		"runtimes/prod-eu.pvn.yaml": localRuntime(app+"-prod-eu", dir),
 		"analysis.pvn.yaml": fmt.Sprintf(`deliveryExtension:
   name: canary-analysis
   sharedInstanceKey: production
