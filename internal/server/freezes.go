@@ -150,11 +150,23 @@ func (s *Server) putFreeze(ctx context.Context, f ds.Freeze) error {
 	return nil
 }
 
-// freezeEvent records a freeze's making or lifting in the history; the
+// freezeEvent records a freeze's making or lifting in the history: one
+// application-wide event, and one in the history of every service in its
+// scope that has a desired state (drover events shows it there). The
 // freeze itself is recorded already, so a failure here is only logged.
 func (s *Server) freezeEvent(ctx context.Context, f ds.Freeze, typ ds.EventType, user, msg string) {
-	ev := store.Event{Time: s.now(), Application: f.Application, Type: typ, Actor: user, Message: msg}
-	if err := s.store.AppendEvents(ctx, ev); err != nil {
+	now := s.now()
+	evs := []store.Event{{Time: now, Application: f.Application, Type: typ, Actor: user, Message: msg}}
+	active, err := s.store.ListActiveDesiredStates(ctx)
+	if err != nil {
+		s.log.Error("record freeze event: list services", "freeze", f.ID, "error", err)
+	}
+	for _, d := range active {
+		if f.Application == "" || f.Application == d.Application {
+			evs = append(evs, store.Event{Time: now, Application: d.Application, Service: d.Service, Type: typ, Actor: user, Message: msg})
+		}
+	}
+	if err := s.store.AppendEvents(ctx, evs...); err != nil {
 		s.log.Error("record freeze event", "freeze", f.ID, "error", err)
 	}
 	s.changed.notify()

@@ -71,4 +71,13 @@ func TestFreeze(t *testing.T) {
 	if len(list.Freezes) != 2 || !lifted {
 		t.Errorf("freezes --all: %s", dump(list))
 	}
+	// The lift is in the service's history (it had no desired state yet
+	// when the freeze was made).
+	unfrozen := false
+	for _, ev := range s.events(app, "web") {
+		unfrozen = unfrozen || ev.Type == "unfrozen" && ev.Actor == "bo" && strings.Contains(ev.Message, "holidays over")
+	}
+	if !unfrozen {
+		t.Errorf("no unfrozen event in the service's history: %s", dump(s.events(app, "web")))
+	}
 }
