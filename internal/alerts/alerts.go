@@ -88,7 +88,8 @@ func (c *Client) Firing(ctx context.Context, base string, matchers []string) ([]
 	}
 	out := make([]Alert, 0, len(got))
 	for _, a := range got {
-		if a.Status.State == "" || a.Status.State == "active" {
+		// unprocessed: just received, not yet routed; it fires all the same.
+		if st := a.Status.State; st == "" || st == "active" || st == "unprocessed" {
 			out = append(out, a.Alert)
 		}
 	}

@@ -1387,7 +1387,64 @@ func (c *rcCompiler) extensions(exts []config.ConvergenceExtension, data *Data) 
 		}
 		out = append(out, ce)
 	}
+	c.checkExtensionOrder(out)
 	return out
+}
+
+// extensionPhases orders the lifecycle phases of extensions.
+var extensionPhases = []string{"PRE_APPROVAL", "APPROVAL", "POST_APPROVAL", "DEPLOYMENT", "POST_DEPLOYMENT"}
+
+// checkExtensionOrder refuses extensions of a channel with the same name,
+// dependencies on an extension the channel does not have or that runs in
+// a later phase (it would hold the channel for ever), and cycles.
+func (c *rcCompiler) checkExtensionOrder(exts []CompiledExtension) {
+	byName := map[string]*CompiledExtension{}
+	field := "service.convergenceExtensions"
+	for i := range exts {
+		e := &exts[i]
+		if byName[e.Name] != nil {
+			c.fail(Error{Object: c.serviceObject(), Field: field, Msg: fmt.Sprintf("two convergence extensions named %q in release channel %s: name them apart", e.Name, c.rc.Name)})
+		}
+		byName[e.Name] = e
+	}
+	for _, e := range exts {
+		for _, dep := range e.Dependencies {
+			d := byName[dep]
+			switch {
+			case d == nil:
+				c.fail(Error{Object: c.serviceObject(), Field: field, Msg: fmt.Sprintf("extension %s depends on %q, which release channel %s has no extension named", e.Name, dep, c.rc.Name)})
+			case slices.Index(extensionPhases, d.Lifecycle) > slices.Index(extensionPhases, e.Lifecycle):
+				c.fail(Error{Object: c.serviceObject(), Field: field, Msg: fmt.Sprintf("extension %s (%s) depends on %s, which runs later (%s)", e.Name, e.Lifecycle, dep, d.Lifecycle)})
+			}
+		}
+	}
+	// A cycle: follow dependencies depth first.
+	state := map[string]int{} // 1 visiting, 2 done
+	var visit func(name string, path []string) bool
+	visit = func(name string, path []string) bool {
+		switch state[name] {
+		case 1:
+			c.fail(Error{Object: c.serviceObject(), Field: field, Msg: "convergence extensions depend on each other in a cycle: " + strings.Join(append(path, name), " -> ")})
+			return false
+		case 2:
+			return true
+		}
+		state[name] = 1
+		if e := byName[name]; e != nil {
+			for _, dep := range e.Dependencies {
+				if !visit(dep, append(path, name)) {
+					return false
+				}
+			}
+		}
+		state[name] = 2
+		return true
+	}
+	for _, e := range exts {
+		if !visit(e.Name, nil) {
+			return
+		}
+	}
 }
 
 // rcLabels are a release channel's own labels (nil for none).

@@ -866,6 +866,9 @@ func (v *validator) protection(src *Source, pr *Protection) {
 				}
 			}
 		}
+		if cd := b.CommitDenylist; cd != nil {
+			v.commitDenylist(src, cd)
+		}
 	}
 	if n != 1 {
 		v.add(src, "protection", "set exactly one of taskConfig, kubernetesConfig, builtin")

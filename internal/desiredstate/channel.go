@@ -183,12 +183,12 @@ type AlertGate struct {
 
 // RunKey names the runs of a command check: one run serves every phase of
 // a protection's attachment ("<source>/<attachment>"); an extension's runs
-// are its own ("extension/<name>"), or shared by its key
-// ("extension/<name>@<key>").
+// are its own ("extension/<name>"), or shared by every extension with its
+// key ("extension@<key>").
 func (c Check) RunKey() string {
 	switch {
 	case c.Kind == CheckConvergenceExtension && c.Shared != "":
-		return "extension/" + c.Name + "@" + c.Shared
+		return "extension@" + c.Shared // every extension with the key
 	case c.Kind == CheckConvergenceExtension:
 		return "extension/" + c.Name
 	}

@@ -579,21 +579,44 @@ func TestPlanExtensions(t *testing.T) {
 		}
 		w.observed["prod-a"], w.observed["prod-b"] = running("v1", true), running("v1", true)
 		p := w.plan()
-		if !slices.Equal(kinds(p), []string{"runCheck:shared#extension/analysis@key/canary"}) {
+		if !slices.Equal(kinds(p), []string{"runCheck:shared#extension@key/canary"}) {
 			t.Fatalf("both converged: %v", kinds(p))
 		}
 		if w.status("prod-a") != ds.StatusConverging || w.status("prod-b") != ds.StatusConverging {
 			t.Fatalf("prod-a %s, prod-b %s: both wait for the analysis", w.status("prod-a"), w.status("prod-b"))
 		}
-		w.running = map[string]bool{"shared#extension/analysis@key/canary": true}
+		w.running = map[string]bool{"shared#extension@key/canary": true}
 		if p := w.plan(); len(p.Actions) != 0 {
 			t.Fatalf("while it runs: %v", kinds(p))
 		}
 		w.running = nil
-		w.finishCheck(p.Actions[0].ReleaseChannel, "extension/analysis@key/canary", true, "canary healthy")
+		w.finishCheck(p.Actions[0].ReleaseChannel, "extension@key/canary", true, "canary healthy")
 		w.plan()
 		if w.status("prod-a") != ds.StatusConverged || w.status("prod-b") != ds.StatusConverged {
 			t.Fatalf("analysis passed: prod-a %s: %s; prod-b %s: %s", w.status("prod-a"), w.instances["prod-a"].Message, w.status("prod-b"), w.instances["prod-b"].Message)
+		}
+	})
+	t.Run("a DEPLOYMENT extension is retried while the version rolls out", func(t *testing.T) {
+		t.Parallel()
+		c := ext("smoke", ds.ExtDeployment)
+		c.Kind, c.Entity = ds.CheckConvergenceExtension, ds.ID{Type: ds.TypeDeliveryExtension, Name: "prod/extension/smoke"}
+		d := oneChannel()
+		d.Channels[0].Checks = []ds.Check{c}
+		w := newWorld(t, d)
+		w.observed["prod"] = Observation{}
+		if p := w.plan(); !slices.Equal(kinds(p), []string{"apply:prod", "runCheck:prod#extension/smoke"}) {
+			t.Fatalf("rollout: %v", kinds(p))
+		}
+		w.finishCheck("prod", "extension/smoke", false, "exit code 1: not yet")
+		w.observed["prod"] = running("v1", false)
+		w.now = w.now.Add(2 * time.Second)
+		if p := w.plan(); !slices.Equal(kinds(p), []string{"runCheck:prod#extension/smoke"}) {
+			t.Fatalf("rolling out, after the backoff: %v; prod %s: %s", kinds(p), w.status("prod"), w.instances["prod"].Message)
+		}
+		w.finishCheck("prod", "extension/smoke", true, "ok")
+		w.observed["prod"] = running("v1", true)
+		if w.plan(); w.status("prod") != ds.StatusConverged {
+			t.Fatalf("prod %s: %s", w.status("prod"), w.instances["prod"].Message)
 		}
 	})
 	t.Run("an extension waits for those it depends on", func(t *testing.T) {

@@ -633,6 +633,11 @@ func (p *planner) converge(s *step, stateID, version string) {
 	if s.rollback {
 		working, done = ds.StatusRollingBack, ds.StatusRolledBack
 	}
+	if !s.rollback && inst.Status != done && version == s.ch.Version {
+		// DEPLOYMENT extensions run (and are retried) while the version
+		// rolls out; the channel converges once they succeeded (soaking).
+		p.startExtensions(s, ds.PhaseDeployment)
+	}
 	switch {
 	case !ok:
 		if inst.Status != done {

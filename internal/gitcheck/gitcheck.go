@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -25,9 +26,17 @@ type Checker struct {
 	// Git is the git binary (default: git on PATH).
 	Git string
 
-	mu    sync.Mutex
-	locks map[string]*sync.Mutex
+	mu      sync.Mutex
+	locks   map[string]*sync.Mutex
+	fetched map[string]time.Time
 }
+
+// refetchAfter is how long a fetched mirror answers without fetching
+// again: a check asks about several commits and ranges at once.
+const refetchAfter = 10 * time.Second
+
+// shaRE is what a commit may be named by: a full or abbreviated SHA.
+var shaRE = regexp.MustCompile(`^[0-9a-fA-F]{4,64}$`)
 
 // InRange reports whether commit lies after start (excluded) and up to end
 // (included) in repository's history: start is an ancestor of commit, and
@@ -43,13 +52,15 @@ func (c *Checker) InRange(ctx context.Context, repository, commit, start, end st
 	if err != nil {
 		return false, err
 	}
-	from, err := c.resolve(ctx, dir, start)
-	if err != nil {
-		return false, err
+	// A range of another repository (a denylist that names none applies to
+	// every commit parameter) holds none of this one's commits.
+	from, known := c.known(ctx, dir, start)
+	if !known {
+		return false, nil
 	}
-	to, err := c.resolve(ctx, dir, end)
-	if err != nil {
-		return false, err
+	to, known := c.known(ctx, dir, end)
+	if !known {
+		return false, nil
 	}
 	if sha == from {
 		return false, nil // the start is excluded
@@ -73,6 +84,9 @@ func URL(repository string) string {
 // mirror fetches (or first clones) repository's mirror and returns its
 // directory. Calls for one repository are serialized.
 func (c *Checker) mirror(ctx context.Context, repository string) (string, error) {
+	if repository == "" || strings.HasPrefix(repository, "-") {
+		return "", fmt.Errorf("%q is not a repository", repository)
+	}
 	sum := sha256.Sum256([]byte(repository))
 	dir := filepath.Join(c.Dir, hex.EncodeToString(sum[:8]))
 	lock := c.lock(dir)
@@ -81,9 +95,16 @@ func (c *Checker) mirror(ctx context.Context, repository string) (string, error)
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	if _, err := os.Stat(filepath.Join(dir, "HEAD")); err == nil {
+		c.mu.Lock()
+		fresh := time.Since(c.fetched[dir]) < refetchAfter
+		c.mu.Unlock()
+		if fresh {
+			return dir, nil
+		}
 		if _, err := c.git(ctx, dir, "fetch", "--quiet", "--prune", "origin", "+refs/*:refs/*"); err != nil {
 			return "", fmt.Errorf("fetch %s: %w", repository, err)
 		}
+		c.markFetched(dir)
 		return dir, nil
 	}
 	if err := os.MkdirAll(c.Dir, 0o750); err != nil {
@@ -94,13 +115,23 @@ func (c *Checker) mirror(ctx context.Context, repository string) (string, error)
 		return "", err
 	}
 	defer func() { _ = os.RemoveAll(tmp) }()
-	if _, err := c.git(ctx, "", "clone", "--quiet", "--mirror", "--filter=blob:none", URL(repository), tmp); err != nil {
+	if _, err := c.git(ctx, "", "clone", "--quiet", "--mirror", "--filter=blob:none", "--", URL(repository), tmp); err != nil {
 		return "", fmt.Errorf("clone %s: %w", repository, err)
 	}
 	if err := os.Rename(tmp, dir); err != nil {
 		return "", err
 	}
+	c.markFetched(dir)
 	return dir, nil
+}
+
+func (c *Checker) markFetched(dir string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fetched == nil {
+		c.fetched = map[string]time.Time{}
+	}
+	c.fetched[dir] = time.Now()
 }
 
 func (c *Checker) lock(dir string) *sync.Mutex {
@@ -117,11 +148,21 @@ func (c *Checker) lock(dir string) *sync.Mutex {
 
 // resolve returns the full SHA of a commit named by a (possibly short) SHA.
 func (c *Checker) resolve(ctx context.Context, dir, commit string) (string, error) {
-	out, err := c.git(ctx, dir, "rev-parse", "--verify", "--quiet", strings.TrimSpace(commit)+"^{commit}")
+	commit = strings.TrimSpace(commit)
+	if !shaRE.MatchString(commit) {
+		return "", fmt.Errorf("%q is not a commit SHA", commit)
+	}
+	out, err := c.git(ctx, dir, "rev-parse", "--verify", "--quiet", commit+"^{commit}")
 	if err != nil {
 		return "", fmt.Errorf("commit %s is not in the repository", commit)
 	}
 	return strings.TrimSpace(out), nil
+}
+
+// known returns the full SHA of commit and whether the repository has it.
+func (c *Checker) known(ctx context.Context, dir, commit string) (string, bool) {
+	sha, err := c.resolve(ctx, dir, commit)
+	return sha, err == nil
 }
 
 // isAncestor reports whether a is an ancestor of (or is) b.
@@ -146,7 +187,10 @@ func (c *Checker) git(ctx context.Context, dir string, args ...string) (string, 
 		args = append([]string{"-C", dir}, args...)
 	}
 	cmd := exec.CommandContext(ctx, bin, args...) //nolint:gosec // git, with drover's own arguments
-	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "GIT_ASKPASS=true")
+	// No prompt for credentials, only plain transports (no ext:: helper
+	// URLs), and a child of git holding its output cannot outlive ctx.
+	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "GIT_ASKPASS=true", "GIT_ALLOW_PROTOCOL=https:ssh:git:file")
+	cmd.WaitDelay = 5 * time.Second
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -67,6 +67,16 @@ func TestInRange(t *testing.T) {
 	if _, err := chk.InRange(ctx, filepath.Join(t.TempDir(), "nosuch"), c[2], c[1], c[3]); err == nil || !strings.Contains(err.Error(), "clone ") {
 		t.Errorf("no repository: %v", err)
 	}
+	if _, err := chk.InRange(ctx, "--upload-pack=touch /tmp/x", c[2], c[1], c[3]); err == nil || !strings.Contains(err.Error(), "is not a repository") {
+		t.Errorf("an option for a repository: %v", err)
+	}
+	if _, err := chk.InRange(ctx, dir, "--all", c[1], c[3]); err == nil || !strings.Contains(err.Error(), "is not a commit SHA") {
+		t.Errorf("an option for a commit: %v", err)
+	}
+	// A range of another repository holds none of this one's commits.
+	if in, err := chk.InRange(ctx, dir, c[2], "abcdef1234", "abcdef5678"); err != nil || in {
+		t.Errorf("a foreign range: %v, %v", in, err)
+	}
 	if got := gitcheck.URL("github.com/shop/api"); got != "https://github.com/shop/api" {
 		t.Errorf("URL = %s", got)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/url"
 	"slices"
 	"sort"
 	"strings"
@@ -156,7 +157,7 @@ func (s *Server) gates(app string, ch engine.Channel, freezes []ds.Freeze) []str
 		case r.State == engine.CheckPending && len(r.Check.Command) > 0:
 			line = fmt.Sprintf("%s (%s): runs its command then", checkName(r.Check), r.Check.Lifecycle)
 		case r.State == engine.CheckPending && r.Check.Alert != nil:
-			line = fmt.Sprintf("%s (%s): asks %s for alerts matching %s then", checkName(r.Check), r.Check.Lifecycle, r.Check.Alert.URL, strings.Join(r.Check.Alert.Matchers, ", "))
+			line = fmt.Sprintf("%s (%s): asks %s for alerts matching %s then", checkName(r.Check), r.Check.Lifecycle, withoutUserinfo(r.Check.Alert.URL), strings.Join(r.Check.Alert.Matchers, ", "))
 		case r.Message != "":
 			line += " now: " + r.Message
 		}
@@ -226,7 +227,21 @@ func renderObjects(backend string, objs []json.RawMessage, secrets *[]string) ma
 				delete(m, "secrets")
 			}
 		}
-		b, err := yaml.Marshal(m)
+		if kind, _ := m["kind"].(string); backend == "kubernetes" && kind == "Secret" {
+			// A Secret's data is all secret: keep its keys only.
+			for _, field := range []string{"data", "stringData"} {
+				if d, ok := m[field].(map[string]any); ok {
+					collectStrings(d, secrets)
+					for k := range d {
+						d[k] = "(redacted)"
+					}
+				}
+			}
+		}
+		// Raw secret values anywhere in the object (a command's env
+		// rawSecret) are secrets too: hidden here and wherever they appear.
+		hideRawSecrets(m, secrets)
+		b, err := yaml.Marshal(redactTree(m, *secrets))
 		if err != nil {
 			b = raw
 		}
@@ -252,7 +267,50 @@ func collectStrings(v any, into *[]string) {
 	}
 }
 
-// redact replaces every secret value in s, longest first.
+// hideRawSecrets replaces the value of every "rawSecret" key in v with
+// "(redacted)", adding the values to secrets.
+func hideRawSecrets(v any, secrets *[]string) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			if str, ok := e.(string); ok && k == "rawSecret" {
+				if str != "" {
+					*secrets = append(*secrets, str)
+				}
+				x[k] = "(redacted)"
+				continue
+			}
+			hideRawSecrets(e, secrets)
+		}
+	case []any:
+		for _, e := range x {
+			hideRawSecrets(e, secrets)
+		}
+	}
+}
+
+// redactTree replaces the secret values in every string of a decoded
+// object, before it is written out (so that quoting or folding a value
+// cannot hide it from redaction).
+func redactTree(v any, secrets []string) any {
+	switch x := v.(type) {
+	case string:
+		return redact(x, secrets)
+	case map[string]any:
+		for k, e := range x {
+			x[k] = redactTree(e, secrets)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = redactTree(e, secrets)
+		}
+	}
+	return v
+}
+
+// redact replaces every secret value in s, longest first (values shorter
+// than three characters are not replaced: they would blank out ordinary
+// text, and say little).
 func redact(s string, secrets []string) string {
 	sorted := slices.Clone(secrets)
 	sort.Slice(sorted, func(i, j int) bool { return len(sorted[i]) > len(sorted[j]) })
@@ -275,6 +333,16 @@ func diffLines(s string) []string {
 		lines = lines[:len(lines)-1]
 	}
 	return lines
+}
+
+// withoutUserinfo is a URL without the credentials it may carry.
+func withoutUserinfo(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	u.User = nil
+	return u.String()
 }
 
 func orNone(v string) string {
