@@ -245,17 +245,6 @@ func TestCheckReports(t *testing.T) {
 	}
 }
 
-// checkRuns returns the checks p runs, as "<channel>#<run key>".
-func checkRuns(p Plan) []string {
-	var out []string
-	for _, a := range p.Actions {
-		if a.Kind == ActionRunCheck {
-			out = append(out, a.taskInstance())
-		}
-	}
-	return out
-}
-
 // finishCheck records a run of the command check key of rc as the runner
 // would: the last result per key.
 func (w *world) finishCheck(rc, key string, passed bool, msg string) {
@@ -279,7 +268,7 @@ func TestPlanCommandChecks(t *testing.T) {
 		w.observed["prod"] = Observation{}
 		p := w.plan()
 		inst := w.instances["prod"]
-		if !slices.Equal(checkRuns(p), []string{task}) || len(applied(p)) != 1 || inst.Status != ds.StatusWaitingPreconditions || inst.Reason != ds.ReasonLifecycleCheckPending ||
+		if !slices.Equal(kinds(p), []string{"runCheck:" + task}) || inst.Status != ds.StatusWaitingPreconditions || inst.Reason != ds.ReasonLifecycleCheckPending ||
 			inst.Message != "waiting for protection migrations (preApproval): running" {
 			t.Fatalf("first pass: actions %v; prod %s %s: %s", applied(p), inst.Status, inst.Reason, inst.Message)
 		}
@@ -297,8 +286,8 @@ func TestPlanCommandChecks(t *testing.T) {
 			t.Fatalf("failed: actions %v; prod %s %s: %s; requeue %v", applied(p), inst.Status, inst.Reason, inst.Message, p.RequeueAfter)
 		}
 		w.now = w.now.Add(10 * time.Second)
-		if p := w.plan(); !slices.Equal(checkRuns(p), []string{task}) || w.status("prod") != ds.StatusBlocked {
-			t.Fatalf("poll interval later: runs %v; prod %s", checkRuns(p), w.status("prod"))
+		if p := w.plan(); !slices.Equal(kinds(p), []string{"runCheck:" + task}) || w.status("prod") != ds.StatusBlocked {
+			t.Fatalf("poll interval later: runs %v; prod %s", kinds(p), w.status("prod"))
 		}
 		w.finishCheck("prod", key, true, "no pending migration")
 		// One passing run serves both phases of the attachment.
@@ -339,8 +328,8 @@ func TestPlanCommandChecks(t *testing.T) {
 		}
 		// The preApproval run was before the window: it runs again.
 		w.now = w.now.Add(5 * time.Second)
-		if p := w.plan(); !slices.Equal(checkRuns(p), []string{task}) || !strings.Contains(w.instances["prod"].Message, "protection migrations (postDeployment): running") {
-			t.Fatalf("window opened: runs %v; prod %s: %s", checkRuns(p), w.status("prod"), w.instances["prod"].Message)
+		if p := w.plan(); !slices.Equal(kinds(p), []string{"runCheck:" + task}) || !strings.Contains(w.instances["prod"].Message, "protection migrations (postDeployment): running") {
+			t.Fatalf("window opened: runs %v; prod %s: %s", kinds(p), w.status("prod"), w.instances["prod"].Message)
 		}
 		w.finishCheck("prod", key, true, "healthy")
 		w.plan()

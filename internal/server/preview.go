@@ -152,12 +152,12 @@ func (s *Server) gates(app string, ch engine.Channel, freezes []ds.Freeze) []str
 		out = append(out, fmt.Sprintf("release channels %s converged at %s", strings.Join(ch.DependsOn, ", "), ch.Version))
 	}
 	for _, r := range engine.CheckReports(ch, store.Instance{}, nil, nil, s.now()) {
-		line := fmt.Sprintf("%s (%s): %s", checkName(r.Check), r.Check.Lifecycle, r.State)
+		line := fmt.Sprintf("%s: %s", r.Check, r.State)
 		switch {
 		case r.State == engine.CheckPending && len(r.Check.Command) > 0:
-			line = fmt.Sprintf("%s (%s): runs its command then", checkName(r.Check), r.Check.Lifecycle)
+			line = fmt.Sprintf("%s: runs its command then", r.Check)
 		case r.State == engine.CheckPending && r.Check.Alert != nil:
-			line = fmt.Sprintf("%s (%s): asks %s for alerts matching %s then", checkName(r.Check), r.Check.Lifecycle, withoutUserinfo(r.Check.Alert.URL), strings.Join(r.Check.Alert.Matchers, ", "))
+			line = fmt.Sprintf("%s: asks %s for alerts matching %s then", r.Check, withoutUserinfo(r.Check.Alert.URL), strings.Join(r.Check.Alert.Matchers, ", "))
 		case r.Message != "":
 			line += " now: " + r.Message
 		}
@@ -172,28 +172,6 @@ func (s *Server) gates(app string, ch engine.Channel, freezes []ds.Freeze) []str
 		}
 	}
 	return out
-}
-
-// approvalPreview is the preview a channel waiting for its approval
-// shows in its status: what approving it would roll out.
-func (s *Server) approvalPreview(ctx context.Context, app string, ch engine.Channel, inst store.Instance, o store.Observation) *apiv1.ChannelPreview {
-	p := s.channelPreview(ctx, app, ch, inst, o)
-	return &p
-}
-
-func checkName(chk ds.Check) string {
-	kind := "protection"
-	switch {
-	case chk.Kind == ds.CheckConvergenceExtension:
-		kind = "extension"
-	case chk.Source == ds.SourceDrover:
-		return chk.Name
-	}
-	name := chk.Name
-	if chk.Attachment != "" && chk.Attachment != chk.Name {
-		name = chk.Attachment + " (" + chk.Name + ")"
-	}
-	return kind + " " + name
 }
 
 // renderObjects names a channel's objects and renders each as YAML for a

@@ -195,7 +195,9 @@ func (s *Server) buildStatus(ctx context.Context, rec store.DesiredState, list [
 			}
 		}
 		if ok && detail && inst.Status == ds.StatusWaitingManualApproval && inst.DesiredStateID == rec.ID {
-			cs.Preview = s.approvalPreview(ctx, rec.Application, ch, inst, observed[ch.Name])
+			// What approving it would roll out there.
+			p := s.channelPreview(ctx, rec.Application, ch, inst, observed[ch.Name])
+			cs.Preview = &p
 		}
 		if o, seen := observed[ch.Name]; seen {
 			cs.Info = infoOf(o)
