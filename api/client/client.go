@@ -114,10 +114,19 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	if resp.StatusCode < 300 && out != nil {
 		// Decoded as it arrives: a list of every service can be tens of
 		// megabytes, and need not be held twice.
-		err := json.NewDecoder(io.LimitReader(resp.Body, 256<<20)).Decode(out)
+		dec := json.NewDecoder(io.LimitReader(resp.Body, 256<<20))
+		var err error
+		if stream, ok := out.(serviceStream); ok {
+			err = stream.decode(dec)
+		} else {
+			err = dec.Decode(out)
+		}
+		var stopped errStopped
 		switch {
 		case err == nil:
 			return nil
+		case errors.As(err, &stopped):
+			return stopped.err
 		case c.timedOut(parent, ctx):
 			return c.timeoutError(method, path)
 		}
@@ -203,8 +212,73 @@ func (c *Client) Status(ctx context.Context, app, svc string) (*apiv1.ServiceSta
 
 // ListServices lists services with a desired state.
 func (c *Client) ListServices(ctx context.Context) (*apiv1.ServiceList, error) {
-	var out apiv1.ServiceList
-	return &out, c.do(ctx, http.MethodGet, "/v1/services", nil, &out)
+	out := apiv1.ServiceList{Services: []apiv1.ServiceStatus{}}
+	return &out, c.EachService(ctx, func(st *apiv1.ServiceStatus) error {
+		out.Services = append(out.Services, *st)
+		return nil
+	})
+}
+
+// EachService passes each service of the list to fn as it arrives, without
+// keeping the list (of ten thousand services, tens of megabytes) whole; fn
+// must not keep st, which the next service reuses. An error of fn stops it.
+func (c *Client) EachService(ctx context.Context, fn func(st *apiv1.ServiceStatus) error) error {
+	return c.do(ctx, http.MethodGet, "/v1/services", nil, serviceStream(fn))
+}
+
+// serviceStream decodes {"services": [...]} one service at a time.
+type serviceStream func(st *apiv1.ServiceStatus) error
+
+func (fn serviceStream) decode(dec *json.Decoder) error {
+	if err := expectDelim(dec, '{'); err != nil {
+		return err
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		if key != "services" {
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := expectDelim(dec, '['); err != nil {
+			return err
+		}
+		for dec.More() {
+			var st apiv1.ServiceStatus
+			if err := dec.Decode(&st); err != nil {
+				return err
+			}
+			if err := fn(&st); err != nil {
+				return errStopped{err}
+			}
+		}
+		if err := expectDelim(dec, ']'); err != nil {
+			return err
+		}
+	}
+	return expectDelim(dec, '}')
+}
+
+// errStopped is the error of a callback, returned as it is.
+type errStopped struct{ err error }
+
+func (e errStopped) Error() string { return e.err.Error() }
+func (e errStopped) Unwrap() error { return e.err }
+
+func expectDelim(dec *json.Decoder, want json.Delim) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if tok != want {
+		return fmt.Errorf("unexpected %v, want %v", tok, want)
+	}
+	return nil
 }
 
 // Approve approves or rejects a channel's pending approval.

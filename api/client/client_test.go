@@ -2,7 +2,11 @@ package client_test
 
 import (
 	"context"
+	"errors"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -92,5 +96,42 @@ func TestB9WatchDoesNotHangOnAnUnresponsiveServer(t *testing.T) {
 	err := c.Watch(ctx, "a", "s", 0, func(apiv1.Event) error { return nil })
 	if err == nil || time.Since(start) > 10*time.Second {
 		t.Errorf("watch returned %v after %s", err, time.Since(start))
+	}
+}
+
+// TestEachService: the service list is read one service at a time, other
+// fields skipped; a callback's error stops the read and is returned as it
+// is; a list broken midway (a server that failed after it began) fails.
+func TestEachService(t *testing.T) {
+	t.Parallel()
+	bodies := map[string]string{
+		"/ok":     `{"next":{"a":[1,2]},"services":[{"application":"a","service":"x","status":"CONVERGED"},` + "\n" + `{"application":"b","service":"y","status":"FAILED"}` + "\n" + `]}`,
+		"/broken": `{"services":[{"application":"a","service":"x","status":"CONVERGED"},{"appl`,
+	}
+	list := func(name string, fn func(*apiv1.ServiceStatus) error) error {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, bodies["/"+name])
+		}))
+		defer srv.Close()
+		return client.New(srv.URL).EachService(t.Context(), fn)
+	}
+	var got []string
+	if err := list("ok", func(st *apiv1.ServiceStatus) error {
+		got = append(got, st.Application+"/"+st.Service+"="+st.Status)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, " ") != "a/x=CONVERGED b/y=FAILED" {
+		t.Errorf("listed %v", got)
+	}
+	errEnough := errors.New("enough")
+	n := 0
+	if err := list("ok", func(*apiv1.ServiceStatus) error { n++; return errEnough }); !errors.Is(err, errEnough) || n != 1 {
+		t.Errorf("callback error: %v after %d services, want %v after 1", err, n, errEnough)
+	}
+	if err := list("broken", func(*apiv1.ServiceStatus) error { return nil }); err == nil {
+		t.Error("a broken list read without an error")
 	}
 }

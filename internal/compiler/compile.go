@@ -907,7 +907,15 @@ func locateInTree(e *Error, text string, tree *config.FileTree) {
 
 // decode splits rendered YAML into objects; errors name the source file.
 func (c *rcCompiler) decode(field, rendered string) ([]manifest.Object, bool) {
-	objs, err := manifest.DecodeApplicable([]byte(rendered))
+	// Channels that render the same text share its decoding; each gets
+	// its own copy of the objects, which it patches.
+	v, _ := c.templates.decoded.LoadOrStore(rendered, &decodedText{})
+	d := v.(*decodedText)
+	d.once.Do(func() { d.objs, d.err = manifest.DecodeApplicable([]byte(rendered)) })
+	objs, err := d.objs, d.err
+	if err == nil {
+		objs = manifest.Clone(objs)
+	}
 	if err != nil {
 		e := Error{Object: c.serviceObject(), Field: field, Msg: err.Error()}
 		var me *manifest.Error

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/drover-dev/drover/internal/manifest"
 	"regexp"
 	"strconv"
 	"strings"
@@ -55,6 +56,18 @@ func render(ctx context.Context, name, s string, data any) (string, error) {
 type templateCache struct {
 	m      sync.Map // name+text -> *template.Template or error
 	budget outputBudget
+	// decoded are the manifests decoded so far, by rendered text: release
+	// channels often render a service's manifests alike (see
+	// rcCompiler.decode).
+	decoded sync.Map // rendered text -> *decodedText
+}
+
+// decodedText is rendered YAML decoded once for every channel that
+// rendered it.
+type decodedText struct {
+	once sync.Once
+	objs []manifest.Object
+	err  error
 }
 
 type parsed struct {

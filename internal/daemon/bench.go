@@ -354,15 +354,15 @@ func waitConverged(ctx context.Context, c *client.Client, services int, events <
 	case <-ctx.Done():
 	}
 	for {
-		list, err := c.ListServices(ctx)
-		if err != nil {
-			return cli.APIError(err)
-		}
 		converged := 0
-		for _, s := range list.Services {
-			if s.Status == "CONVERGED" {
+		err := c.EachService(ctx, func(st *apiv1.ServiceStatus) error {
+			if st.Status == "CONVERGED" {
 				converged++
 			}
+			return nil
+		})
+		if err != nil {
+			return cli.APIError(err)
 		}
 		if converged == services {
 			return nil

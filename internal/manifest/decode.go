@@ -485,3 +485,31 @@ func checkNumber(n *yaml.Node, v any) (any, error) {
 	}
 	return v, nil
 }
+
+// Clone returns a deep copy of objects as Decode returns them (maps, lists
+// and scalars), for a caller that changes them while another holds them.
+func Clone(objs []Object) []Object {
+	out := make([]Object, len(objs))
+	for i, o := range objs {
+		out[i] = cloneValue(o).(map[string]any)
+	}
+	return out
+}
+
+func cloneValue(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(x))
+		for k, e := range x {
+			m[k] = cloneValue(e)
+		}
+		return m
+	case []any:
+		l := make([]any, len(x))
+		for i, e := range x {
+			l[i] = cloneValue(e)
+		}
+		return l
+	}
+	return v // a scalar: strings, numbers, booleans and nil are values
+}

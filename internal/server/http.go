@@ -30,12 +30,18 @@ func (s *Server) routes() {
 		reply(w, s, out, err)
 	})
 	m.HandleFunc("GET /v1/services", func(w http.ResponseWriter, r *http.Request) {
-		out, err := s.listServices(r.Context())
-		if err != nil {
-			writeError(w, s, err)
-			return
+		lw := &serviceListWriter{w: w}
+		if err := s.listServices(r.Context(), lw.add); err != nil {
+			if !lw.started {
+				writeError(w, s, err)
+				return
+			}
+			// Part of the list is sent: end the response broken, so the
+			// client fails rather than take a part for the whole.
+			s.log.Warn("service list failed midway", "error", err)
+			panic(http.ErrAbortHandler)
 		}
-		writeServiceList(w, out)
+		lw.end()
 	})
 	m.HandleFunc("GET /v1/apps/{app}/services/{svc}", func(w http.ResponseWriter, r *http.Request) {
 		out, err := s.status(r.Context(), r.PathValue("app"), r.PathValue("svc"))
@@ -189,26 +195,51 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = enc.Encode(v)
 }
 
-// writeServiceList writes list as writeJSON would, one service at a time:
-// the list of every service can be tens of megabytes, which need not be
-// encoded whole in memory first.
-func writeServiceList(w http.ResponseWriter, list *apiv1.ServiceList) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	bw := bufio.NewWriterSize(w, 64<<10)
-	enc := json.NewEncoder(bw)
-	enc.SetEscapeHTML(false)
-	_, _ = bw.WriteString(`{"services":[`)
-	for i := range list.Services {
-		if i > 0 {
-			_ = bw.WriteByte(',')
-		}
-		if err := enc.Encode(&list.Services[i]); err != nil {
-			return // the connection is gone
-		}
+// serviceListWriter writes the service list as writeJSON would write an
+// apiv1.ServiceList, one service at a time as they come: the list of every
+// service can be tens of megabytes, which need not be in memory whole.
+type serviceListWriter struct {
+	w       http.ResponseWriter
+	bw      *bufio.Writer
+	enc     *json.Encoder
+	started bool
+	err     error
+}
+
+// add writes one service; its error is the connection's.
+func (l *serviceListWriter) add(st *apiv1.ServiceStatus) error {
+	if l.err != nil {
+		return l.err
 	}
-	_, _ = bw.WriteString("]}\n")
-	_ = bw.Flush()
+	if !l.started {
+		l.start()
+	} else {
+		_ = l.bw.WriteByte(',')
+	}
+	l.err = l.enc.Encode(st)
+	return l.err
+}
+
+func (l *serviceListWriter) start() {
+	l.started = true
+	l.w.Header().Set("Content-Type", "application/json")
+	l.w.WriteHeader(http.StatusOK)
+	l.bw = bufio.NewWriterSize(l.w, 64<<10)
+	l.enc = json.NewEncoder(l.bw)
+	l.enc.SetEscapeHTML(false)
+	_, _ = l.bw.WriteString(`{"services":[`)
+}
+
+// end completes the list.
+func (l *serviceListWriter) end() {
+	if !l.started {
+		l.start()
+	}
+	if l.err != nil {
+		return // the connection is gone
+	}
+	_, _ = l.bw.WriteString("]}\n")
+	_ = l.bw.Flush()
 }
 
 func writeError(w http.ResponseWriter, s *Server, err error) {

@@ -252,34 +252,49 @@ func aggregate(chs []apiv1.ChannelStatus) string {
 	return string(ds.StatusConverging)
 }
 
-func (s *Server) listServices(ctx context.Context) (*apiv1.ServiceList, error) {
+// listSpan is how many services listServices reads at a time (a test
+// makes it smaller).
+var listSpan = 256
+
+// listServices passes the status of every service to emit, in the order of
+// application and service. It reads them listSpan services at a time (two
+// queries for each span, not two per service), so the list of ten thousand
+// services is never whole in memory.
+func (s *Server) listServices(ctx context.Context, emit func(*apiv1.ServiceStatus) error) error {
 	recs, err := s.store.ListActiveDesiredStates(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	// Three queries for every service (not three per service): instances
-	// and observations come ordered by application and service, like recs.
-	insts, err := s.store.ListInstances(ctx, "", "")
-	if err != nil {
-		return nil, err
-	}
-	obs, err := s.store.ListObservations(ctx, "", "")
-	if err != nil {
-		return nil, err
-	}
-	out := &apiv1.ServiceList{Services: make([]apiv1.ServiceStatus, 0, len(recs))}
-	for _, rec := range recs {
-		var mine []store.Instance
-		insts, mine = takeService(insts, rec.Application, rec.Service, func(i store.Instance) (string, string) { return i.Application, i.Service })
-		var seen []store.Observation
-		obs, seen = takeService(obs, rec.Application, rec.Service, func(o store.Observation) (string, string) { return o.Application, o.Service })
-		st, err := s.buildStatus(ctx, rec, mine, seen, false)
+	for len(recs) > 0 {
+		part := recs[:min(listSpan, len(recs))]
+		recs = recs[len(part):]
+		// Instances and observations come ordered by application and
+		// service, like recs.
+		span := store.ServiceSpan{First: store.ServiceRef{Application: part[0].Application, Service: part[0].Service},
+			Last: store.ServiceRef{Application: part[len(part)-1].Application, Service: part[len(part)-1].Service}}
+		insts, err := s.store.ListInstancesIn(ctx, span)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		out.Services = append(out.Services, *st)
+		obs, err := s.store.ListObservationsIn(ctx, span)
+		if err != nil {
+			return err
+		}
+		for _, rec := range part {
+			var mine []store.Instance
+			insts, mine = takeService(insts, rec.Application, rec.Service, func(i store.Instance) (string, string) { return i.Application, i.Service })
+			var seen []store.Observation
+			obs, seen = takeService(obs, rec.Application, rec.Service, func(o store.Observation) (string, string) { return o.Application, o.Service })
+			st, err := s.buildStatus(ctx, rec, mine, seen, false)
+			if err != nil {
+				return err
+			}
+			if err := emit(st); err != nil {
+				return err
+			}
+		}
 	}
-	return out, nil
+	return nil
 }
 
 // takeService splits the leading records of list, sorted by application and

@@ -444,6 +444,17 @@ func (b *Batch) Committed(seqs, taskIDs []int64, t time.Time) {
 // Times are returned in UTC, exact to the nanosecond; a limit <= 0 means no
 // limit. Validation failures (a missing key field) are errors that are neither
 // ErrNotFound nor ErrConflict.
+// ServiceSpan is the services from First to Last, both included, in the order
+// of application, then service.
+type ServiceSpan struct {
+	First, Last ServiceRef
+}
+
+// ServiceRef names a service.
+type ServiceRef struct {
+	Application, Service string
+}
+
 type Store interface {
 	// PutConfig stores obj as a new version when its Hash differs from the
 	// latest version's, and returns the stored object and whether a new
@@ -511,6 +522,9 @@ type Store interface {
 	// application's; both "" = all), ordered by application, service and
 	// release channel.
 	ListInstances(ctx context.Context, application, service string) ([]Instance, error)
+	// ListInstancesIn returns the instances of the services in span, in the
+	// order of ListInstances (to read every service's a part at a time).
+	ListInstancesIn(ctx context.Context, span ServiceSpan) ([]Instance, error)
 	// PutRuntimeFacts records what a runtime reported about its backend,
 	// replacing what it reported before. Runtime is required; a zero
 	// ObservedAt is set to the current time.
@@ -554,6 +568,9 @@ type Store interface {
 	// ("" service = the application's; both "" = all), ordered like
 	// ListInstances. Batches write them.
 	ListObservations(ctx context.Context, application, service string) ([]Observation, error)
+	// ListObservationsIn returns the observations of the services in span,
+	// ordered like ListInstances.
+	ListObservationsIn(ctx context.Context, span ServiceSpan) ([]Observation, error)
 	// Write applies a batch atomically: the fence (if any) is checked, each
 	// instance is upserted with a Revision check (0 = create, ErrConflict if
 	// it exists; otherwise the stored revision must equal Revision,

@@ -49,6 +49,26 @@ func (s *Store) ListInstances(ctx context.Context, application, service string) 
 	return out, nil
 }
 
+// ListInstancesIn implements store.Store.
+func (s *Store) ListInstancesIn(ctx context.Context, span store.ServiceSpan) ([]store.Instance, error) {
+	out, err := queryAll(ctx, s.pool, "SELECT "+instanceColumns+" FROM instances"+inSpan, spanArgs(span), scanInstance)
+	if err != nil {
+		return nil, fmt.Errorf("list instances of %s/%s to %s/%s: %w", span.First.Application, span.First.Service,
+			span.Last.Application, span.Last.Service, err)
+	}
+	return out, nil
+}
+
+// inSpan completes a SELECT of a table keyed by application, service and
+// release channel with the filter of a store.ServiceSpan (spanArgs) and
+// that order.
+const inSpan = " WHERE (application, service) >= ($1, $2) AND (application, service) <= ($3, $4)" +
+	" ORDER BY application, service, release_channel"
+
+func spanArgs(span store.ServiceSpan) []any {
+	return []any{span.First.Application, span.First.Service, span.Last.Application, span.Last.Service}
+}
+
 // Write implements store.Store. Instances are written in order, so the same
 // instance may appear twice with consecutive revisions. An instance given
 // with Revision > 0 that does not exist is a conflict too. On success a zero

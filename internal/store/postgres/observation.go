@@ -47,6 +47,17 @@ func scanObservation(row scanner) (store.Observation, error) {
 	return o, nil
 }
 
+// ListObservationsIn implements store.Store.
+func (s *Store) ListObservationsIn(ctx context.Context, span store.ServiceSpan) ([]store.Observation, error) {
+	out, err := queryAll(ctx, s.pool, "SELECT application, service, release_channel, body, since FROM observations"+inSpan,
+		spanArgs(span), scanObservation)
+	if err != nil {
+		return nil, fmt.Errorf("list observations of %s/%s to %s/%s: %w", span.First.Application, span.First.Service,
+			span.Last.Application, span.Last.Service, err)
+	}
+	return out, nil
+}
+
 // ListObservations implements store.Store.
 func (s *Store) ListObservations(ctx context.Context, application, service string) ([]store.Observation, error) {
 	q, args := byService("SELECT application, service, release_channel, body, since FROM observations", application, service)

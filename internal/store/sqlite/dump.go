@@ -271,6 +271,7 @@ func (im *importer) put(ctx context.Context, tx *wtx, rec dump.Record) error {
 			return fmt.Errorf("approval of %s topic %q by %s: %w", r.DesiredStateID, r.Topic, r.User, err)
 		}
 	case dump.Instance:
+		tx.inst.all = true
 		_, err := tx.ExecContext(ctx, importInstance,
 			r.Application, r.Service, r.ReleaseChannel, r.DesiredStateID, r.TargetStateID, r.TargetVersion,
 			r.CurrentStateID, r.CurrentVersion, r.Status, r.Reason, r.Message, r.Paused, r.ApplyAttempts,

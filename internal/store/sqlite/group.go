@@ -111,7 +111,11 @@ func (s *Store) commitGroup(reqs []*writeReq) {
 	if len(live) == 0 {
 		return
 	}
+	var wt *wtx
 	failAll := func(err error) {
+		if wt != nil { // what the transaction wrote is unsure
+			s.instances.forget(wt.inst.touched)
+		}
 		err = s.health.wrote(err)
 		for _, r := range live {
 			r.finish(err)
@@ -139,7 +143,7 @@ func (s *Store) commitGroup(reqs []*writeReq) {
 		failAll(err)
 		return
 	}
-	wt := s.newWtx(ctx, tx)
+	wt = s.newWtx(ctx, tx)
 	errs := make([]error, len(live))
 	for i, r := range live {
 		if _, err := wt.ExecContext(ctx, "SAVEPOINT w"); err != nil {
@@ -147,8 +151,10 @@ func (s *Store) commitGroup(reqs []*writeReq) {
 			failAll(err)
 			return
 		}
+		written, touched := wt.inst.mark()
 		errs[i] = runFn(r.fn, wt)
 		if errs[i] != nil {
+			wt.inst.rollback(written, touched)
 			// SQLite rolls a whole transaction back on some errors (a full
 			// disk, I/O): then the savepoint is gone with what the group
 			// wrote so far, and the group fails.
@@ -168,16 +174,23 @@ func (s *Store) commitGroup(reqs []*writeReq) {
 	// or replaced: nobody would ever read it again (B4).
 	if err := s.health.checkFiles(); err != nil {
 		_ = tx.Rollback()
+		s.instances.forget(wt.inst.touched)
 		for _, r := range live {
 			r.finish(err)
 		}
 		return
 	}
 	if err := s.health.wrote(tx.Commit()); err != nil {
+		s.instances.forget(wt.inst.touched)
 		for _, r := range live {
 			r.finish(err)
 		}
 		return
+	}
+	if wt.inst.all {
+		s.instances.forget(nil)
+	} else {
+		s.instances.committed(wt.inst.written, wt.inst.touched)
 	}
 	for i, r := range live {
 		r.finish(s.health.wrote(errs[i]))

@@ -28,6 +28,11 @@ func scanInstance(row interface{ Scan(...any) error }) (store.Instance, error) {
 
 // GetInstance implements store.Store.
 func (s *Store) GetInstance(ctx context.Context, application, service, releaseChannel string) (store.Instance, error) {
+	if i, found, known := s.instances.get(application, service, releaseChannel); found {
+		return i, nil
+	} else if known {
+		return store.Instance{}, fmt.Errorf("get instance %s/%s/%s: %w", application, service, releaseChannel, store.ErrNotFound)
+	}
 	i, err := scanInstance(s.reads.QueryRowContext(ctx,
 		"SELECT "+instanceColumns+" FROM instances WHERE application = ? AND service = ? AND release_channel = ?",
 		application, service, releaseChannel))
@@ -40,12 +45,47 @@ func (s *Store) GetInstance(ctx context.Context, application, service, releaseCh
 // ListInstances implements store.Store. Each non-empty argument filters; the
 // result is ordered by application, service and release channel.
 func (s *Store) ListInstances(ctx context.Context, application, service string) ([]store.Instance, error) {
+	var gen uint64
+	if application != "" && service != "" {
+		list, g, ok := s.instances.list(application, service)
+		if ok {
+			return list, nil
+		}
+		gen = g
+	}
 	q, args := byService("SELECT "+instanceColumns+" FROM instances", application, service)
 	out, err := queryAll(ctx, s.reads, q, args, scanInstance)
 	if err != nil {
 		return nil, fmt.Errorf("list instances of %s/%s: %w", application, service, err)
 	}
+	if application != "" && service != "" {
+		kept := make([]store.Instance, len(out))
+		for i := range out {
+			kept[i] = cloneInstance(out[i])
+		}
+		s.instances.fill(application, service, gen, kept)
+	}
 	return out, nil
+}
+
+// ListInstancesIn implements store.Store.
+func (s *Store) ListInstancesIn(ctx context.Context, span store.ServiceSpan) ([]store.Instance, error) {
+	out, err := queryAll(ctx, s.reads, "SELECT "+instanceColumns+" FROM instances"+inSpan, spanArgs(span), scanInstance)
+	if err != nil {
+		return nil, fmt.Errorf("list instances of %s/%s to %s/%s: %w", span.First.Application, span.First.Service,
+			span.Last.Application, span.Last.Service, err)
+	}
+	return out, nil
+}
+
+// inSpan completes a SELECT of a table keyed by application, service and
+// release channel with the filter of a store.ServiceSpan (spanArgs) and
+// that order.
+const inSpan = " WHERE (application, service) >= (?1, ?2) AND (application, service) <= (?3, ?4)" +
+	" ORDER BY application, service, release_channel"
+
+func spanArgs(span store.ServiceSpan) []any {
+	return []any{span.First.Application, span.First.Service, span.Last.Application, span.Last.Service}
 }
 
 // Write implements store.Store. Instances are written in order, so the same
@@ -141,6 +181,7 @@ func (s *Store) putInstance(ctx context.Context, tx *wtx, in store.Instance, t t
 		res sql.Result
 		err error
 	)
+	tx.inst.touched = append(tx.inst.touched, svcKey{in.Application, in.Service})
 	if in.Revision == 0 {
 		res, err = tx.ExecContext(ctx, insertInstance, args...)
 	} else {
@@ -154,6 +195,11 @@ func (s *Store) putInstance(ctx context.Context, tx *wtx, in store.Instance, t t
 		return err
 	}
 	if n == 1 {
+		stored, err := storedInstance(in, updatedAt)
+		if err != nil {
+			return err
+		}
+		tx.inst.written = append(tx.inst.written, stored)
 		return nil
 	}
 	var stored int64

@@ -52,6 +52,8 @@ type Store struct {
 	health health
 	// group queues write transactions for group commit (see group.go).
 	group group
+	// instances caches each service's instances (see instcache.go).
+	instances instanceCache
 	// keepSuperseded is the retention bound of CreateDesiredState (see
 	// retention.go); negative keeps everything.
 	keepSuperseded int

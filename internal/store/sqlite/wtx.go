@@ -28,6 +28,8 @@ type wtx struct {
 	stmts *writeStmts
 	// bound are the statements bound to tx so far (tx.StmtContext allocates).
 	bound map[string]*sql.Stmt
+	// inst are the instance writes, for the cache once committed.
+	inst instWrites
 }
 
 // writeStmts are the statements prepared on the write connection.

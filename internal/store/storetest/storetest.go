@@ -1196,6 +1196,29 @@ func testListInstances(t *testing.T, s store.Store) {
 	check("blog", "web", "blog/web/production")
 	check("blog", "api")
 	check("nope", "")
+
+	write(t, s, instance("shop", "zoo", "production"))
+	span := func(a1, s1, a2, s2 string, want ...string) {
+		t.Helper()
+		list, err := s.ListInstancesIn(ctx, store.ServiceSpan{First: store.ServiceRef{Application: a1, Service: s1},
+			Last: store.ServiceRef{Application: a2, Service: s2}})
+		must(t, err)
+		var got []string
+		for _, in := range list {
+			got = append(got, in.Application+"/"+in.Service+"/"+in.ReleaseChannel)
+			stored, err := s.GetInstance(ctx, in.Application, in.Service, in.ReleaseChannel)
+			must(t, err)
+			same(t, in, stored, "ListInstancesIn entry")
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("ListInstancesIn(%s/%s to %s/%s) = %v, want %v", a1, s1, a2, s2, got, want)
+		}
+	}
+	span("blog", "web", "shop", "web", "blog/web/production", "shop/api/canary", "shop/api/production", "shop/web/canary", "shop/web/production")
+	span("shop", "api", "shop", "api", "shop/api/canary", "shop/api/production")
+	span("shop", "b", "shop", "y", "shop/web/canary", "shop/web/production") // bounds need not exist
+	span("blog", "x", "shop", "a")
+	span("shop", "zoo", "shop", "api") // empty when First > Last
 }
 
 func testInstanceConcurrent(t *testing.T, s store.Store) {

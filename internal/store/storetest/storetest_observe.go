@@ -118,6 +118,14 @@ func testObservations(t *testing.T, s store.Store) {
 		}[c.app]
 		same(t, keys, wantKeys, "observations listed for application "+c.app)
 	}
+	in, err := s.ListObservationsIn(ctx, store.ServiceSpan{First: store.ServiceRef{Application: "blog", Service: "web"},
+		Last: store.ServiceRef{Application: "shop", Service: "api"}})
+	must(t, err)
+	var keys []string
+	for _, o := range in {
+		keys = append(keys, o.Application+"/"+o.Service+"/"+o.ReleaseChannel+"@"+o.Version)
+	}
+	same(t, keys, []string{"blog/web/prod@v1", "shop/api/prod@v1"}, "observations of blog/web to shop/api")
 	none, err := s.ListObservations(ctx, "nope", "")
 	must(t, err)
 	if len(none) != 0 {

@@ -1,0 +1,235 @@
+package sqlite
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/drover-dev/drover/internal/store"
+)
+
+// The instance cache keeps each service's instances as they are stored, so
+// that the engine's pass over a service (and the completion of its tasks)
+// reads them without a query. It is correct because this Store is the only
+// writer of its file: every server takes its data directory's lock, and
+// every instance write goes through putInstance (or an import), whose
+// committed rows the cache takes in after the commit.
+//
+// A miss reads the database and fills the cache only if no write to the
+// service committed meanwhile: each service has a generation, raised by
+// every commit that writes it, read before the query and compared after.
+
+// cacheLimit bounds the instances kept; beyond it, services are dropped
+// (they are read again from the database on their next miss).
+const cacheLimit = 250_000
+
+type instanceCache struct {
+	mu   sync.Mutex
+	svcs map[svcKey]*cachedService
+	// held counts the instances in the cached lists.
+	held int
+	// limit is cacheLimit, or a test's smaller bound.
+	limit int
+}
+
+type svcKey struct{ app, svc string }
+
+type cachedService struct {
+	gen uint64
+	// list is the service's instances ordered by release channel, valid
+	// when ok.
+	list []store.Instance
+	ok   bool
+}
+
+// entryLocked returns k's entry, creating it.
+func (c *instanceCache) entryLocked(k svcKey) *cachedService {
+	if c.svcs == nil {
+		c.svcs = map[svcKey]*cachedService{}
+	}
+	e := c.svcs[k]
+	if e == nil {
+		e = &cachedService{}
+		c.svcs[k] = e
+	}
+	return e
+}
+
+// list returns a copy of the cached instances of a service, or ok false
+// with the generation to pass to fill after reading the database.
+func (c *instanceCache) list(app, svc string) (out []store.Instance, gen uint64, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entryLocked(svcKey{app, svc})
+	if !e.ok {
+		return nil, e.gen, false
+	}
+	out = make([]store.Instance, len(e.list))
+	for i := range e.list {
+		out[i] = cloneInstance(e.list[i])
+	}
+	return out, 0, true
+}
+
+// get returns a copy of one cached instance; known says the service is
+// cached (found false then means there is no such instance).
+func (c *instanceCache) get(app, svc, rc string) (inst store.Instance, found, known bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.svcs[svcKey{app, svc}]
+	if e == nil || !e.ok {
+		return store.Instance{}, false, false
+	}
+	if i, ok := findChannel(e.list, rc); ok {
+		return cloneInstance(e.list[i]), true, true
+	}
+	return store.Instance{}, false, true
+}
+
+// fill caches list, read from the database, unless a write to the service
+// committed since gen was taken. list is kept: the caller must not use it
+// afterwards (ListInstances returns copies).
+func (c *instanceCache) fill(app, svc string, gen uint64, list []store.Instance) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entryLocked(svcKey{app, svc})
+	if e.gen != gen || e.ok {
+		return
+	}
+	c.makeRoomLocked(len(list))
+	e.list, e.ok = list, true
+	c.held += len(list)
+}
+
+// makeRoomLocked drops cached services until n more instances fit.
+func (c *instanceCache) makeRoomLocked(n int) {
+	limit := c.limit
+	if limit <= 0 {
+		limit = cacheLimit
+	}
+	for _, e := range c.svcs {
+		if c.held+n <= limit {
+			return
+		}
+		if e.ok {
+			c.held -= len(e.list)
+			e.list, e.ok = nil, false
+		}
+	}
+}
+
+// committed takes in the instances a commit wrote (as stored), and raises
+// the generation of every service in touched.
+func (c *instanceCache) committed(written []store.Instance, touched []svcKey) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, k := range touched {
+		c.entryLocked(k).gen++
+	}
+	for _, in := range written {
+		e := c.entryLocked(svcKey{in.Application, in.Service})
+		if !e.ok {
+			continue
+		}
+		if i, ok := findChannel(e.list, in.ReleaseChannel); ok {
+			e.list[i] = in
+			continue
+		}
+		c.makeRoomLocked(1)
+		if !e.ok { // dropped to make room
+			continue
+		}
+		// A new instance: the list is copied to its exact size (growing
+		// it in place would keep spare room in every service's list).
+		i, _ := findChannel(e.list, in.ReleaseChannel)
+		list := make([]store.Instance, 0, len(e.list)+1)
+		list = append(append(append(list, e.list[:i]...), in), e.list[i:]...)
+		e.list = list
+		c.held++
+	}
+}
+
+// forget drops the cached instances of the services in touched (after a
+// commit that failed, when what the file holds is unsure), or of every
+// service when touched is nil (after an import).
+func (c *instanceCache) forget(touched []svcKey) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	drop := func(e *cachedService) {
+		e.gen++
+		if e.ok {
+			c.held -= len(e.list)
+			e.list, e.ok = nil, false
+		}
+	}
+	if touched == nil {
+		for _, e := range c.svcs {
+			drop(e)
+		}
+		return
+	}
+	for _, k := range touched {
+		drop(c.entryLocked(k))
+	}
+}
+
+// instWrites are the instance writes of a write transaction, for the cache
+// once it commits.
+type instWrites struct {
+	// written are the rows written, as stored.
+	written []store.Instance
+	// touched are the services written to.
+	touched []svcKey
+	// all says every service may have changed (an import).
+	all bool
+}
+
+// mark and rollback drop what a request rolled back to its savepoint wrote.
+func (w *instWrites) mark() (int, int) { return len(w.written), len(w.touched) }
+
+func (w *instWrites) rollback(written, touched int) {
+	w.written, w.touched = w.written[:written], w.touched[:touched]
+}
+
+// findChannel returns the index of release channel rc in list (ordered by
+// release channel), or where it would go.
+func findChannel(list []store.Instance, rc string) (int, bool) {
+	return slices.BinarySearchFunc(list, rc, func(in store.Instance, rc string) int {
+		switch {
+		case in.ReleaseChannel < rc:
+			return -1
+		case in.ReleaseChannel > rc:
+			return 1
+		}
+		return 0
+	})
+}
+
+// cloneInstance copies in with its own slices, so callers may change it.
+func cloneInstance(in store.Instance) store.Instance {
+	in.Satisfied = slices.Clone(in.Satisfied)
+	in.Checks = slices.Clone(in.Checks)
+	return in
+}
+
+// storedInstance is in as putInstance stores it, read back: revision
+// raised, UpdatedAt set, times and lists through their column encodings.
+func storedInstance(in store.Instance, updatedAt time.Time) (store.Instance, error) {
+	out := in
+	out.UpdatedAt = updatedAt
+	out.Revision = in.Revision + 1
+	for _, t := range []*time.Time{&out.LastApplyAt, &out.ConvergedAt, &out.UpdatedAt, &out.AppliedAt} {
+		if err := (scanTime{t}).Scan(dbTime(*t)); err != nil {
+			return store.Instance{}, err
+		}
+	}
+	out.Satisfied = nil
+	if len(in.Satisfied) > 0 {
+		out.Satisfied = slices.Clone(in.Satisfied)
+	}
+	out.Checks = nil
+	if err := (scanJSON{&out.Checks}).Scan(dbChecks(in.Checks)); err != nil {
+		return store.Instance{}, err
+	}
+	return out, nil
+}

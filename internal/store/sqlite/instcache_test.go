@@ -1,0 +1,143 @@
+package sqlite
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	ds "github.com/drover-dev/drover/internal/desiredstate"
+	"github.com/drover-dev/drover/internal/store"
+)
+
+// fromFile reads a service's instances from the database, past the cache.
+func (s *Store) fromFile(t *testing.T, app, svc string) []store.Instance {
+	t.Helper()
+	q, args := byService("SELECT "+instanceColumns+" FROM instances", app, svc)
+	list, err := queryAll(t.Context(), s.reads, q, args, scanInstance)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list
+}
+
+// TestInstanceCacheMatchesTheFile: concurrent writers (creating, updating,
+// conflicting, failing after writing, committed together in groups) and
+// readers filling the cache meanwhile; afterwards, every service's cached
+// instances are what the file holds, field for field, and so is each one
+// GetInstance returns. A small cache limit makes it drop services as it goes.
+func TestInstanceCacheMatchesTheFile(t *testing.T) {
+	t.Parallel()
+	s, _ := openTemp(t)
+	t.Cleanup(func() { _ = s.Close() })
+	s.instances.limit = 25
+	ctx := t.Context()
+	const services, channels, writers, rounds = 6, 4, 8, 40
+	errFail := errors.New("fails after writing")
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(w), 1))
+			for range rounds {
+				svc := fmt.Sprintf("svc-%d", r.IntN(services))
+				list, err := s.ListInstances(ctx, "app", svc)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				have := map[string]store.Instance{}
+				for _, in := range list {
+					have[in.ReleaseChannel] = in
+				}
+				b := &store.Batch{}
+				for c := range channels {
+					if r.IntN(2) == 0 {
+						continue
+					}
+					rc := fmt.Sprintf("rc-%d", c)
+					in, ok := have[rc]
+					if !ok {
+						in = store.Instance{Application: "app", Service: svc, ReleaseChannel: rc, DesiredStateID: "d1"}
+					}
+					in.Status = ds.Status([]string{"CONVERGING", "CONVERGED", "FAILED"}[r.IntN(3)])
+					in.Message = fmt.Sprintf("writer %d", w)
+					in.Satisfied = append(in.Satisfied, fmt.Sprintf("x@%d", r.IntN(9)))
+					in.LastApplyAt = time.Now().In(time.FixedZone("elsewhere", 3600))
+					if r.IntN(3) == 0 {
+						in.Checks = []store.CheckResult{{Key: "k", DesiredStateID: "d1", Passed: true, At: time.Now(), Runs: r.IntN(4)}}
+					}
+					b.Instances = append(b.Instances, in)
+				}
+				if r.IntN(5) == 0 {
+					// A write that fails after writing rolls back to its
+					// savepoint: the cache must not take its rows in.
+					err = s.writeTxMode(ctx, crashSafe, func(tx *wtx) error {
+						if _, _, err := s.applyBatch(ctx, tx, b, now()); err != nil {
+							return err
+						}
+						return errFail
+					})
+					if !errors.Is(err, errFail) && !errors.Is(err, store.ErrConflict) {
+						t.Errorf("failing write: %v", err)
+					}
+					continue
+				}
+				if err := s.Write(ctx, b); err != nil && !errors.Is(err, store.ErrConflict) {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	checked := 0
+	for i := range services {
+		svc := fmt.Sprintf("svc-%d", i)
+		want := s.fromFile(t, "app", svc)
+		for range 2 { // a miss, then a hit
+			got, err := s.ListInstances(ctx, "app", svc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s: cached instances differ from the file:\n got %+v\nwant %+v", svc, got, want)
+			}
+		}
+		for _, in := range want {
+			got, err := s.GetInstance(ctx, "app", svc, in.ReleaseChannel)
+			if err != nil || !reflect.DeepEqual(got, in) {
+				t.Fatalf("GetInstance %s/%s: %+v, %v; want %+v", svc, in.ReleaseChannel, got, err, in)
+			}
+			checked++
+		}
+		if _, err := s.GetInstance(ctx, "app", svc, "nowhere"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("GetInstance of a missing channel: %v, want not found", err)
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no instance was written")
+	}
+	// Copies: changing what a read returned changes nothing stored.
+	list, err := s.ListInstances(ctx, "app", "svc-0")
+	if err != nil || len(list) == 0 {
+		t.Fatalf("%v, %d instances", err, len(list))
+	}
+	list[0].Message = "changed by a caller"
+	if len(list[0].Satisfied) > 0 {
+		list[0].Satisfied[0] = "changed by a caller"
+	}
+	if again := s.fromFile(t, "app", "svc-0"); !reflect.DeepEqual(mustList(t, s, "svc-0"), again) {
+		t.Error("a change to a returned instance reached the cache")
+	}
+}
+
+func mustList(t *testing.T, s *Store, svc string) []store.Instance {
+	t.Helper()
+	list, err := s.ListInstances(t.Context(), "app", svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list
+}
