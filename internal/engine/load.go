@@ -3,7 +3,9 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
+	"time"
 
 	ds "github.com/drover-dev/drover/internal/desiredstate"
 	"github.com/drover-dev/drover/internal/runtimes"
@@ -17,6 +19,12 @@ type compiledState struct {
 	// gated says a channel has approval gates or checks (only then does a
 	// pass read the approvals, which hold bypasses too).
 	gated bool
+
+	mu sync.Mutex
+	// graced is desired with the runtimes' convergence graces, which were
+	// graces (see withGraces).
+	graced *Desired
+	graces []time.Duration
 }
 
 // stateCache keeps the decoded desired states in use, in two generations:
@@ -103,6 +111,46 @@ func decodeState(rec store.DesiredState) (*compiledState, error) {
 		cs.gated = cs.gated || len(rc.Approvals) > 0 || len(rc.Checks) > 0
 	}
 	return cs, nil
+}
+
+// withGraces returns cs's desired state with the convergence grace of each
+// channel that sets none taken from its runtime (a GraceReporter). The
+// result is kept with cs for as long as the runtimes report the same.
+func (l *Loop) withGraces(ctx context.Context, cs *compiledState) *Desired {
+	var graces []time.Duration
+	for i, ch := range cs.desired.Channels {
+		if !ch.ConvergenceGrace.IsZero() {
+			continue
+		}
+		rt, err := l.runtimes.Runtime(ctx, ch.Runtime)
+		if err != nil {
+			continue
+		}
+		if gr, ok := rt.(runtimes.GraceReporter); ok {
+			if graces == nil {
+				graces = make([]time.Duration, len(cs.desired.Channels))
+			}
+			graces[i] = gr.ConvergenceGrace()
+		}
+	}
+	if graces == nil {
+		return cs.desired
+	}
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.graced != nil && slices.Equal(cs.graces, graces) {
+		return cs.graced
+	}
+	// The cached state is shared: copy before changing.
+	cp := *cs.desired
+	cp.Channels = slices.Clone(cs.desired.Channels)
+	for i, g := range graces {
+		if cs.desired.Channels[i].ConvergenceGrace.IsZero() {
+			cp.Channels[i].ConvergenceGrace.Duration = g
+		}
+	}
+	cs.graced, cs.graces = &cp, graces
+	return cs.graced
 }
 
 // target returns what the engine applies to release channel rc. It is

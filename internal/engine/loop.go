@@ -420,20 +420,8 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (Result, error) {
 	}
 	var newObs []store.Observation
 	observed := map[string]Observation{}
-	desired := cs.desired
-	for i, ch := range cs.desired.Channels {
-		if ch.ConvergenceGrace.IsZero() {
-			if rt, err := l.runtimes.Runtime(ctx, ch.Runtime); err == nil {
-				if gr, ok := rt.(runtimes.GraceReporter); ok {
-					if desired == cs.desired { // the cached one is shared: copy before changing
-						cp := *cs.desired
-						cp.Channels = append([]Channel(nil), cs.desired.Channels...)
-						desired = &cp
-					}
-					desired.Channels[i].ConvergenceGrace.Duration = gr.ConvergenceGrace()
-				}
-			}
-		}
+	desired := l.withGraces(ctx, cs)
+	for _, ch := range cs.desired.Channels {
 		if applying[ch.Name] {
 			observed[ch.Name] = Observation{Applying: true}
 			continue

@@ -212,6 +212,16 @@ func cloneInstance(in store.Instance) store.Instance {
 	return in
 }
 
+// storedTime is t as a time column reads back: UTC, to the nanosecond (the
+// column keeps nine digits), without a monotonic reading; the zero time
+// whatever its location.
+func storedTime(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return t.UTC().Round(0)
+}
+
 // storedInstance is in as putInstance stores it, read back: revision
 // raised, UpdatedAt set, times and lists through their column encodings.
 func storedInstance(in store.Instance, updatedAt time.Time) (store.Instance, error) {
@@ -219,9 +229,7 @@ func storedInstance(in store.Instance, updatedAt time.Time) (store.Instance, err
 	out.UpdatedAt = updatedAt
 	out.Revision = in.Revision + 1
 	for _, t := range []*time.Time{&out.LastApplyAt, &out.ConvergedAt, &out.UpdatedAt, &out.AppliedAt} {
-		if err := (scanTime{t}).Scan(dbTime(*t)); err != nil {
-			return store.Instance{}, err
-		}
+		*t = storedTime(*t)
 	}
 	out.Satisfied = nil
 	if len(in.Satisfied) > 0 {

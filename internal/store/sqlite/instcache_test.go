@@ -141,3 +141,21 @@ func mustList(t *testing.T, s *Store, svc string) []store.Instance {
 	}
 	return list
 }
+
+// TestStoredTime: storedTime is what a time column reads back.
+func TestStoredTime(t *testing.T) {
+	t.Parallel()
+	for _, in := range []time.Time{
+		{}, time.Time{}.In(time.FixedZone("z", 3600)), time.Now(), time.Now().In(time.FixedZone("z", -7*3600)),
+		time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC), time.Date(1999, 12, 31, 23, 59, 59, 999999999, time.Local),
+		time.Unix(0, 0),
+	} {
+		var read time.Time
+		if err := (scanTime{&read}).Scan(dbTime(in)); err != nil {
+			t.Fatal(err)
+		}
+		if got := storedTime(in); !reflect.DeepEqual(got, read) {
+			t.Errorf("storedTime(%v) = %#v, the column reads back %#v", in, got, read)
+		}
+	}
+}
