@@ -220,8 +220,8 @@ func (c *Client) ListServices(ctx context.Context) (*apiv1.ServiceList, error) {
 }
 
 // EachService passes each service of the list to fn as it arrives, without
-// keeping the list (of ten thousand services, tens of megabytes) whole; fn
-// must not keep st, which the next service reuses. An error of fn stops it.
+// keeping the list (of ten thousand services, tens of megabytes) whole. An
+// error of fn stops it and is returned as it is.
 func (c *Client) EachService(ctx context.Context, fn func(st *apiv1.ServiceStatus) error) error {
 	return c.do(ctx, http.MethodGet, "/v1/services", nil, serviceStream(fn))
 }

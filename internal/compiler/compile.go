@@ -909,7 +909,10 @@ func locateInTree(e *Error, text string, tree *config.FileTree) {
 func (c *rcCompiler) decode(field, rendered string) ([]manifest.Object, bool) {
 	// Channels that render the same text share its decoding; each gets
 	// its own copy of the objects, which it patches.
-	v, _ := c.templates.decoded.LoadOrStore(rendered, &decodedText{})
+	v, ok := c.templates.decoded.Load(rendered)
+	if !ok {
+		v, _ = c.templates.decoded.LoadOrStore(rendered, &decodedText{})
+	}
 	d := v.(*decodedText)
 	d.once.Do(func() { d.objs, d.err = manifest.DecodeApplicable([]byte(rendered)) })
 	objs, err := d.objs, d.err

@@ -32,13 +32,19 @@ var fingerprintSeed = maphash.MakeSeed()
 // hash alike by moving text from one field to the next. (A test checks it
 // covers every field of the types.)
 func fingerprint(o store.Observation) uint64 {
-	var h maphash.Hash
+	var (
+		h   maphash.Hash
+		buf [8]byte
+	)
 	h.SetSeed(fingerprintSeed)
+	num := func(n int64) {
+		binary.LittleEndian.PutUint64(buf[:], uint64(n))
+		_, _ = h.Write(buf[:])
+	}
 	str := func(s string) {
-		_ = binary.Write(&h, binary.LittleEndian, uint32(len(s)))
+		num(int64(len(s)))
 		_, _ = h.WriteString(s)
 	}
-	num := func(n int64) { _ = binary.Write(&h, binary.LittleEndian, n) }
 	flag := func(b bool) {
 		if b {
 			_ = h.WriteByte(1)

@@ -38,7 +38,9 @@ func (s *Server) routes() {
 			}
 			// Part of the list is sent: end the response broken, so the
 			// client fails rather than take a part for the whole.
-			s.log.Warn("service list failed midway", "error", err)
+			if r.Context().Err() == nil { // not the client going away
+				s.log.Warn("service list failed midway", "error", err)
+			}
 			panic(http.ErrAbortHandler)
 		}
 		lw.end()

@@ -440,10 +440,6 @@ func (b *Batch) Committed(seqs, taskIDs []int64, t time.Time) {
 	}
 }
 
-// Store is drover's durable state. Implementations are safe for concurrent use.
-// Times are returned in UTC, exact to the nanosecond; a limit <= 0 means no
-// limit. Validation failures (a missing key field) are errors that are neither
-// ErrNotFound nor ErrConflict.
 // ServiceSpan is the services from First to Last, both included, in the order
 // of application, then service.
 type ServiceSpan struct {
@@ -455,6 +451,10 @@ type ServiceRef struct {
 	Application, Service string
 }
 
+// Store is drover's durable state. Implementations are safe for concurrent use.
+// Times are returned in UTC, exact to the nanosecond; a limit <= 0 means no
+// limit. Validation failures (a missing key field) are errors that are neither
+// ErrNotFound nor ErrConflict.
 type Store interface {
 	// PutConfig stores obj as a new version when its Hash differs from the
 	// latest version's, and returns the stored object and whether a new

@@ -28,6 +28,19 @@
 // insert/update, task run insert/prune) are prepared once on the write
 // connection.
 //
+// # Instance cache
+//
+// The store keeps each service's instances in memory once read (up to
+// 250,000 instances), so that the engine's passes and task completions read
+// them without a query: every instance write goes through the write
+// transactions here, which put what they committed into the cache, and a
+// read that missed fills it only if no commit touched the service
+// meanwhile (instcache.go). This holds because the store is its file's only
+// writer: a server takes its data directory's lock, and writing to the
+// database from another process (the sqlite3 shell) while a server runs is
+// not supported. Lists across services (ListInstances of an application or
+// of all, ListInstancesIn) read the file.
+//
 // # Files and health
 //
 // Open creates the database with mode 0600 and tightens existing files to

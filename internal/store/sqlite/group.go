@@ -113,9 +113,7 @@ func (s *Store) commitGroup(reqs []*writeReq) {
 	}
 	var wt *wtx
 	failAll := func(err error) {
-		if wt != nil { // what the transaction wrote is unsure
-			s.instances.forget(wt.inst.touched)
-		}
+		// The transaction is rolled back: the cache never saw its rows.
 		err = s.health.wrote(err)
 		for _, r := range live {
 			r.finish(err)
@@ -174,23 +172,21 @@ func (s *Store) commitGroup(reqs []*writeReq) {
 	// or replaced: nobody would ever read it again (B4).
 	if err := s.health.checkFiles(); err != nil {
 		_ = tx.Rollback()
-		s.instances.forget(wt.inst.touched)
 		for _, r := range live {
 			r.finish(err)
 		}
 		return
 	}
-	if err := s.health.wrote(tx.Commit()); err != nil {
-		s.instances.forget(wt.inst.touched)
+	// From the commit until the cache has its rows, reads of the services
+	// it writes go to the file.
+	s.instances.committing(wt.inst.touched)
+	err = s.health.wrote(tx.Commit())
+	s.instances.done(&wt.inst, err == nil)
+	if err != nil {
 		for _, r := range live {
 			r.finish(err)
 		}
 		return
-	}
-	if wt.inst.all {
-		s.instances.forget(nil)
-	} else {
-		s.instances.committed(wt.inst.written, wt.inst.touched)
 	}
 	for i, r := range live {
 		r.finish(s.health.wrote(errs[i]))

@@ -36,6 +36,9 @@ type svcKey struct{ app, svc string }
 
 type cachedService struct {
 	gen uint64
+	// pending counts commits under way that write the service: until
+	// they end, reads go to the file (which may already hold them).
+	pending int
 	// list is the service's instances ordered by release channel, valid
 	// when ok.
 	list []store.Instance
@@ -61,7 +64,7 @@ func (c *instanceCache) list(app, svc string) (out []store.Instance, gen uint64,
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.entryLocked(svcKey{app, svc})
-	if !e.ok {
+	if !e.ok || e.pending > 0 {
 		return nil, e.gen, false
 	}
 	out = make([]store.Instance, len(e.list))
@@ -77,7 +80,7 @@ func (c *instanceCache) get(app, svc, rc string) (inst store.Instance, found, kn
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.svcs[svcKey{app, svc}]
-	if e == nil || !e.ok {
+	if e == nil || !e.ok || e.pending > 0 {
 		return store.Instance{}, false, false
 	}
 	if i, ok := findChannel(e.list, rc); ok {
@@ -93,7 +96,7 @@ func (c *instanceCache) fill(app, svc string, gen uint64, list []store.Instance)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.entryLocked(svcKey{app, svc})
-	if e.gen != gen || e.ok {
+	if e.gen != gen || e.ok || e.pending > 0 {
 		return
 	}
 	c.makeRoomLocked(len(list))
@@ -111,22 +114,46 @@ func (c *instanceCache) makeRoomLocked(n int) {
 		if c.held+n <= limit {
 			return
 		}
-		if e.ok {
-			c.held -= len(e.list)
-			e.list, e.ok = nil, false
-		}
+		c.dropLocked(e)
 	}
 }
 
-// committed takes in the instances a commit wrote (as stored), and raises
-// the generation of every service in touched.
-func (c *instanceCache) committed(written []store.Instance, touched []svcKey) {
+// committing marks the services a commit writes as changing: reads go to
+// the file until done.
+func (c *instanceCache) committing(touched []svcKey) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, k := range touched {
-		c.entryLocked(k).gen++
+		e := c.entryLocked(k)
+		e.pending++
+		e.gen++
 	}
-	for _, in := range written {
+}
+
+// done ends a commit marked by committing: committed, its rows are taken
+// in; else what it touched is dropped (what the file holds is unsure).
+func (c *instanceCache) done(w *instWrites, committed bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, k := range w.touched {
+		e := c.entryLocked(k)
+		e.pending--
+		e.gen++
+		if !committed {
+			c.dropLocked(e)
+		}
+	}
+	if w.all {
+		for _, e := range c.svcs {
+			e.gen++
+			c.dropLocked(e)
+		}
+		return
+	}
+	if !committed {
+		return
+	}
+	for _, in := range w.written {
 		e := c.entryLocked(svcKey{in.Application, in.Service})
 		if !e.ok {
 			continue
@@ -149,27 +176,10 @@ func (c *instanceCache) committed(written []store.Instance, touched []svcKey) {
 	}
 }
 
-// forget drops the cached instances of the services in touched (after a
-// commit that failed, when what the file holds is unsure), or of every
-// service when touched is nil (after an import).
-func (c *instanceCache) forget(touched []svcKey) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	drop := func(e *cachedService) {
-		e.gen++
-		if e.ok {
-			c.held -= len(e.list)
-			e.list, e.ok = nil, false
-		}
-	}
-	if touched == nil {
-		for _, e := range c.svcs {
-			drop(e)
-		}
-		return
-	}
-	for _, k := range touched {
-		drop(c.entryLocked(k))
+func (c *instanceCache) dropLocked(e *cachedService) {
+	if e.ok {
+		c.held -= len(e.list)
+		e.list, e.ok = nil, false
 	}
 }
 
@@ -231,11 +241,10 @@ func storedInstance(in store.Instance, updatedAt time.Time) (store.Instance, err
 	for _, t := range []*time.Time{&out.LastApplyAt, &out.ConvergedAt, &out.UpdatedAt, &out.AppliedAt} {
 		*t = storedTime(*t)
 	}
-	out.Satisfied = nil
-	if len(in.Satisfied) > 0 {
-		out.Satisfied = slices.Clone(in.Satisfied)
+	out.Satisfied, out.Checks = nil, nil
+	if err := (scanJSON{&out.Satisfied}).Scan(dbStrings(in.Satisfied)); err != nil {
+		return store.Instance{}, err
 	}
-	out.Checks = nil
 	if err := (scanJSON{&out.Checks}).Scan(dbChecks(in.Checks)); err != nil {
 		return store.Instance{}, err
 	}

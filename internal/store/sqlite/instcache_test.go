@@ -33,7 +33,7 @@ func TestInstanceCacheMatchesTheFile(t *testing.T) {
 	t.Parallel()
 	s, _ := openTemp(t)
 	t.Cleanup(func() { _ = s.Close() })
-	s.instances.limit = 25
+	s.instances.limit = 10
 	ctx := t.Context()
 	const services, channels, writers, rounds = 6, 4, 8, 40
 	errFail := errors.New("fails after writing")
