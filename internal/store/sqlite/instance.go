@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/drover-dev/drover/internal/store"
@@ -166,25 +167,77 @@ var (
 	}()
 )
 
+// instanceArgs are in's instanceColumns values, with revision as given.
+func instanceArgs(in store.Instance, updatedAt time.Time, revision int64) []any {
+	return []any{in.Application, in.Service, in.ReleaseChannel, in.DesiredStateID, in.TargetStateID, in.TargetVersion,
+		in.CurrentStateID, in.CurrentVersion, string(in.Status), string(in.Reason), in.Message, in.Paused, in.ApplyAttempts,
+		dbTime(in.LastApplyAt), dbTime(in.ConvergedAt), dbTime(updatedAt), in.PreviousStateID, in.PreviousVersion,
+		in.DesiredVersion, dbStrings(in.Satisfied), in.RollbackFrom, in.RollbackReason, in.FailedVersion, in.Healed,
+		in.ActionSeq, in.ActionPending, dbTime(in.AppliedAt), dbChecks(in.Checks), revision}
+}
+
+// instanceCols are the instanceColumns, by position.
+var instanceCols = strings.Split(instanceColumns, ", ")
+
+// changedUpdate is the UPDATE of the columns whose values differ between
+// old and args (instanceArgs of the stored row and of the new one) and its
+// arguments: a write usually changes a few of the 26 columns, and binding
+// all of them costs more than the rest of the statement. Statements are
+// kept per set of columns (a few dozen occur).
+func changedUpdate(old, args []any, revision int64) (string, []any) {
+	var mask uint64
+	for i := 3; i < len(args); i++ {
+		if old[i] != args[i] {
+			mask |= 1 << i
+		}
+	}
+	q, ok := changedUpdates.Load(mask)
+	if !ok {
+		var set []string
+		n := 3
+		for i := 3; i < len(args); i++ {
+			if mask&(1<<i) != 0 {
+				n++
+				set = append(set, fmt.Sprintf("%s = ?%d", instanceCols[i], n))
+			}
+		}
+		q, _ = changedUpdates.LoadOrStore(mask, fmt.Sprintf("UPDATE instances SET %s WHERE application = ?1 AND service = ?2 AND release_channel = ?3 AND revision = ?%d",
+			strings.Join(set, ", "), n+1))
+	}
+	out := make([]any, 0, 8)
+	out = append(out, args[:3]...)
+	for i := 3; i < len(args); i++ {
+		if mask&(1<<i) != 0 {
+			out = append(out, args[i])
+		}
+	}
+	return q.(string), append(out, revision)
+}
+
+var changedUpdates sync.Map // column mask -> UPDATE statement
+
 // putInstance creates (Revision 0) or updates (Revision = the stored one) in.
 func (s *Store) putInstance(ctx context.Context, tx *wtx, in store.Instance, t time.Time) error {
 	updatedAt := in.UpdatedAt
 	if updatedAt.IsZero() {
 		updatedAt = t
 	}
-	args := []any{in.Application, in.Service, in.ReleaseChannel, in.DesiredStateID, in.TargetStateID, in.TargetVersion,
-		in.CurrentStateID, in.CurrentVersion, in.Status, in.Reason, in.Message, in.Paused, in.ApplyAttempts,
-		dbTime(in.LastApplyAt), dbTime(in.ConvergedAt), dbTime(updatedAt), in.PreviousStateID, in.PreviousVersion,
-		in.DesiredVersion, dbStrings(in.Satisfied), in.RollbackFrom, in.RollbackReason, in.FailedVersion, in.Healed,
-		in.ActionSeq, in.ActionPending, dbTime(in.AppliedAt), dbChecks(in.Checks), in.Revision + 1}
+	args := instanceArgs(in, updatedAt, in.Revision+1)
 	var (
 		res sql.Result
 		err error
 	)
 	tx.inst.touched = append(tx.inst.touched, svcKey{in.Application, in.Service})
-	if in.Revision == 0 {
+	switch old, cached := s.instances.at(in.Application, in.Service, in.ReleaseChannel, in.Revision); {
+	case in.Revision == 0:
 		res, err = tx.ExecContext(ctx, insertInstance, args...)
-	} else {
+	case cached:
+		// The row as stored (the cache is the file's): set what changed.
+		// If the file moved on meanwhile, the revision check refuses it
+		// as any update.
+		q, qargs := changedUpdate(instanceArgs(old, old.UpdatedAt, old.Revision), args, in.Revision)
+		res, err = tx.ExecContext(ctx, q, qargs...)
+	default:
 		res, err = tx.ExecContext(ctx, updateInstance, append(args, in.Revision)...)
 	}
 	if err != nil {

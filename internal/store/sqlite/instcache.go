@@ -89,6 +89,23 @@ func (c *instanceCache) get(app, svc, rc string) (inst store.Instance, found, kn
 	return store.Instance{}, false, true
 }
 
+// at returns the cached row of an instance if it is at revision rev, for a
+// write transaction (whose commits are the only ones: no commit is under
+// way while it runs).
+func (c *instanceCache) at(app, svc, rc string, rev int64) (store.Instance, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.svcs[svcKey{app, svc}]
+	if e == nil || !e.ok || e.pending > 0 {
+		return store.Instance{}, false
+	}
+	i, ok := findChannel(e.list, rc)
+	if !ok || e.list[i].Revision != rev {
+		return store.Instance{}, false
+	}
+	return e.list[i], true
+}
+
 // fill caches list, read from the database, unless a write to the service
 // committed since gen was taken. list is kept: the caller must not use it
 // afterwards (ListInstances returns copies).

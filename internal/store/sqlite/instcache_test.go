@@ -66,6 +66,16 @@ func TestInstanceCacheMatchesTheFile(t *testing.T) {
 					in.Message = fmt.Sprintf("writer %d", w)
 					in.Satisfied = append(in.Satisfied, fmt.Sprintf("x@%d", r.IntN(9)))
 					in.LastApplyAt = time.Now().In(time.FixedZone("elsewhere", 3600))
+					// Columns that change now and then, to nothing as well
+					// (a write sets only what changed).
+					switch r.IntN(4) {
+					case 0:
+						in.TargetVersion, in.ConvergedAt, in.Paused = fmt.Sprintf("v%d", r.IntN(3)), time.Time{}, !in.Paused
+					case 1:
+						in.ApplyAttempts, in.Healed, in.ConvergedAt = r.IntN(3), in.Healed+1, time.Now()
+					case 2:
+						in.Satisfied, in.Checks, in.Reason = nil, nil, ds.Reason(fmt.Sprint(r.IntN(2)))
+					}
 					if r.IntN(3) == 0 {
 						in.Checks = []store.CheckResult{{Key: "k", DesiredStateID: "d1", Passed: true, At: time.Now(), Runs: r.IntN(4)}}
 					}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/drover-dev/drover/internal/store"
+	sqlite3 "modernc.org/sqlite"
+	sqlitelib "modernc.org/sqlite/lib"
 )
 
 // ClaimLease implements store.Store.
@@ -129,17 +131,19 @@ func insertTasks(ctx context.Context, tx *wtx, tasks []store.Task, t time.Time) 
 		if task.Key == "" || task.Kind == "" {
 			return nil, fmt.Errorf("task: key and kind are required")
 		}
-		var open int64
-		err := tx.QueryRowContext(ctx, "SELECT id FROM tasks WHERE key = ? AND instance = ? AND status IN ('pending', 'running')",
-			task.Key, task.Instance).Scan(&open)
-		switch {
-		case err == nil:
-			return nil, fmt.Errorf("task %s %s/%s: task %d is still open: %w", task.Kind, task.Key, task.Instance, open, store.ErrConflict)
-		case !errors.Is(err, sql.ErrNoRows):
-			return nil, err
-		}
+		// The unique index of open tasks refuses a second one for the
+		// instance; only then is the open one looked up, to name it.
 		res, err := tx.ExecContext(ctx, "INSERT INTO tasks (key, instance, kind, payload, status, created_at) VALUES (?, ?, ?, ?, ?, ?)",
 			task.Key, task.Instance, task.Kind, dbBytes(task.Payload), store.TaskPending, dbTime(t))
+		var se *sqlite3.Error
+		if errors.As(err, &se) && se.Code() == sqlitelib.SQLITE_CONSTRAINT_UNIQUE {
+			var open int64
+			if qerr := tx.QueryRowContext(ctx, "SELECT id FROM tasks WHERE key = ? AND instance = ? AND status IN ('pending', 'running')",
+				task.Key, task.Instance).Scan(&open); qerr != nil {
+				return nil, errors.Join(err, qerr)
+			}
+			return nil, fmt.Errorf("task %s %s/%s: task %d is still open: %w", task.Kind, task.Key, task.Instance, open, store.ErrConflict)
+		}
 		if err != nil {
 			return nil, err
 		}
