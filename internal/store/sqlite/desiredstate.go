@@ -77,6 +77,7 @@ func (s *Store) CreateDesiredState(ctx context.Context, ds store.DesiredState, e
 		if err != nil {
 			return err
 		}
+		tx.inst.replaced = append(tx.inst.replaced, svcKey{ds.Application, ds.Service})
 		// The foreign key on replaced_by is deferred to the commit, so the
 		// previous active state can point at ds before ds is inserted (the
 		// unique index on active states forbids the reverse order).
@@ -125,12 +126,17 @@ func (s *Store) GetDesiredState(ctx context.Context, id string) (store.DesiredSt
 
 // ActiveDesiredState implements store.Store.
 func (s *Store) ActiveDesiredState(ctx context.Context, application, service string) (store.DesiredState, error) {
+	ds, gen, ok := s.instances.activeState(application, service)
+	if ok {
+		return ds, nil
+	}
 	ds, err := scanDesiredState(s.reads.QueryRowContext(ctx,
 		selectDesiredStateHead+" WHERE application = ? AND service = ? AND replaced_by IS NULL",
 		application, service))
 	if err != nil {
 		return store.DesiredState{}, fmt.Errorf("active desired state of %s/%s: %w", application, service, notFound(err))
 	}
+	s.instances.fillActive(application, service, gen, ds)
 	return ds, nil
 }
 

@@ -350,6 +350,7 @@ func importDesired(ctx context.Context, tx *wtx, r dump.DesiredState) error {
 		}
 		channels = string(b)
 	}
+	tx.inst.all = true
 	_, err := tx.ExecContext(ctx, importDesiredState, r.ID, r.Application, r.Service, r.Version, r.ConfigVersion,
 		dbBytes(r.Params), r.Rollback, channels, r.CreatedBy, dbTime(r.CreatedAt), nullString(r.ReplacedBy),
 		nullString(r.CompiledFrom), dbTime(r.PrunedAt))

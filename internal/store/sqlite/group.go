@@ -149,10 +149,10 @@ func (s *Store) commitGroup(reqs []*writeReq) {
 			failAll(err)
 			return
 		}
-		written, touched := wt.inst.mark()
+		mark := wt.inst.mark()
 		errs[i] = runFn(r.fn, wt)
 		if errs[i] != nil {
-			wt.inst.rollback(written, touched)
+			wt.inst.rollback(mark)
 			// SQLite rolls a whole transaction back on some errors (a full
 			// disk, I/O): then the savepoint is gone with what the group
 			// wrote so far, and the group fails.
@@ -179,7 +179,7 @@ func (s *Store) commitGroup(reqs []*writeReq) {
 	}
 	// From the commit until the cache has its rows, reads of the services
 	// it writes go to the file.
-	s.instances.committing(wt.inst.touched)
+	s.instances.committing(&wt.inst)
 	err = s.health.wrote(tx.Commit())
 	s.instances.done(&wt.inst, err == nil)
 	if err != nil {

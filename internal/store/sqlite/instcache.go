@@ -18,6 +18,10 @@ import (
 // A miss reads the database and fills the cache only if no write to the
 // service committed meanwhile: each service has a generation, raised by
 // every commit that writes it, read before the query and compared after.
+//
+// The same entries keep each service's active desired state (without its
+// compiled form), which the engine reads on every pass: a push
+// (CreateDesiredState) or an import drops it, the next read fills it.
 
 // cacheLimit bounds the instances kept; beyond it, services are dropped
 // (they are read again from the database on their next miss).
@@ -43,6 +47,9 @@ type cachedService struct {
 	// when ok.
 	list []store.Instance
 	ok   bool
+	// active is the service's active desired state, valid when activeOK.
+	active   store.DesiredState
+	activeOK bool
 }
 
 // entryLocked returns k's entry, creating it.
@@ -106,6 +113,37 @@ func (c *instanceCache) at(app, svc, rc string, rev int64) (store.Instance, bool
 	return e.list[i], true
 }
 
+// activeState returns a copy of the cached active desired state of a
+// service, or ok false with the generation to pass to fillActive.
+func (c *instanceCache) activeState(app, svc string) (store.DesiredState, uint64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entryLocked(svcKey{app, svc})
+	if !e.activeOK || e.pending > 0 {
+		return store.DesiredState{}, e.gen, false
+	}
+	return cloneDesiredState(e.active), 0, true
+}
+
+// fillActive caches rec, read from the database, unless a write to the
+// service committed since gen was taken.
+func (c *instanceCache) fillActive(app, svc string, gen uint64, rec store.DesiredState) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entryLocked(svcKey{app, svc})
+	if e.gen != gen || e.pending > 0 {
+		return
+	}
+	e.active, e.activeOK = cloneDesiredState(rec), true
+}
+
+func cloneDesiredState(d store.DesiredState) store.DesiredState {
+	d.Compiled = slices.Clone(d.Compiled)
+	d.Params = slices.Clone(d.Params)
+	d.ReleaseChannels = slices.Clone(d.ReleaseChannels)
+	return d
+}
+
 // fill caches list, read from the database, unless a write to the service
 // committed since gen was taken. list is kept: the caller must not use it
 // afterwards (ListInstances returns copies).
@@ -137,10 +175,10 @@ func (c *instanceCache) makeRoomLocked(n int) {
 
 // committing marks the services a commit writes as changing: reads go to
 // the file until done.
-func (c *instanceCache) committing(touched []svcKey) {
+func (c *instanceCache) committing(w *instWrites) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, k := range touched {
+	for _, k := range append(w.touched[:len(w.touched):len(w.touched)], w.replaced...) {
 		e := c.entryLocked(k)
 		e.pending++
 		e.gen++
@@ -160,10 +198,17 @@ func (c *instanceCache) done(w *instWrites, committed bool) {
 			c.dropLocked(e)
 		}
 	}
+	for _, k := range w.replaced {
+		e := c.entryLocked(k)
+		e.pending--
+		e.gen++
+		e.active, e.activeOK = store.DesiredState{}, false
+	}
 	if w.all {
 		for _, e := range c.svcs {
 			e.gen++
 			c.dropLocked(e)
+			e.active, e.activeOK = store.DesiredState{}, false
 		}
 		return
 	}
@@ -205,17 +250,19 @@ func (c *instanceCache) dropLocked(e *cachedService) {
 type instWrites struct {
 	// written are the rows written, as stored.
 	written []store.Instance
-	// touched are the services written to.
+	// touched are the services whose instances were written to.
 	touched []svcKey
+	// replaced are the services whose active desired state changed.
+	replaced []svcKey
 	// all says every service may have changed (an import).
 	all bool
 }
 
 // mark and rollback drop what a request rolled back to its savepoint wrote.
-func (w *instWrites) mark() (int, int) { return len(w.written), len(w.touched) }
+func (w *instWrites) mark() [3]int { return [3]int{len(w.written), len(w.touched), len(w.replaced)} }
 
-func (w *instWrites) rollback(written, touched int) {
-	w.written, w.touched = w.written[:written], w.touched[:touched]
+func (w *instWrites) rollback(m [3]int) {
+	w.written, w.touched, w.replaced = w.written[:m[0]], w.touched[:m[1]], w.replaced[:m[2]]
 }
 
 // findChannel returns the index of release channel rc in list (ordered by

@@ -169,3 +169,61 @@ func TestStoredTime(t *testing.T) {
 		}
 	}
 }
+
+// TestActiveStateCacheFollowsPushes: pushes from several writers while
+// readers read the active desired state: afterwards (and after each push)
+// it is the one the file says is active.
+func TestActiveStateCacheFollowsPushes(t *testing.T) {
+	t.Parallel()
+	s, _ := openTemp(t)
+	t.Cleanup(func() { _ = s.Close() })
+	ctx := t.Context()
+	fromFile := func(svc string) store.DesiredState {
+		t.Helper()
+		d, err := scanDesiredState(s.reads.QueryRowContext(ctx,
+			selectDesiredStateHead+" WHERE application = 'app' AND service = ? AND replaced_by IS NULL", svc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range 15 {
+				svc := fmt.Sprintf("svc-%d", i%3)
+				if _, err := s.ActiveDesiredState(ctx, "app", svc); err != nil && !errors.Is(err, store.ErrNotFound) {
+					t.Error(err)
+					return
+				}
+				d := store.DesiredState{ID: fmt.Sprintf("ds-%d-%d", w, i), Application: "app", Service: svc, Version: fmt.Sprint(i),
+					Params: []byte(`{"w":1}`), ReleaseChannels: []string{"a", "b"}, Compiled: []byte(`{}`)}
+				if err := s.CreateDesiredState(ctx, d); err != nil {
+					t.Error(err)
+					return
+				}
+				got, err := s.ActiveDesiredState(ctx, "app", svc)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if got.ReplacedBy != "" {
+					t.Errorf("active desired state %s is replaced by %s", got.ID, got.ReplacedBy)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for i := range 3 {
+		svc := fmt.Sprintf("svc-%d", i)
+		for range 2 { // a miss, then a hit
+			got, err := s.ActiveDesiredState(ctx, "app", svc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := fromFile(svc); !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s: active desired state %+v, the file says %+v", svc, got, want)
+			}
+		}
+	}
+}
