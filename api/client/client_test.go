@@ -109,7 +109,7 @@ func TestEachService(t *testing.T) {
 		"/broken": `{"services":[{"application":"a","service":"x","status":"CONVERGED"},{"appl`,
 	}
 	list := func(name string, fn func(*apiv1.ServiceStatus) error) error {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = io.WriteString(w, bodies["/"+name])
 		}))

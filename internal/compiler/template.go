@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/drover-dev/drover/internal/manifest"
 	"regexp"
 	"strconv"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"text/template"
 
 	"github.com/drover-dev/drover/internal/config"
+	"github.com/drover-dev/drover/internal/manifest"
 )
 
 // Data is what templates see: {{.Params.x}}, {{.Constants.y}}, {{.Builtins.z}}.

@@ -38,7 +38,7 @@ func fingerprint(o store.Observation) uint64 {
 	)
 	h.SetSeed(fingerprintSeed)
 	num := func(n int64) {
-		binary.LittleEndian.PutUint64(buf[:], uint64(n))
+		binary.LittleEndian.PutUint64(buf[:], uint64(n)) //nolint:gosec // G115: the bits are hashed, a negative number as well as any
 		_, _ = h.Write(buf[:])
 	}
 	str := func(s string) {

@@ -7,9 +7,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/drover-dev/drover/internal/store"
 	sqlite3 "modernc.org/sqlite"
 	sqlitelib "modernc.org/sqlite/lib"
+
+	"github.com/drover-dev/drover/internal/store"
 )
 
 // ClaimLease implements store.Store.
