@@ -5,10 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	ds "github.com/drover-dev/drover/internal/desiredstate"
 	"github.com/drover-dev/drover/internal/store"
 )
 
@@ -176,18 +178,67 @@ func instanceArgs(in store.Instance, updatedAt time.Time, revision int64) []any 
 		in.ActionSeq, in.ActionPending, dbTime(in.AppliedAt), dbChecks(in.Checks), revision}
 }
 
-// instanceCols are the instanceColumns, by position.
-var instanceCols = strings.Split(instanceColumns, ", ")
+// instanceColumn is one of instanceColumns after the key: its value in an
+// instance as instanceArgs encodes it, and whether two instances as stored
+// hold the same in it.
+type instanceColumn struct {
+	name string
+	arg  func(in *store.Instance) any
+	same func(a, b *store.Instance) bool
+}
 
-// changedUpdate is the UPDATE of the columns whose values differ between
-// old and args (instanceArgs of the stored row and of the new one) and its
-// arguments: a write usually changes a few of the 26 columns, and binding
-// all of them costs more than the rest of the statement. Statements are
-// kept per set of columns (a few dozen occur).
-func changedUpdate(old, args []any, revision int64) (string, []any) {
+func column[T comparable](name string, field func(*store.Instance) *T, enc func(T) any) instanceColumn {
+	return instanceColumn{name: name,
+		arg:  func(in *store.Instance) any { return enc(*field(in)) },
+		same: func(a, b *store.Instance) bool { return *field(a) == *field(b) }}
+}
+
+func plain[T any](v T) any { return v }
+
+func text[T ~string](v T) any { return string(v) }
+
+// updatedColumns are instanceColumns after the key, in order (a test checks
+// them against instanceColumns and instanceArgs).
+var updatedColumns = []instanceColumn{
+	column("desired_state_id", func(i *store.Instance) *string { return &i.DesiredStateID }, plain),
+	column("target_state_id", func(i *store.Instance) *string { return &i.TargetStateID }, plain),
+	column("target_version", func(i *store.Instance) *string { return &i.TargetVersion }, plain),
+	column("current_state_id", func(i *store.Instance) *string { return &i.CurrentStateID }, plain),
+	column("current_version", func(i *store.Instance) *string { return &i.CurrentVersion }, plain),
+	column("status", func(i *store.Instance) *ds.Status { return &i.Status }, text),
+	column("reason", func(i *store.Instance) *ds.Reason { return &i.Reason }, text),
+	column("message", func(i *store.Instance) *string { return &i.Message }, plain),
+	column("paused", func(i *store.Instance) *bool { return &i.Paused }, plain),
+	column("apply_attempts", func(i *store.Instance) *int { return &i.ApplyAttempts }, plain),
+	column("last_apply_at", func(i *store.Instance) *time.Time { return &i.LastApplyAt }, dbTime),
+	column("converged_at", func(i *store.Instance) *time.Time { return &i.ConvergedAt }, dbTime),
+	column("updated_at", func(i *store.Instance) *time.Time { return &i.UpdatedAt }, dbTime),
+	column("previous_state_id", func(i *store.Instance) *string { return &i.PreviousStateID }, plain),
+	column("previous_version", func(i *store.Instance) *string { return &i.PreviousVersion }, plain),
+	column("desired_version", func(i *store.Instance) *string { return &i.DesiredVersion }, plain),
+	{name: "satisfied", arg: func(i *store.Instance) any { return dbStrings(i.Satisfied) },
+		same: func(a, b *store.Instance) bool { return slices.Equal(a.Satisfied, b.Satisfied) }},
+	column("rollback_from", func(i *store.Instance) *string { return &i.RollbackFrom }, plain),
+	column("rollback_reason", func(i *store.Instance) *string { return &i.RollbackReason }, plain),
+	column("failed_version", func(i *store.Instance) *string { return &i.FailedVersion }, plain),
+	column("healed", func(i *store.Instance) *int { return &i.Healed }, plain),
+	column("action_seq", func(i *store.Instance) *int { return &i.ActionSeq }, plain),
+	column("action_pending", func(i *store.Instance) *bool { return &i.ActionPending }, plain),
+	column("applied_at", func(i *store.Instance) *time.Time { return &i.AppliedAt }, dbTime),
+	{name: "checks", arg: func(i *store.Instance) any { return dbChecks(i.Checks) },
+		same: func(a, b *store.Instance) bool { return slices.Equal(a.Checks, b.Checks) }},
+	column("revision", func(i *store.Instance) *int64 { return &i.Revision }, plain),
+}
+
+// changedUpdate is the UPDATE of the columns in which old and stored (both
+// as stored) differ, with its arguments taken from in: a write usually
+// changes a few of the 26 columns, and binding all of them costs more
+// than the rest of the statement. Statements are kept per set of columns
+// (a few dozen occur).
+func changedUpdate(old, stored, in *store.Instance) (string, []any) {
 	var mask uint64
-	for i := 3; i < len(args); i++ {
-		if old[i] != args[i] {
+	for i, c := range updatedColumns {
+		if !c.same(old, stored) {
 			mask |= 1 << i
 		}
 	}
@@ -195,23 +246,23 @@ func changedUpdate(old, args []any, revision int64) (string, []any) {
 	if !ok {
 		var set []string
 		n := 3
-		for i := 3; i < len(args); i++ {
+		for i, c := range updatedColumns {
 			if mask&(1<<i) != 0 {
 				n++
-				set = append(set, fmt.Sprintf("%s = ?%d", instanceCols[i], n))
+				set = append(set, fmt.Sprintf("%s = ?%d", c.name, n))
 			}
 		}
 		q, _ = changedUpdates.LoadOrStore(mask, fmt.Sprintf("UPDATE instances SET %s WHERE application = ?1 AND service = ?2 AND release_channel = ?3 AND revision = ?%d",
 			strings.Join(set, ", "), n+1))
 	}
-	out := make([]any, 0, 8)
-	out = append(out, args[:3]...)
-	for i := 3; i < len(args); i++ {
+	args := make([]any, 0, 12)
+	args = append(args, in.Application, in.Service, in.ReleaseChannel)
+	for i, c := range updatedColumns {
 		if mask&(1<<i) != 0 {
-			out = append(out, args[i])
+			args = append(args, c.arg(in))
 		}
 	}
-	return q.(string), append(out, revision)
+	return q.(string), append(args, old.Revision)
 }
 
 var changedUpdates sync.Map // column mask -> UPDATE statement
@@ -222,23 +273,25 @@ func (s *Store) putInstance(ctx context.Context, tx *wtx, in store.Instance, t t
 	if updatedAt.IsZero() {
 		updatedAt = t
 	}
-	args := instanceArgs(in, updatedAt, in.Revision+1)
-	var (
-		res sql.Result
-		err error
-	)
+	stored, err := storedInstance(in, updatedAt)
+	if err != nil {
+		return err
+	}
+	var res sql.Result
 	tx.inst.touched = append(tx.inst.touched, svcKey{in.Application, in.Service})
 	switch old, cached := s.instances.at(in.Application, in.Service, in.ReleaseChannel, in.Revision); {
 	case in.Revision == 0:
-		res, err = tx.ExecContext(ctx, insertInstance, args...)
+		res, err = tx.ExecContext(ctx, insertInstance, instanceArgs(in, updatedAt, 1)...)
 	case cached:
 		// The row as stored (the cache is the file's): set what changed.
 		// If the file moved on meanwhile, the revision check refuses it
 		// as any update.
-		q, qargs := changedUpdate(instanceArgs(old, old.UpdatedAt, old.Revision), args, in.Revision)
-		res, err = tx.ExecContext(ctx, q, qargs...)
+		next := in
+		next.UpdatedAt, next.Revision = updatedAt, in.Revision+1
+		q, args := changedUpdate(&old, &stored, &next)
+		res, err = tx.ExecContext(ctx, q, args...)
 	default:
-		res, err = tx.ExecContext(ctx, updateInstance, append(args, in.Revision)...)
+		res, err = tx.ExecContext(ctx, updateInstance, append(instanceArgs(in, updatedAt, in.Revision+1), in.Revision)...)
 	}
 	if err != nil {
 		return fmt.Errorf("instance %s/%s/%s: %w", in.Application, in.Service, in.ReleaseChannel, err)
@@ -248,16 +301,12 @@ func (s *Store) putInstance(ctx context.Context, tx *wtx, in store.Instance, t t
 		return err
 	}
 	if n == 1 {
-		stored, err := storedInstance(in, updatedAt)
-		if err != nil {
-			return err
-		}
 		tx.inst.written = append(tx.inst.written, stored)
 		return nil
 	}
-	var stored int64
+	var storedRev int64
 	err = tx.QueryRowContext(ctx, "SELECT revision FROM instances WHERE application = ? AND service = ? AND release_channel = ?",
-		in.Application, in.Service, in.ReleaseChannel).Scan(&stored)
+		in.Application, in.Service, in.ReleaseChannel).Scan(&storedRev)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return fmt.Errorf("instance %s/%s/%s: revision %d given but the instance does not exist: %w",
@@ -266,7 +315,7 @@ func (s *Store) putInstance(ctx context.Context, tx *wtx, in store.Instance, t t
 		return err
 	}
 	return fmt.Errorf("instance %s/%s/%s: revision %d given, stored %d: %w",
-		in.Application, in.Service, in.ReleaseChannel, in.Revision, stored, store.ErrConflict)
+		in.Application, in.Service, in.ReleaseChannel, in.Revision, storedRev, store.ErrConflict)
 }
 
 // byService completes query, a SELECT of a table keyed by application,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -224,6 +225,37 @@ func TestActiveStateCacheFollowsPushes(t *testing.T) {
 			if want := fromFile(svc); !reflect.DeepEqual(got, want) {
 				t.Fatalf("%s: active desired state %+v, the file says %+v", svc, got, want)
 			}
+		}
+	}
+}
+
+// TestUpdatedColumns: the column table of changed-column updates names the
+// instanceColumns after the key, in order, and encodes each as
+// instanceArgs does.
+func TestUpdatedColumns(t *testing.T) {
+	t.Parallel()
+	names := strings.Split(instanceColumns, ", ")[3:]
+	if len(names) != len(updatedColumns) {
+		t.Fatalf("%d columns in the table, %d after the key", len(updatedColumns), len(names))
+	}
+	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
+	in := store.Instance{Application: "a", Service: "s", ReleaseChannel: "r", DesiredStateID: "d", TargetStateID: "ts",
+		TargetVersion: "tv", CurrentStateID: "cs", CurrentVersion: "cv", Status: ds.StatusConverged, Reason: ds.Reason("R"),
+		Message: "m", Paused: true, ApplyAttempts: 2, LastApplyAt: at, ConvergedAt: at.Add(1), UpdatedAt: at.Add(2),
+		PreviousStateID: "ps", PreviousVersion: "pv", DesiredVersion: "dv", Satisfied: []string{"x@1"}, RollbackFrom: "rf",
+		RollbackReason: "rr", FailedVersion: "fv", Healed: 3, ActionSeq: 4, ActionPending: true, AppliedAt: at.Add(3),
+		Checks: []store.CheckResult{{Key: "k", At: at}}, Revision: 9}
+	args := instanceArgs(in, in.UpdatedAt, in.Revision)[3:]
+	for i, c := range updatedColumns {
+		if c.name != names[i] {
+			t.Errorf("column %d: %s in the table, %s in instanceColumns", i, c.name, names[i])
+		}
+		if got := c.arg(&in); !reflect.DeepEqual(got, args[i]) {
+			t.Errorf("column %s: %#v, instanceArgs has %#v", c.name, got, args[i])
+		}
+		var zero store.Instance
+		if c.same(&in, &zero) {
+			t.Errorf("column %s: the same in an instance and in the zero one", c.name)
 		}
 	}
 }
