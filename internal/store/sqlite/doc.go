@@ -30,9 +30,9 @@
 //
 // # Instance cache
 //
-// The store keeps each service's instances in memory once read (up to
-// 250,000 instances), so that the engine's passes and task completions read
-// them without a query: every instance write goes through the write
+// The store keeps each service's instances (up to 250,000) and its active
+// desired state in memory once read, so that the engine's passes and task
+// completions read them without a query: every instance write goes through the write
 // transactions here, which put what they committed into the cache, and a
 // read that missed fills it only if no commit touched the service
 // meanwhile (instcache.go). This holds because the store is its file's only
