@@ -236,6 +236,8 @@ var updatedColumns = []instanceColumn{
 // than the rest of the statement. Statements are kept per set of columns
 // (a few dozen occur).
 func changedUpdate(old, stored, in *store.Instance) (string, []any) {
+	// in carries the new revision; the WHERE clause takes the one given,
+	// appended by the caller.
 	var mask uint64
 	for i, c := range updatedColumns {
 		if !c.same(old, stored) {
@@ -262,7 +264,7 @@ func changedUpdate(old, stored, in *store.Instance) (string, []any) {
 			args = append(args, c.arg(in))
 		}
 	}
-	return q.(string), append(args, old.Revision)
+	return q.(string), args
 }
 
 var changedUpdates sync.Map // column mask -> UPDATE statement
@@ -279,7 +281,14 @@ func (s *Store) putInstance(ctx context.Context, tx *wtx, in store.Instance, t t
 	}
 	var res sql.Result
 	tx.inst.touched = append(tx.inst.touched, svcKey{in.Application, in.Service})
-	switch old, cached := s.instances.at(in.Application, in.Service, in.ReleaseChannel, in.Revision); {
+	var (
+		old    store.Instance
+		cached bool
+	)
+	if in.Revision > 0 {
+		old, cached = s.instances.at(in.Application, in.Service, in.ReleaseChannel, in.Revision)
+	}
+	switch {
 	case in.Revision == 0:
 		res, err = tx.ExecContext(ctx, insertInstance, instanceArgs(in, updatedAt, 1)...)
 	case cached:
@@ -289,7 +298,7 @@ func (s *Store) putInstance(ctx context.Context, tx *wtx, in store.Instance, t t
 		next := in
 		next.UpdatedAt, next.Revision = updatedAt, in.Revision+1
 		q, args := changedUpdate(&old, &stored, &next)
-		res, err = tx.ExecContext(ctx, q, args...)
+		res, err = tx.ExecContext(ctx, q, append(args, in.Revision)...)
 	default:
 		res, err = tx.ExecContext(ctx, updateInstance, append(instanceArgs(in, updatedAt, in.Revision+1), in.Revision)...)
 	}

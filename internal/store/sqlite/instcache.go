@@ -34,6 +34,9 @@ type instanceCache struct {
 	held int
 	// limit is cacheLimit, or a test's smaller bound.
 	limit int
+	// importing counts commits under way that may change any service (an
+	// import): until they end, every read goes to the file.
+	importing int
 }
 
 type svcKey struct{ app, svc string }
@@ -71,7 +74,7 @@ func (c *instanceCache) list(app, svc string) (out []store.Instance, gen uint64,
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.entryLocked(svcKey{app, svc})
-	if !e.ok || e.pending > 0 {
+	if !e.ok || e.pending > 0 || c.importing > 0 {
 		return nil, e.gen, false
 	}
 	out = make([]store.Instance, len(e.list))
@@ -87,7 +90,7 @@ func (c *instanceCache) get(app, svc, rc string) (inst store.Instance, found, kn
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.svcs[svcKey{app, svc}]
-	if e == nil || !e.ok || e.pending > 0 {
+	if e == nil || !e.ok || e.pending > 0 || c.importing > 0 {
 		return store.Instance{}, false, false
 	}
 	if i, ok := findChannel(e.list, rc); ok {
@@ -103,7 +106,7 @@ func (c *instanceCache) at(app, svc, rc string, rev int64) (store.Instance, bool
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.svcs[svcKey{app, svc}]
-	if e == nil || !e.ok || e.pending > 0 {
+	if e == nil || !e.ok || e.pending > 0 || c.importing > 0 {
 		return store.Instance{}, false
 	}
 	i, ok := findChannel(e.list, rc)
@@ -119,7 +122,7 @@ func (c *instanceCache) activeState(app, svc string) (store.DesiredState, uint64
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.entryLocked(svcKey{app, svc})
-	if !e.activeOK || e.pending > 0 {
+	if !e.activeOK || e.pending > 0 || c.importing > 0 {
 		return store.DesiredState{}, e.gen, false
 	}
 	return cloneDesiredState(e.active), 0, true
@@ -131,7 +134,7 @@ func (c *instanceCache) fillActive(app, svc string, gen uint64, rec store.Desire
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.entryLocked(svcKey{app, svc})
-	if e.gen != gen || e.pending > 0 {
+	if e.gen != gen || e.pending > 0 || c.importing > 0 {
 		return
 	}
 	e.active, e.activeOK = cloneDesiredState(rec), true
@@ -151,7 +154,7 @@ func (c *instanceCache) fill(app, svc string, gen uint64, list []store.Instance)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.entryLocked(svcKey{app, svc})
-	if e.gen != gen || e.ok || e.pending > 0 {
+	if e.gen != gen || e.ok || e.pending > 0 || c.importing > 0 {
 		return
 	}
 	c.makeRoomLocked(len(list))
@@ -183,6 +186,9 @@ func (c *instanceCache) committing(w *instWrites) {
 		e.pending++
 		e.gen++
 	}
+	if w.all {
+		c.importing++
+	}
 }
 
 // done ends a commit marked by committing: committed, its rows are taken
@@ -205,6 +211,7 @@ func (c *instanceCache) done(w *instWrites, committed bool) {
 		e.active, e.activeOK = store.DesiredState{}, false
 	}
 	if w.all {
+		c.importing--
 		for _, e := range c.svcs {
 			e.gen++
 			c.dropLocked(e)

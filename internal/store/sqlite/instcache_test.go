@@ -253,9 +253,86 @@ func TestUpdatedColumns(t *testing.T) {
 		if got := c.arg(&in); !reflect.DeepEqual(got, args[i]) {
 			t.Errorf("column %s: %#v, instanceArgs has %#v", c.name, got, args[i])
 		}
-		var zero store.Instance
-		if c.same(&in, &zero) {
-			t.Errorf("column %s: the same in an instance and in the zero one", c.name)
+	}
+	// Changing one field makes its column, and only it, differ.
+	change := map[string]func(*store.Instance){
+		"desired_state_id": func(i *store.Instance) { i.DesiredStateID += "x" }, "target_state_id": func(i *store.Instance) { i.TargetStateID += "x" },
+		"target_version": func(i *store.Instance) { i.TargetVersion += "x" }, "current_state_id": func(i *store.Instance) { i.CurrentStateID += "x" },
+		"current_version": func(i *store.Instance) { i.CurrentVersion += "x" }, "status": func(i *store.Instance) { i.Status += "x" },
+		"reason": func(i *store.Instance) { i.Reason += "x" }, "message": func(i *store.Instance) { i.Message += "x" },
+		"paused": func(i *store.Instance) { i.Paused = !i.Paused }, "apply_attempts": func(i *store.Instance) { i.ApplyAttempts++ },
+		"last_apply_at": func(i *store.Instance) { i.LastApplyAt = i.LastApplyAt.Add(1) }, "converged_at": func(i *store.Instance) { i.ConvergedAt = time.Time{} },
+		"updated_at": func(i *store.Instance) { i.UpdatedAt = i.UpdatedAt.Add(1) }, "previous_state_id": func(i *store.Instance) { i.PreviousStateID += "x" },
+		"previous_version": func(i *store.Instance) { i.PreviousVersion += "x" }, "desired_version": func(i *store.Instance) { i.DesiredVersion += "x" },
+		"satisfied": func(i *store.Instance) { i.Satisfied = []string{"x@2"} }, "rollback_from": func(i *store.Instance) { i.RollbackFrom += "x" },
+		"rollback_reason": func(i *store.Instance) { i.RollbackReason += "x" }, "failed_version": func(i *store.Instance) { i.FailedVersion += "x" },
+		"healed": func(i *store.Instance) { i.Healed++ }, "action_seq": func(i *store.Instance) { i.ActionSeq++ },
+		"action_pending": func(i *store.Instance) { i.ActionPending = !i.ActionPending }, "applied_at": func(i *store.Instance) { i.AppliedAt = time.Time{} },
+		"checks": func(i *store.Instance) { i.Checks = []store.CheckResult{{Key: "k", At: at, Runs: 1}} }, "revision": func(i *store.Instance) { i.Revision++ },
+	}
+	for _, c := range updatedColumns {
+		f, ok := change[c.name]
+		if !ok {
+			t.Fatalf("no change for column %s", c.name)
 		}
+		other := in
+		f(&other)
+		for _, d := range updatedColumns {
+			if differs := !d.same(&in, &other); differs != (d.name == c.name) {
+				t.Errorf("changing %s: column %s differs = %v", c.name, d.name, differs)
+			}
+		}
+	}
+}
+
+// TestCacheDuringCommit: between a commit and the cache taking its rows in,
+// reads of the services it writes go to the file and fills are refused; a
+// commit that failed drops the service; an import sends every read to the
+// file until it ends, then drops everything.
+func TestCacheDuringCommit(t *testing.T) {
+	t.Parallel()
+	var c instanceCache
+	row := func(rc string, rev int64) store.Instance {
+		return store.Instance{Application: "a", Service: "s", ReleaseChannel: rc, Revision: rev}
+	}
+	_, gen, _ := c.list("a", "s")
+	c.fill("a", "s", gen, []store.Instance{row("one", 1)})
+	if _, _, ok := c.list("a", "s"); !ok {
+		t.Fatal("filled, yet a miss")
+	}
+	w := &instWrites{written: []store.Instance{row("one", 2), row("two", 1)}, touched: []svcKey{{"a", "s"}}}
+	c.committing(w)
+	_, gen, ok := c.list("a", "s")
+	if ok {
+		t.Fatal("a hit while a commit writing the service is under way")
+	}
+	if _, ok := c.at("a", "s", "one", 1); ok {
+		t.Fatal("at answered while a commit writing the service is under way")
+	}
+	c.fill("a", "s", gen, []store.Instance{row("one", 1)}) // read before the commit: refused
+	c.done(w, true)
+	list, _, ok := c.list("a", "s")
+	if !ok || len(list) != 2 || list[0].Revision != 2 || list[1].ReleaseChannel != "two" {
+		t.Fatalf("after the commit: %+v (hit %v)", list, ok)
+	}
+	w = &instWrites{written: []store.Instance{row("one", 3)}, touched: []svcKey{{"a", "s"}}}
+	c.committing(w)
+	c.done(w, false)
+	if _, _, ok := c.list("a", "s"); ok {
+		t.Fatal("a service a failed commit touched is still cached")
+	}
+	_, gen, _ = c.list("a", "s")
+	c.fill("a", "s", gen, []store.Instance{row("one", 2)})
+	imp := &instWrites{all: true}
+	c.committing(imp)
+	if _, _, ok := c.list("a", "s"); ok {
+		t.Fatal("a hit while an import commits")
+	}
+	c.done(imp, true)
+	if _, _, ok := c.list("a", "s"); ok {
+		t.Fatal("cached after an import")
+	}
+	if c.held != 0 {
+		t.Errorf("%d instances counted as held with none cached", c.held)
 	}
 }

@@ -1175,18 +1175,23 @@ func testListInstances(t *testing.T, s store.Store) {
 	write(t, s, instance("shop", "web", "production"), instance("blog", "web", "production"))
 	write(t, s, instance("shop", "api", "production"))
 	write(t, s, instance("shop", "web", "canary"), instance("shop", "api", "canary"))
-	check := func(app, svc string, want ...string) {
+	// keys names the instances listed, each checked against GetInstance.
+	keys := func(list []store.Instance, what string) []string {
 		t.Helper()
-		list, err := s.ListInstances(ctx, app, svc)
-		must(t, err)
 		var got []string
 		for _, in := range list {
 			got = append(got, in.Application+"/"+in.Service+"/"+in.ReleaseChannel)
 			stored, err := s.GetInstance(ctx, in.Application, in.Service, in.ReleaseChannel)
 			must(t, err)
-			same(t, in, stored, "ListInstances entry")
+			same(t, in, stored, what+" entry")
 		}
-		if !slices.Equal(got, want) {
+		return got
+	}
+	check := func(app, svc string, want ...string) {
+		t.Helper()
+		list, err := s.ListInstances(ctx, app, svc)
+		must(t, err)
+		if got := keys(list, "ListInstances"); !slices.Equal(got, want) {
 			t.Errorf("ListInstances(%q, %q) = %v, want %v", app, svc, got, want)
 		}
 	}
@@ -1203,14 +1208,7 @@ func testListInstances(t *testing.T, s store.Store) {
 		list, err := s.ListInstancesIn(ctx, store.ServiceSpan{First: store.ServiceRef{Application: a1, Service: s1},
 			Last: store.ServiceRef{Application: a2, Service: s2}})
 		must(t, err)
-		var got []string
-		for _, in := range list {
-			got = append(got, in.Application+"/"+in.Service+"/"+in.ReleaseChannel)
-			stored, err := s.GetInstance(ctx, in.Application, in.Service, in.ReleaseChannel)
-			must(t, err)
-			same(t, in, stored, "ListInstancesIn entry")
-		}
-		if !slices.Equal(got, want) {
+		if got := keys(list, "ListInstancesIn"); !slices.Equal(got, want) {
 			t.Errorf("ListInstancesIn(%s/%s to %s/%s) = %v, want %v", a1, s1, a2, s2, got, want)
 		}
 	}
