@@ -145,7 +145,11 @@ func (r *Runtime) load() error {
 		}
 	}
 	if len(r.events) > 0 {
+		// The timer may fire at once, and Tick takes the lock: arm it
+		// under the lock too.
+		r.mu.Lock()
 		r.armLocked(now)
+		r.mu.Unlock()
 	}
 	return nil
 }
