@@ -169,17 +169,20 @@ var (
 	}()
 )
 
-// instanceArgs are in's instanceColumns values, with revision as given.
+// instanceArgs are in's instanceColumns values, with UpdatedAt and
+// Revision as given.
 func instanceArgs(in store.Instance, updatedAt time.Time, revision int64) []any {
-	return []any{in.Application, in.Service, in.ReleaseChannel, in.DesiredStateID, in.TargetStateID, in.TargetVersion,
-		in.CurrentStateID, in.CurrentVersion, string(in.Status), string(in.Reason), in.Message, in.Paused, in.ApplyAttempts,
-		dbTime(in.LastApplyAt), dbTime(in.ConvergedAt), dbTime(updatedAt), in.PreviousStateID, in.PreviousVersion,
-		in.DesiredVersion, dbStrings(in.Satisfied), in.RollbackFrom, in.RollbackReason, in.FailedVersion, in.Healed,
-		in.ActionSeq, in.ActionPending, dbTime(in.AppliedAt), dbChecks(in.Checks), revision}
+	in.UpdatedAt, in.Revision = updatedAt, revision
+	args := make([]any, 0, 3+len(updatedColumns))
+	args = append(args, in.Application, in.Service, in.ReleaseChannel)
+	for _, c := range updatedColumns {
+		args = append(args, c.arg(&in))
+	}
+	return args
 }
 
 // instanceColumn is one of instanceColumns after the key: its value in an
-// instance as instanceArgs encodes it, and whether two instances as stored
+// instance, encoded for the column, and whether two instances as stored
 // hold the same in it.
 type instanceColumn struct {
 	name string
@@ -198,7 +201,7 @@ func plain[T any](v T) any { return v }
 func text[T ~string](v T) any { return string(v) }
 
 // updatedColumns are instanceColumns after the key, in order (a test checks
-// them against instanceColumns and instanceArgs).
+// them against instanceColumns).
 var updatedColumns = []instanceColumn{
 	column("desired_state_id", func(i *store.Instance) *string { return &i.DesiredStateID }, plain),
 	column("target_state_id", func(i *store.Instance) *string { return &i.TargetStateID }, plain),
