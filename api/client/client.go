@@ -478,3 +478,63 @@ func (c *Client) Preview(ctx context.Context, app, svc string, req apiv1.PushReq
 	var out apiv1.PreviewResponse
 	return &out, c.do(ctx, http.MethodPost, servicePath(app, svc)+":preview", req, &out)
 }
+
+// WhoAmI returns the identity the client's credential acts as.
+func (c *Client) WhoAmI(ctx context.Context) (*apiv1.Identity, error) {
+	var out apiv1.Identity
+	return &out, c.do(ctx, http.MethodGet, "/v1/whoami", nil, &out)
+}
+
+// CreateToken creates an API token; the response holds the token, shown
+// once.
+func (c *Client) CreateToken(ctx context.Context, req apiv1.CreateTokenRequest) (*apiv1.CreateTokenResponse, error) {
+	var out apiv1.CreateTokenResponse
+	return &out, c.do(ctx, http.MethodPost, "/v1/tokens", req, &out)
+}
+
+// ListTokens lists the API tokens (never their values).
+func (c *Client) ListTokens(ctx context.Context) (*apiv1.TokenList, error) {
+	var out apiv1.TokenList
+	return &out, c.do(ctx, http.MethodGet, "/v1/tokens", nil, &out)
+}
+
+// RevokeToken revokes the API token named name: requests with it are
+// refused at once.
+func (c *Client) RevokeToken(ctx context.Context, name string) (*apiv1.TokenInfo, error) {
+	var out apiv1.TokenInfo
+	return &out, c.do(ctx, http.MethodPost, "/v1/tokens/"+url.PathEscape(name)+":revoke", apiv1.RevokeTokenRequest{}, &out)
+}
+
+// AuditQuery selects audit records.
+type AuditQuery struct {
+	Application, Identity string
+	Since                 time.Time
+	After                 int64
+	Limit                 int
+}
+
+// Audit returns a page of the audit log, oldest first.
+func (c *Client) Audit(ctx context.Context, q AuditQuery) (*apiv1.AuditList, error) {
+	v := url.Values{}
+	if q.Application != "" {
+		v.Set("app", q.Application)
+	}
+	if q.Identity != "" {
+		v.Set("identity", q.Identity)
+	}
+	if !q.Since.IsZero() {
+		v.Set("since", q.Since.UTC().Format(time.RFC3339Nano))
+	}
+	if q.After > 0 {
+		v.Set("after", strconv.FormatInt(q.After, 10))
+	}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	path := "/v1/audit"
+	if len(v) > 0 {
+		path += "?" + v.Encode()
+	}
+	var out apiv1.AuditList
+	return &out, c.do(ctx, http.MethodGet, path, nil, &out)
+}

@@ -37,6 +37,18 @@ type Error struct {
 	Details []ConfigError `json:"details,omitempty"`
 }
 
+// Identity is who a request acts as (GET /v1/whoami).
+type Identity struct {
+	// Name is recorded with what it does (events, approvals, audit).
+	Name string `json:"name"`
+	// Kind is how it authenticated: local (the server's own token), token
+	// (an API token) or oidc.
+	Kind string `json:"kind"`
+	// Roles are its role bindings: ROLE (every application), ROLE@APP or
+	// ROLE@APP/RELEASE_CHANNEL.
+	Roles []string `json:"roles"`
+}
+
 // ErrorResponse wraps Error.
 type ErrorResponse struct {
 	Error Error `json:"error"`
@@ -505,4 +517,71 @@ type ObjectChange struct {
 	// Action is created, changed, deleted or unchanged.
 	Action string `json:"action"`
 	Diff   string `json:"diff,omitempty"`
+}
+
+// CreateTokenRequest creates an API token (POST /v1/tokens).
+type CreateTokenRequest struct {
+	// Name is the identity the token acts as (lower-case letters, digits
+	// and . _ @ + -); a token not revoked may not have it already.
+	Name string `json:"name"`
+	// Roles are its role bindings: ROLE (every application), ROLE@APP or
+	// ROLE@APP/RELEASE_CHANNEL; roles are viewer, deployer, approver and
+	// admin.
+	Roles []string `json:"roles"`
+	// ExpiresAt ends it by itself (zero: never).
+	ExpiresAt time.Time `json:"expiresAt,omitzero"`
+}
+
+// CreateTokenResponse is a new token, shown once: the server keeps only
+// its hash.
+type CreateTokenResponse struct {
+	Token string    `json:"token"`
+	Info  TokenInfo `json:"info"`
+}
+
+// TokenInfo is what the server tells of an API token (never the token).
+type TokenInfo struct {
+	Name      string    `json:"name"`
+	Roles     []string  `json:"roles"`
+	CreatedBy string    `json:"createdBy,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+	ExpiresAt time.Time `json:"expiresAt,omitzero"`
+	RevokedAt time.Time `json:"revokedAt,omitzero"`
+	RevokedBy string    `json:"revokedBy,omitempty"`
+	// LastUsedAt is when a request last came with it (to the minute).
+	LastUsedAt time.Time `json:"lastUsedAt,omitzero"`
+	// State is active, expired or revoked.
+	State string `json:"state"`
+}
+
+// TokenList lists API tokens, revoked and expired ones included.
+type TokenList struct {
+	Tokens []TokenInfo `json:"tokens"`
+}
+
+// RevokeTokenRequest revokes a token (POST /v1/tokens/NAME:revoke).
+type RevokeTokenRequest struct{}
+
+// AuditRecord is one request that changed something, or tried to.
+type AuditRecord struct {
+	Seq            int64     `json:"seq"`
+	Time           time.Time `json:"time"`
+	Identity       string    `json:"identity"`
+	IdentityKind   string    `json:"identityKind,omitempty"`
+	Source         string    `json:"source,omitempty"`
+	Action         string    `json:"action"`
+	Application    string    `json:"application,omitempty"`
+	Service        string    `json:"service,omitempty"`
+	ReleaseChannel string    `json:"releaseChannel,omitempty"`
+	Target         string    `json:"target,omitempty"`
+	Status         int       `json:"status"`
+	Outcome        string    `json:"outcome"`
+	Message        string    `json:"message,omitempty"`
+}
+
+// AuditList is a page of the audit log, oldest first; Next is the seq to
+// pass as after for the next page (0: this was the last).
+type AuditList struct {
+	Records []AuditRecord `json:"records"`
+	Next    int64         `json:"next,omitempty"`
 }

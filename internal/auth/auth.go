@@ -11,15 +11,36 @@ import (
 	"strings"
 )
 
-// Identity is who sent a request.
+// Identity is who sent a request: the name recorded with what it does
+// (events, approvals, the audit log) and the roles it holds.
 type Identity struct {
-	// Name identifies the caller in logs and, later, in events ("local" for
-	// the local token).
+	// Name identifies the caller in events, approvals and the audit log:
+	// the OS user running the server for the local token, the token's name
+	// for an API token, the subject's e-mail or name for OIDC.
 	Name string
+	// Kind is how it authenticated: KindLocal, KindToken or KindOIDC.
+	Kind string
+	// Bindings are the roles it holds and where.
+	Bindings []Binding
 }
 
-// LocalIdentity is the identity of whoever holds the server's local token.
-var LocalIdentity = Identity{Name: "local"}
+// Kinds of identities.
+const (
+	KindLocal = "local"
+	KindToken = "token"
+	KindOIDC  = "oidc"
+)
+
+// LocalIdentity is the identity of whoever holds the server's local token:
+// an admin of everything, named "local".
+var LocalIdentity = Local("local")
+
+// Local is the identity of the server's local token, named name (the OS
+// user running the server): an admin of everything, as drover dev needs no
+// setup.
+func Local(name string) Identity {
+	return Identity{Name: name, Kind: KindLocal, Bindings: []Binding{{Role: RoleAdmin}}}
+}
 
 // Authenticator maps a request to the identity that sent it. It returns
 // ErrNoCredential when the request carries no credential it understands and
@@ -110,7 +131,9 @@ func (c Chain) Authenticate(r *http.Request) (Identity, error) {
 			return id, nil
 		case errors.Is(err, ErrNoCredential):
 		case errors.Is(err, ErrBadCredential):
-			if errors.Is(result, ErrNoCredential) {
+			// The first refusal that says why (revoked, expired) wins
+			// over a bare one.
+			if errors.Is(result, ErrNoCredential) || errors.Unwrap(result) == nil {
 				result = err
 			}
 		default:

@@ -21,7 +21,8 @@ const (
 
 // credentialHint says how a client gets a credential; it ends every 401.
 const credentialHint = "the drover CLI finds the token of a server started by the same OS user by itself; " +
-	"otherwise pass --token or set DROVER_TOKEN to the content of the file token in the server's data directory " +
+	"otherwise sign in with drover login SERVER, pass --token or set DROVER_TOKEN to an API token (drover tokens create) " +
+	"or to the content of the file token in the server's data directory " +
 	"(HTTP clients send it as Authorization: Bearer TOKEN)"
 
 // Guard lets a request reach the API only if, in this order, its Host names
@@ -80,9 +81,18 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 		case errors.Is(err, ErrNoCredential):
 			refuse(http.StatusUnauthorized, CodeUnauthenticated, "no_credential", "this request carries no credential: "+credentialHint)
 			return
-		default:
+		case errors.Is(err, ErrBadCredential) && errors.Unwrap(err) != nil:
+			// A known credential refused for a reason (revoked, expired).
+			refuse(http.StatusUnauthorized, CodeUnauthenticated, "bad_credential", err.Error())
+			return
+		case errors.Is(err, ErrBadCredential):
 			refuse(http.StatusUnauthorized, CodeUnauthenticated, "bad_credential",
-				"the credential is not valid for this server (was its data directory replaced?): "+credentialHint)
+				"the credential is not valid for this server (was its data directory replaced, or the token revoked?): "+credentialHint)
+			return
+		default:
+			// The credential could not be checked (the store failed).
+			log.Error("authentication failed", "error", err, "method", r.Method, "path", r.URL.Path)
+			writeError(w, http.StatusServiceUnavailable, "unavailable", "the credential could not be checked; try again")
 			return
 		}
 		next.ServeHTTP(w, r)

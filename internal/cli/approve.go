@@ -10,7 +10,6 @@ import (
 
 	"github.com/drover-dev/drover/api/client"
 	apiv1 "github.com/drover-dev/drover/api/v1"
-	"github.com/drover-dev/drover/internal/usertext"
 )
 
 func newApproveCmd(g *globals, reject bool) *cobra.Command {
@@ -38,9 +37,9 @@ Each person counts once: user names are compared trimmed and case-folded.`, stri
 			if app == "" || rc == "" {
 				return usageError(errors.New("--app and --release-channel are required"))
 			}
-			user, err := usertext.User(g.user)
+			user, err := g.userField()
 			if err != nil {
-				return usageError(fmt.Errorf("--user: %w", err))
+				return err
 			}
 			req := apiv1.ApproveRequest{ReleaseChannel: rc, Topic: topic, Reject: reject, User: user, Comment: comment}
 			c := g.client()

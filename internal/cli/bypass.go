@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	apiv1 "github.com/drover-dev/drover/api/v1"
-	"github.com/drover-dev/drover/internal/usertext"
 )
 
 func newBypassCmd(g *globals) *cobra.Command {
@@ -27,9 +26,9 @@ too, which lets a channel held by it deploy.`,
 			if app == "" || rc == "" || protection == "" {
 				return usageError(errors.New("--app, --release-channel and --protection are required"))
 			}
-			user, err := usertext.User(g.user)
+			user, err := g.userField()
 			if err != nil {
-				return usageError(fmt.Errorf("--user: %w", err))
+				return err
 			}
 			req := apiv1.BypassRequest{ReleaseChannel: rc, Protection: protection, User: user, Comment: comment}
 			c := g.client()

@@ -4,19 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
-
 	"os"
+	"strings"
+	"time"
 
 	"github.com/drover-dev/drover/api/client"
 	"github.com/drover-dev/drover/internal/auth"
 )
 
-// client returns an API client for --server with its credential: --token,
-// else DROVER_TOKEN, else the token a server started by this OS user
-// recorded for that address. Without any, requests go without one and the
-// server's refusal says how to get one. A recorded token is sent only when
-// the process listening on the address is the user's own (S1, Linux): if
+// client returns an API client for the server and credential resolve
+// finds. Without a credential, requests go without one and the server's
+// refusal says how to get one. A recorded token is sent only when the
+// process listening on the address is the user's own (S1, Linux): if
 // another user's holds it, every request fails saying so.
 func (g *globals) client() *client.Client {
 	return g.clientChecked(auth.CheckListenerOwner)
@@ -24,29 +23,56 @@ func (g *globals) client() *client.Client {
 
 // clientChecked is client with the check of the listener's owner.
 func (g *globals) clientChecked(checkListener func(serverURL string) error) *client.Client {
-	token, err := g.resolveToken(checkListener)
+	server, token, err := g.resolve(checkListener)
 	opts := []client.Option{client.WithToken(token), client.WithTimeout(g.requestTimeout)}
 	if err != nil {
 		opts = append(opts, client.WithError(err))
 	}
-	return client.New(g.server, opts...)
+	return client.New(server, opts...)
 }
 
-func (g *globals) resolveToken(checkListener func(serverURL string) error) (string, error) {
-	if g.token != "" {
-		return g.token, nil
+// resolve finds the server: --server, else DROVER_SERVER, else the current
+// context's (drover login), else the default; and its credential:
+// --token, else DROVER_TOKEN, else the context's when the server is the
+// context's, else the token a server started by this OS user recorded for
+// the address.
+func (g *globals) resolve(checkListener func(serverURL string) error) (server, token string, err error) {
+	server = g.server
+	if server == "" {
+		server = os.Getenv("DROVER_SERVER")
 	}
-	if t := os.Getenv("DROVER_TOKEN"); t != "" {
-		return t, nil
+	var cur *cliContext
+	if conf, path, cerr := loadConfig(); cerr != nil {
+		err = fmt.Errorf("read the CLI config %s: %w", path, cerr)
+	} else if c, ok := conf.current(); ok {
+		cur = c
 	}
-	if t, _, err := auth.FindServerToken(g.server); err == nil {
-		if err := checkListener(g.server); err != nil {
-			return "", err
+	if server == "" && cur != nil {
+		server = cur.Server
+	}
+	if server == "" {
+		server = client.DefaultServer
+	}
+	g.server = server
+	if err != nil {
+		return server, "", err
+	}
+	switch {
+	case g.token != "":
+		return server, g.token, nil
+	case os.Getenv("DROVER_TOKEN") != "":
+		return server, os.Getenv("DROVER_TOKEN"), nil
+	case cur != nil && cur.Token != "" && strings.TrimRight(cur.Server, "/") == strings.TrimRight(server, "/"):
+		return server, cur.Token, nil
+	}
+	if t, _, ferr := auth.FindServerToken(server); ferr == nil {
+		if err := checkListener(server); err != nil {
+			return server, "", err
 		}
-		return t, nil
+		return server, t, nil
 	}
 	// No usable record: no token; the server's refusal says how to get one.
-	return "", nil
+	return server, "", nil
 }
 
 // waitTimedOut turns err into the timeout exit (3) when the wait's own

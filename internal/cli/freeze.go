@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	apiv1 "github.com/drover-dev/drover/api/v1"
-	"github.com/drover-dev/drover/internal/usertext"
 )
 
 func newFreezeCmd(g *globals) *cobra.Command {
@@ -40,9 +39,9 @@ duration from now such as 72h). Freezes are drover's own.`,
 			if strings.TrimSpace(reason) == "" {
 				return usageError(errors.New("--reason is required: it is shown on every release channel the freeze holds"))
 			}
-			user, err := usertext.User(g.user)
+			user, err := g.userField()
 			if err != nil {
-				return usageError(fmt.Errorf("--user: %w", err))
+				return err
 			}
 			req := apiv1.FreezeRequest{Application: app, ReleaseChannel: rc, Reason: reason, NoHeal: noHeal, User: user}
 			if until != "" {
@@ -87,9 +86,9 @@ in the event history with who lifted it and why (--comment).`,
 			if err := outputFormat(output, "text", "json"); err != nil {
 				return err
 			}
-			user, err := usertext.User(g.user)
+			user, err := g.userField()
 			if err != nil {
-				return usageError(fmt.Errorf("--user: %w", err))
+				return err
 			}
 			req := apiv1.UnfreezeRequest{Application: app, ReleaseChannel: rc, User: user, Comment: comment}
 			if len(args) == 1 {

@@ -29,13 +29,6 @@ type globals struct {
 	requestTimeout time.Duration
 }
 
-func defaultServer() string {
-	if s := os.Getenv("DROVER_SERVER"); s != "" {
-		return s
-	}
-	return client.DefaultServer
-}
-
 // signalContext is cancelled on SIGINT/SIGTERM.
 func signalContext(parent context.Context) (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)

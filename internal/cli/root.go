@@ -89,9 +89,9 @@ approvals, protections). It reads Prodvana-format configs (*.pvn.yaml).`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	g := &globals{}
-	root.PersistentFlags().StringVar(&g.server, "server", defaultServer(), "drover server URL (env DROVER_SERVER)")
-	root.PersistentFlags().StringVar(&g.user, "user", defaultUser(), "who you are, recorded with approvals and events (env DROVER_USER)")
-	root.PersistentFlags().StringVar(&g.token, "token", "", "the server's token (env DROVER_TOKEN; default: the token a server started by this OS user recorded for --server)")
+	root.PersistentFlags().StringVar(&g.server, "server", "", "drover server URL (env DROVER_SERVER; default: the current context's server (drover login), else "+client.DefaultServer+")")
+	root.PersistentFlags().StringVar(&g.user, "user", defaultUser(), userFlagHelp)
+	root.PersistentFlags().StringVar(&g.token, "token", "", "an API token, or the server's local token (env DROVER_TOKEN; default: the current context's, else the token a server started by this OS user recorded for --server)")
 	root.PersistentFlags().DurationVar(&g.requestTimeout, "request-timeout", client.DefaultTimeout, "give up on a request the server does not answer in this long (0 = never; event streams reconnect instead)")
 	root.AddCommand(
 		newValidateCmd(), newCompileCmd(),
@@ -101,6 +101,7 @@ approvals, protections). It reads Prodvana-format configs (*.pvn.yaml).`,
 		newChannelCmd(g, "resume", "Let drover apply to a paused release channel (or all) again", (*client.Client).Resume),
 		newChannelCmd(g, "rollback", "Roll a release channel (or all) back to its last converged version", (*client.Client).Rollback),
 		newEventsCmd(g), newRunsCmd(g), newRunCmd(g), newRuntimesCmd(g),
+		newTokensCmd(g), newWhoAmICmd(g), newAuditCmd(g), newLoginCmd(g), newContextCmd(),
 		newVersionCmd(),
 	)
 	root.AddCommand(cmds...)

@@ -1,25 +1,29 @@
 package cli
 
 import (
+	"fmt"
 	"os"
-	"os/user"
+
+	"github.com/drover-dev/drover/internal/usertext"
 )
 
-// defaultUser is who the CLI says you are when --user is not given:
-// DROVER_USER, else the operating system's user (its account name, then USER
-// or LOGNAME). It is "" when none is known; verbs that need a name then ask
-// for --user. The server normalizes the name (trim, case fold).
-func defaultUser() string {
-	if v := os.Getenv("DROVER_USER"); v != "" {
-		return v
+// userFlagHelp is the help of --user.
+const userFlagHelp = "the identity you act as, checked by the server: requests are recorded under the identity of their credential " +
+	"(see drover whoami), and one naming another is refused; empty sends none (env DROVER_USER)"
+
+// defaultUser is --user when not given: DROVER_USER, else "" (the server
+// records the credential's identity).
+func defaultUser() string { return os.Getenv("DROVER_USER") }
+
+// userField is the user a request names: "" when --user is not set,
+// else --user normalized as the server compares names.
+func (g *globals) userField() (string, error) {
+	if g.user == "" {
+		return "", nil
 	}
-	if u, err := user.Current(); err == nil && u.Username != "" {
-		return u.Username
+	u, err := usertext.User(g.user)
+	if err != nil {
+		return "", usageError(fmt.Errorf("--user: %w", err))
 	}
-	for _, k := range []string{"USER", "LOGNAME"} {
-		if v := os.Getenv(k); v != "" {
-			return v
-		}
-	}
-	return ""
+	return u, nil
 }

@@ -1,29 +1,33 @@
 package cli
 
 import (
-	"os/user"
+	"errors"
 	"testing"
 )
 
-// TestS10DefaultUserIsNotUnknown: without DROVER_USER, USER and LOGNAME the
-// default identity is the OS account, never a shared "unknown".
-func TestS10DefaultUserIsNotUnknown(t *testing.T) {
+// TestUserFieldIsOptional: without --user (or DROVER_USER) requests name no
+// user, and the server records the credential's identity; a given one is
+// normalized as the server compares names, and a bad one is a usage error.
+func TestUserFieldIsOptional(t *testing.T) {
 	t.Setenv("DROVER_USER", "")
-	t.Setenv("USER", "")
-	t.Setenv("LOGNAME", "")
-	got := defaultUser()
-	if got == "unknown" {
-		t.Fatalf("defaultUser() = %q", got)
-	}
-	if u, err := user.Current(); err == nil && got != u.Username {
-		t.Errorf("defaultUser() = %q, want the OS user %q", got, u.Username)
-	}
-	t.Setenv("LOGNAME", "fromlogname")
-	if _, err := user.Current(); err != nil && defaultUser() != "fromlogname" {
-		t.Errorf("defaultUser() = %q, want LOGNAME when the OS user is unknown", defaultUser())
+	if got := defaultUser(); got != "" {
+		t.Errorf("defaultUser() = %q, want none", got)
 	}
 	t.Setenv("DROVER_USER", "Alice")
 	if got := defaultUser(); got != "Alice" {
 		t.Errorf("defaultUser() with DROVER_USER = %q", got)
+	}
+	g := &globals{}
+	if u, err := g.userField(); u != "" || err != nil {
+		t.Errorf("no --user: %q %v", u, err)
+	}
+	g.user = " ALICE "
+	if u, err := g.userField(); u != "alice" || err != nil {
+		t.Errorf("--user ' ALICE ': %q %v", u, err)
+	}
+	g.user = "bob\n"
+	var ee *ExitError
+	if _, err := g.userField(); !errors.As(err, &ee) || ee.Code != exitUsage {
+		t.Errorf("--user 'bob\\n': %v, want a usage error", err)
 	}
 }

@@ -101,7 +101,7 @@ func TestReplicasHearEachOther(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := apiv1.ApplyConfigsRequest{User: "alice"}
+	req := apiv1.ApplyConfigsRequest{}
 	for _, src := range sources {
 		body, err := json.Marshal(src.File)
 		if err != nil {
@@ -125,7 +125,7 @@ func TestReplicasHearEachOther(t *testing.T) {
 	}()
 	time.Sleep(200 * time.Millisecond) // the stream is open
 	pushed := time.Now()
-	push, err := a.Push(ctx, "quickstart", "web", apiv1.PushRequest{User: "alice", Params: []apiv1.Param{{Name: "image", Value: "1.27"}}})
+	push, err := a.Push(ctx, "quickstart", "web", apiv1.PushRequest{Params: []apiv1.Param{{Name: "image", Value: "1.27"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func TestReplicasHearEachOther(t *testing.T) {
 		a, b = b, a
 	}
 	approved := time.Now()
-	if _, err := b.Approve(ctx, "quickstart", "web", apiv1.ApproveRequest{User: "bob", ReleaseChannel: "prod", DesiredStateID: push.DesiredStateID}); err != nil {
+	if _, err := b.Approve(ctx, "quickstart", "web", apiv1.ApproveRequest{ReleaseChannel: "prod", DesiredStateID: push.DesiredStateID}); err != nil {
 		t.Fatal(err)
 	}
 	for channel(a, "prod").Status == "WAITING_MANUAL_APPROVAL" {

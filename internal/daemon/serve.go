@@ -44,6 +44,11 @@ type serverFlags struct {
 	token             string   // set by start
 	shutdownGrace     time.Duration
 	apiOnly           bool
+	// forbidSelfApproval bars pushers from approving their own pushes.
+	forbidSelfApproval bool
+	// adminTokenFile holds the first admin token of a new store;
+	// adminToken is the one start generated, to show once.
+	adminTokenFile, adminToken string
 	// leaseTTL is how long a service stays leased to a server that stopped
 	// renewing it (a task claim lasts twice as long).
 	leaseTTL time.Duration
@@ -63,6 +68,8 @@ func (f *serverFlags) register(cmd *cobra.Command, defaultData string) {
 	fl.StringVar(&f.data, "data", defaultData, "data directory (the embedded database and runtime state)")
 	fl.StringVar(&f.database, "database", os.Getenv("DROVER_DATABASE"), "a PostgreSQL URL (postgres://user@host/db) to keep the state in instead of the data directory's embedded database; several servers may share one (env DROVER_DATABASE)")
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:7420", "address to serve the API on")
+	fl.StringVar(&f.adminTokenFile, "admin-token-file", "", "on the first start of a new store, make the first admin token this file's content (default: a new one, printed once; env DROVER_ADMIN_TOKEN)")
+	fl.BoolVar(&f.forbidSelfApproval, "forbid-self-approval", false, "refuse an approval from the identity that pushed the desired state (someone else must approve)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.settings = engine.DefaultSettings()
 	fl.DurationVar(&f.settings.PollInterval, "poll-interval", f.settings.PollInterval, "fetch interval while converging (runtimes that push changes are seen sooner; at least 100ms)")
@@ -135,7 +142,10 @@ func (f *serverFlags) start(ctx context.Context, log *slog.Logger) (addr string,
 	if err := lock.SetListen(ln.Addr().String()); err != nil {
 		log.Warn("record listen address in lock file failed", "error", err)
 	}
-	edge, err := f.edge(ln, log)
+	edge, err := f.edge(ln, st, log)
+	if err == nil {
+		err = f.bootstrap(ctx, st, log)
+	}
 	if err != nil {
 		_, _ = ln.Close(), st.Close()
 		_ = lock.Release()
@@ -323,6 +333,7 @@ approved or paused is recorded and acted on once a server runs without it.`,
 			}
 			warnExposure(cmd.ErrOrStderr(), addr)
 			fmt.Fprintf(cmd.OutOrStdout(), "drover server listening on %s (data in %s)\n", addr, f.data)
+			f.printAdminToken(cmd.OutOrStdout(), addr)
 			if a := f.agentsOpen; a != nil {
 				fmt.Fprintf(cmd.OutOrStdout(), "accepting agents on %s (%s; certificate sha256:%s)\n", a.Listener.Addr(), a.URL, a.Fingerprint)
 			}
@@ -370,6 +381,7 @@ commands in another terminal. Ctrl-C stops it; run it again to continue.`,
 			}
 			warnExposure(cmd.ErrOrStderr(), addr)
 			out := cmd.OutOrStdout()
+			f.printAdminToken(out, addr)
 			err = devSetup(ctx, out, client.New(addr, client.WithToken(f.token)), addr, f.data, image)
 			if err == nil {
 				<-ctx.Done()

@@ -7,24 +7,38 @@ import (
 	"time"
 
 	apiv1 "github.com/drover-dev/drover/api/v1"
+	"github.com/drover-dev/drover/internal/auth"
 	ds "github.com/drover-dev/drover/internal/desiredstate"
 	"github.com/drover-dev/drover/internal/engine"
 	"github.com/drover-dev/drover/internal/store"
 	"github.com/drover-dev/drover/internal/usertext"
 )
 
-// optionalUser normalizes the user a request names (usertext.User), or
-// returns "" when it names none. Until requests are authenticated the name is
-// the client's word; normalizing it keeps one spelling per person.
-func optionalUser(raw string) (string, error) {
+// requestUser is who a request acts as: its authenticated identity. A
+// request may still name a user (the CLI's --user, older clients); it must
+// then be that identity, as approvals count the people who send them, not
+// names typed.
+func requestUser(ctx context.Context, raw string) (string, error) {
+	id, ok := auth.FromContext(ctx)
+	if !ok {
+		return "", errorf("unauthenticated", "this request carries no credential")
+	}
+	name, err := usertext.User(id.Name)
+	if err != nil {
+		return "", fmt.Errorf("identity %q: %w", id.Name, err)
+	}
 	if raw == "" {
-		return "", nil
+		return name, nil
 	}
 	u, err := usertext.User(raw)
 	if err != nil {
 		return "", statusError("invalid_argument", err)
 	}
-	return u, nil
+	if u != name {
+		return "", errorf("permission_denied", "the request names user %q, but it is authenticated as %q: "+
+			"drover records what a request does under the identity that sends it; drop --user, or send it with %s's own credential", u, name, u)
+	}
+	return name, nil
 }
 
 // approve records an approval or rejection of a channel's pending approval of
@@ -35,10 +49,7 @@ func (s *Server) approve(ctx context.Context, app, svc string, req apiv1.Approve
 	if req.ReleaseChannel == "" {
 		return nil, errorf("invalid_argument", "releaseChannel is required")
 	}
-	if req.User == "" {
-		return nil, errorf("invalid_argument", "user is required (approvals count distinct users)")
-	}
-	user, comment, err := userAndComment(req.User, req.Comment)
+	user, comment, err := userAndComment(ctx, req.User, req.Comment)
 	if err != nil {
 		return nil, err
 	}
@@ -51,6 +62,9 @@ func (s *Server) approve(ctx context.Context, app, svc string, req apiv1.Approve
 	}
 	if err := s.sameDesiredState(ctx, rec, req); err != nil {
 		return nil, err
+	}
+	if s.edgeCfg.ForbidSelfApproval && !req.Reject && rec.CreatedBy != "" && rec.CreatedBy == user {
+		return nil, errorf("permission_denied", "%s pushed %s and may not approve it: this server requires someone else's approval of a push (--forbid-self-approval)", user, rec.Version)
 	}
 	inst, err := s.store.GetInstance(ctx, app, svc, ch.Name)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -110,12 +124,12 @@ func (s *Server) answered(ctx context.Context, rec store.DesiredState, rc string
 	return s.statusOf(ctx, rec)
 }
 
-// userAndComment normalizes who answers and their note, refusing what
-// usertext refuses.
-func userAndComment(user, comment string) (string, string, error) {
-	u, err := usertext.User(user)
+// userAndComment is who answers (requestUser) and their note, refusing
+// what usertext refuses.
+func userAndComment(ctx context.Context, user, comment string) (string, string, error) {
+	u, err := requestUser(ctx, user)
 	if err != nil {
-		return "", "", statusError("invalid_argument", err)
+		return "", "", err
 	}
 	c, err := usertext.Comment(comment)
 	if err != nil {

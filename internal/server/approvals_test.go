@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -28,6 +29,20 @@ func newPushedServer(t *testing.T) (*Server, string) {
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	s, _ := newTestServer(t, st, t.TempDir(), EdgeConfig{}) // the engine is not run
+	req := quickstartConfigs(t)
+	if _, err := s.applyConfigs(local(t.Context()), req); err != nil {
+		t.Fatal(err)
+	}
+	push, err := s.push(as(t.Context(), "dev"), "quickstart", "web", apiv1.PushRequest{Params: []apiv1.Param{{Name: "image", Value: "1.27"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, push.DesiredStateID
+}
+
+// quickstartConfigs is the request applying the quickstart example.
+func quickstartConfigs(t *testing.T) apiv1.ApplyConfigsRequest {
+	t.Helper()
 	dir := t.TempDir()
 	sub, err := fs.Sub(examples.Quickstart, "quickstart")
 	if err != nil {
@@ -48,25 +63,24 @@ func newPushedServer(t *testing.T) (*Server, string) {
 		}
 		req.Configs = append(req.Configs, apiv1.Config{Source: src.Path, Body: body})
 	}
-	if _, err := s.applyConfigs(t.Context(), req); err != nil {
-		t.Fatal(err)
-	}
-	push, err := s.push(t.Context(), "quickstart", "web", apiv1.PushRequest{User: "dev", Params: []apiv1.Param{{Name: "image", Value: "1.27"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s, push.DesiredStateID
+	return req
 }
 
-// post sends one API request to the handler; every request of these tests is
-// built here.
+// post sends one API request to the handler as the local identity.
 func post(t *testing.T, s *Server, path string, body any) (int, string) {
+	t.Helper()
+	return postAs(local(t.Context()), t, s, path, body)
+}
+
+// postAs sends one API request to the handler under ctx's identity; every
+// request of these tests is built here.
+func postAs(ctx context.Context, t *testing.T, s *Server, path string, body any) (int, string) {
 	t.Helper()
 	raw, err := json.Marshal(body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, path, bytes.NewReader(raw))
+	req := httptest.NewRequestWithContext(ctx, http.MethodPost, path, bytes.NewReader(raw))
 	req.Header.Set("Content-Type", "application/json")
 	rec := httptest.NewRecorder()
 	s.Handler().ServeHTTP(rec, req)
@@ -87,7 +101,7 @@ func TestB26ConcurrentApprovalsDoNotOvershoot(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			codes[i], _ = post(t, s, approvePath, apiv1.ApproveRequest{ReleaseChannel: "prod", DesiredStateID: ds, User: fmt.Sprint("user", i)})
+			codes[i], _ = postAs(as(t.Context(), fmt.Sprint("user", i)), t, s, approvePath, apiv1.ApproveRequest{ReleaseChannel: "prod", DesiredStateID: ds})
 		})
 	}
 	close(start)
@@ -116,10 +130,11 @@ func TestB26ConcurrentApprovalsDoNotOvershoot(t *testing.T) {
 func TestB14DuplicateApprovalIsConflict(t *testing.T) {
 	t.Parallel()
 	s, ds := newPushedServer(t)
-	if code, body := post(t, s, approvePath, apiv1.ApproveRequest{ReleaseChannel: "prod", DesiredStateID: ds, User: "alice"}); code != http.StatusOK {
+	alice := as(t.Context(), "alice")
+	if code, body := postAs(alice, t, s, approvePath, apiv1.ApproveRequest{ReleaseChannel: "prod", DesiredStateID: ds}); code != http.StatusOK {
 		t.Fatalf("first approval: %d %s", code, body)
 	}
-	code, body := post(t, s, approvePath, apiv1.ApproveRequest{ReleaseChannel: "prod", DesiredStateID: ds, User: " ALICE", Reject: true})
+	code, body := postAs(alice, t, s, approvePath, apiv1.ApproveRequest{ReleaseChannel: "prod", DesiredStateID: ds, User: " ALICE", Reject: true})
 	if code != http.StatusConflict || !strings.Contains(body, `"already_exists"`) || !strings.Contains(body, "alice already approved prod") {
 		t.Errorf("second answer by alice: %d %s", code, body)
 	}
@@ -141,7 +156,7 @@ func TestS9ControlCharactersRefusedAtAPI(t *testing.T) {
 		{"/v1/apps/quickstart/services/web:push", apiv1.PushRequest{User: "bob\u200b", Params: []apiv1.Param{{Name: "image", Value: "1.28"}}}},
 		{"/v1/configs:apply", apiv1.ApplyConfigsRequest{User: "\x07", Configs: []apiv1.Config{{Source: "x", Body: json.RawMessage(`{}`)}}}},
 	} {
-		if code, body := post(t, s, tc.path, tc.body); code != http.StatusBadRequest || !strings.Contains(body, "invalid_argument") {
+		if code, body := postAs(as(t.Context(), "mallory"), t, s, tc.path, tc.body); code != http.StatusBadRequest || !strings.Contains(body, "invalid_argument") {
 			t.Errorf("POST %s %+v: want 400, got %d %s", tc.path, tc.body, code, body)
 		}
 	}

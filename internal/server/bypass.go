@@ -21,12 +21,10 @@ func (s *Server) bypass(ctx context.Context, app, svc string, req apiv1.BypassRe
 		return nil, errorf("invalid_argument", "releaseChannel is required")
 	case req.Protection == "":
 		return nil, errorf("invalid_argument", "protection is required: the attachment (or protection, or extension) to bypass")
-	case req.User == "":
-		return nil, errorf("invalid_argument", "user is required (a bypass is recorded with who made it)")
 	case req.DesiredStateID == "" && req.Version == "":
 		return nil, errorf("invalid_argument", "desiredStateId or version is required: the desired state the bypass is for, as drover status %s --app %s shows it", svc, app)
 	}
-	user, comment, err := userAndComment(req.User, req.Comment)
+	user, comment, err := userAndComment(ctx, req.User, req.Comment)
 	if err != nil {
 		return nil, err
 	}

@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 
 	apiv1 "github.com/drover-dev/drover/api/v1"
+	"github.com/drover-dev/drover/internal/auth"
 	"github.com/drover-dev/drover/internal/compiler"
 	"github.com/drover-dev/drover/internal/config"
 	ds "github.com/drover-dev/drover/internal/desiredstate"
@@ -121,7 +123,7 @@ func (s *Server) applyConfigs(ctx context.Context, req apiv1.ApplyConfigsRequest
 	if len(req.Configs) == 0 {
 		return nil, errorf("invalid_argument", "no configs given")
 	}
-	user, err := optionalUser(req.User)
+	user, err := requestUser(ctx, req.User)
 	if err != nil {
 		return nil, err
 	}
@@ -159,6 +161,18 @@ func (s *Server) applyConfigs(ctx context.Context, req apiv1.ApplyConfigsRequest
 	}
 	if len(details) > 0 {
 		return nil, &validationError{details: details}
+	}
+	names := make([]string, 0, len(incoming))
+	for _, src := range incoming {
+		names = append(names, src.Kind()+" "+storedName(src))
+	}
+	noteAudit(ctx, "configs "+strings.Join(names, ", "))
+	// Each config needs configure on its application; those of none
+	// (runtimes, protections, extensions) on every application.
+	for _, src := range incoming {
+		if err := allow(ctx, auth.PermConfigure, configApplication(src.Kind(), storedName(src)), ""); err != nil {
+			return nil, fmt.Errorf("%s %s (%s): %w", src.Kind(), src.Name(), src.Path, err)
+		}
 	}
 	stored, _, err := s.storedSources(ctx, "")
 	if err != nil {
@@ -270,6 +284,9 @@ func (s *Server) listConfigs(ctx context.Context, kind string) (*apiv1.ConfigLis
 	}
 	out := &apiv1.ConfigList{Configs: []apiv1.ConfigInfo{}}
 	for _, o := range objs {
+		if !visible(ctx, configApplication(o.Kind, o.Name)) {
+			continue
+		}
 		out.Configs = append(out.Configs, apiv1.ConfigInfo{Kind: o.Kind, Name: o.Name, Version: o.Version, Source: o.Source, CreatedAt: o.CreatedAt})
 	}
 	sort.Slice(out.Configs, func(i, j int) bool {
@@ -280,6 +297,20 @@ func (s *Server) listConfigs(ctx context.Context, kind string) (*apiv1.ConfigLis
 		return a.Name < b.Name
 	})
 	return out, nil
+}
+
+// configApplication is the application a stored config belongs to, ""
+// for those of none (runtimes, protections, extensions): an application is
+// named by itself, services and standalone release channels
+// "<application>/<name>".
+func configApplication(kind, name string) string {
+	if kind == "application" {
+		return name
+	}
+	if app, _, ok := strings.Cut(name, "/"); ok {
+		return app
+	}
+	return ""
 }
 
 // compileInput gathers the stored configs one service's compilation needs.

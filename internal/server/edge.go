@@ -69,6 +69,9 @@ type EdgeConfig struct {
 	BodyTimeout time.Duration
 	// MaxConns bounds open connections (0 = 1024).
 	MaxConns int
+	// ForbidSelfApproval bars whoever pushed a desired state from approving
+	// it (a drover setting; off by default).
+	ForbidSelfApproval bool
 }
 
 // requireEOF refuses anything but white space after the request's JSON value.

@@ -138,7 +138,7 @@ func TestB24WatchOutlivesTheBodyDeadline(t *testing.T) {
 	}
 	defer func() { _ = resp.Body.Close() }()
 	<-time.After(5 * limit)
-	if _, err := c.ApplyConfigs(ctx, apiv1.ApplyConfigsRequest{User: "t", Configs: []apiv1.Config{
+	if _, err := c.ApplyConfigs(ctx, apiv1.ApplyConfigsRequest{Configs: []apiv1.Config{
 		{Source: "rt.pvn.yaml", Body: json.RawMessage(`{"runtime":{"name":"r1","fake":{}}}`)},
 	}}); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	apiv1 "github.com/drover-dev/drover/api/v1"
+	"github.com/drover-dev/drover/internal/auth"
 	ds "github.com/drover-dev/drover/internal/desiredstate"
 	"github.com/drover-dev/drover/internal/store"
 )
@@ -23,8 +24,12 @@ import (
 // tells the engine (through the store's feed, every engine sharing it).
 
 func (s *Server) freeze(ctx context.Context, req apiv1.FreezeRequest) (*apiv1.Freeze, error) {
-	user, reason, err := userAndComment(req.User, req.Reason)
+	user, reason, err := userAndComment(ctx, req.User, req.Reason)
 	if err != nil {
+		return nil, err
+	}
+	noteAudit(ctx, "freeze of "+freezeScope(ds.Freeze{Application: req.Application, ReleaseChannel: req.ReleaseChannel}))
+	if err := allow(ctx, auth.PermFreeze, req.Application, ""); err != nil {
 		return nil, err
 	}
 	switch {
@@ -60,9 +65,14 @@ func (s *Server) freeze(ctx context.Context, req apiv1.FreezeRequest) (*apiv1.Fr
 }
 
 func (s *Server) unfreeze(ctx context.Context, req apiv1.UnfreezeRequest) (*apiv1.FreezeList, error) {
-	user, comment, err := userAndComment(req.User, req.Comment)
+	user, comment, err := userAndComment(ctx, req.User, req.Comment)
 	if err != nil {
 		return nil, err
+	}
+	if req.ID == "" {
+		if err := allow(ctx, auth.PermFreeze, req.Application, ""); err != nil {
+			return nil, err
+		}
 	}
 	all, err := s.loadFreezes(ctx)
 	if err != nil {
@@ -88,6 +98,11 @@ func (s *Server) unfreeze(ctx context.Context, req apiv1.UnfreezeRequest) (*apiv
 			return nil, errorf("not_found", "%s: nothing is frozen", what)
 		}
 		return nil, errorf("not_found", "%s; in force: %s", what, strings.Join(active, ", "))
+	}
+	for _, f := range lift {
+		if err := allow(ctx, auth.PermFreeze, f.Application, ""); err != nil {
+			return nil, err
+		}
 	}
 	out := &apiv1.FreezeList{Freezes: []apiv1.Freeze{}}
 	for _, f := range lift {

@@ -86,7 +86,7 @@ func TestB25HealthReportsStore(t *testing.T) {
 		t.Fatalf("anonymous health after the data directory was removed = %d %+v, want 503 without details", code, h)
 	}
 	// Writes are refused with the same message.
-	body := `{"user": "t", "configs": [{"source": "rt.pvn.yaml", "body": {"runtime": {"name": "rt", "fake": {}}}}]}`
+	body := `{"configs": [{"source": "rt.pvn.yaml", "body": {"runtime": {"name": "rt", "fake": {}}}}]}`
 	resp := request(t, http.MethodPost, ts.URL+"/v1/configs:apply", strings.NewReader(body)) //nolint:bodyclose // request closes it at cleanup
 	raw, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode == http.StatusOK || !strings.Contains(string(raw), "removed or replaced") {

@@ -1,8 +1,10 @@
 package server
 
 import (
+	"context"
 	"testing"
 
+	"github.com/drover-dev/drover/internal/auth"
 	"github.com/drover-dev/drover/internal/engine"
 	"github.com/drover-dev/drover/internal/runtimehost"
 	"github.com/drover-dev/drover/internal/runtimehost/builtin"
@@ -29,3 +31,15 @@ func newTestServer(t *testing.T, st store.Store, dataDir string, edge EdgeConfig
 
 // NewTestServer is newTestServer for the tests of package server_test.
 var NewTestServer = newTestServer
+
+// as returns ctx acting as the identity name, holding bindings (admin of
+// everything when none are given).
+func as(ctx context.Context, name string, bindings ...auth.Binding) context.Context {
+	if len(bindings) == 0 {
+		bindings = []auth.Binding{{Role: auth.RoleAdmin}}
+	}
+	return auth.WithIdentity(ctx, auth.Identity{Name: name, Kind: auth.KindToken, Bindings: bindings})
+}
+
+// local returns ctx acting as the server's local token (admin).
+func local(ctx context.Context) context.Context { return auth.WithIdentity(ctx, auth.LocalIdentity) }

@@ -8,10 +8,11 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	apiv1 "github.com/drover-dev/drover/api/v1"
+	"github.com/drover-dev/drover/internal/auth"
+	ds "github.com/drover-dev/drover/internal/desiredstate"
 	"github.com/drover-dev/drover/internal/engine"
 	"github.com/drover-dev/drover/internal/store"
 )
@@ -20,119 +21,25 @@ import (
 const maxBody = 64 << 20
 
 func (s *Server) routes() {
-	m := http.NewServeMux()
-	m.HandleFunc("GET /v1/health", s.health)
-	m.HandleFunc("POST /v1/configs:apply", handle(s, func(r *http.Request, req apiv1.ApplyConfigsRequest) (any, error) {
-		return s.applyConfigs(r.Context(), req)
-	}))
-	m.HandleFunc("GET /v1/configs", func(w http.ResponseWriter, r *http.Request) {
-		out, err := s.listConfigs(r.Context(), r.URL.Query().Get("kind"))
-		reply(w, s, out, err)
-	})
-	m.HandleFunc("GET /v1/services", func(w http.ResponseWriter, r *http.Request) {
-		lw := &serviceListWriter{w: w}
-		if err := s.listServices(r.Context(), lw.add); err != nil {
-			if !lw.started {
-				writeError(w, s, err)
-				return
-			}
-			// Part of the list is sent: end the response broken, so the
-			// client fails rather than take a part for the whole.
-			if r.Context().Err() == nil { // not the client going away
-				s.log.Warn("service list failed midway", "error", err)
-			}
-			panic(http.ErrAbortHandler)
-		}
-		lw.end()
-	})
-	m.HandleFunc("GET /v1/apps/{app}/services/{svc}", func(w http.ResponseWriter, r *http.Request) {
-		out, err := s.status(r.Context(), r.PathValue("app"), r.PathValue("svc"))
-		reply(w, s, out, err)
-	})
-	m.HandleFunc("POST /v1/apps/{app}/services/{svc}", func(w http.ResponseWriter, r *http.Request) {
-		// Verbs are "/v1/apps/A/services/S:push"; the mux sees "S:push" as {svc}.
-		s.serviceVerb(w, r)
-	})
-	m.HandleFunc("GET /v1/apps/{app}/services/{svc}/events", func(w http.ResponseWriter, r *http.Request) {
-		after, _ := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
-		limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
-		out, err := s.events(r.Context(), store.EventFilter{Application: r.PathValue("app"), Service: r.PathValue("svc"), AfterSeq: after, Limit: limit})
-		reply(w, s, out, err)
-	})
-	m.HandleFunc("GET /v1/apps/{app}/services/{svc}/runs", func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
-		limit, _ := strconv.Atoi(q.Get("limit"))
-		out, err := s.runs(r.Context(), store.RunFilter{Application: r.PathValue("app"), Service: r.PathValue("svc"),
-			ReleaseChannel: q.Get("releaseChannel"), Kind: q.Get("kind"), Limit: limit})
-		reply(w, s, out, err)
-	})
-	m.HandleFunc("GET /v1/runs/{id}", func(w http.ResponseWriter, r *http.Request) {
-		id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-		if err != nil {
-			writeError(w, s, errorf("invalid_argument", "run id %q is not a number", r.PathValue("id")))
-			return
-		}
-		out, err := s.run(r.Context(), id)
-		reply(w, s, out, err)
-	})
-	m.HandleFunc("POST /v1/runtimes:link", handle(s, func(r *http.Request, req apiv1.LinkRuntimeRequest) (any, error) {
-		return s.linkRuntime(r.Context(), req)
-	}))
-	m.HandleFunc("POST /v1/runtimes/{name}", handle(s, func(r *http.Request, req apiv1.LinkRuntimeRequest) (any, error) {
-		name, verb, _ := strings.Cut(r.PathValue("name"), ":")
-		switch verb {
-		case "rotateToken":
-			return s.rotateRuntimeToken(r.Context(), name, req)
-		case "unlink":
-			return s.unlinkRuntime(r.Context(), name)
-		}
-		return nil, errorf("not_found", "no such runtime verb %q: use :rotateToken or :unlink", verb)
-	}))
-	m.HandleFunc("GET /v1/runtimes", func(w http.ResponseWriter, r *http.Request) {
-		out, err := s.listRuntimes(r.Context())
-		reply(w, s, out, err)
-	})
-	m.HandleFunc("POST /v1/freezes", handle(s, func(r *http.Request, req apiv1.FreezeRequest) (any, error) {
-		return s.freeze(r.Context(), req)
-	}))
-	m.HandleFunc("POST /v1/freezes:lift", handle(s, func(r *http.Request, req apiv1.UnfreezeRequest) (any, error) {
-		return s.unfreeze(r.Context(), req)
-	}))
-	m.HandleFunc("GET /v1/freezes", func(w http.ResponseWriter, r *http.Request) {
-		out, err := s.listFreezes(r.Context(), r.URL.Query().Get("all") == "true")
-		reply(w, s, out, err)
-	})
-	m.HandleFunc("GET /v1/watch", s.watch)
-	s.mux = m
+	s.table = s.routeTable()
+	s.mux = s.mount(s.table)
 }
 
-func (s *Server) serviceVerb(w http.ResponseWriter, r *http.Request) {
-	app := r.PathValue("app")
-	svc, verb, ok := cutLast(r.PathValue("svc"), ":")
-	if !ok {
-		writeError(w, s, errorf("not_found", "unknown endpoint %s", r.URL.Path))
-		return
-	}
-	ctx := r.Context()
-	switch verb {
-	case "push":
-		handle(s, func(_ *http.Request, req apiv1.PushRequest) (any, error) { return s.push(ctx, app, svc, req) })(w, r)
-	case "preview":
-		handle(s, func(_ *http.Request, req apiv1.PushRequest) (any, error) { return s.preview(ctx, app, svc, req) })(w, r)
-	case "approve":
-		handle(s, func(_ *http.Request, req apiv1.ApproveRequest) (any, error) { return s.approve(ctx, app, svc, req) })(w, r)
-	case "bypass":
-		handle(s, func(_ *http.Request, req apiv1.BypassRequest) (any, error) { return s.bypass(ctx, app, svc, req) })(w, r)
-	case "pause", "resume", "rollback":
-		handle(s, func(_ *http.Request, req apiv1.ChannelRequest) (any, error) {
-			user, err := optionalUser(req.User)
+// routeTable is every endpoint of the API (see routes.go).
+func (s *Server) routeTable() []route {
+	app := func(r *http.Request) string { return r.PathValue("app") }
+	svc := func(r *http.Request) string { return r.PathValue("svc") }
+	channelAction := func(verb string) http.HandlerFunc {
+		return handle(s, func(r *http.Request, req apiv1.ChannelRequest) (any, error) {
+			noteAuditChannel(r.Context(), req.ReleaseChannel)
+			if err := allow(r.Context(), auth.PermOperate, app(r), req.ReleaseChannel); err != nil {
+				return nil, err
+			}
+			user, err := requestUser(r.Context(), req.User)
 			if err != nil {
 				return nil, err
 			}
-			if user == "" {
-				user = "unknown"
-			}
-			return s.instanceAction(ctx, app, svc, req, func(inst store.Instance) (store.Instance, store.Event, bool, error) {
+			return s.instanceAction(r.Context(), app(r), svc(r), req, func(inst store.Instance) (store.Instance, store.Event, bool, error) {
 				now := s.now()
 				switch verb {
 				case "pause":
@@ -145,10 +52,157 @@ func (s *Server) serviceVerb(w http.ResponseWriter, r *http.Request) {
 				next, ev, err := engine.Rollback(inst, user, now)
 				return next, ev, err == nil, err
 			})
-		})(w, r)
-	default:
-		writeError(w, s, errorf("not_found", "unknown verb %q: use push, approve, pause, resume or rollback", verb))
+		})
 	}
+	return []route{
+		{method: "GET", path: "/v1/health", scope: scopeOpen, summary: "Health of the server and its store",
+			handler: s.health},
+		{method: "GET", path: "/v1/whoami", scope: scopeSelf, summary: "The identity a request acts under and its roles",
+			handler: func(w http.ResponseWriter, r *http.Request) { reply(w, s, whoami(r.Context()), nil) }},
+		{method: "POST", path: "/v1/configs:apply", perm: auth.PermConfigure, scope: scopeSome, summary: "Store configs (each application's need configure on it)",
+			handler: handle(s, func(r *http.Request, req apiv1.ApplyConfigsRequest) (any, error) {
+				return s.applyConfigs(r.Context(), req)
+			})},
+		{method: "GET", path: "/v1/configs", perm: auth.PermRead, scope: scopeSome, summary: "The latest version of every config (of the applications the caller may read)",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				out, err := s.listConfigs(r.Context(), r.URL.Query().Get("kind"))
+				reply(w, s, out, err)
+			}},
+		{method: "GET", path: "/v1/services", perm: auth.PermRead, scope: scopeSome, summary: "Every service's status (of the applications the caller may read)",
+			handler: s.serviceList},
+		{method: "GET", path: "/v1/apps/{app}/services/{svc}", perm: auth.PermRead, scope: scopeApp, summary: "A service's status",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				out, err := s.status(r.Context(), app(r), svc(r))
+				reply(w, s, out, err)
+			}},
+		{method: "POST", path: "/v1/apps/{app}/services/{svc}:push", perm: auth.PermPush, scope: scopeApp, summary: "Push a new desired state",
+			handler: handle(s, func(r *http.Request, req apiv1.PushRequest) (any, error) {
+				return s.push(r.Context(), app(r), svc(r), req)
+			})},
+		{method: "POST", path: "/v1/apps/{app}/services/{svc}:preview", perm: auth.PermRead, scope: scopeApp, summary: "What a push would do, without pushing",
+			handler: handle(s, func(r *http.Request, req apiv1.PushRequest) (any, error) {
+				return s.preview(r.Context(), app(r), svc(r), req)
+			})},
+		{method: "POST", path: "/v1/apps/{app}/services/{svc}:approve", perm: auth.PermApprove, scope: scopeChannel, summary: "Approve or reject a release channel's manual approval",
+			handler: handle(s, func(r *http.Request, req apiv1.ApproveRequest) (any, error) {
+				noteAuditChannel(r.Context(), req.ReleaseChannel)
+				if err := allow(r.Context(), auth.PermApprove, app(r), req.ReleaseChannel); err != nil {
+					return nil, err
+				}
+				return s.approve(r.Context(), app(r), svc(r), req)
+			})},
+		{method: "POST", path: "/v1/apps/{app}/services/{svc}:bypass", perm: auth.PermBypass, scope: scopeChannel, summary: "Bypass a protection or extension for one version",
+			handler: handle(s, func(r *http.Request, req apiv1.BypassRequest) (any, error) {
+				noteAuditChannel(r.Context(), req.ReleaseChannel)
+				noteAudit(r.Context(), "protection "+req.Protection)
+				if err := allow(r.Context(), auth.PermBypass, app(r), req.ReleaseChannel); err != nil {
+					return nil, err
+				}
+				return s.bypass(r.Context(), app(r), svc(r), req)
+			})},
+		{method: "POST", path: "/v1/apps/{app}/services/{svc}:pause", perm: auth.PermOperate, scope: scopeChannel, summary: "Pause a release channel",
+			handler: channelAction("pause")},
+		{method: "POST", path: "/v1/apps/{app}/services/{svc}:resume", perm: auth.PermOperate, scope: scopeChannel, summary: "Resume a paused release channel",
+			handler: channelAction("resume")},
+		{method: "POST", path: "/v1/apps/{app}/services/{svc}:rollback", perm: auth.PermOperate, scope: scopeChannel, summary: "Roll a release channel back to its previous version",
+			handler: channelAction("rollback")},
+		{method: "GET", path: "/v1/apps/{app}/services/{svc}/events", perm: auth.PermRead, scope: scopeApp, summary: "A service's events",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				after, _ := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
+				limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
+				out, err := s.events(r.Context(), store.EventFilter{Application: app(r), Service: svc(r), AfterSeq: after, Limit: limit})
+				reply(w, s, out, err)
+			}},
+		{method: "GET", path: "/v1/apps/{app}/services/{svc}/runs", perm: auth.PermRead, scope: scopeApp, summary: "A service's task runs (checks, extensions)",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				q := r.URL.Query()
+				limit, _ := strconv.Atoi(q.Get("limit"))
+				out, err := s.runs(r.Context(), store.RunFilter{Application: app(r), Service: svc(r),
+					ReleaseChannel: q.Get("releaseChannel"), Kind: q.Get("kind"), Limit: limit})
+				reply(w, s, out, err)
+			}},
+		{method: "GET", path: "/v1/runs/{id}", perm: auth.PermRead, scope: scopeSome, summary: "One task run with its output (its application must be readable)",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+				if err != nil {
+					writeError(w, s, errorf("invalid_argument", "run id %q is not a number", r.PathValue("id")))
+					return
+				}
+				out, err := s.run(r.Context(), id)
+				reply(w, s, out, err)
+			}},
+		{method: "POST", path: "/v1/runtimes:link", perm: auth.PermRuntimes, scope: scopeGlobal, summary: "Link a runtime served by an agent",
+			handler: handle(s, func(r *http.Request, req apiv1.LinkRuntimeRequest) (any, error) {
+				noteAudit(r.Context(), "runtime "+req.Name)
+				return s.linkRuntime(r.Context(), req)
+			})},
+		{method: "POST", path: "/v1/runtimes/{name}:rotateToken", perm: auth.PermRuntimes, scope: scopeGlobal, summary: "Replace a linked runtime's join token",
+			handler: handle(s, func(r *http.Request, req apiv1.LinkRuntimeRequest) (any, error) {
+				return s.rotateRuntimeToken(r.Context(), r.PathValue("name"), req)
+			})},
+		{method: "POST", path: "/v1/runtimes/{name}:unlink", perm: auth.PermRuntimes, scope: scopeGlobal, summary: "Unlink a runtime",
+			handler: handle(s, func(r *http.Request, _ apiv1.LinkRuntimeRequest) (any, error) {
+				return s.unlinkRuntime(r.Context(), r.PathValue("name"))
+			})},
+		{method: "GET", path: "/v1/runtimes", perm: auth.PermRead, scope: scopeSome, summary: "Runtimes and their agents",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				out, err := s.listRuntimes(r.Context())
+				reply(w, s, out, err)
+			}},
+		{method: "POST", path: "/v1/freezes", perm: auth.PermFreeze, scope: scopeSome, summary: "Freeze deployments (of an application: freeze on it; of everything: on every application)",
+			handler: handle(s, func(r *http.Request, req apiv1.FreezeRequest) (any, error) {
+				return s.freeze(r.Context(), req)
+			})},
+		{method: "POST", path: "/v1/freezes:lift", perm: auth.PermFreeze, scope: scopeSome, summary: "Lift freezes",
+			handler: handle(s, func(r *http.Request, req apiv1.UnfreezeRequest) (any, error) {
+				if req.ID != "" {
+					noteAudit(r.Context(), "freeze "+req.ID)
+				} else {
+					noteAudit(r.Context(), "freeze of "+freezeScope(ds.Freeze{Application: req.Application, ReleaseChannel: req.ReleaseChannel}))
+				}
+				return s.unfreeze(r.Context(), req)
+			})},
+		{method: "GET", path: "/v1/freezes", perm: auth.PermRead, scope: scopeSome, summary: "Freezes in force (all=true: ended ones too)",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				out, err := s.listFreezes(r.Context(), r.URL.Query().Get("all") == "true")
+				reply(w, s, out, err)
+			}},
+		{method: "POST", path: "/v1/tokens", perm: auth.PermTokens, scope: scopeGlobal, summary: "Create an API token (shown once)",
+			handler: handle(s, func(r *http.Request, req apiv1.CreateTokenRequest) (any, error) {
+				return s.createToken(r.Context(), req)
+			})},
+		{method: "GET", path: "/v1/tokens", perm: auth.PermTokens, scope: scopeGlobal, summary: "API tokens (never their values)",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				out, err := s.listTokens(r.Context())
+				reply(w, s, out, err)
+			}},
+		{method: "POST", path: "/v1/tokens/{name}:revoke", perm: auth.PermTokens, scope: scopeGlobal, summary: "Revoke an API token",
+			handler: handle(s, func(r *http.Request, _ apiv1.RevokeTokenRequest) (any, error) {
+				return s.revokeToken(r.Context(), r.PathValue("name"))
+			})},
+		{method: "GET", path: "/v1/audit", perm: auth.PermAudit, scope: scopeSome, summary: "The audit log (of the applications the caller audits)",
+			handler: s.listAudit},
+		{method: "GET", path: "/v1/watch", perm: auth.PermRead, scope: scopeSome, summary: "Server-sent events (of the applications the caller may read)",
+			handler: s.watch},
+	}
+}
+
+// serviceList streams the status of every service the caller may read.
+func (s *Server) serviceList(w http.ResponseWriter, r *http.Request) {
+	lw := &serviceListWriter{w: w}
+	if err := s.listServices(r.Context(), lw.add); err != nil {
+		if !lw.started {
+			writeError(w, s, err)
+			return
+		}
+		// Part of the list is sent: end the response broken, so the
+		// client fails rather than take a part for the whole.
+		if r.Context().Err() == nil { // not the client going away
+			s.log.Warn("service list failed midway", "error", err)
+		}
+		panic(http.ErrAbortHandler)
+	}
+	lw.end()
 }
 
 func cutLast(s, sep string) (string, string, bool) {
@@ -277,6 +331,12 @@ func httpStatus(code string) int {
 		return http.StatusNotFound
 	case "failed_precondition", "conflict", "already_exists":
 		return http.StatusConflict
+	case "unauthenticated":
+		return http.StatusUnauthorized
+	case "permission_denied":
+		return http.StatusForbidden
+	case "too_large":
+		return http.StatusRequestEntityTooLarge
 	}
 	return http.StatusInternalServerError
 }
@@ -300,6 +360,21 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 		after, _ = strconv.ParseInt(lastID, 10, 64)
 	}
 	f := store.EventFilter{Application: q.Get("app"), Service: q.Get("service"), AfterSeq: after, Limit: 500}
+	if f.Application != "" && !visible(r.Context(), f.Application) {
+		writeError(w, s, allow(r.Context(), auth.PermRead, f.Application, ""))
+		return
+	}
+	// The stream carries the events of the applications the caller may
+	// read (decided once per application: the identity is the stream's).
+	readable := map[string]bool{}
+	shown := func(app string) bool {
+		ok, known := readable[app]
+		if !known {
+			ok = visible(r.Context(), app)
+			readable[app] = ok
+		}
+		return ok
+	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
@@ -313,6 +388,10 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		for _, e := range evs {
+			if !shown(e.Application) {
+				f.AfterSeq = e.Seq
+				continue
+			}
 			data, _ := json.Marshal(toAPIEvent(e))
 			fmt.Fprintf(w, "id: %d\nevent: event\ndata: %s\n\n", e.Seq, data)
 			f.AfterSeq = e.Seq

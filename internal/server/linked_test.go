@@ -34,7 +34,7 @@ func call(t *testing.T, s *Server, method, path string, body any) *httptest.Resp
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := httptest.NewRequest(method, path, bytes.NewReader(b))
+	req := httptest.NewRequestWithContext(local(t.Context()), method, path, bytes.NewReader(b))
 	req.Header.Set("Content-Type", "application/json")
 	rec := httptest.NewRecorder()
 	s.Handler().ServeHTTP(rec, req)
@@ -124,7 +124,7 @@ func TestLinkedRuntimeInConfigs(t *testing.T) {
 	s, _, _ := newLinkServer(t)
 	app := `{"application":{"name":"shop","releaseChannels":[{"name":"prod","runtimes":[{"runtime":"prod-eu"}]}]}}`
 	req := apiv1.ApplyConfigsRequest{Configs: []apiv1.Config{{Source: "shop.pvn.yaml", Body: json.RawMessage(app)}}}
-	_, err := s.applyConfigs(t.Context(), req)
+	_, err := s.applyConfigs(local(t.Context()), req)
 	var ve *validationError
 	if !errors.As(err, &ve) || len(ve.details) != 1 || !strings.Contains(ve.details[0].Message, `unknown runtime "prod-eu"`) {
 		t.Fatalf("apply before link: %#v", err)
@@ -132,11 +132,11 @@ func TestLinkedRuntimeInConfigs(t *testing.T) {
 	if rec := call(t, s, http.MethodPost, "/v1/runtimes:link", apiv1.LinkRuntimeRequest{Name: "prod-eu", Labels: map[string]string{"region": "eu", "tier": "a"}}); rec.Code != http.StatusOK {
 		t.Fatalf("link: %d %s", rec.Code, rec.Body)
 	}
-	if _, err := s.applyConfigs(t.Context(), req); err != nil {
+	if _, err := s.applyConfigs(local(t.Context()), req); err != nil {
 		t.Fatalf("apply after link: %v", err)
 	}
 	rt := `{"runtime":{"name":"prod-eu","labels":[{"label":"tier","value":"b"}]}}`
-	if _, err := s.applyConfigs(t.Context(), apiv1.ApplyConfigsRequest{Configs: []apiv1.Config{{Source: "prod-eu.pvn.yaml", Body: json.RawMessage(rt)}}}); err != nil {
+	if _, err := s.applyConfigs(local(t.Context()), apiv1.ApplyConfigsRequest{Configs: []apiv1.Config{{Source: "prod-eu.pvn.yaml", Body: json.RawMessage(rt)}}}); err != nil {
 		t.Fatal(err)
 	}
 	list, err := s.listRuntimes(t.Context())
@@ -160,12 +160,12 @@ func TestLinkedRuntimeInConfigs(t *testing.T) {
 		t.Errorf("runtime labels the compiler sees: %s", got)
 	}
 	typed := `{"runtime":{"name":"prod-eu","fake":{}}}`
-	_, err = s.applyConfigs(t.Context(), apiv1.ApplyConfigsRequest{Configs: []apiv1.Config{{Source: "prod-eu.pvn.yaml", Body: json.RawMessage(typed)}}})
+	_, err = s.applyConfigs(local(t.Context()), apiv1.ApplyConfigsRequest{Configs: []apiv1.Config{{Source: "prod-eu.pvn.yaml", Body: json.RawMessage(typed)}}})
 	if !errors.As(err, &ve) || len(ve.details) != 1 || !strings.Contains(ve.details[0].Message, "is linked") || ve.details[0].File != "prod-eu.pvn.yaml" {
 		t.Errorf("a typed config of a linked runtime: %#v", err)
 	}
 	fake := `{"runtime":{"name":"sim","fake":{}}}`
-	if _, err := s.applyConfigs(t.Context(), apiv1.ApplyConfigsRequest{Configs: []apiv1.Config{{Source: "sim.pvn.yaml", Body: json.RawMessage(fake)}}}); err != nil {
+	if _, err := s.applyConfigs(local(t.Context()), apiv1.ApplyConfigsRequest{Configs: []apiv1.Config{{Source: "sim.pvn.yaml", Body: json.RawMessage(fake)}}}); err != nil {
 		t.Fatal(err)
 	}
 	if rec := call(t, s, http.MethodPost, "/v1/runtimes:link", apiv1.LinkRuntimeRequest{Name: "sim"}); rec.Code != http.StatusPreconditionFailed && rec.Code != http.StatusConflict {

@@ -87,7 +87,7 @@ func TestListServicesInSpans(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	s, _ := newTestServer(t, st, t.TempDir(), EdgeConfig{})
-	ctx := t.Context()
+	ctx := local(t.Context())
 	var req apiv1.ApplyConfigsRequest
 	add := func(src, body string) {
 		req.Configs = append(req.Configs, apiv1.Config{Source: src, Body: json.RawMessage(body)})
@@ -112,7 +112,7 @@ func TestListServicesInSpans(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, v := range svcs {
-		push, err := s.push(ctx, v.app, v.name, apiv1.PushRequest{User: "dev"})
+		push, err := s.push(ctx, v.app, v.name, apiv1.PushRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}

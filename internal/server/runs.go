@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	apiv1 "github.com/drover-dev/drover/api/v1"
+	"github.com/drover-dev/drover/internal/auth"
 	"github.com/drover-dev/drover/internal/store"
 )
 
@@ -40,6 +41,9 @@ func (s *Server) run(ctx context.Context, id int64) (*apiv1.Run, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if !visible(ctx, r.Application) {
+		return nil, allow(ctx, auth.PermRead, r.Application, "")
 	}
 	out := toAPIRun(r, true)
 	return &out, nil

@@ -66,6 +66,7 @@ type Server struct {
 	changed  *broadcaster
 	cache    decodeCache
 	mux      *http.ServeMux
+	table    []route
 	edgeCfg  EdgeConfig
 	agents   Agents
 	// storeKind and replica are reported by health.

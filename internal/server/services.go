@@ -49,7 +49,7 @@ func (s *Server) compilePush(ctx context.Context, app, svc string, req apiv1.Pus
 }
 
 func (s *Server) push(ctx context.Context, app, svc string, req apiv1.PushRequest) (*apiv1.PushResponse, error) {
-	user, err := optionalUser(req.User)
+	user, err := requestUser(ctx, req.User)
 	if err != nil {
 		return nil, err
 	}
@@ -281,6 +281,9 @@ func (s *Server) listServices(ctx context.Context, emit func(*apiv1.ServiceStatu
 			return err
 		}
 		for _, rec := range part {
+			if !visible(ctx, rec.Application) {
+				continue
+			}
 			var mine []store.Instance
 			insts, mine = takeService(insts, rec.Application, rec.Service, func(i store.Instance) (string, string) { return i.Application, i.Service })
 			var seen []store.Observation

@@ -313,6 +313,73 @@ type RuntimeFacts struct {
 	ObservedAt time.Time `json:"observedAt"`
 }
 
+// APIToken is a credential of a person or a robot (drover tokens create).
+// The store keeps the token's hash, never the token.
+type APIToken struct {
+	// ID is assigned by the store; ids increase.
+	ID int64 `json:"id"`
+	// Name is the identity the token acts as; unique among the tokens not
+	// revoked (a revoked token's name may be given again).
+	Name string `json:"name"`
+	// Hash is the hex SHA-256 of the token; unique among all tokens.
+	Hash string `json:"hash"`
+	// Roles are its role bindings: ROLE, ROLE@APP or ROLE@APP/CHANNEL.
+	Roles     []string  `json:"roles"`
+	CreatedBy string    `json:"createdBy,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+	// ExpiresAt ends it by itself (zero: never).
+	ExpiresAt time.Time `json:"expiresAt,omitzero"`
+	// RevokedAt is when it was revoked (zero: it was not), by RevokedBy.
+	RevokedAt time.Time `json:"revokedAt,omitzero"`
+	RevokedBy string    `json:"revokedBy,omitempty"`
+	// LastUsedAt is when a request last authenticated with it (kept to
+	// the minute or so: see TouchAPIToken).
+	LastUsedAt time.Time `json:"lastUsedAt,omitzero"`
+}
+
+// AuditRecord is one request that changed something, or tried to: who, from
+// where, what, and how it ended. The audit log is kept whole (no
+// retention).
+type AuditRecord struct {
+	// Seq is assigned by the store; it increases.
+	Seq  int64     `json:"seq"`
+	Time time.Time `json:"time"`
+	// Identity is who sent the request; IdentityKind how it authenticated
+	// (local, token, oidc).
+	Identity     string `json:"identity"`
+	IdentityKind string `json:"identityKind,omitempty"`
+	// Source is the address the request came from.
+	Source string `json:"source,omitempty"`
+	// Action is the API route, as the route table names it
+	// ("POST /v1/apps/{app}/services/{svc}:push").
+	Action string `json:"action"`
+	// Application, Service and ReleaseChannel are what it acted on, when
+	// it names them; Target names anything else (a runtime, a token, a
+	// freeze).
+	Application    string `json:"application,omitempty"`
+	Service        string `json:"service,omitempty"`
+	ReleaseChannel string `json:"releaseChannel,omitempty"`
+	Target         string `json:"target,omitempty"`
+	// Status is the HTTP status of the answer; Outcome is "ok" or the
+	// error's code (permission_denied, invalid_argument, ...), Message
+	// what the answer said of a refusal or failure.
+	Status  int    `json:"status"`
+	Outcome string `json:"outcome"`
+	Message string `json:"message,omitempty"`
+}
+
+// AuditFilter selects audit records: every one matching all the fields
+// set, oldest first.
+type AuditFilter struct {
+	Application string
+	Identity    string
+	// Since keeps the records at or after it; AfterSeq those after it.
+	Since    time.Time
+	AfterSeq int64
+	// Limit bounds the records returned (0 = no limit).
+	Limit int
+}
+
 // LinkedRuntime is a runtime served by an agent (drover runtimes link): the
 // server keeps its name, its labels and the hash of its agent's join token,
 // and what the agent last said of itself; never a credential of the backend
@@ -564,6 +631,31 @@ type Store interface {
 	// RemoveReplica forgets a replica (its server stops); no error when
 	// it is unknown.
 	RemoveReplica(ctx context.Context, name string) error
+
+	// CreateAPIToken records a new API token and returns it as stored (ID
+	// and, when zero, CreatedAt set). Name and Hash are required. A token
+	// not revoked with the same Name, or any with the same Hash, fails with
+	// ErrConflict.
+	CreateAPIToken(ctx context.Context, t APIToken) (APIToken, error)
+	// APITokenByHash returns the token whose Hash is hash (revoked and
+	// expired ones too: the caller decides), or ErrNotFound.
+	APITokenByHash(ctx context.Context, hash string) (APIToken, error)
+	// ListAPITokens returns every token, revoked ones included, by ID.
+	ListAPITokens(ctx context.Context) ([]APIToken, error)
+	// RevokeAPIToken revokes the token named name that is not revoked yet,
+	// now, by by, and returns it; ErrNotFound if there is none.
+	RevokeAPIToken(ctx context.Context, name, by string) (APIToken, error)
+	// TouchAPIToken records that token id was used at at (a later time
+	// than the one recorded; an earlier one changes nothing). It is the
+	// store's own bookkeeping: crash safe, not durable.
+	TouchAPIToken(ctx context.Context, id int64, at time.Time) error
+
+	// AppendAudit records r and returns its Seq (r.Seq is ignored; a zero
+	// Time is set to the current time). Action, Identity and Outcome are
+	// required. Audit records are never deleted.
+	AppendAudit(ctx context.Context, r AuditRecord) (int64, error)
+	// ListAudit returns the audit records matching f, oldest first.
+	ListAudit(ctx context.Context, f AuditFilter) ([]AuditRecord, error)
 	// ListObservations returns the observations of a service's instances
 	// ("" service = the application's; both "" = all), ordered like
 	// ListInstances. Batches write them.

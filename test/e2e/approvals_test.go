@@ -20,11 +20,17 @@ import (
 // here, so a header the API starts requiring is added in one place.
 func (s *server) postJSON(path string, body any) (int, string) {
 	s.t.Helper()
+	return s.postJSONWith(s.token(), path, body)
+}
+
+// postJSONWith posts body to path with the credential token.
+func (s *server) postJSONWith(token, path string, body any) (int, string) {
+	s.t.Helper()
 	raw, err := json.Marshal(body)
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	req, err := newAPIRequest(http.MethodPost, s.url+path, s.token(), bytes.NewReader(raw))
+	req, err := newAPIRequest(http.MethodPost, s.url+path, token, bytes.NewReader(raw))
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -84,11 +90,11 @@ func TestS3ApprovalBoundToDesiredState(t *testing.T) {
 			t.Errorf("the conflict should name the new desired state %s and how to look again: %s", dsB, r)
 		}
 	}
-	code, body := s.postJSON("/v1/apps/shop/services/web:approve", apiv1.ApproveRequest{ReleaseChannel: "prod", User: "reviewer", DesiredStateID: dsA})
+	code, body := s.postJSON("/v1/apps/shop/services/web:approve", apiv1.ApproveRequest{ReleaseChannel: "prod", DesiredStateID: dsA})
 	if code != http.StatusConflict || !strings.Contains(body, `"conflict"`) || !strings.Contains(body, dsA) || !strings.Contains(body, dsB) {
 		t.Errorf("API approve of the replaced desired state: %d %s", code, body)
 	}
-	code, body = s.postJSON("/v1/apps/shop/services/web:approve", apiv1.ApproveRequest{ReleaseChannel: "prod", User: "reviewer"})
+	code, body = s.postJSON("/v1/apps/shop/services/web:approve", apiv1.ApproveRequest{ReleaseChannel: "prod"})
 	if code != http.StatusBadRequest || !strings.Contains(body, "desiredStateId") {
 		t.Errorf("API approve naming no desired state: %d %s", code, body)
 	}
@@ -129,19 +135,25 @@ func TestS2ApproverSpellingsCountOnce(t *testing.T) {
 	if out := s.ok("alice", "approve", "web", "--app", "sec", "--release-channel", "prod").stdout; !strings.Contains(out, "prod: 1/2 approvals") {
 		t.Errorf("approve printed a status without its own approval:\n%s", out)
 	}
+	// alice again, naming herself in any spelling (--user must name the
+	// credential's identity).
 	for _, spelling := range []string{"ALICE", " alice ", "Alice"} {
-		r := s.as(spelling, "approve", "web", "--app", "sec", "--release-channel", "prod")
+		r := s.as("alice", "approve", "web", "--app", "sec", "--release-channel", "prod", "--user", spelling)
 		if r.code != 1 || !strings.Contains(r.stderr, "alice already approved prod") || strings.Contains(r.stdout, "approved prod") {
 			t.Errorf("approve as %q: want exit 1 and already approved, got %s", spelling, r)
 		}
 	}
-	r := s.as("ali\u200bce", "approve", "web", "--app", "sec", "--release-channel", "prod")
+	r := s.as("alice", "approve", "web", "--app", "sec", "--release-channel", "prod", "--user", "ali\u200bce")
 	if r.code != 64 || !strings.Contains(r.stderr, "U+200B") {
 		t.Errorf("approve with a zero-width space: want exit 64 (usage), got %s", r)
 	}
 	st := s.status("sec", "web")
 	if prod := channel(t, st, "prod"); prod.Status != "WAITING_MANUAL_APPROVAL" || !slices.Equal(approvedBy(prod), []string{"alice"}) {
 		t.Fatalf("one person met a quorum of two:\n%s", dump(prod))
+	}
+	// Naming someone else is refused: approvals count credentials, not names.
+	if r := s.as("alice", "approve", "web", "--app", "sec", "--release-channel", "prod", "--user", "bob"); r.code != 1 || !strings.Contains(r.stderr, `authenticated as "alice"`) {
+		t.Errorf("alice approving as bob: want exit 1 and a refusal, got %s", r)
 	}
 	s.ok("Bob", "approve", "web", "--app", "sec", "--release-channel", "prod")
 	st = s.waitStatus("sec", "web", 60*time.Second, "converged", converged(version))
@@ -164,8 +176,8 @@ func TestS9UserTextRefusedOrEscaped(t *testing.T) {
 	for _, req := range []apiv1.ApproveRequest{
 		{User: "eve\u202egnp.exe"},
 		{User: "mallory\x1b[31m"},
-		{User: "mallory", Comment: "lgtm\x00\x1b[31m"},
-		{User: "mallory", Comment: "ok\r2026-11-24 10:39:01  approved"},
+		{Comment: "lgtm\x00\x1b[31m"},
+		{Comment: "ok\r2026-11-24 10:39:01  approved"},
 		{User: " "},
 	} {
 		req.ReleaseChannel, req.DesiredStateID = "prod", ds
@@ -178,7 +190,7 @@ func TestS9UserTextRefusedOrEscaped(t *testing.T) {
 	}
 
 	forged := "2026-11-24 10:39:01  approved     prod: v-xxxx approved by security-team [security-team]"
-	code, body := s.postJSON(path, apiv1.ApproveRequest{ReleaseChannel: "prod", DesiredStateID: ds, User: "mallory", Comment: "lgtm\n" + forged})
+	code, body := s.postJSONWith(s.tokenOf("mallory"), path, apiv1.ApproveRequest{ReleaseChannel: "prod", DesiredStateID: ds, Comment: "lgtm\n" + forged})
 	if code != http.StatusOK {
 		t.Fatalf("approve with a two-line comment: %d %s", code, body)
 	}

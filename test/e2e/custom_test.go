@@ -584,7 +584,7 @@ echo "$start $end" > "$LOG_DIR/$PVN_SERVICE.$$"
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, err := crDrover("push", name, "--app", app, "--server", s.url, "--user", "alice")
+			r, err := crDrover("push", name, "--app", app, "--server", s.url, "--token", s.tokenOf("alice"))
 			if err == nil && r.code != 0 {
 				err = errors.New(r.String())
 			}

@@ -564,7 +564,7 @@ func waitEvent(t *testing.T, s *server, svc, dsID, typ string) {
 // pushHTTP pushes through the API directly (faster than the CLI).
 func pushHTTP(t *testing.T, s *server, app, svc, image string) (version, dsID string) {
 	t.Helper()
-	body, _ := json.Marshal(apiv1.PushRequest{User: "alice", Params: []apiv1.Param{{Name: "image", Value: image}}})
+	body, _ := json.Marshal(apiv1.PushRequest{Params: []apiv1.Param{{Name: "image", Value: image}}})
 	req, err := newAPIRequest(http.MethodPost, s.url+"/v1/apps/"+app+"/services/"+svc+":push", s.token(), strings.NewReader(string(body)))
 	if err != nil {
 		t.Fatal(err)

@@ -41,6 +41,8 @@ type server struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
 	starts int
+	// tokens are the API tokens of the identities tests act as (as).
+	tokens map[string]string
 }
 
 // newServer starts a server with its own data directory on a free port.
@@ -321,10 +323,40 @@ func execDrover(timeout time.Duration, args []string) (result, error) {
 	return r, nil
 }
 
-// as runs a CLI verb against this server as user.
+// as runs a CLI verb against this server as the identity user: with an
+// API token named user (lower-cased), an admin of everything, made with the
+// server's local token the first time.
 func (s *server) as(user string, args ...string) result {
 	s.t.Helper()
-	return runDrover(s.t, append(args, "--server", s.url, "--user", user)...)
+	return runDrover(s.t, append(args, "--server", s.url, "--token", s.tokenOf(user))...)
+}
+
+// tokenOf returns the API token of the identity name (lower-cased), an
+// admin of everything, creating it the first time.
+func (s *server) tokenOf(name string) string {
+	s.t.Helper()
+	name = strings.ToLower(name)
+	s.mu.Lock()
+	tok, ok := s.tokens[name]
+	s.mu.Unlock()
+	if ok {
+		return tok
+	}
+	r := runDrover(s.t, "tokens", "create", name, "--role", "admin", "-o", "json", "--server", s.url)
+	if r.code != 0 {
+		s.t.Fatalf("create the token of %s: %s", name, r)
+	}
+	var resp apiv1.CreateTokenResponse
+	if err := json.Unmarshal([]byte(r.stdout), &resp); err != nil || resp.Token == "" {
+		s.t.Fatalf("create the token of %s: %v: %s", name, err, r)
+	}
+	s.mu.Lock()
+	if s.tokens == nil {
+		s.tokens = map[string]string{}
+	}
+	s.tokens[name] = resp.Token
+	s.mu.Unlock()
+	return resp.Token
 }
 
 // ok runs a verb as user and fails the test unless it exits 0.

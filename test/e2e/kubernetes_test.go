@@ -739,7 +739,7 @@ func TestKubernetesJourney(t *testing.T) {
 // for a goroutine or a benchmark. Its error, if any, is in the result's
 // stderr and code -1.
 func k8sRun(url string, args ...string) result {
-	return k8sRunArgs(append(args, "--server", url, "--user", "bob"))
+	return k8sRunArgs(append(args, "--server", url))
 }
 
 // k8sRunArgs runs the drover binary with args; a run that could not start

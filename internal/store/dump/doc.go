@@ -18,8 +18,8 @@
 //
 // in this order of kinds, so that everything a record refers to comes before
 // it: config, desiredState, approval, instance, observation, event, taskRun,
-// task, lease, runtimeFacts, linkedRuntime. The last line closes the dump and
-// counts the records before it:
+// task, lease, runtimeFacts, linkedRuntime, apiToken, audit. The last line
+// closes the dump and counts the records before it:
 //
 //	{"kind":"end","record":{"records":1234}}
 //
@@ -28,14 +28,20 @@
 // an unknown kind or with a field this version does not know, and records out
 // of order: errors name the line.
 //
+// Kinds added to the format come after the kinds before them, and a dump
+// need not hold a record of every kind: a dump of an older drover, which
+// knows no apiToken or audit records, is still in order and imports as it
+// did (into a store then without API tokens and audit log).
+//
 // # Records
 //
 // Each kind's record has the fields of the store's own record (see the types
 // of this package: Config, DesiredState, Approval, Instance, Observation,
-// Event, TaskRun, Task, Lease, RuntimeFacts, LinkedRuntime), in their JSON
-// form: times in RFC 3339 with up to nine fractional digits in UTC (exact to
-// the nanosecond), byte fields in standard base64 (kept byte for byte; an
-// empty value is "", an absent one is left out), and text as JSON strings.
+// Event, TaskRun, Task, Lease, RuntimeFacts, LinkedRuntime, APIToken,
+// AuditRecord), in their JSON form: times in RFC 3339 with up to nine
+// fractional digits in UTC (exact to the nanosecond), byte fields in standard
+// base64 (kept byte for byte; an empty value is "", an absent one is left
+// out), and text as JSON strings.
 //
 //   - config: every version of every config, ordered by kind, name and version.
 //   - desiredState: every desired state in the order they were created (the
@@ -63,13 +69,20 @@
 //     its labels, the hash of its agent's join token (so linked agents
 //     reconnect after a move without new tokens; the tokens themselves are
 //     never stored) and what its agent last reported (agent).
+//   - apiToken: every API token, revoked ones included, by id, with its
+//     original id, roles and times (created, expires, revoked, last used)
+//     and the hash of the token: tokens go on working after a move, and the
+//     tokens themselves are never stored. Hashes are unique, and so are the
+//     names of the tokens not revoked.
+//   - audit: the whole audit log, with each record's original seq and time,
+//     so that a reader paging it after seq N goes on where it was.
 //
 // Processes (store.Process) are not exported: they name process groups of
 // the host that ran the exporting server (to end what a crashed server left
 // running), which mean nothing, or the wrong processes, on another host or
 // after a restart. Stop the server before exporting, and it ends them itself.
-// A reader still accepts records of the kind "process" (last, after linked
-// runtimes), and importers skip them.
+// A reader still accepts records of the kind "process" (last, after the
+// audit log), and importers skip them.
 //
 // Text is JSON text: a string of invalid UTF-8, which only the SQLite store
 // can hold (in free text that quotes a command's output, such as an event
@@ -86,6 +99,6 @@
 // holding any record fails with ErrNotEmpty), in one transaction (a dump that
 // fails halfway writes nothing), and moves its sequences and identities past
 // the imported maximums, so that events, task runs and tasks created after
-// the import continue after the imported ones. Write and Read connect them to
-// a file.
+// the import continue after the imported ones (API tokens and audit records
+// too). Write and Read connect them to a file.
 package dump

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +40,13 @@ func everyKind() []dump.Record {
 		dump.LinkedRuntime{Name: "prod", Labels: map[string]string{"region": "eu", "z": ""}, TokenHash: "cd34", CreatedAt: t0,
 			Agent: store.AgentState{Connected: true, Replica: "s1", Version: "v1", Mode: "kubernetes", Host: "h",
 				ConnectedAt: t0, HeartbeatAt: t0.Add(1), DisconnectedAt: t0.Add(2), Error: "e"}},
+		dump.APIToken{ID: 2, Name: "ci", Hash: "ef56", Roles: []string{"deployer@shop"}, CreatedBy: "admin", CreatedAt: t0,
+			RevokedAt: t0.Add(1), RevokedBy: "alice", LastUsedAt: t0.Add(2)},
+		dump.APIToken{ID: 5, Name: "ci", Hash: "ab78", CreatedAt: t0},
+		dump.AuditRecord{Seq: 4, Time: t0, Identity: "ci", IdentityKind: "token", Source: "192.0.2.7:51234",
+			Action: "POST /v1/apps/{app}/services/{svc}:approve", Application: "shop", Service: "web", ReleaseChannel: "prod",
+			Target: "approval", Status: 403, Outcome: "permission_denied", Message: "ci lacks permission \"approve\""},
+		dump.AuditRecord{Seq: 8, Time: t0, Identity: "alice", Action: "POST /v1/tokens", Outcome: "ok"},
 		dump.Process{ID: 1, Kind: "apply", Handle: []byte("{}"), StartedAt: t0},
 	}
 }
@@ -92,15 +100,20 @@ func TestWriteRead(t *testing.T) {
 	if lines[0] != `{"format":"drover-dump","version":1,"exportedAt":"2026-01-02T03:04:05.123456789Z","store":"sqlite"}` {
 		t.Errorf("header %s", lines[0])
 	}
-	if !strings.HasPrefix(lines[1], `{"kind":"config","record":{"kind":"service"`) || lines[len(lines)-1] != `{"kind":"end","record":{"records":17}}` {
+	if !strings.HasPrefix(lines[1], `{"kind":"config","record":{"kind":"service"`) || lines[len(lines)-1] != `{"kind":"end","record":{"records":21}}` {
 		t.Errorf("first record %s, end %s", lines[1], lines[len(lines)-1])
 	}
 	if !strings.Contains(string(d), `"compiled":"eyJ4IjogIjwmPiJ9"`) {
 		t.Errorf("compiled bytes not in base64: %s", lines[3])
 	}
-	const edge = `{"kind":"linkedRuntime","record":{"name":"edge","tokenHash":"ab12","createdAt":"2026-01-02T03:04:05.123456789Z","agent":{"connected":false}}}`
-	if lines[len(lines)-4] != edge {
-		t.Errorf("linked runtime line %s, want %s", lines[len(lines)-4], edge)
+	for _, want := range []string{
+		`{"kind":"linkedRuntime","record":{"name":"edge","tokenHash":"ab12","createdAt":"2026-01-02T03:04:05.123456789Z","agent":{"connected":false}}}`,
+		`{"kind":"apiToken","record":{"id":5,"name":"ci","hash":"ab78","createdAt":"2026-01-02T03:04:05.123456789Z"}}`,
+		`{"kind":"audit","record":{"seq":8,"time":"2026-01-02T03:04:05.123456789Z","identity":"alice","action":"POST /v1/tokens","outcome":"ok"}}`,
+	} {
+		if !slices.Contains(lines, want) {
+			t.Errorf("no line %s in\n%s", want, d)
+		}
 	}
 	h, got, err := readAll(bytes.NewReader(d))
 	if err != nil {
@@ -124,6 +137,14 @@ func TestReadRefuses(t *testing.T) {
 		return `{"kind":"event","record":{"seq":` + seq + `,"time":"2026-01-02T03:04:05Z","type":"x"}}` + "\n"
 	}
 	end := func(n string) string { return `{"kind":"end","record":{"records":` + n + `}}` + "\n" }
+	token := func(id, name, hash, more string) string {
+		return `{"kind":"apiToken","record":{"id":` + id + `,"name":"` + name + `","hash":"` + hash + `","createdAt":"2026-01-02T03:04:05Z"` + more + `}}` + "\n"
+	}
+	audit := func(seq, more string) string {
+		return `{"kind":"audit","record":{"seq":` + seq + `,"time":"2026-01-02T03:04:05Z"` + more + `}}` + "\n"
+	}
+	const revoked = `,"revokedAt":"2026-01-02T03:04:06Z"`
+	const who = `,"identity":"ci","action":"POST /v1/x","outcome":"ok"`
 	for _, c := range []struct{ name, dump, want string }{
 		{"empty", "", "the input is empty"},
 		{"not a dump", "hello\n", "line 1: not a drover dump"},
@@ -148,6 +169,30 @@ func TestReadRefuses(t *testing.T) {
 			`line 2: linkedRuntime record: linked runtime "prod": name and token hash are required`},
 		{"unknown agent field", header + `{"kind":"linkedRuntime","record":{"name":"prod","tokenHash":"ab","createdAt":"2026-01-02T03:04:05Z","agent":{"token":"secret"}}}` + "\n" + end("1"),
 			`line 2: linkedRuntime record: json: unknown field "token"`},
+		{"api token without a hash", header + token("1", "ci", "", "") + end("1"),
+			`line 2: apiToken record: api token 1 ("ci"): name, hash and createdAt are required`},
+		{"api token without a creation time", header + strings.Replace(token("1", "ci", "ab", ""), `,"createdAt":"2026-01-02T03:04:05Z"`, "", 1) + end("1"),
+			`line 2: apiToken record: api token 1 ("ci"): name, hash and createdAt are required`},
+		{"api token revoked by someone but not revoked", header + token("1", "ci", "ab", `,"revokedBy":"alice"`) + end("1"),
+			"line 2: apiToken record: api token 1 (ci): revokedBy is set but revokedAt is not"},
+		{"api token ids out of order", header + token("2", "a", "ab", "") + token("2", "b", "cd", "") + end("2"),
+			"line 3: apiToken record: api token id 2 after 2"},
+		{"api token hash twice", header + token("1", "a", "ab12cd", revoked) + token("2", "b", "ab12cd", "") + end("2"),
+			"line 3: apiToken record: api token 2 (b) has the hash of api token 1"},
+		{"two live api tokens of one name", header + token("1", "ci", "ab", revoked) + token("2", "ci", "cd", "") + token("3", "ci", "ef", "") + end("3"),
+			"line 4: apiToken record: api token 2 and api token 3 are both named ci and neither is revoked"},
+		{"unknown api token field", header + token("1", "ci", "ab", `,"token":"secret"`) + end("1"),
+			`line 2: apiToken record: json: unknown field "token"`},
+		{"audit record without an outcome", header + audit("1", `,"identity":"ci","action":"POST /v1/x"`) + end("1"),
+			"line 2: audit record: audit record 1: time, identity, action and outcome are required"},
+		{"audit record without a time", header + strings.Replace(audit("1", who), `,"time":"2026-01-02T03:04:05Z"`, "", 1) + end("1"),
+			"line 2: audit record: audit record 1: time, identity, action and outcome are required"},
+		{"audit seqs out of order", header + audit("4", who) + audit("4", who) + end("2"),
+			"line 3: audit record: audit seq 4 after 4"},
+		{"api token after audit", header + audit("1", who) + token("1", "ci", "ab", "") + end("2"),
+			"line 3: apiToken record after audit records"},
+		{"audit after a process", header + `{"kind":"process","record":{"id":1,"kind":"apply","startedAt":"2026-01-02T03:04:05Z"}}` + "\n" +
+			audit("1", who) + end("2"), "line 3: audit record after processes"},
 		{"end miscounts", header + ds + end("2"), "line 3: the end line counts 2 records, the dump holds 1"},
 		{"after the end", header + ds + end("1") + ds, "line 4: data after the end line"},
 	} {
@@ -158,6 +203,37 @@ func TestReadRefuses(t *testing.T) {
 				t.Errorf("error %v, want one with %q", err, c.want)
 			}
 		})
+	}
+}
+
+// TestReadTokenErrorsHideHash: the errors of a dump's API tokens name them
+// by id and name, never by their hash.
+func TestReadTokenErrorsHideHash(t *testing.T) {
+	t.Parallel()
+	const hash = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+	recs := []dump.Record{
+		dump.APIToken{ID: 1, Name: "a", Hash: hash, CreatedAt: t0},
+		dump.APIToken{ID: 2, Name: "b", Hash: hash, CreatedAt: t0},
+	}
+	_, _, err := readAll(bytes.NewReader(writeDump(t, recs)))
+	if err == nil || strings.Contains(err.Error(), hash) {
+		t.Errorf("error %v, want one without the hash", err)
+	}
+}
+
+// TestReadOlderDump: a dump of a drover that knew no API tokens and no audit
+// log (linked runtimes, then processes) reads as it did.
+func TestReadOlderDump(t *testing.T) {
+	t.Parallel()
+	const older = `{"format":"drover-dump","version":1,"exportedAt":"2025-11-02T03:04:05Z","store":"sqlite"}
+{"kind":"event","record":{"seq":1,"time":"2025-11-02T03:04:05Z","type":"pushed"}}
+{"kind":"linkedRuntime","record":{"name":"edge","tokenHash":"ab12","createdAt":"2025-11-02T03:04:05Z","agent":{"connected":false}}}
+{"kind":"process","record":{"id":1,"kind":"apply","handle":"e30=","startedAt":"2025-11-02T03:04:05Z"}}
+{"kind":"end","record":{"records":3}}
+`
+	_, recs, err := readAll(strings.NewReader(older))
+	if err != nil || len(recs) != 3 {
+		t.Fatalf("read %d records: %v; want 3", len(recs), err)
 	}
 }
 

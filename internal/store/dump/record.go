@@ -23,6 +23,8 @@ const (
 	KindLease         Kind = "lease"
 	KindRuntimeFacts  Kind = "runtimeFacts"
 	KindLinkedRuntime Kind = "linkedRuntime"
+	KindAPIToken      Kind = "apiToken"
+	KindAudit         Kind = "audit"
 	// KindProcess is read but never exported, and importers skip it (see
 	// the package documentation).
 	KindProcess Kind = "process"
@@ -32,7 +34,7 @@ const (
 var Kinds = []Kind{
 	KindConfig, KindDesiredState, KindApproval, KindInstance, KindObservation,
 	KindEvent, KindTaskRun, KindTask, KindLease, KindRuntimeFacts, KindLinkedRuntime,
-	KindProcess,
+	KindAPIToken, KindAudit, KindProcess,
 }
 
 // rank is the position of k in Kinds, or -1 for an unknown kind.
@@ -70,6 +72,10 @@ func (k Kind) plural() string {
 		return "runtime facts"
 	case KindLinkedRuntime:
 		return "linked runtimes"
+	case KindAPIToken:
+		return "API tokens"
+	case KindAudit:
+		return "audit records"
 	case KindProcess:
 		return "processes"
 	default:
@@ -79,7 +85,8 @@ func (k Kind) plural() string {
 
 // Record is one record of a dump: a value of one of this package's record
 // types (Config, DesiredState, Approval, Instance, Observation, Event,
-// TaskRun, Task, Lease, RuntimeFacts, LinkedRuntime, Process).
+// TaskRun, Task, Lease, RuntimeFacts, LinkedRuntime, APIToken, AuditRecord,
+// Process).
 type Record interface {
 	// RecordKind says which kind of record it is.
 	RecordKind() Kind
@@ -273,6 +280,40 @@ type LinkedRuntime struct {
 	Agent     store.AgentState  `json:"agent"`
 }
 
+// APIToken is an API token (kind "apiToken"): a store.APIToken with its
+// original ID, revoked or not, with the hash of the token (the token itself
+// is never stored).
+type APIToken struct {
+	ID         int64     `json:"id"`
+	Name       string    `json:"name"`
+	Hash       string    `json:"hash"`
+	Roles      []string  `json:"roles,omitempty"`
+	CreatedBy  string    `json:"createdBy,omitempty"`
+	CreatedAt  time.Time `json:"createdAt"`
+	ExpiresAt  time.Time `json:"expiresAt,omitzero"`
+	RevokedAt  time.Time `json:"revokedAt,omitzero"`
+	RevokedBy  string    `json:"revokedBy,omitempty"`
+	LastUsedAt time.Time `json:"lastUsedAt,omitzero"`
+}
+
+// AuditRecord is one record of the audit log (kind "audit"): a
+// store.AuditRecord with its original Seq and Time.
+type AuditRecord struct {
+	Seq            int64     `json:"seq"`
+	Time           time.Time `json:"time"`
+	Identity       string    `json:"identity"`
+	IdentityKind   string    `json:"identityKind,omitempty"`
+	Source         string    `json:"source,omitempty"`
+	Action         string    `json:"action"`
+	Application    string    `json:"application,omitempty"`
+	Service        string    `json:"service,omitempty"`
+	ReleaseChannel string    `json:"releaseChannel,omitempty"`
+	Target         string    `json:"target,omitempty"`
+	Status         int       `json:"status,omitempty"`
+	Outcome        string    `json:"outcome"`
+	Message        string    `json:"message,omitempty"`
+}
+
 // Process is a command running on the exporting host (kind "process"): a
 // store.Process. Exporters do not write them and importers skip them (see
 // the package documentation).
@@ -323,6 +364,12 @@ func (RuntimeFacts) RecordKind() Kind { return KindRuntimeFacts }
 func (LinkedRuntime) RecordKind() Kind { return KindLinkedRuntime }
 
 // RecordKind implements Record.
+func (APIToken) RecordKind() Kind { return KindAPIToken }
+
+// RecordKind implements Record.
+func (AuditRecord) RecordKind() Kind { return KindAudit }
+
+// RecordKind implements Record.
 func (Process) RecordKind() Kind { return KindProcess }
 
 func (Config) isRecord()        {}
@@ -336,6 +383,8 @@ func (Task) isRecord()          {}
 func (Lease) isRecord()         {}
 func (RuntimeFacts) isRecord()  {}
 func (LinkedRuntime) isRecord() {}
+func (APIToken) isRecord()      {}
+func (AuditRecord) isRecord()   {}
 func (Process) isRecord()       {}
 
 // Conversions from and to the store's records. Every record type but
@@ -420,6 +469,12 @@ func (f RuntimeFacts) Store() store.RuntimeFacts { return store.RuntimeFacts(f) 
 
 // Store is the linked runtime the record describes.
 func (r LinkedRuntime) Store() store.LinkedRuntime { return store.LinkedRuntime(r) }
+
+// Store is the API token the record describes.
+func (t APIToken) Store() store.APIToken { return store.APIToken(t) }
+
+// Store is the audit record the record describes.
+func (r AuditRecord) Store() store.AuditRecord { return store.AuditRecord(r) }
 
 // Store is the process the record describes.
 func (p Process) Store() store.Process { return store.Process(p) }

@@ -3,6 +3,7 @@ package dump_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"path/filepath"
 	"slices"
@@ -87,9 +88,10 @@ func sameLines(t *testing.T, what string, want, got []byte) {
 
 // TestRoundTripSQLitePostgresSQLite moves a filled SQLite store to
 // PostgreSQL and back to SQLite: every store shows the same state through
-// the store API (event seqs, run and task ids, tokens, times to the
-// nanosecond, bytes), the dumps of all three are the same records, and each
-// store numbers what comes after the imported records.
+// the store API (event seqs, run and task ids, lease tokens, API tokens and
+// the audit log, times to the nanosecond, bytes), the dumps of all three are
+// the same records, and each store numbers what comes after the imported
+// records.
 func TestRoundTripSQLitePostgresSQLite(t *testing.T) {
 	t.Parallel()
 	src := openSQLite(t, sqlite.KeepSuperseded(dumptest.Keep))
@@ -100,8 +102,10 @@ func TestRoundTripSQLitePostgresSQLite(t *testing.T) {
 	d1 := export(t, src)
 	pg := openPostgres(t)
 	counts := load(t, pg, d1)
-	if counts[dump.KindEvent] != len(want.Events) || counts[dump.KindTask] != len(want.Tasks) || counts[dump.KindProcess] != 0 {
-		t.Errorf("imported %s; want %d events and %d tasks, no process", counts, len(want.Events), len(want.Tasks))
+	if counts[dump.KindEvent] != len(want.Events) || counts[dump.KindTask] != len(want.Tasks) || counts[dump.KindProcess] != 0 ||
+		counts[dump.KindAPIToken] != len(want.Tokens) || counts[dump.KindAudit] != len(want.Audit) {
+		t.Errorf("imported %s; want %d events, %d tasks, %d API tokens and %d audit records, no process",
+			counts, len(want.Events), len(want.Tasks), len(want.Tokens), len(want.Audit))
 	}
 	dumptest.Compare(t, want, dumptest.Snapshot(t, pg))
 	if procs, err := pg.ListProcesses(t.Context()); err != nil || len(procs) != 0 {
@@ -183,6 +187,14 @@ func checkFixture(t *testing.T, st dumptest.State) {
 	if len(st.Linked) != 2 || len(st.Linked[0].Labels) == 0 || st.Linked[0].Agent.DisconnectedAt.IsZero() || !st.Linked[1].Agent.Connected {
 		t.Errorf("linked runtimes %+v, want edge (labels, disconnected) and lab (connected)", st.Linked)
 	}
+	if tokens := st.Tokens; len(tokens) != 3 || tokens[0].RevokedAt.IsZero() || tokens[0].RevokedBy == "" || tokens[0].LastUsedAt.IsZero() ||
+		tokens[1].Name != tokens[0].Name || !tokens[1].RevokedAt.IsZero() || len(tokens[1].Roles) != 3 || tokens[1].ExpiresAt.IsZero() ||
+		tokens[1].LastUsedAt.IsZero() || tokens[2].Roles != nil {
+		t.Errorf("API tokens %+v, want ci (used, revoked), ci again (roles, expiry, used) and robot (no roles)", tokens)
+	}
+	if len(st.Audit) != 3 || st.Audit[1].Application == "" || st.Audit[1].Message == "" || st.Audit[1].Status != 403 {
+		t.Errorf("audit records %+v, want three, the second a refusal of shop/web/prod", st.Audit)
+	}
 }
 
 // TestImportIntoNonEmptyStore: an import into a store that holds anything
@@ -218,8 +230,86 @@ func TestImportIntoNonEmptyStore(t *testing.T) {
 			if !errors.Is(err, dump.ErrNotEmpty) || !strings.Contains(err.Error(), "it holds 1 linked runtimes;") {
 				t.Fatalf("import into a store with a linked runtime: %v, want ErrNotEmpty naming it", err)
 			}
+
+			// So does an API token, or an audit record.
+			tokened := open(t)
+			if _, err := tokened.CreateAPIToken(t.Context(), store.APIToken{Name: "ci", Hash: "ab12"}); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err = dump.Read(t.Context(), bytes.NewReader(d), tokened)
+			if !errors.Is(err, dump.ErrNotEmpty) || !strings.Contains(err.Error(), "it holds 1 API tokens;") {
+				t.Fatalf("import into a store with an API token: %v, want ErrNotEmpty naming it", err)
+			}
+			audited := open(t)
+			if _, err := audited.AppendAudit(t.Context(), store.AuditRecord{Identity: "admin", Action: "POST /v1/x", Outcome: "ok"}); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err = dump.Read(t.Context(), bytes.NewReader(d), audited)
+			if !errors.Is(err, dump.ErrNotEmpty) || !strings.Contains(err.Error(), "it holds 1 audit records;") {
+				t.Fatalf("import into a store with an audit record: %v, want ErrNotEmpty naming it", err)
+			}
 		})
 	}
+}
+
+// TestImportOlderDump: a dump of a drover that knew no API tokens and no
+// audit log (the same lines without those kinds) imports into either store,
+// which then holds everything else and neither tokens nor audit records.
+func TestImportOlderDump(t *testing.T) {
+	t.Parallel()
+	src := openSQLite(t, sqlite.KeepSuperseded(dumptest.Keep))
+	dumptest.Fill(t, src)
+	want := dumptest.Snapshot(t, src)
+	want.Tokens, want.Audit = nil, nil
+	older := withoutKinds(t, export(t, src), dump.KindAPIToken, dump.KindAudit)
+	for name, open := range map[string]func(t *testing.T) dumpStore{
+		"sqlite":   func(t *testing.T) dumpStore { return openSQLite(t) },
+		"postgres": func(t *testing.T) dumpStore { return openPostgres(t) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dst := open(t)
+			counts := load(t, dst, older)
+			if counts[dump.KindAPIToken] != 0 || counts[dump.KindAudit] != 0 || counts[dump.KindEvent] != len(want.Events) {
+				t.Errorf("imported %s; want the events, no API tokens, no audit records", counts)
+			}
+			got := dumptest.Snapshot(t, dst)
+			if len(got.Tokens) != 0 || len(got.Audit) != 0 {
+				t.Errorf("API tokens %+v and audit records %+v after the import, want none", got.Tokens, got.Audit)
+			}
+			got.Tokens, got.Audit = nil, nil // empty lists of either store alike
+			dumptest.Compare(t, want, got)
+			dumptest.Continues(t, dst, want)
+		})
+	}
+}
+
+// withoutKinds returns dump d without its records of kinds, its end line
+// counting those left, as a drover that knew no such kinds wrote it.
+func withoutKinds(t *testing.T, d []byte, kinds ...dump.Kind) []byte {
+	t.Helper()
+	lines := bytes.SplitAfter(d, []byte("\n"))
+	out := slices.Clone(lines[:1]) // the header
+	n, dropped := 0, 0
+	for _, l := range dumptest.Lines(d) {
+		var rec struct{ Kind dump.Kind }
+		if err := json.Unmarshal(l, &rec); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case slices.Contains(kinds, rec.Kind):
+			dropped++
+		case rec.Kind == "end":
+			out = append(out, []byte(`{"kind":"end","record":{"records":`+strconv.Itoa(n)+"}}\n"))
+		default:
+			out = append(out, append(slices.Clone(l), '\n'))
+			n++
+		}
+	}
+	if dropped == 0 {
+		t.Fatalf("the dump has no records of %v to leave out", kinds)
+	}
+	return bytes.Join(out, nil)
 }
 
 // TestImportOfDamagedDumpWritesNothing: a dump that is damaged in its middle

@@ -122,8 +122,9 @@ func copyCounts(c Counts) Counts {
 // Reader reads a dump and checks it as it goes: its header, that each line
 // is a known record in the order of Kinds, that records refer to records
 // before them (an approval to its desired state, a shared compiled copy to
-// the desired state holding it), that ids and sequence numbers increase, and
-// that the end line closes it. Its errors name the line.
+// the desired state holding it), that ids and sequence numbers increase, that
+// what a store keeps unique is (API tokens' hashes, the names of tokens not
+// revoked), and that the end line closes it. Its errors name the line.
 type Reader struct {
 	r      *bufio.Reader
 	line   int
@@ -138,12 +139,19 @@ type Reader struct {
 	states              map[string]bool // desired state id -> holds its own compiled copy
 	lastSeq, lastRun    int64
 	lastTask, lastProcs int64
+	lastToken, lastAud  int64
+	// tokenHashes and liveTokens give the id of the API token with a hash,
+	// and of the token not revoked with a name.
+	tokenHashes, liveTokens map[string]int64
 }
 
 // NewReader reads and checks the header of the dump r holds. A dump of a
 // newer version than Version is refused.
 func NewReader(r io.Reader) (*Reader, error) {
-	dr := &Reader{r: bufio.NewReaderSize(r, 64<<10), counts: Counts{}, last: KindConfig, states: map[string]bool{}}
+	dr := &Reader{
+		r: bufio.NewReaderSize(r, 64<<10), counts: Counts{}, last: KindConfig, states: map[string]bool{},
+		tokenHashes: map[string]int64{}, liveTokens: map[string]int64{},
+	}
 	b, err := dr.readLine()
 	if errors.Is(err, io.EOF) {
 		return nil, errors.New("read dump: the input is empty, not a drover dump")
@@ -314,6 +322,10 @@ func decode(k Kind, raw json.RawMessage) (Record, error) {
 		rec, err = decodeAs[RuntimeFacts](raw)
 	case KindLinkedRuntime:
 		rec, err = decodeAs[LinkedRuntime](raw)
+	case KindAPIToken:
+		rec, err = decodeAs[APIToken](raw)
+	case KindAudit:
+		rec, err = decodeAs[AuditRecord](raw)
 	case KindProcess:
 		rec, err = decodeAs[Process](raw)
 	default:
@@ -388,8 +400,41 @@ func (r *Reader) check(rec Record) error {
 		if v.Name == "" || v.TokenHash == "" {
 			return fmt.Errorf("linked runtime %q: name and token hash are required", v.Name)
 		}
+	case APIToken:
+		return r.checkToken(v)
+	case AuditRecord:
+		if v.Action == "" || v.Identity == "" || v.Outcome == "" || v.Time.IsZero() {
+			return fmt.Errorf("audit record %d: time, identity, action and outcome are required", v.Seq)
+		}
+		return increasing("audit seq", v.Seq, &r.lastAud)
 	case Process:
 		return increasing("process id", v.ID, &r.lastProcs)
+	}
+	return nil
+}
+
+// checkToken checks an API token: its fields, an id above the last one, a
+// hash no token before it has, and, unless it is revoked, a name no token
+// before it that is not revoked has. Errors never quote the hash.
+func (r *Reader) checkToken(v APIToken) error {
+	if v.Name == "" || v.Hash == "" || v.CreatedAt.IsZero() {
+		return fmt.Errorf("api token %d (%q): name, hash and createdAt are required", v.ID, v.Name)
+	}
+	if v.RevokedAt.IsZero() && v.RevokedBy != "" {
+		return fmt.Errorf("api token %d (%s): revokedBy is set but revokedAt is not", v.ID, v.Name)
+	}
+	if err := increasing("api token id", v.ID, &r.lastToken); err != nil {
+		return err
+	}
+	if id, dup := r.tokenHashes[v.Hash]; dup {
+		return fmt.Errorf("api token %d (%s) has the hash of api token %d", v.ID, v.Name, id)
+	}
+	r.tokenHashes[v.Hash] = v.ID
+	if v.RevokedAt.IsZero() {
+		if id, dup := r.liveTokens[v.Name]; dup {
+			return fmt.Errorf("api token %d and api token %d are both named %s and neither is revoked", id, v.ID, v.Name)
+		}
+		r.liveTokens[v.Name] = v.ID
 	}
 	return nil
 }

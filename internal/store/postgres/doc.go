@@ -21,16 +21,21 @@
 // file's comments); 0002 adds linked_runtimes (runtimes served by agents:
 // name, labels, token hash, agent state); 0003 adds replicas (the servers that
 // accept agents: name, agent URL, when each last announced itself; not
-// dumped). Times are BIGINT nanoseconds since the Unix epoch, NULL
-// for the zero time: Go times round-trip to the nanosecond (timestamptz keeps
-// microseconds), and come back in UTC; a time outside 1678-2262 fails the
-// write. JSON documents and opaque payloads are BYTEA kept byte for byte, and
-// so is command output (TaskRun.Stdout, Stderr), which need not be text.
-// Lists of strings are TEXT[]. Keys and names lists are ordered by are
-// COLLATE "C", so orders are byte-wise whatever the database's collation.
-// PostgreSQL refuses NUL bytes and invalid UTF-8 in TEXT: in free text that
-// may quote a command's output (messages, errors, comments, commands) they
-// become U+FFFD rather than failing the write; in keys and names they fail it.
+// dumped); 0004 adds instances.checks (the last command check results); 0005
+// adds api_tokens (API tokens, kept as the hash of their value, with a
+// partial unique index on the names of those not revoked) and audit (the
+// append-only audit log). Times are BIGINT nanoseconds since the Unix
+// epoch, NULL for the zero time: Go times round-trip to the nanosecond
+// (timestamptz keeps microseconds), and come back in UTC; a time outside
+// 1678-2262 fails the write. JSON documents and opaque payloads are BYTEA
+// kept byte for byte, and so is command output (TaskRun.Stdout, Stderr),
+// which need not be text. Lists of strings are TEXT[]. Keys and names lists
+// are ordered by are COLLATE "C", so orders are byte-wise whatever the
+// database's collation. PostgreSQL refuses NUL bytes and invalid UTF-8 in
+// TEXT: in free text that may quote a command's output (messages, errors,
+// comments, commands) they become U+FFFD rather than failing the write; in
+// keys and names they fail it. Audit records are the exception: every field
+// is cleaned as free text, so that a request is recorded whatever it named.
 //
 // # Transactions and locking
 //
@@ -73,6 +78,11 @@
 //   - Task runs: RecordRun takes an advisory lock on (application, service,
 //     release channel, kind) before it draws the id, so runs of one instance
 //     and kind commit in id order and pruning keeps exactly the newest 200.
+//   - API tokens: each method is one statement. The unique hash and the
+//     partial unique index api_tokens_live_name (the names of tokens not
+//     revoked) decide concurrent creates (ErrConflict); a revoke is an UPDATE
+//     of the live row, so of concurrent revokes one wins and the others find
+//     none (ErrNotFound).
 //
 // Lease and claim expiry, and when replicas were last seen, are decided by
 // the database's clock (statement_timestamp()), so processes on several hosts
@@ -108,6 +118,10 @@
 // transactions (the inserts and the commit) are serialized database-wide,
 // which is what the SQLite store's single writer does for every write;
 // everything else in those transactions runs concurrently.
+//
+// The audit log's seq is ordered the same way, with a lock of its own
+// (auditLock): AppendAudit takes it before it inserts, in a transaction of
+// its own, so a reader paging the audit log with AfterSeq skips no record.
 //
 // # Deployment
 //

@@ -22,9 +22,9 @@ var (
 // Export implements dump.Exporter. Every table is read in one REPEATABLE
 // READ, READ ONLY transaction, whose snapshot is the database as of its
 // first query: servers sharing the database may go on writing, and the dump
-// holds none of what they commit meanwhile (events commit in seq order, so
-// the snapshot holds every event up to its newest). Processes are not
-// exported.
+// holds none of what they commit meanwhile (events and audit records commit
+// in seq order, so the snapshot holds every one up to its newest). Processes
+// are not exported.
 func (s *Store) Export(ctx context.Context, emit func(dump.Record) error) error {
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
@@ -79,6 +79,14 @@ func (s *Store) Export(ctx context.Context, emit func(dump.Record) error) error 
 		{"linked runtimes", func() error {
 			return each(ctx, tx, "SELECT "+linkedColumns+" FROM linked_runtimes ORDER BY name", scanLinked,
 				func(r store.LinkedRuntime) error { return emit(dump.LinkedRuntime(r)) })
+		}},
+		{"api tokens", func() error {
+			return each(ctx, tx, "SELECT "+tokenColumns+" FROM api_tokens ORDER BY id", scanToken,
+				func(t store.APIToken) error { return emit(dump.APIToken(t)) })
+		}},
+		{"audit records", func() error {
+			return each(ctx, tx, "SELECT "+auditColumns+" FROM audit ORDER BY seq", scanAudit,
+				func(r store.AuditRecord) error { return emit(dump.AuditRecord(r)) })
 		}},
 	}
 	for _, step := range steps {
@@ -156,6 +164,8 @@ var dumpTables = []struct {
 	{"leases", dump.KindLease},
 	{"runtime_facts", dump.KindRuntimeFacts},
 	{"linked_runtimes", dump.KindLinkedRuntime},
+	{"api_tokens", dump.KindAPIToken},
+	{"audit", dump.KindAudit},
 	{"processes", dump.KindProcess},
 }
 
@@ -166,11 +176,12 @@ const importBatch = 500
 // run again on a deadlock: the records cannot be read twice). It first
 // locks every table IN EXCLUSIVE MODE, so no server sharing the database
 // writes while it checks that they are empty and loads them (readers go
-// on), and sends the inserts in batches. Events, task runs and tasks are
-// inserted with their ids (OVERRIDING SYSTEM VALUE), desired states and
-// approvals in their order of creation; then the identity sequences of
-// events.seq, task_runs.id and tasks.id are set to the largest imported id
-// (or kept, when already past it), so later inserts continue after it.
+// on), and sends the inserts in batches. Events, task runs, tasks, API
+// tokens and audit records are inserted with their ids (OVERRIDING SYSTEM
+// VALUE), desired states and approvals in their order of creation; then the
+// identity sequences of events.seq, task_runs.id, tasks.id, api_tokens.id and
+// audit.seq are set to the largest imported id (or kept, when already past
+// it), so later inserts continue after it.
 func (s *Store) Import(ctx context.Context, next func() (dump.Record, error)) error {
 	err := s.health.wrote(s.runTx(ctx, func(tx pgx.Tx) error {
 		if err := lockAndCheckEmpty(ctx, tx); err != nil {
@@ -195,7 +206,10 @@ func (s *Store) Import(ctx context.Context, next func() (dump.Record, error)) er
 		for _, seq := range []struct {
 			table, column string
 			max           int64
-		}{{"events", "seq", im.maxSeq}, {"task_runs", "id", im.maxRun}, {"tasks", "id", im.maxTask}} {
+		}{
+			{"events", "seq", im.maxSeq}, {"task_runs", "id", im.maxRun}, {"tasks", "id", im.maxTask},
+			{"api_tokens", "id", im.maxToken}, {"audit", "seq", im.maxAudit},
+		} {
 			if err := raiseSequence(ctx, tx, seq.table, seq.column, seq.max); err != nil {
 				return fmt.Errorf("raise the sequence of %s.%s to %d: %w", seq.table, seq.column, seq.max, err)
 			}
@@ -245,6 +259,7 @@ type importer struct {
 	// what names the record of each queued statement, for errors.
 	what                    []string
 	maxSeq, maxRun, maxTask int64
+	maxToken, maxAudit      int64
 }
 
 const (
@@ -363,6 +378,13 @@ func (im *importer) put(ctx context.Context, rec dump.Record) error {
 			return fmt.Errorf("%s: %w", what, err)
 		}
 		return im.queue(ctx, what, insertLinked, args...)
+	case dump.APIToken:
+		// Named by id and name, never by its hash.
+		im.maxToken = max(im.maxToken, r.ID)
+		return im.queue(ctx, fmt.Sprintf("api token %d (%s)", r.ID, r.Name), importToken, tokenArgs(r.Store())...)
+	case dump.AuditRecord:
+		im.maxAudit = max(im.maxAudit, r.Seq)
+		return im.queue(ctx, fmt.Sprintf("audit record %d", r.Seq), importAudit, append([]any{r.Seq}, auditArgs(r.Store())...)...)
 	case dump.Process:
 		// Processes of the exporting host mean nothing here (see package dump).
 		return nil

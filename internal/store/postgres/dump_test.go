@@ -61,10 +61,11 @@ func TestExportIsOneSnapshot(t *testing.T) {
 	}
 }
 
-// TestImportMovesSequences: after an import, events, task runs and tasks
-// are numbered after the largest imported ids (not their count), desired
-// states keep their order, lease tokens go on, and free text that
-// PostgreSQL cannot hold is stored as the store's own writes store it.
+// TestImportMovesSequences: after an import, events, task runs, tasks, API
+// tokens and audit records are numbered after the largest imported ids (not
+// their count), desired states keep their order, lease tokens go on, and
+// free text that PostgreSQL cannot hold is stored as the store's own writes
+// store it.
 func TestImportMovesSequences(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -79,6 +80,9 @@ func TestImportMovesSequences(t *testing.T) {
 			Stdout: []byte("\x00\xff")},
 		dump.Task{ID: 70, Key: "shop/web", Kind: "apply", Status: store.TaskSucceeded, CreatedAt: at},
 		dump.Lease{Key: "shop/web", Owner: "gone", Token: 41, Expires: at},
+		dump.APIToken{ID: 4, Name: "ci", Hash: "ab12", CreatedAt: at, RevokedAt: at, RevokedBy: "alice"},
+		dump.APIToken{ID: 9, Name: "ci", Hash: "cd34", Roles: []string{"viewer"}, CreatedAt: at},
+		dump.AuditRecord{Seq: 30, Time: at, Identity: "alice", Action: "POST /v1/tokens", Outcome: "ok", Message: "bad \xff byte"},
 		dump.Process{ID: 3, Kind: "apply", Handle: []byte("{}"), StartedAt: at},
 	))
 	if err != nil {
@@ -90,6 +94,9 @@ func TestImportMovesSequences(t *testing.T) {
 	}
 	if evs, err := s.ListEvents(ctx, store.EventFilter{Limit: 1}); err != nil || len(evs) != 1 || evs[0].Message != "bad \uFFFD byte and \uFFFD" {
 		t.Errorf("events %+v, %v; want the message cleaned", evs, err)
+	}
+	if recs, err := s.ListAudit(ctx, store.AuditFilter{}); err != nil || len(recs) != 1 || recs[0].Message != "bad \uFFFD byte" {
+		t.Errorf("audit records %+v, %v; want the message cleaned", recs, err)
 	}
 	if r, err := s.GetRun(ctx, 50); err != nil || r.Stdout != "\x00\xff" {
 		t.Errorf("run 50 %+v, %v; want its output byte for byte", r, err)
@@ -107,6 +114,15 @@ func TestImportMovesSequences(t *testing.T) {
 	}
 	if l, err := s.ClaimLease(ctx, "shop/web", "engine", time.Minute); err != nil || l.Token != 42 {
 		t.Errorf("lease claimed after the import: %+v, %v; want token 42", l, err)
+	}
+	if tok, err := s.APITokenByHash(ctx, "cd34"); err != nil || tok.ID != 9 || tok.Name != "ci" || len(tok.Roles) != 1 {
+		t.Errorf("token by hash after the import: %+v, %v; want token 9", tok, err)
+	}
+	if tok, err := s.CreateAPIToken(ctx, store.APIToken{Name: "robot", Hash: "ef56"}); err != nil || tok.ID != 10 {
+		t.Errorf("next token id %d (%v), want 10", tok.ID, err)
+	}
+	if seq, err := s.AppendAudit(ctx, store.AuditRecord{Identity: "alice", Action: "POST /v1/x", Outcome: "ok"}); err != nil || seq != 31 {
+		t.Errorf("next audit seq %d (%v), want 31", seq, err)
 	}
 	if procs, err := s.ListProcesses(ctx); err != nil || len(procs) != 0 {
 		t.Errorf("processes %v, %v; want none imported", procs, err)

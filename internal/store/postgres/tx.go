@@ -29,6 +29,9 @@ const (
 	// eventsLock serializes the tails of transactions that append events,
 	// so that seqs commit in order (see insertEvents).
 	eventsLock int64 = 0x64726f7665720002
+	// auditLock serializes appends to the audit log, so that its seqs
+	// commit in order (see AppendAudit).
+	auditLock int64 = 0x64726f7665720003
 )
 
 // rollbackTimeout bounds the rollback of a failed transaction, which runs

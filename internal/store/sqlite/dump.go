@@ -74,6 +74,14 @@ func (s *Store) Export(ctx context.Context, emit func(dump.Record) error) error 
 			return each(ctx, tx, "SELECT "+linkedColumns+" FROM linked_runtimes ORDER BY name", scanLinked,
 				func(r store.LinkedRuntime) error { return emit(dump.LinkedRuntime(r)) })
 		}},
+		{"api tokens", func() error {
+			return each(ctx, tx, "SELECT "+tokenColumns+" FROM api_tokens ORDER BY id", scanToken,
+				func(t store.APIToken) error { return emit(dump.APIToken(t)) })
+		}},
+		{"audit records", func() error {
+			return each(ctx, tx, "SELECT "+auditColumns+" FROM audit ORDER BY seq", scanAudit,
+				func(r store.AuditRecord) error { return emit(dump.AuditRecord(r)) })
+		}},
 	}
 	for _, step := range steps {
 		if err := step.fn(); err != nil {
@@ -166,15 +174,17 @@ var dumpTables = []struct {
 	{"leases", dump.KindLease},
 	{"runtime_facts", dump.KindRuntimeFacts},
 	{"linked_runtimes", dump.KindLinkedRuntime},
+	{"api_tokens", dump.KindAPIToken},
+	{"audit", dump.KindAudit},
 	{"processes", dump.KindProcess},
 }
 
 // Import implements dump.Importer: in one durable write transaction, which
-// first checks that every table is empty. Records keep their ids: events
-// their seq, task runs and tasks their id, desired states and approvals
-// their order of creation. The AUTOINCREMENT sequences (sqlite_sequence) of
-// events, task_runs and tasks are raised to the largest imported id, so
-// later inserts continue after it.
+// first checks that every table is empty. Records keep their ids: events and
+// audit records their seq, task runs, tasks and API tokens their id, desired
+// states and approvals their order of creation. The AUTOINCREMENT sequences
+// (sqlite_sequence) of events, task_runs, tasks, api_tokens and audit are
+// raised to the largest imported id, so later inserts continue after it.
 func (s *Store) Import(ctx context.Context, next func() (dump.Record, error)) error {
 	err := s.writeTx(ctx, func(tx *wtx) error {
 		if err := checkEmpty(ctx, tx); err != nil {
@@ -199,7 +209,10 @@ func (s *Store) Import(ctx context.Context, next func() (dump.Record, error)) er
 		for _, seq := range []struct {
 			table string
 			max   int64
-		}{{"events", im.maxSeq}, {"task_runs", im.maxRun}, {"tasks", im.maxTask}} {
+		}{
+			{"events", im.maxSeq}, {"task_runs", im.maxRun}, {"tasks", im.maxTask},
+			{"api_tokens", im.maxToken}, {"audit", im.maxAudit},
+		} {
 			if err := raiseSequence(ctx, tx, seq.table, seq.max); err != nil {
 				return fmt.Errorf("raise the sequence of %s to %d: %w", seq.table, seq.max, err)
 			}
@@ -239,6 +252,7 @@ func checkEmpty(ctx context.Context, tx *wtx) error {
 // importer writes the records of a dump in an import's transaction.
 type importer struct {
 	maxSeq, maxRun, maxTask int64
+	maxToken, maxAudit      int64
 }
 
 const (
@@ -247,6 +261,8 @@ const (
 	importEvent = "INSERT INTO events (" + eventColumns + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 	importRun   = "INSERT INTO task_runs (" + runColumns + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 	importTask  = "INSERT INTO tasks (" + taskColumns + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+	importToken = "INSERT INTO api_tokens (" + tokenColumns + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+	importAudit = "INSERT INTO audit (" + auditColumns + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 // importInstance inserts an instance as it was, revision included.
@@ -331,6 +347,21 @@ func (im *importer) put(ctx context.Context, tx *wtx, rec dump.Record) error {
 		if err != nil {
 			return fmt.Errorf("linked runtime %s: %w", r.Name, err)
 		}
+	case dump.APIToken:
+		_, err := tx.ExecContext(ctx, importToken, r.ID, r.Name, r.Hash, dbStrings(r.Roles), r.CreatedBy, dbTime(r.CreatedAt),
+			dbTime(r.ExpiresAt), dbTime(r.RevokedAt), r.RevokedBy, dbTime(r.LastUsedAt))
+		if err != nil {
+			// The error names the token by id and name, never by its hash.
+			return fmt.Errorf("api token %d (%s): %w", r.ID, r.Name, err)
+		}
+		im.maxToken = max(im.maxToken, r.ID)
+	case dump.AuditRecord:
+		_, err := tx.ExecContext(ctx, importAudit, r.Seq, dbTime(r.Time), r.Identity, r.IdentityKind, r.Source, r.Action,
+			r.Application, r.Service, r.ReleaseChannel, r.Target, r.Status, r.Outcome, r.Message)
+		if err != nil {
+			return fmt.Errorf("audit record %d: %w", r.Seq, err)
+		}
+		im.maxAudit = max(im.maxAudit, r.Seq)
 	case dump.Process:
 		// Processes of the exporting host mean nothing here (see package dump).
 	default:

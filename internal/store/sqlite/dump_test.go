@@ -70,9 +70,10 @@ func TestExportIsOneSnapshot(t *testing.T) {
 	}
 }
 
-// TestImportMovesSequences: after an import, events, task runs and tasks
-// are numbered after the largest imported ids (not their count), desired
-// states and approvals keep their order, and lease tokens go on.
+// TestImportMovesSequences: after an import, events, task runs, tasks, API
+// tokens and audit records are numbered after the largest imported ids (not
+// their count), desired states and approvals keep their order, and lease
+// tokens go on.
 func TestImportMovesSequences(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -90,6 +91,9 @@ func TestImportMovesSequences(t *testing.T) {
 		dump.TaskRun{ID: 50, Application: "shop", Service: "web", ReleaseChannel: "prod", Kind: "apply", StartedAt: at, FinishedAt: at},
 		dump.Task{ID: 70, Key: "shop/web", Kind: "apply", Status: store.TaskSucceeded, CreatedAt: at},
 		dump.Lease{Key: "shop/web", Owner: "gone", Token: 41, Expires: at},
+		dump.APIToken{ID: 4, Name: "ci", Hash: "ab12", CreatedAt: at, RevokedAt: at, RevokedBy: "alice"},
+		dump.APIToken{ID: 9, Name: "ci", Hash: "cd34", Roles: []string{"viewer"}, CreatedAt: at},
+		dump.AuditRecord{Seq: 30, Time: at, Identity: "alice", Action: "POST /v1/tokens", Outcome: "ok"},
 		dump.Process{ID: 3, Kind: "apply", Handle: []byte("{}"), StartedAt: at},
 	))
 	if err != nil {
@@ -113,6 +117,15 @@ func TestImportMovesSequences(t *testing.T) {
 	}
 	if l, err := s.ClaimLease(ctx, "shop/web", "engine", time.Minute); err != nil || l.Token != 42 {
 		t.Errorf("lease claimed after the import: %+v, %v; want token 42", l, err)
+	}
+	if tok, err := s.APITokenByHash(ctx, "cd34"); err != nil || tok.ID != 9 || tok.Name != "ci" || len(tok.Roles) != 1 {
+		t.Errorf("token by hash after the import: %+v, %v; want token 9", tok, err)
+	}
+	if tok, err := s.CreateAPIToken(ctx, store.APIToken{Name: "robot", Hash: "ef56"}); err != nil || tok.ID != 10 {
+		t.Errorf("next token id %d (%v), want 10", tok.ID, err)
+	}
+	if seq, err := s.AppendAudit(ctx, store.AuditRecord{Identity: "alice", Action: "POST /v1/x", Outcome: "ok"}); err != nil || seq != 31 {
+		t.Errorf("next audit seq %d (%v), want 31", seq, err)
 	}
 	if procs, err := s.ListProcesses(ctx); err != nil || len(procs) != 0 {
 		t.Errorf("processes %v, %v; want none imported", procs, err)

@@ -42,7 +42,9 @@ func at(n int) time.Time {
 // observations, events with data, task runs with binary output, tasks in
 // every status, leases released and claimed again, runtime facts, linked
 // runtimes (one with labels and its agent's state, one whose token was
-// replaced, one unlinked), and a process record (which dumps leave out).
+// replaced, one unlinked), API tokens (one revoked and its name given again,
+// with roles, an expiry and a last use), audit records, and a process record
+// (which dumps leave out).
 func Fill(t testing.TB, s store.Store) {
 	t.Helper()
 	ctx := t.Context()
@@ -209,6 +211,34 @@ func Fill(t testing.TB, s store.Store) {
 	must(s.PutAgentState(ctx, "lab", store.AgentState{Connected: true, Replica: "server-b", Mode: "commands", ConnectedAt: at(74), HeartbeatAt: at(75)}))
 	must(s.LinkRuntime(ctx, store.LinkedRuntime{Name: "old", TokenHash: tokenHash("old")}))
 	must(s.UnlinkRuntime(ctx, "old"))
+
+	// API tokens: ci used, revoked and given again (its name is free, its
+	// hash is not), with roles, an expiry and a last use; robot with none.
+	ci, err := s.CreateAPIToken(ctx, store.APIToken{Name: "ci", Hash: tokenHash("ci"), Roles: []string{"deployer@shop"},
+		CreatedBy: "admin", CreatedAt: at(80)})
+	must(err)
+	must(s.TouchAPIToken(ctx, ci.ID, at(81)))
+	_, err = s.RevokeAPIToken(ctx, "ci", "alice ü")
+	must(err)
+	ci, err = s.CreateAPIToken(ctx, store.APIToken{Name: "ci", Hash: tokenHash("ci, again"),
+		Roles: []string{"viewer", "deployer@shop", "approver@shop/prod"}, CreatedBy: "alice ü", CreatedAt: at(82), ExpiresAt: at(1000)})
+	must(err)
+	must(s.TouchAPIToken(ctx, ci.ID, at(83)))
+	_, err = s.CreateAPIToken(ctx, store.APIToken{Name: "robot", Hash: tokenHash("robot")})
+	must(err)
+
+	// Audit records: with every field set, a refusal, one timed by the store.
+	for _, r := range []store.AuditRecord{
+		{Time: at(90), Identity: "alice ü", IdentityKind: "local", Source: "192.0.2.7:51234", Action: "POST /v1/tokens",
+			Target: "ci", Status: 201, Outcome: "ok"},
+		{Time: at(91), Identity: "ci", IdentityKind: "token", Source: "[2001:db8::1]:50000",
+			Action: "POST /v1/apps/{app}/services/{svc}:approve", Application: "shop", Service: "web", ReleaseChannel: "prod",
+			Target: "approval", Status: 403, Outcome: "permission_denied", Message: "ci lacks permission \"approve\" ✗"},
+		{Identity: "bob", Action: "DELETE /v1/tokens/{name}", Target: "ci", Status: 200, Outcome: "ok"},
+	} {
+		_, err := s.AppendAudit(ctx, r)
+		must(err)
+	}
 	_, err = s.AddProcess(ctx, store.Process{Application: "shop", Service: "web", ReleaseChannel: "staging", Runtime: "custom",
 		Kind: "apply", Command: []string{"./deploy.sh"}, Handle: []byte(`{"pgid":4242}`)})
 	must(err)
@@ -239,6 +269,9 @@ type State struct {
 	Leases       []store.Lease
 	Facts        []store.RuntimeFacts
 	Linked       []store.LinkedRuntime
+	// Tokens are every API token, by id; Audit the whole audit log.
+	Tokens []store.APIToken
+	Audit  []store.AuditRecord
 }
 
 // Snapshot reads everything s shows through the store.Store API (every
@@ -330,6 +363,17 @@ func Snapshot(t testing.TB, s store.Store) State {
 			t.Errorf("LinkedRuntimeByToken of %s = %+v, ListLinkedRuntimes says %+v", r.Name, got, r)
 		}
 	}
+	st.Tokens, err = s.ListAPITokens(ctx)
+	must(err)
+	for _, tok := range st.Tokens {
+		got, err := s.APITokenByHash(ctx, tok.Hash)
+		must(err)
+		if !reflect.DeepEqual(got, tok) {
+			t.Errorf("APITokenByHash of token %d = %+v, ListAPITokens says %+v", tok.ID, got, tok)
+		}
+	}
+	st.Audit, err = s.ListAudit(ctx, store.AuditFilter{})
+	must(err)
 	return st
 }
 
@@ -393,8 +437,11 @@ func show(v any) string {
 // it: a new event, task run and task get numbers above every one in
 // before, a write fenced by a held lease's token goes through (and one with
 // an older token does not), a released lease claimed by a new owner gets a
-// higher token, a push replaces the active desired state, and a linked
-// runtime's name and token hash stay taken. It writes to s.
+// higher token, a push replaces the active desired state, a linked
+// runtime's name and token hash stay taken, a new API token gets an id above
+// every one in before while their hashes (and the names of those not
+// revoked) stay taken, and a new audit record gets the seq after the last.
+// It writes to s.
 func Continues(t testing.TB, s store.Store, before State) {
 	t.Helper()
 	ctx := t.Context()
@@ -474,6 +521,40 @@ func Continues(t testing.TB, s store.Store, before State) {
 		if len(list) != 1 || list[0].ID != id {
 			t.Errorf("the newest desired state of %s/%s after a push is %v, want %s", a.Application, a.Service, list, id)
 		}
+	}
+	var tokens, audit []int64
+	for _, tok := range before.Tokens {
+		tokens = append(tokens, tok.ID)
+	}
+	for _, r := range before.Audit {
+		audit = append(audit, r.Seq)
+	}
+	tok, err := s.CreateAPIToken(ctx, store.APIToken{Name: "after-the-move", Hash: tokenHash("after the move")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok.ID <= maxOf(tokens) {
+		t.Errorf("the first API token after the move has id %d, not above %d", tok.ID, maxOf(tokens))
+	}
+	for _, tok := range before.Tokens {
+		_, err := s.CreateAPIToken(ctx, store.APIToken{Name: tok.Name + "-new", Hash: tok.Hash})
+		if !errors.Is(err, store.ErrConflict) {
+			t.Errorf("a token with the hash of token %d after the move: %v, want ErrConflict", tok.ID, err)
+		}
+		if !tok.RevokedAt.IsZero() {
+			continue
+		}
+		_, err = s.CreateAPIToken(ctx, store.APIToken{Name: tok.Name, Hash: tok.Hash + "-new"})
+		if !errors.Is(err, store.ErrConflict) {
+			t.Errorf("a second token named %s after the move: %v, want ErrConflict", tok.Name, err)
+		}
+	}
+	seq, err := s.AppendAudit(ctx, store.AuditRecord{Identity: "admin", Action: "POST /v1/import", Outcome: "ok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := maxOf(audit) + 1; seq != want {
+		t.Errorf("the first audit record after the move has seq %d, want %d", seq, want)
 	}
 	for _, r := range before.Linked {
 		err := s.LinkRuntime(ctx, store.LinkedRuntime{Name: r.Name, TokenHash: r.TokenHash + "-new"})

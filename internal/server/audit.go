@@ -1,0 +1,167 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	apiv1 "github.com/drover-dev/drover/api/v1"
+	"github.com/drover-dev/drover/internal/auth"
+	"github.com/drover-dev/drover/internal/store"
+)
+
+// The audit log: every request to a mutating route is recorded, allowed or
+// refused, with who sent it, from where, what it named and how it ended.
+// The record is written before the answer leaves: a client that saw its
+// request succeed finds it in the log.
+
+// auditNote is what a handler adds to its request's audit record: the
+// release channel or the object it acted on, known only from the body.
+type auditNote struct {
+	releaseChannel, target string
+}
+
+type auditKey struct{}
+
+// noteAudit records target (a runtime, a token, a freeze) as what the
+// request acts on, for its audit record.
+func noteAudit(ctx context.Context, target string) {
+	if n, ok := ctx.Value(auditKey{}).(*auditNote); ok {
+		n.target = target
+	}
+}
+
+// noteAuditChannel records the release channel the request acts on.
+func noteAuditChannel(ctx context.Context, rc string) {
+	if n, ok := ctx.Value(auditKey{}).(*auditNote); ok {
+		n.releaseChannel = rc
+	}
+}
+
+// auditWriter holds a mutating route's answer until its audit record is
+// written.
+type auditWriter struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (w *auditWriter) Header() http.Header { return w.header }
+
+func (w *auditWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+}
+
+func (w *auditWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.body.Write(p)
+}
+
+// audited runs h for a mutating route, records the request in the audit
+// log, then sends h's answer.
+func (s *Server) audited(rt route, w http.ResponseWriter, r *http.Request, h http.HandlerFunc) {
+	note := &auditNote{}
+	r = r.WithContext(context.WithValue(r.Context(), auditKey{}, note))
+	// The body's read deadline is lifted by writes through the real
+	// writer (bodyRead); the buffered answer goes through it.
+	aw := &auditWriter{header: w.Header()}
+	h(aw, r)
+	if aw.status == 0 {
+		aw.status = http.StatusOK
+	}
+	id, _ := auth.FromContext(r.Context())
+	rec := store.AuditRecord{
+		Time: s.now(), Identity: id.Name, IdentityKind: id.Kind, Source: r.RemoteAddr, Action: rt.method + " " + rt.path,
+		Application: r.PathValue("app"), Service: r.PathValue("svc"), ReleaseChannel: note.releaseChannel, Target: note.target,
+		Status: aw.status, Outcome: "ok",
+	}
+	if rt.path == "/v1/runtimes/{name}:rotateToken" || rt.path == "/v1/runtimes/{name}:unlink" {
+		rec.Target = "runtime " + r.PathValue("name")
+	}
+	if aw.status >= 400 {
+		var e apiv1.ErrorResponse
+		if json.Unmarshal(aw.body.Bytes(), &e) == nil && e.Error.Code != "" {
+			rec.Outcome, rec.Message = e.Error.Code, e.Error.Message
+		} else {
+			rec.Outcome = http.StatusText(aw.status)
+		}
+	}
+	if rec.Identity == "" {
+		rec.Identity = "anonymous"
+	}
+	// The request's context may be gone (the client left): the record is
+	// written all the same.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
+	defer cancel()
+	if _, err := s.store.AppendAudit(ctx, rec); err != nil {
+		s.log.Error("audit record not written", "error", err, "action", rec.Action, "identity", rec.Identity, "status", rec.Status)
+	}
+	w.WriteHeader(aw.status)
+	_, _ = w.Write(aw.body.Bytes())
+}
+
+// listAudit is a page of the audit log: records of the applications the
+// caller may audit (those of no application for an auditor of every one).
+func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := store.AuditFilter{Application: q.Get("app"), Identity: q.Get("identity")}
+	var err error
+	if v := q.Get("after"); v != "" {
+		if f.AfterSeq, err = strconv.ParseInt(v, 10, 64); err != nil {
+			writeError(w, s, errorf("invalid_argument", "after %q is not a number", v))
+			return
+		}
+	}
+	if v := q.Get("since"); v != "" {
+		if f.Since, err = time.Parse(time.RFC3339Nano, v); err != nil {
+			writeError(w, s, errorf("invalid_argument", "since %q is not an RFC 3339 time", v))
+			return
+		}
+	}
+	limit := 500
+	if v := q.Get("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > 5000 {
+			writeError(w, s, errorf("invalid_argument", "limit %q: want 1 to 5000", v))
+			return
+		}
+	}
+	id, _ := auth.FromContext(r.Context())
+	if f.Application != "" && !id.Can(auth.PermAudit, f.Application, "") {
+		writeError(w, s, denied(id, auth.PermAudit, "application "+f.Application))
+		return
+	}
+	out := &apiv1.AuditList{Records: []apiv1.AuditRecord{}}
+	// Pages are read until limit records the caller may see are found or
+	// the log ends. A full page says where the next begins (it may be
+	// empty).
+	f.Limit = limit
+	for {
+		recs, err := s.store.ListAudit(r.Context(), f)
+		if err != nil {
+			writeError(w, s, err)
+			return
+		}
+		for _, rec := range recs {
+			f.AfterSeq = rec.Seq
+			if id.Can(auth.PermAudit, rec.Application, "") {
+				out.Records = append(out.Records, apiv1.AuditRecord(rec))
+			}
+			if len(out.Records) == limit {
+				out.Next = rec.Seq
+				reply(w, s, out, nil)
+				return
+			}
+		}
+		if len(recs) < f.Limit {
+			break
+		}
+	}
+	reply(w, s, out, nil)
+}
