@@ -5,6 +5,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -50,6 +51,16 @@ func WithError(err error) Option { return func(c *Client) { c.err = err } }
 // response (0 = no bound). An event stream (Watch) is bounded only until its
 // response starts; after that it reconnects when the server falls silent.
 func WithTimeout(d time.Duration) Option { return func(c *Client) { c.timeout = d } }
+
+// WithTLSConfig checks an https server with cfg (a pinned certificate,
+// a CA of its own) instead of the system's roots.
+func WithTLSConfig(cfg *tls.Config) Option {
+	return func(c *Client) {
+		t := newTransport()
+		t.TLSClientConfig = cfg
+		c.http = &http.Client{Transport: t}
+	}
+}
 
 // New returns a client for the server at base (e.g. http://127.0.0.1:7420),
 // with a DefaultTimeout per request.

@@ -7,10 +7,7 @@ package agent
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,6 +29,7 @@ import (
 	"github.com/drover-dev/drover/internal/runtimehost"
 	"github.com/drover-dev/drover/internal/runtimes"
 	"github.com/drover-dev/drover/internal/runtimes/remote"
+	"github.com/drover-dev/drover/internal/tlspin"
 	"github.com/drover-dev/drover/internal/version"
 )
 
@@ -184,7 +182,7 @@ func newAgent(cfg Config) (*agent, error) {
 	default:
 		return nil, fmt.Errorf("mode %q: want %s or %s", cfg.Mode, remote.ModeKubernetes, remote.ModeCommands)
 	}
-	tc, err := tlsConfig(cfg.Fingerprint, cfg.CAFile)
+	tc, err := tlspin.Config(cfg.Fingerprint, cfg.CAFile)
 	if err != nil {
 		return nil, err
 	}
@@ -195,54 +193,9 @@ func newAgent(cfg Config) (*agent, error) {
 	return a, nil
 }
 
-// tlsConfig checks the server's certificate against a pinned fingerprint,
-// or against CAFile / the system's roots.
-func tlsConfig(fingerprint, caFile string) (*tls.Config, error) {
-	c := &tls.Config{MinVersion: tls.VersionTLS12}
-	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
-		if err != nil {
-			return nil, fmt.Errorf("--ca-file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--ca-file %s: no PEM certificate in it", caFile)
-		}
-		c.RootCAs = pool
-	}
-	if fingerprint == "" {
-		return c, nil
-	}
-	want, err := ParseFingerprint(fingerprint)
-	if err != nil {
-		return nil, err
-	}
-	// The pinned certificate decides, whoever signed it.
-	c.InsecureSkipVerify = true
-	c.VerifyConnection = func(cs tls.ConnectionState) error {
-		if len(cs.PeerCertificates) == 0 {
-			return errors.New("the server sent no certificate")
-		}
-		sum := sha256.Sum256(cs.PeerCertificates[0].Raw)
-		if got := hex.EncodeToString(sum[:]); got != want {
-			return fmt.Errorf("the server's certificate (sha256:%s) is not the pinned one (sha256:%s)", got, want)
-		}
-		return nil
-	}
-	return c, nil
-}
-
 // ParseFingerprint returns a certificate fingerprint as lower-case hex:
 // it accepts "sha256:" in front and colons between bytes.
-func ParseFingerprint(s string) (string, error) {
-	h := strings.ToLower(strings.TrimSpace(s))
-	h = strings.TrimPrefix(h, "sha256:")
-	h = strings.ReplaceAll(h, ":", "")
-	if b, err := hex.DecodeString(h); err != nil || len(b) != sha256.Size {
-		return "", fmt.Errorf("fingerprint %q: want sha256:<64 hex digits>", s)
-	}
-	return h, nil
-}
+func ParseFingerprint(s string) (string, error) { return tlspin.ParseFingerprint(s) }
 
 func (a *agent) run(ctx context.Context) error {
 	backoff := time.Second

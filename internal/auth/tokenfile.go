@@ -117,21 +117,45 @@ func serverKey(host, port string) string {
 // ConfigDir()/servers/HOST_PORT/token (directories 0700, file 0600), where
 // the CLI finds it. It returns the file's path.
 func RecordServerToken(addr, token string) (string, error) {
-	host, port, err := net.SplitHostPort(addr)
+	path, err := recordServerFile(addr, TokenFile, token)
 	if err != nil {
 		return "", fmt.Errorf("record the token: %w", err)
+	}
+	return path, nil
+}
+
+// FingerprintFile is the name of the record of a server's certificate
+// fingerprint, beside its token's.
+const FingerprintFile = "fingerprint"
+
+// RecordServerFingerprint records the SHA-256 fingerprint (hex) of the
+// certificate the server listening on addr serves its API with, beside its
+// token, where the CLI finds it to pin the certificate.
+func RecordServerFingerprint(addr, fingerprint string) (string, error) {
+	path, err := recordServerFile(addr, FingerprintFile, fingerprint)
+	if err != nil {
+		return "", fmt.Errorf("record the certificate fingerprint: %w", err)
+	}
+	return path, nil
+}
+
+// recordServerFile writes content to the file name of the server on addr.
+func recordServerFile(addr, name, content string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", err
 	}
 	base, err := ConfigDir()
 	if err != nil {
-		return "", fmt.Errorf("record the token: %w", err)
+		return "", err
 	}
 	dir := filepath.Join(base, "servers", serverKey(host, port))
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("record the token: %w", err)
+		return "", err
 	}
-	path := filepath.Join(dir, TokenFile)
-	if err := atomicfile.Write(path, []byte(token+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("record the token: %w", err)
+	path := filepath.Join(dir, name)
+	if err := atomicfile.Write(path, []byte(content+"\n"), 0o600); err != nil {
+		return "", err
 	}
 	return path, nil
 }
@@ -143,9 +167,35 @@ func RecordServerToken(addr, token string) (string, error) {
 // several records the newest wins. It returns fs.ErrNotExist when there is
 // none.
 func FindServerToken(serverURL string) (token, path string, err error) {
+	path, err = findServerFile(serverURL, TokenFile)
+	if err != nil {
+		return "", "", err
+	}
+	token, err = readToken(path)
+	return token, path, err
+}
+
+// FindServerFingerprint returns the certificate fingerprint recorded for
+// the server at serverURL (as FindServerToken finds its token), or
+// fs.ErrNotExist.
+func FindServerFingerprint(serverURL string) (string, error) {
+	path, err := findServerFile(serverURL, FingerprintFile)
+	if err != nil {
+		return "", err
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// findServerFile finds the newest file name recorded for the server at
+// serverURL.
+func findServerFile(serverURL, name string) (string, error) {
 	u, err := url.Parse(serverURL)
 	if err != nil || u.Host == "" {
-		return "", "", fmt.Errorf("server URL %q: want http://HOST:PORT", serverURL)
+		return "", fmt.Errorf("server URL %q: want http://HOST:PORT", serverURL)
 	}
 	host, port := strings.ToLower(u.Hostname()), u.Port()
 	if port == "" {
@@ -156,15 +206,16 @@ func FindServerToken(serverURL string) (token, path string, err error) {
 	}
 	base, err := ConfigDir()
 	if err != nil {
-		return "", "", err
+		return "", err
 	}
 	hosts := []string{host}
 	if host == "localhost" || strings.HasPrefix(host, "127.") || host == "::1" {
 		hosts = append(hosts, "localhost", "127.0.0.1", "::1", "0.0.0.0", "::")
 	}
 	var newest fs.FileInfo
+	var path string
 	for _, h := range hosts {
-		p := filepath.Join(base, "servers", serverKey(h, port), TokenFile)
+		p := filepath.Join(base, "servers", serverKey(h, port), name)
 		fi, err := os.Stat(p)
 		if err != nil || (newest != nil && !fi.ModTime().After(newest.ModTime())) {
 			continue
@@ -172,8 +223,7 @@ func FindServerToken(serverURL string) (token, path string, err error) {
 		newest, path = fi, p
 	}
 	if path == "" {
-		return "", "", fmt.Errorf("no token recorded for %s under %s: %w", u.Host, filepath.Join(base, "servers"), fs.ErrNotExist)
+		return "", fmt.Errorf("no %s recorded for %s under %s: %w", name, u.Host, filepath.Join(base, "servers"), fs.ErrNotExist)
 	}
-	token, err = readToken(path)
-	return token, path, err
+	return path, nil
 }

@@ -63,6 +63,12 @@ Each person counts once: user names are compared trimmed and case-folded.`, stri
 			if reject {
 				past = "rejected"
 			}
+			if user == "" {
+				// Recorded under the credential's identity: name it.
+				if id, err := c.WhoAmI(cmd.Context()); err == nil {
+					user = id.Name
+				}
+			}
 			fmt.Fprintf(w, "%s %s of %s/%s as %s\n", past, clean(rc), clean(app), clean(args[0]), clean(user))
 			printStatus(w, st)
 			return nil

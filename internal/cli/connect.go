@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/drover-dev/drover/api/client"
 	"github.com/drover-dev/drover/internal/auth"
+	"github.com/drover-dev/drover/internal/tlspin"
 )
 
 // client returns an API client for the server and credential resolve
@@ -23,20 +25,61 @@ func (g *globals) client() *client.Client {
 
 // clientChecked is client with the check of the listener's owner.
 func (g *globals) clientChecked(checkListener func(serverURL string) error) *client.Client {
-	server, token, err := g.resolve(checkListener)
+	server, token, pin, err := g.resolve(checkListener)
 	opts := []client.Option{client.WithToken(token), client.WithTimeout(g.requestTimeout)}
+	if err == nil && strings.HasPrefix(server, "https://") {
+		var cfg *tls.Config
+		if cfg, err = tlspin.Config(pin.fingerprint, pin.caFile); err == nil {
+			opts = append(opts, client.WithTLSConfig(cfg))
+		}
+	}
 	if err != nil {
 		opts = append(opts, client.WithError(err))
 	}
 	return client.New(server, opts...)
 }
 
+// serverPin is how the CLI checks an https server's certificate.
+type serverPin struct{ fingerprint, caFile string }
+
 // resolve finds the server: --server, else DROVER_SERVER, else the current
-// context's (drover login), else the default; and its credential:
-// --token, else DROVER_TOKEN, else the context's when the server is the
-// context's, else the token a server started by this OS user recorded for
-// the address.
-func (g *globals) resolve(checkListener func(serverURL string) error) (server, token string, err error) {
+// context's (drover login), else the default; its credential: --token,
+// else DROVER_TOKEN, else the context's when the server is the context's,
+// else the token a server started by this OS user recorded for the
+// address; and how to check its certificate: --tls-fingerprint or
+// --ca-file (or their variables), else the context's, else the fingerprint
+// recorded for the address, else the system's roots.
+func (g *globals) resolve(checkListener func(serverURL string) error) (server, token string, pin serverPin, err error) {
+	server, token, err = g.resolveServer(checkListener)
+	pin = serverPin{fingerprint: g.tlsFingerprint, caFile: g.caFile}
+	if pin.fingerprint != "" || pin.caFile != "" || !strings.HasPrefix(server, "https://") {
+		return server, token, pin, err
+	}
+	if cur := g.context(); cur != nil && sameServer(cur.Server, server) && (cur.Fingerprint != "" || cur.CAFile != "") {
+		return server, token, serverPin{fingerprint: cur.Fingerprint, caFile: cur.CAFile}, err
+	}
+	if fp, ferr := auth.FindServerFingerprint(server); ferr == nil {
+		pin.fingerprint = fp
+	}
+	return server, token, pin, err
+}
+
+// context is the current context, if the CLI config has one.
+func (g *globals) context() *cliContext {
+	conf, _, err := loadConfig()
+	if err != nil {
+		return nil
+	}
+	cur, _ := conf.current()
+	return cur
+}
+
+// sameServer reports whether two server URLs are one (a trailing slash
+// aside).
+func sameServer(a, b string) bool { return strings.TrimRight(a, "/") == strings.TrimRight(b, "/") }
+
+// resolveServer is resolve's server and credential.
+func (g *globals) resolveServer(checkListener func(serverURL string) error) (server, token string, err error) {
 	server = g.server
 	if server == "" {
 		server = os.Getenv("DROVER_SERVER")
@@ -62,7 +105,7 @@ func (g *globals) resolve(checkListener func(serverURL string) error) (server, t
 		return server, g.token, nil
 	case os.Getenv("DROVER_TOKEN") != "":
 		return server, os.Getenv("DROVER_TOKEN"), nil
-	case cur != nil && cur.Token != "" && strings.TrimRight(cur.Server, "/") == strings.TrimRight(server, "/"):
+	case cur != nil && cur.Token != "" && sameServer(cur.Server, server):
 		return server, cur.Token, nil
 	}
 	if t, _, ferr := auth.FindServerToken(server); ferr == nil {

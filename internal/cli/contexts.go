@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"github.com/drover-dev/drover/api/client"
 	"github.com/drover-dev/drover/internal/atomicfile"
 	"github.com/drover-dev/drover/internal/auth"
+	"github.com/drover-dev/drover/internal/tlspin"
 )
 
 // The CLI's own config file: the servers a user signed in to (drover
@@ -35,6 +37,10 @@ type cliContext struct {
 	Name   string `yaml:"name"`
 	Server string `yaml:"server"`
 	Token  string `yaml:"token,omitempty"`
+	// Fingerprint pins the server's certificate (hex SHA-256); CAFile
+	// checks it against a CA of its own.
+	Fingerprint string `yaml:"fingerprint,omitempty"`
+	CAFile      string `yaml:"ca-file,omitempty"`
 }
 
 // configPath is the file's path.
@@ -130,10 +136,14 @@ one: later commands go to that server with that credential, unless --server,
 --token, DROVER_SERVER or DROVER_TOKEN say otherwise.
 
 The credential is an API token (drover tokens create), from --token-file,
---token or DROVER_TOKEN. The config file is $DROVER_CONFIG, else config.yaml
+--token or DROVER_TOKEN. An https server's certificate is checked against
+--tls-fingerprint (the sha256 a server with a self-signed certificate prints
+at its start), else --ca-file, else the system's CAs; the context keeps
+what was used. The config file is $DROVER_CONFIG, else config.yaml
 in drover's user config directory; it is readable by you only, as it holds
 tokens.`,
-		Example: `  drover login http://drover.internal:7420 --token-file ~/ci-token
+		Example: `  drover login https://drover.internal:7420 --token-file ~/ci-token --tls-fingerprint sha256:3f1c...
+  drover login https://drover.example.com --token-file ~/ci-token
   drover login http://127.0.0.1:7420 --name local --token drover_...`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -155,10 +165,30 @@ tokens.`,
 			if token == "" {
 				return usageErrorf("no credential: pass --token-file FILE or --token TOKEN (an API token: drover tokens create)")
 			}
-			c := client.New(server, client.WithToken(token), client.WithTimeout(g.requestTimeout))
-			id, err := c.WhoAmI(cmd.Context())
+			pin := serverPin{fingerprint: g.tlsFingerprint, caFile: g.caFile}
+			opts := []client.Option{client.WithToken(token), client.WithTimeout(g.requestTimeout)}
+			if strings.HasPrefix(server, "https://") {
+				if pin.fingerprint == "" && pin.caFile == "" {
+					pin.fingerprint, _ = auth.FindServerFingerprint(server) // a server of this OS user
+				}
+				cfg, err := tlspin.Config(pin.fingerprint, pin.caFile)
+				if err != nil {
+					return usageError(err)
+				}
+				opts = append(opts, client.WithTLSConfig(cfg))
+			}
+			id, err := client.New(server, opts...).WhoAmI(cmd.Context())
+			var unknown x509.UnknownAuthorityError
+			if errors.As(err, &unknown) && unknown.Cert != nil {
+				return fmt.Errorf("the certificate of %s is not signed by a CA this machine trusts (self-signed?): "+
+					"its fingerprint is sha256:%s; if that is the one the server printed at its start, run again with --tls-fingerprint sha256:%s "+
+					"(or --ca-file CA.pem)", server, tlspin.Fingerprint(unknown.Cert.Raw), tlspin.Fingerprint(unknown.Cert.Raw))
+			}
 			if err != nil {
 				return apiErr(err)
+			}
+			if pin.fingerprint != "" {
+				pin.fingerprint, _ = tlspin.ParseFingerprint(pin.fingerprint)
 			}
 			conf, path, err := loadConfig()
 			if err != nil {
@@ -167,7 +197,7 @@ tokens.`,
 			if name == "" {
 				name = contextName(server)
 			}
-			conf.put(cliContext{Name: name, Server: server, Token: token})
+			conf.put(cliContext{Name: name, Server: server, Token: token, Fingerprint: pin.fingerprint, CAFile: pin.caFile})
 			if err := conf.save(path); err != nil {
 				return fmt.Errorf("save %s: %w", path, err)
 			}

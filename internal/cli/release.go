@@ -24,9 +24,11 @@ import (
 type globals struct {
 	server string
 	user   string
-	// token and requestTimeout: see connect.go.
+	// token, requestTimeout, tlsFingerprint and caFile: see connect.go.
 	token          string
 	requestTimeout time.Duration
+	tlsFingerprint string
+	caFile         string
 }
 
 // signalContext is cancelled on SIGINT/SIGTERM.

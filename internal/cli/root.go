@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sync"
 
 	"github.com/spf13/cobra"
@@ -92,6 +93,8 @@ approvals, protections). It reads Prodvana-format configs (*.pvn.yaml).`,
 	root.PersistentFlags().StringVar(&g.server, "server", "", "drover server URL (env DROVER_SERVER; default: the current context's server (drover login), else "+client.DefaultServer+")")
 	root.PersistentFlags().StringVar(&g.user, "user", defaultUser(), userFlagHelp)
 	root.PersistentFlags().StringVar(&g.token, "token", "", "an API token, or the server's local token (env DROVER_TOKEN; default: the current context's, else the token a server started by this OS user recorded for --server)")
+	root.PersistentFlags().StringVar(&g.tlsFingerprint, "tls-fingerprint", os.Getenv("DROVER_TLS_FINGERPRINT"), "pin an https server's certificate: sha256:HEX, as the server printed it (env DROVER_TLS_FINGERPRINT; default: the context's, or the one a server started by this OS user recorded)")
+	root.PersistentFlags().StringVar(&g.caFile, "ca-file", os.Getenv("DROVER_CA_FILE"), "check an https server's certificate against this CA (PEM) instead of the system's (env DROVER_CA_FILE)")
 	root.PersistentFlags().DurationVar(&g.requestTimeout, "request-timeout", client.DefaultTimeout, "give up on a request the server does not answer in this long (0 = never; event streams reconnect instead)")
 	root.AddCommand(
 		newValidateCmd(), newCompileCmd(),

@@ -2,11 +2,15 @@ package daemon
 
 import (
 	"bytes"
+	"errors"
+	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/drover-dev/drover/internal/auth"
 	"github.com/drover-dev/drover/internal/cli"
 )
 
@@ -91,5 +95,51 @@ func TestS11NonLoopbackListenWarns(t *testing.T) {
 	warnExposure(&b, "http://0.0.0.0:7420")
 	if !strings.HasPrefix(b.String(), "warning: ") {
 		t.Errorf("printed %q", b.String())
+	}
+}
+
+// TestAPITLSChoice: plain HTTP on loopback unless asked; TLS (self-signed,
+// recorded for the CLI) on an address other machines reach, unless
+// --insecure; flags that contradict each other are usage errors.
+func TestAPITLSChoice(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	log := slog.New(slog.DiscardHandler)
+	loopback := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 7420}
+	wide := &net.TCPAddr{IP: net.IPv4(192, 0, 2, 7), Port: 7420}
+	for _, tc := range []struct {
+		name  string
+		f     serverFlags
+		addr  net.Addr
+		tls   bool
+		usage bool
+	}{
+		{"loopback", serverFlags{}, loopback, false, false},
+		{"loopback with --tls", serverFlags{tls: true}, loopback, true, false},
+		{"another address", serverFlags{}, wide, true, false},
+		{"another address with --insecure", serverFlags{insecure: true}, wide, false, false},
+		{"--insecure with --tls", serverFlags{insecure: true, tls: true}, wide, false, true},
+		{"--tls-cert without --tls-key", serverFlags{tlsCert: "c.pem"}, wide, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := tc.f
+			f.data = t.TempDir()
+			cfg, err := f.apiTLS(tc.addr, log)
+			var exit *cli.ExitError
+			switch {
+			case tc.usage:
+				if !errors.As(err, &exit) || exit.Code != 64 {
+					t.Errorf("want a usage error, got %v", err)
+				}
+			case err != nil:
+				t.Fatal(err)
+			case (cfg != nil) != tc.tls:
+				t.Errorf("TLS %v, want %v", cfg != nil, tc.tls)
+			case tc.tls:
+				fp, err := auth.FindServerFingerprint("https://" + tc.addr.String())
+				if err != nil || fp != f.tlsFingerprint || len(fp) != 64 {
+					t.Errorf("recorded fingerprint %q (%v), want %q", fp, err, f.tlsFingerprint)
+				}
+			}
+		})
 	}
 }

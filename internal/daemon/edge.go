@@ -2,19 +2,23 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
+	"github.com/drover-dev/drover/api/client"
 	"github.com/drover-dev/drover/internal/auth"
 	"github.com/drover-dev/drover/internal/cli"
 	"github.com/drover-dev/drover/internal/server"
 	"github.com/drover-dev/drover/internal/store"
+	"github.com/drover-dev/drover/internal/tlspin"
 )
 
 // edge sets up who may call a server bound to ln: its local token
@@ -89,21 +93,74 @@ func (f *serverFlags) printAdminToken(w io.Writer, addr string) {
 	f.adminToken = ""
 }
 
+// apiTLSDir is where a server keeps the self-signed certificate of its
+// API, in its data directory.
+const apiTLSDir = "api-tls"
+
+// apiTLS is the API listener's TLS config for a server bound to addr, nil
+// for plain HTTP: TLS with --tls-cert, or with the data directory's
+// self-signed certificate on an address other machines reach (or with
+// --tls); plain HTTP on a loopback address, or anywhere with --insecure.
+// It records the certificate's fingerprint for the CLI of this OS user,
+// beside the local token, and keeps it in f.tlsFingerprint.
+func (f *serverFlags) apiTLS(addr net.Addr, log *slog.Logger) (*tls.Config, error) {
+	switch {
+	case (f.tlsCert == "") != (f.tlsKey == ""):
+		return nil, cli.UsageErrorf("--tls-cert and --tls-key go together")
+	case f.insecure && (f.tlsCert != "" || f.tls):
+		return nil, cli.UsageErrorf("--insecure serves plain HTTP: it does not go with --tls or --tls-cert")
+	case f.tlsCert == "" && !f.tls && (auth.IsLoopback(addr) || f.insecure):
+		return nil, nil
+	}
+	names := slices.Clone(f.publicNames)
+	if host, _, err := net.SplitHostPort(addr.String()); err == nil {
+		names = append(names, host)
+	}
+	cfg, fingerprint, err := serverTLS(f.tlsCert, f.tlsKey, filepath.Join(f.data, apiTLSDir), "drover api", names, log)
+	if err != nil {
+		return nil, fmt.Errorf("the API's certificate: %w", err)
+	}
+	f.tlsFingerprint = fingerprint
+	if path, err := auth.RecordServerFingerprint(addr.String(), fingerprint); err != nil {
+		log.Warn("certificate fingerprint not recorded for the cli", "error", err)
+	} else {
+		log.Info("certificate fingerprint recorded for the cli", "path", path)
+	}
+	return cfg, nil
+}
+
+// localClient is a client of the server start started at addr, with its
+// local token and its certificate pinned when it serves TLS.
+func (f *serverFlags) localClient(addr string) (*client.Client, error) {
+	opts := []client.Option{client.WithToken(f.token)}
+	if f.tlsFingerprint != "" {
+		cfg, err := tlspin.Config(f.tlsFingerprint, "")
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, client.WithTLSConfig(cfg))
+	}
+	return client.New(addr, opts...), nil
+}
+
 // warnExposure prints a warning to w when the server at url
-// (http://host:port) is reachable from other machines.
+// (http://host:port) is reachable from other machines over plain HTTP.
 func warnExposure(w io.Writer, url string) {
+	if !strings.HasPrefix(url, "http://") {
+		return
+	}
 	if msg := exposureWarning(strings.TrimPrefix(url, "http://")); msg != "" {
 		fmt.Fprintln(w, msg)
 	}
 }
 
-// exposureWarning is the warning for a server listening on addr (host:port),
-// "" for a loopback address.
+// exposureWarning is the warning for a server listening on addr (host:port)
+// over plain HTTP (--insecure), "" for a loopback address.
 func exposureWarning(addr string) string {
 	if ap, err := netip.ParseAddrPort(addr); err == nil && ap.Addr().Unmap().IsLoopback() {
 		return ""
 	}
-	return fmt.Sprintf("warning: drover listens on %s, reachable from other machines: every request needs the server's token, "+
-		"but traffic is plain HTTP (no TLS), so the token and your configs cross the network readable; "+
-		"listen on 127.0.0.1 and put a TLS proxy in front (with --public-name) to serve others", addr)
+	return fmt.Sprintf("warning: drover listens on %s over plain HTTP (--insecure), reachable from other machines: every request needs a credential, "+
+		"but tokens and configs cross the network readable; drop --insecure to serve TLS (a self-signed certificate, or --tls-cert), "+
+		"or listen on 127.0.0.1 behind a TLS proxy (with --public-name)", addr)
 }

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,6 +47,12 @@ type serverFlags struct {
 	apiOnly           bool
 	// forbidSelfApproval bars pushers from approving their own pushes.
 	forbidSelfApproval bool
+	// tlsCert and tlsKey are the API's certificate; tls serves it with the
+	// self-signed one on a loopback address too; insecure allows plain
+	// HTTP on another. tlsFingerprint is the API certificate's, set by
+	// start when it serves TLS.
+	tlsCert, tlsKey, tlsFingerprint string
+	tls, insecure                   bool
 	// adminTokenFile holds the first admin token of a new store;
 	// adminToken is the one start generated, to show once.
 	adminTokenFile, adminToken string
@@ -69,6 +76,10 @@ func (f *serverFlags) register(cmd *cobra.Command, defaultData string) {
 	fl.StringVar(&f.database, "database", os.Getenv("DROVER_DATABASE"), "a PostgreSQL URL (postgres://user@host/db) to keep the state in instead of the data directory's embedded database; several servers may share one (env DROVER_DATABASE)")
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:7420", "address to serve the API on")
 	fl.StringVar(&f.adminTokenFile, "admin-token-file", "", "on the first start of a new store, make the first admin token this file's content (default: a new one, printed once; env DROVER_ADMIN_TOKEN)")
+	fl.StringVar(&f.tlsCert, "tls-cert", "", "serve the API over TLS with this certificate (PEM; with --tls-key)")
+	fl.StringVar(&f.tlsKey, "tls-key", "", "the private key of --tls-cert (PEM)")
+	fl.BoolVar(&f.tls, "tls", false, "serve the API over TLS on a loopback address too (with --tls-cert, or a self-signed certificate kept in the data directory); other addresses always use TLS")
+	fl.BoolVar(&f.insecure, "insecure", false, "allow serving the API over plain HTTP on an address other machines reach (tokens and configs cross the network readable)")
 	fl.BoolVar(&f.forbidSelfApproval, "forbid-self-approval", false, "refuse an approval from the identity that pushed the desired state (someone else must approve)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.settings = engine.DefaultSettings()
@@ -146,13 +157,20 @@ func (f *serverFlags) start(ctx context.Context, log *slog.Logger) (addr string,
 	if err == nil {
 		err = f.bootstrap(ctx, st, log)
 	}
+	scheme := "http"
+	if err == nil {
+		var tlsCfg *tls.Config
+		if tlsCfg, err = f.apiTLS(ln.Addr(), log); err == nil && tlsCfg != nil {
+			ln, scheme = tls.NewListener(ln, tlsCfg), "https"
+		}
+	}
 	if err != nil {
 		_, _ = ln.Close(), st.Close()
 		_ = lock.Release()
 		return "", nil, err
 	}
 	if !auth.IsLoopback(ln.Addr()) {
-		log.Warn("api reachable from other machines", "addr", ln.Addr().String())
+		log.Warn("api reachable from other machines", "addr", ln.Addr().String(), "tls", scheme == "https")
 	}
 	if f.apiOnly {
 		log.Warn("api only: the engine and the runtimes do not run; nothing converges until a server runs without --api-only")
@@ -169,7 +187,7 @@ func (f *serverFlags) start(ctx context.Context, log *slog.Logger) (addr string,
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- node.Run(ctx, ln) }()
-	return "http://" + ln.Addr().String(), func() error {
+	return scheme + "://" + ln.Addr().String(), func() error {
 		cancel()
 		err := <-done
 		if cerr := st.Close(); err == nil {
@@ -333,6 +351,9 @@ approved or paused is recorded and acted on once a server runs without it.`,
 			}
 			warnExposure(cmd.ErrOrStderr(), addr)
 			fmt.Fprintf(cmd.OutOrStdout(), "drover server listening on %s (data in %s)\n", addr, f.data)
+			if f.tlsFingerprint != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "TLS certificate sha256:%s (clients pin it: --tls-fingerprint sha256:%s)\n", f.tlsFingerprint, f.tlsFingerprint)
+			}
 			f.printAdminToken(cmd.OutOrStdout(), addr)
 			if a := f.agentsOpen; a != nil {
 				fmt.Fprintf(cmd.OutOrStdout(), "accepting agents on %s (%s; certificate sha256:%s)\n", a.Listener.Addr(), a.URL, a.Fingerprint)
@@ -382,7 +403,10 @@ commands in another terminal. Ctrl-C stops it; run it again to continue.`,
 			warnExposure(cmd.ErrOrStderr(), addr)
 			out := cmd.OutOrStdout()
 			f.printAdminToken(out, addr)
-			err = devSetup(ctx, out, client.New(addr, client.WithToken(f.token)), addr, f.data, image)
+			c, err := f.localClient(addr)
+			if err == nil {
+				err = devSetup(ctx, out, c, addr, f.data, image)
+			}
 			if err == nil {
 				<-ctx.Done()
 			}
@@ -415,7 +439,7 @@ func devSetup(ctx context.Context, w io.Writer, c *client.Client, addr, data, im
 	if err != nil {
 		return err
 	}
-	req := apiv1.ApplyConfigsRequest{User: "drover-dev"}
+	req := apiv1.ApplyConfigsRequest{}
 	for _, src := range sources {
 		body, err := json.Marshal(src.File)
 		if err != nil {
@@ -434,7 +458,7 @@ func devSetup(ctx context.Context, w io.Writer, c *client.Client, addr, data, im
 	fmt.Fprintf(w, "applied %s: %s\n", dir, strings.Join(applied, ", "))
 	var from int64
 	if _, err := c.Status(ctx, "quickstart", "web"); client.IsNotFound(err) {
-		push, err := c.Push(ctx, "quickstart", "web", apiv1.PushRequest{User: "drover-dev", Params: []apiv1.Param{{Name: "image", Value: image}}})
+		push, err := c.Push(ctx, "quickstart", "web", apiv1.PushRequest{Params: []apiv1.Param{{Name: "image", Value: image}}})
 		if err != nil {
 			return cli.APIError(err)
 		}

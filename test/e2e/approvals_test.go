@@ -34,7 +34,7 @@ func (s *server) postJSONWith(token, path string, body any) (int, string) {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := s.httpClient().Do(req)
 	if err != nil {
 		s.t.Fatalf("POST %s: %v", path, err)
 	}

@@ -4,7 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -41,7 +45,9 @@ type server struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
 	starts int
-	// tokens are the API tokens of the identities tests act as (as).
+	// tokens are the API tokens of the identities tests act as (as),
+	// made one at a time (under tokMu).
+	tokMu  sync.Mutex
 	tokens map[string]string
 }
 
@@ -77,7 +83,7 @@ func freeAddr(t *testing.T) string {
 	return addr
 }
 
-var listeningRE = regexp.MustCompile(`drover server listening on (http://\S+)`)
+var listeningRE = regexp.MustCompile(`drover server listening on (https?://\S+)`)
 
 // start runs the server and waits for its "listening" line. A port that is
 // briefly held by a stray client socket is retried for a few seconds.
@@ -87,7 +93,7 @@ func (s *server) start() {
 	for {
 		url, err := s.startOnce()
 		if err == nil {
-			if want := "http://" + s.addr; url != want {
+			if want := s.scheme() + "://" + s.addr; url != want {
 				s.t.Fatalf("server printed address %s, want %s", url, want)
 			}
 			s.url = url
@@ -336,13 +342,21 @@ func (s *server) as(user string, args ...string) result {
 func (s *server) tokenOf(name string) string {
 	s.t.Helper()
 	name = strings.ToLower(name)
-	s.mu.Lock()
-	tok, ok := s.tokens[name]
-	s.mu.Unlock()
-	if ok {
+	s.tokMu.Lock()
+	defer s.tokMu.Unlock()
+	if tok, ok := s.tokens[name]; ok {
 		return tok
 	}
 	r := runDrover(s.t, "tokens", "create", name, "--role", "admin", "-o", "json", "--server", s.url)
+	if r.code != 0 && strings.Contains(r.stderr, "exists") {
+		// Another server of this test shares the store and made it.
+		testTokensMu.Lock()
+		tok, ok := testTokens[topTest(s.t)+"\x00"+name]
+		testTokensMu.Unlock()
+		if ok {
+			return tok
+		}
+	}
 	if r.code != 0 {
 		s.t.Fatalf("create the token of %s: %s", name, r)
 	}
@@ -350,14 +364,29 @@ func (s *server) tokenOf(name string) string {
 	if err := json.Unmarshal([]byte(r.stdout), &resp); err != nil || resp.Token == "" {
 		s.t.Fatalf("create the token of %s: %v: %s", name, err, r)
 	}
-	s.mu.Lock()
 	if s.tokens == nil {
 		s.tokens = map[string]string{}
 	}
 	s.tokens[name] = resp.Token
-	s.mu.Unlock()
+	testTokensMu.Lock()
+	testTokens[topTest(s.t)+"\x00"+name] = resp.Token
+	testTokensMu.Unlock()
 	return resp.Token
 }
+
+// topTest is the name of t's top-level test.
+func topTest(t *testing.T) string {
+	name, _, _ := strings.Cut(t.Name(), "/")
+	return name
+}
+
+// testTokens are the tokens tokenOf made, by top-level test and name:
+// servers of one test sharing a store (replicas, views of one server in
+// subtests) share them.
+var (
+	testTokensMu sync.Mutex
+	testTokens   = map[string]string{}
+)
 
 // ok runs a verb as user and fails the test unless it exits 0.
 func (s *server) ok(user string, args ...string) result {
@@ -488,13 +517,58 @@ func newAPIRequest(method, url, token string, body io.Reader) (*http.Request, er
 	return req, nil
 }
 
+// scheme is the server's: https when its flags ask for TLS.
+func (s *server) scheme() string {
+	for _, f := range s.flags {
+		if f == "--tls" || f == "--tls-cert" {
+			return "https"
+		}
+	}
+	return "http"
+}
+
+// fingerprint is the SHA-256 (hex) of the self-signed certificate a server
+// with --tls made in its data directory.
+func (s *server) fingerprint() string {
+	s.t.Helper()
+	raw, err := os.ReadFile(filepath.Join(s.data, "api-tls", "cert.pem"))
+	if err != nil {
+		s.t.Fatalf("the server's certificate: %v", err)
+	}
+	block, _ := pem.Decode(raw)
+	if block == nil {
+		s.t.Fatalf("the server's certificate: no PEM block")
+	}
+	sum := sha256.Sum256(block.Bytes)
+	return hex.EncodeToString(sum[:])
+}
+
+// httpClient is a client of the server's API: for https, pinning its
+// certificate.
+func (s *server) httpClient() *http.Client {
+	if !strings.HasPrefix(s.url, "https://") {
+		return http.DefaultClient
+	}
+	want := s.fingerprint()
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		MinVersion: tls.VersionTLS12, InsecureSkipVerify: true, //nolint:gosec // the certificate is pinned below
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			sum := sha256.Sum256(cs.PeerCertificates[0].Raw)
+			if hex.EncodeToString(sum[:]) != want {
+				return errors.New("not the server's certificate")
+			}
+			return nil
+		},
+	}}}
+}
+
 // getJSON fetches a GET endpoint of the API directly.
 func (s *server) getJSON(path string, out any) error {
 	req, err := newAPIRequest(http.MethodGet, s.url+path, s.token(), nil)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := s.httpClient().Do(req)
 	if err != nil {
 		return err
 	}
