@@ -11,6 +11,7 @@ import (
 	"github.com/drover-dev/drover/internal/alerts"
 	"github.com/drover-dev/drover/internal/engine"
 	"github.com/drover-dev/drover/internal/gitcheck"
+	"github.com/drover-dev/drover/internal/metrics"
 	"github.com/drover-dev/drover/internal/runtimehost"
 	"github.com/drover-dev/drover/internal/runtimehost/builtin"
 	"github.com/drover-dev/drover/internal/runtimes"
@@ -41,6 +42,8 @@ type Config struct {
 	// (nothing converges; what is pushed, approved or paused is recorded and
 	// acted on by the next node that runs the engine).
 	APIOnly bool
+	// Metrics are the server's series (nil: none).
+	Metrics *metrics.Metrics
 	// StoreKind names the store for /v1/health: "sqlite" (default) or
 	// "postgres".
 	StoreKind string
@@ -164,11 +167,23 @@ func New(cfg Config) *Node {
 		// that server dies.
 		Resync:   sharedResync(cfg.Shared),
 		LeaseTTL: sharedTTL(cfg.Shared, cfg.LeaseTTL), TaskTTL: sharedTTL(cfg.Shared, 2*cfg.LeaseTTL),
+		Observer: observer(cfg.Metrics),
 	})
+	if cfg.Metrics != nil {
+		cfg.Metrics.QueueDepth(n.loop.QueueLen)
+	}
 	n.hub.SetReplica(n.loop.Owner())
 	n.srv = server.New(server.Config{Store: cfg.Store, Engine: n.loop, Runtimes: n.host, Log: cfg.Log, Now: cfg.Now, Edge: cfg.Edge,
 		StoreKind: cfg.StoreKind, Replica: n.loop.Owner(), Agents: n.agentsInfo()})
 	return n
+}
+
+// observer is the engine's observer: m, or none.
+func observer(m *metrics.Metrics) engine.Observer {
+	if m == nil {
+		return nil
+	}
+	return m
 }
 
 // agentsInfo is what the API tells of the agent listener.

@@ -27,6 +27,7 @@ import (
 	"github.com/drover-dev/drover/internal/config"
 	"github.com/drover-dev/drover/internal/datadir"
 	"github.com/drover-dev/drover/internal/engine"
+	"github.com/drover-dev/drover/internal/metrics"
 	"github.com/drover-dev/drover/internal/store"
 	"github.com/drover-dev/drover/internal/store/postgres"
 	"github.com/drover-dev/drover/internal/store/sqlite"
@@ -182,7 +183,10 @@ func (f *serverFlags) start(ctx context.Context, log *slog.Logger) (addr string,
 		return "", nil, err
 	}
 	f.agentsOpen = agents
-	node := New(Config{Store: st, DataDir: f.data, Settings: f.settings, Log: log, Workers: f.workers, Edge: edge, ShutdownGrace: f.shutdownGrace, APIOnly: f.apiOnly,
+	m := metrics.New()
+	m.Instances(func(ctx context.Context) ([]store.Instance, error) { return st.ListInstances(ctx, "", "") }, 15*time.Second)
+	edge.Metrics = m
+	node := New(Config{Metrics: m, Store: st, DataDir: f.data, Settings: f.settings, Log: log, Workers: f.workers, Edge: edge, ShutdownGrace: f.shutdownGrace, APIOnly: f.apiOnly,
 		StoreKind: kind, Shared: kind == "postgres", LeaseTTL: f.leaseTTL, Processes: procs, Agents: agents})
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)

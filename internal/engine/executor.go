@@ -67,6 +67,7 @@ type LocalExecutor struct {
 	settings Settings
 	now      func() time.Time
 	log      *slog.Logger
+	observer Observer
 }
 
 // NewLocalExecutor builds the executor a Loop uses unless given another. It
@@ -78,7 +79,7 @@ func NewLocalExecutor(st store.Store, rs RuntimeSource, settings Settings, now f
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &LocalExecutor{store: st, runtimes: rs, settings: settings, now: now, log: log}
+	return &LocalExecutor{store: st, runtimes: rs, settings: settings, now: now, log: log, observer: noObserver{}}
 }
 
 // Execute implements Executor. An apply's own failure is not an error here:
@@ -116,7 +117,9 @@ func (x *LocalExecutor) apply(ctx context.Context, app, svc string, a Action) Ou
 	}
 	var res runtimes.ApplyResult
 	if err == nil {
+		began := time.Now()
 		res, err = rt.Apply(ctx, target)
+		x.observer.RuntimeCall(a.Runtime, "apply", time.Since(began), err)
 	}
 	stopped := shutdownCause(ctx)
 	ev := store.Event{

@@ -23,11 +23,15 @@ type RuntimeSource interface {
 	Runtime(ctx context.Context, name string) (runtimes.Runtime, error)
 }
 
+// QueueLen is how many services wait for a pass now (not those due later).
+func (l *Loop) QueueLen() int { return l.queue.Len() }
+
 // Loop runs the convergence engine: workers take service keys from a queue
 // and, under a lease on the key, observe, plan, and write the plan with the
 // tasks it decides; the task runner (runner.go) claims tasks and carries
 // them out through the executor. Several loops may share one store.
 type Loop struct {
+	observer Observer
 	store    store.Store
 	runtimes RuntimeSource
 	settings Settings
@@ -127,7 +131,29 @@ type Config struct {
 	// through another server sharing the store, whose engine may die. 0 =
 	// never (a store of its own hears of every push through Enqueue).
 	Resync time.Duration
+	// Observer is told of every pass and task, for metrics (nil: none).
+	Observer Observer
 }
+
+// Observer is told what the engine does, for metrics. Its methods are
+// called from the engine's goroutines and must not block.
+type Observer interface {
+	// Reconciled: a pass over a service took d and ended with err.
+	Reconciled(d time.Duration, err error)
+	// TaskDone: a task of kind (apply, runCheck, ...) was carried out in d
+	// with outcome succeeded, failed, interrupted or lost.
+	TaskDone(kind, outcome string, d time.Duration)
+	// RuntimeCall: a call op (fetch, apply) to runtime took d and ended
+	// with err.
+	RuntimeCall(runtime, op string, d time.Duration, err error)
+}
+
+// noObserver observes nothing.
+type noObserver struct{}
+
+func (noObserver) Reconciled(time.Duration, error)                  {}
+func (noObserver) TaskDone(string, string, time.Duration)           {}
+func (noObserver) RuntimeCall(string, string, time.Duration, error) {}
 
 // NewLoop builds a loop; call Run to start it.
 func NewLoop(cfg Config) *Loop {
@@ -155,6 +181,9 @@ func NewLoop(cfg Config) *Loop {
 	if cfg.Executor == nil {
 		x := NewLocalExecutor(cfg.Store, cfg.Runtimes, cfg.Settings, cfg.Now, cfg.Log)
 		x.alerts, x.commits = cfg.Alerts, cfg.Commits
+		if cfg.Observer != nil {
+			x.observer = cfg.Observer
+		}
 		cfg.Executor = x
 	}
 	if cfg.Owner == "" {
@@ -177,7 +206,10 @@ func NewLoop(cfg Config) *Loop {
 	if cfg.TaskPoll <= 0 {
 		cfg.TaskPoll = time.Second
 	}
-	return &Loop{
+	if cfg.Observer == nil {
+		cfg.Observer = noObserver{}
+	}
+	return &Loop{observer: cfg.Observer,
 		store: cfg.Store, runtimes: cfg.Runtimes, settings: cfg.Settings, now: cfg.Now,
 		log: cfg.Log, workers: cfg.Workers, queue: newQueue(cfg.Now), onWrite: cfg.OnWrite,
 		owner: cfg.Owner, leaseTTL: cfg.LeaseTTL, taskTTL: cfg.TaskTTL, taskPoll: cfg.TaskPoll,
@@ -291,7 +323,9 @@ func (l *Loop) work(ctx context.Context) {
 		if !ok {
 			return
 		}
+		began := time.Now()
 		res, err := l.safeReconcile(ctx, key)
+		l.observer.Reconciled(time.Since(began), err)
 		l.queue.Done(key)
 		if ctx.Err() != nil {
 			return
@@ -436,7 +470,9 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (Result, error) {
 			observed[ch.Name] = Observation{Err: err.Error()}
 			continue
 		}
+		began := time.Now()
 		st, err := rt.Fetch(ctx, target)
+		l.observer.RuntimeCall(ch.Runtime, "fetch", time.Since(began), err)
 		if errors.Is(err, runtimes.ErrElsewhere) && !l.exclusive {
 			// Another server reaches this runtime (its agent is connected
 			// there): hand the service over rather than plan it blind.

@@ -131,6 +131,7 @@ func (l *Loop) runTask(task store.Task, claimed time.Time) {
 			l.written()
 		}
 	}
+	began := time.Now()
 	out, err := l.safeExecute(actx, app, svc, a)
 	// The claim is renewed until the outcome is recorded: recording may
 	// take a while, and a claim lapsing meanwhile would drop it.
@@ -140,9 +141,11 @@ func (l *Loop) runTask(task store.Task, claimed time.Time) {
 		// Another runner has the task now; whatever happened here is its
 		// to redo. Nothing is recorded by this claim.
 		log.Warn("task claim lost while it ran; its outcome is dropped")
+		l.observer.TaskDone(string(a.Kind), "lost", time.Since(began))
 		return
 	case out.Interrupted:
 		l.releaseTask(task, out, log)
+		l.observer.TaskDone(string(a.Kind), "interrupted", time.Since(began))
 		return
 	case err != nil:
 		out = Outcome{Failed: true, Message: err.Error()}
@@ -152,6 +155,11 @@ func (l *Loop) runTask(task store.Task, claimed time.Time) {
 		}
 	}
 	l.completeTask(task, a, out, log)
+	outcome := "succeeded"
+	if out.Failed {
+		outcome = "failed"
+	}
+	l.observer.TaskDone(string(a.Kind), outcome, time.Since(began))
 	l.settle(task.Key, string(a.Kind), out.Result, err)
 }
 

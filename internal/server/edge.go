@@ -72,6 +72,17 @@ type EdgeConfig struct {
 	// ForbidSelfApproval bars whoever pushed a desired state from approving
 	// it (a drover setting; off by default).
 	ForbidSelfApproval bool
+	// Metrics counts requests and serves GET /metrics (nil: no metrics).
+	Metrics Metrics
+}
+
+// Metrics is what the server needs of its metrics.
+type Metrics interface {
+	// Request counts a request to route answered with code in d (d < 0:
+	// an event stream).
+	Request(route string, code int, d time.Duration)
+	// Handler serves the metrics in Prometheus's format.
+	Handler() http.Handler
 }
 
 // requireEOF refuses anything but white space after the request's JSON value.

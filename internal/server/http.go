@@ -182,6 +182,14 @@ func (s *Server) routeTable() []route {
 			})},
 		{method: "GET", path: "/v1/audit", perm: auth.PermAudit, scope: scopeSome, summary: "The audit log (of the applications the caller audits)",
 			handler: s.listAudit},
+		{method: "GET", path: "/metrics", perm: auth.PermRead, scope: scopeGlobal, summary: "Metrics in Prometheus's format (docs/metrics.md)",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				if s.edgeCfg.Metrics == nil {
+					writeError(w, s, errorf("not_found", "this server keeps no metrics"))
+					return
+				}
+				s.edgeCfg.Metrics.Handler().ServeHTTP(w, r)
+			}},
 		{method: "GET", path: "/v1/watch", perm: auth.PermRead, scope: scopeSome, summary: "Server-sent events (of the applications the caller may read)",
 			handler: s.watch},
 	}

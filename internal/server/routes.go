@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	apiv1 "github.com/drover-dev/drover/api/v1"
 	"github.com/drover-dev/drover/internal/auth"
@@ -120,13 +121,67 @@ func (s *Server) mount(routes []route) *http.ServeMux {
 }
 
 // authorize returns rt's handler behind the check of its permission, and
-// for a mutating route, the audit record of every request (audited).
+// for a mutating route, the audit record of every request (audited); each
+// request is counted in the metrics.
 func (s *Server) authorize(rt route) http.HandlerFunc {
 	check := s.check(rt)
-	if !rt.mutates() {
-		return check
+	h := check
+	if rt.mutates() {
+		h = func(w http.ResponseWriter, r *http.Request) { s.audited(rt, w, r, check) }
 	}
-	return func(w http.ResponseWriter, r *http.Request) { s.audited(rt, w, r, check) }
+	m := s.edgeCfg.Metrics
+	if m == nil {
+		return h
+	}
+	name := rt.method + " " + rt.path
+	stream := rt.path == "/v1/watch"
+	return func(w http.ResponseWriter, r *http.Request) {
+		began := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		h(sw, r)
+		d := time.Since(began)
+		if stream {
+			d = -1
+		}
+		m.Request(name, sw.code(), d)
+	}
+}
+
+// statusWriter notes the status a handler answers with.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// Flush lets event streams through.
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap gives http.ResponseController the connection (read deadlines).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *statusWriter) code() int {
+	if w.status == 0 {
+		return http.StatusOK
+	}
+	return w.status
 }
 
 // check returns rt's handler behind the check of its permission.

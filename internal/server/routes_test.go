@@ -233,7 +233,7 @@ func TestAccessDocListsEveryRoute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	row := regexp.MustCompile("(?m)^\\| `([A-Z]+ /v1/[^`]*)` \\| ([a-z]+) \\|")
+	row := regexp.MustCompile("(?m)^\\| `([A-Z]+ /[^`]*)` \\| ([a-z]+) \\|")
 	documented := map[string]string{}
 	for _, m := range row.FindAllStringSubmatch(string(doc), -1) {
 		documented[m[1]] = m[2]

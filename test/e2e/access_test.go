@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -126,6 +128,40 @@ func TestAccessOverTLS(t *testing.T) {
 	}
 	if !refusedApprove || !pushByCI || !approveByCat {
 		t.Errorf("audit log (refused approve %v, push %v, approve %v):\n%s", refusedApprove, pushByCI, approveByCat, dump(log))
+	}
+	// Metrics: a viewer of one application may not scrape; an admin may.
+	scrape := func(token string) (int, string) {
+		t.Helper()
+		req, err := newAPIRequest(http.MethodGet, s.url+"/metrics", token, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := s.httpClient().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if code, _ := scrape(ci); code != http.StatusForbidden {
+		t.Errorf("scrape as a deployer of shop: %d, want 403", code)
+	}
+	code, body := scrape(admin)
+	if code != http.StatusOK {
+		t.Fatalf("scrape as admin: %d %s", code, body)
+	}
+	for _, want := range []string{
+		`drover_tasks_total{kind="apply",outcome="succeeded"}`,
+		`drover_instances{application="shop",reason="",status="CONVERGED"} 2`,
+		`drover_api_requests_total{code="403",route="POST /v1/apps/{app}/services/{svc}:approve"} 2`,
+		`drover_runtime_call_duration_seconds_count{op="apply",result="ok",runtime="prod"}`,
+		`drover_reconcile_duration_seconds_count{result="ok"}`,
+		`drover_engine_queue_depth`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the scrape lacks %s", want)
+		}
 	}
 	tokens := mustOK(with(admin, "tokens")).stdout
 	for _, want := range []string{"ben", "revoked by admin", "deployer@shop", "approver@shop/prod"} {
