@@ -45,7 +45,8 @@ func (f *serverFlags) edge(ln net.Listener, st store.Store, log *slog.Logger) (s
 		log.Info("token recorded for the cli", "path", path)
 	}
 	authn := auth.Chain{auth.NewTokenAuthenticator(token, auth.Local(auth.LocalName())), server.NewTokenAuthenticator(st, nil)}
-	return server.EdgeConfig{Auth: authn, PublicNames: names, ForbidSelfApproval: f.forbidSelfApproval}, nil
+	return server.EdgeConfig{Auth: authn, PublicNames: names, ForbidSelfApproval: f.forbidSelfApproval,
+		MutationRate: f.mutationRate, MutationBurst: f.mutationBurst, MaxStreams: f.maxStreams}, nil
 }
 
 // bootstrap creates the first admin token of a store that never had one:

@@ -28,6 +28,7 @@ import (
 	"github.com/drover-dev/drover/internal/datadir"
 	"github.com/drover-dev/drover/internal/engine"
 	"github.com/drover-dev/drover/internal/metrics"
+	"github.com/drover-dev/drover/internal/server"
 	"github.com/drover-dev/drover/internal/store"
 	"github.com/drover-dev/drover/internal/store/postgres"
 	"github.com/drover-dev/drover/internal/store/sqlite"
@@ -54,6 +55,9 @@ type serverFlags struct {
 	// start when it serves TLS.
 	tlsCert, tlsKey, tlsFingerprint string
 	tls, insecure                   bool
+	// mutationRate, mutationBurst and maxStreams limit each identity.
+	mutationRate              float64
+	mutationBurst, maxStreams int
 	// adminTokenFile holds the first admin token of a new store;
 	// adminToken is the one start generated, to show once.
 	adminTokenFile, adminToken string
@@ -81,6 +85,9 @@ func (f *serverFlags) register(cmd *cobra.Command, defaultData string) {
 	fl.StringVar(&f.tlsKey, "tls-key", "", "the private key of --tls-cert (PEM)")
 	fl.BoolVar(&f.tls, "tls", false, "serve the API over TLS on a loopback address too (with --tls-cert, or a self-signed certificate kept in the data directory); other addresses always use TLS")
 	fl.BoolVar(&f.insecure, "insecure", false, "allow serving the API over plain HTTP on an address other machines reach (tokens and configs cross the network readable)")
+	fl.Float64Var(&f.mutationRate, "rate-limit", server.DefaultMutationRate, "changes (POSTs) one identity may send per second on average; the local token is not limited")
+	fl.IntVar(&f.mutationBurst, "rate-burst", server.DefaultMutationBurst, "changes one identity may send at once, beyond --rate-limit")
+	fl.IntVar(&f.maxStreams, "max-streams", server.DefaultMaxStreams, "event streams (drover events --follow, drover wait) one identity may hold open at once")
 	fl.BoolVar(&f.forbidSelfApproval, "forbid-self-approval", false, "refuse an approval from the identity that pushed the desired state (someone else must approve)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.settings = engine.DefaultSettings()
@@ -129,6 +136,8 @@ func (f *serverFlags) validate() error {
 		return cli.UsageErrorf("invalid --apply-attempts %d: must be at least 1", f.settings.MaxApplyAttempts)
 	case f.workers < 1:
 		return cli.UsageErrorf("invalid --workers %d: must be at least 1", f.workers)
+	case f.mutationRate < 0 || f.mutationBurst < 0 || f.maxStreams < 0:
+		return cli.UsageErrorf("invalid --rate-limit %g, --rate-burst %d or --max-streams %d: none may be negative", f.mutationRate, f.mutationBurst, f.maxStreams)
 	case f.leaseTTL < time.Second:
 		return cli.UsageErrorf("invalid --lease-ttl %v: must be at least 1s", f.leaseTTL)
 	}

@@ -74,6 +74,16 @@ type EdgeConfig struct {
 	ForbidSelfApproval bool
 	// Metrics counts requests and serves GET /metrics (nil: no metrics).
 	Metrics Metrics
+	// MutationRate and MutationBurst limit the changes one identity may
+	// ask per second (0 = DefaultMutationRate, DefaultMutationBurst);
+	// MaxStreams the event streams it may hold open (0 =
+	// DefaultMaxStreams). The local token is not limited.
+	MutationRate  float64
+	MutationBurst int
+	MaxStreams    int
+	// MaxBody bounds request bodies (0 = 64 MiB); a larger one is refused
+	// with 413.
+	MaxBody int64
 }
 
 // Metrics is what the server needs of its metrics.

@@ -17,8 +17,16 @@ import (
 	"github.com/drover-dev/drover/internal/store"
 )
 
-// maxBody bounds request bodies (configs carry referenced files).
-const maxBody = 64 << 20
+// defaultMaxBody bounds request bodies (configs carry referenced files).
+const defaultMaxBody = 64 << 20
+
+// maxBody is the most a request body may hold.
+func (s *Server) maxBody() int64 {
+	if s.edgeCfg.MaxBody > 0 {
+		return s.edgeCfg.MaxBody
+	}
+	return defaultMaxBody
+}
 
 func (s *Server) routes() {
 	s.table = s.routeTable()
@@ -226,11 +234,11 @@ func cutLast(s, sep string) (string, string, bool) {
 func handle[Req any](s *Server, fn func(*http.Request, Req) (any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var req Req
-		body := http.MaxBytesReader(w, r.Body, maxBody)
+		body := http.MaxBytesReader(w, r.Body, s.maxBody())
 		dec := json.NewDecoder(body)
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&req); err != nil && !errors.Is(err, io.EOF) {
-			writeError(w, s, errorf("invalid_argument", "invalid request body: %v", err))
+			writeError(w, s, bodyError(err))
 			return
 		}
 		if err := requireEOF(dec); err != nil {
@@ -345,6 +353,8 @@ func httpStatus(code string) int {
 		return http.StatusForbidden
 	case "too_large":
 		return http.StatusRequestEntityTooLarge
+	case "resource_exhausted":
+		return http.StatusTooManyRequests
 	}
 	return http.StatusInternalServerError
 }
@@ -362,6 +372,14 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	bodyRead(w) // the stream is long-lived
+	id, _ := auth.FromContext(r.Context())
+	done, err := s.limits.openStream(id)
+	if err != nil {
+		writeError(w, s, err)
+		return
+	}
+	defer done()
+	rc := http.NewResponseController(w)
 	q := r.URL.Query()
 	after, _ := strconv.ParseInt(q.Get("after"), 10, 64)
 	if lastID := r.Header.Get("Last-Event-ID"); lastID != "" {
@@ -395,6 +413,10 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return
 		}
+		if len(evs) > 0 {
+			// A client that does not read loses its stream.
+			_ = rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+		}
 		for _, e := range evs {
 			if !shown(e.Application) {
 				f.AfterSeq = e.Seq
@@ -415,7 +437,10 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-wake:
 		case <-heartbeat.C:
-			fmt.Fprint(w, ": ping\n\n")
+			_ = rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+			if _, err := fmt.Fprint(w, ": ping\n\n"); err != nil {
+				return
+			}
 			flusher.Flush()
 		}
 	}

@@ -212,6 +212,12 @@ func (s *Server) check(rt route) http.HandlerFunc {
 		case scopeSelf, scopeOpen:
 			allowed = true
 		}
+		if allowed && rt.mutates() {
+			if ok, retry := s.limits.mutation(id); !ok {
+				tooMany(w, s, id, retry)
+				return
+			}
+		}
 		if !allowed {
 			where := ""
 			switch rt.scope {

@@ -66,6 +66,7 @@ type Server struct {
 	changed  *broadcaster
 	cache    decodeCache
 	mux      *http.ServeMux
+	limits   *limiter
 	table    []route
 	edgeCfg  EdgeConfig
 	agents   Agents
@@ -100,7 +101,8 @@ func New(cfg Config) *Server {
 		cfg.Now = time.Now
 	}
 	s := &Server{store: cfg.Store, engine: cfg.Engine, runtimes: cfg.Runtimes, log: cfg.Log, now: cfg.Now,
-		changed: newBroadcaster(), edgeCfg: cfg.Edge, agents: cfg.Agents, storeKind: cfg.StoreKind, replica: cfg.Replica}
+		changed: newBroadcaster(), edgeCfg: cfg.Edge, agents: cfg.Agents, storeKind: cfg.StoreKind, replica: cfg.Replica,
+		limits: newLimiter(cfg.Edge.MutationRate, cfg.Edge.MutationBurst, cfg.Edge.MaxStreams)}
 	s.routes()
 	return s
 }
