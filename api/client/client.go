@@ -206,7 +206,7 @@ func (c *Client) RotateRuntimeToken(ctx context.Context, name string, req apiv1.
 // UnlinkRuntime removes a linked runtime: its token stops working and its
 // agent is disconnected.
 func (c *Client) UnlinkRuntime(ctx context.Context, name string) error {
-	return c.do(ctx, http.MethodPost, "/v1/runtimes/"+url.PathEscape(name)+":unlink", struct{}{}, nil)
+	return c.do(ctx, http.MethodPost, "/v1/runtimes/"+url.PathEscape(name)+":unlink", apiv1.UnlinkRuntimeRequest{}, nil)
 }
 
 // Push creates a new desired state for a service.

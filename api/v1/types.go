@@ -167,7 +167,9 @@ type AgentInfo struct {
 
 // LinkRuntimeRequest links a runtime served by an agent.
 type LinkRuntimeRequest struct {
-	Name   string            `json:"name"`
+	// Name is required to link; rotating a token names the runtime in its
+	// path.
+	Name   string            `json:"name,omitempty"`
 	Labels map[string]string `json:"labels,omitempty"`
 	// Image is the agent's container image in the printed manifests
 	// ("" = the server's default).
@@ -558,6 +560,9 @@ type TokenInfo struct {
 type TokenList struct {
 	Tokens []TokenInfo `json:"tokens"`
 }
+
+// UnlinkRuntimeRequest unlinks a runtime (POST /v1/runtimes/NAME:unlink).
+type UnlinkRuntimeRequest struct{}
 
 // RevokeTokenRequest revokes a token (POST /v1/tokens/NAME:revoke).
 type RevokeTokenRequest struct{}

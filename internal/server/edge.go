@@ -35,7 +35,9 @@ func (s *Server) edge(ln net.Listener) (http.Handler, net.Listener, error) {
 	}
 	g := &auth.Guard{
 		Hosts: hosts, Authenticator: s.edgeCfg.Auth, Log: s.log,
-		Open: func(r *http.Request) bool { return r.Method == http.MethodGet && r.URL.Path == "/v1/health" },
+		Open: func(r *http.Request) bool {
+			return r.Method == http.MethodGet && (r.URL.Path == "/v1/health" || r.URL.Path == "/v1/openapi.json")
+		},
 	}
 	bodyTimeout := s.edgeCfg.BodyTimeout
 	if bodyTimeout <= 0 {

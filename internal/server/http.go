@@ -63,35 +63,37 @@ func (s *Server) routeTable() []route {
 		})
 	}
 	return []route{
-		{method: "GET", path: "/v1/health", scope: scopeOpen, summary: "Health of the server and its store",
+		{method: "GET", path: "/v1/health", scope: scopeOpen, resp: apiv1.Health{}, summary: "Health of the server and its store",
 			handler: s.health},
-		{method: "GET", path: "/v1/whoami", scope: scopeSelf, summary: "The identity a request acts under and its roles",
+		{method: "GET", path: "/v1/openapi.json", scope: scopeOpen, summary: "This API's OpenAPI 3 document",
+			handler: s.serveOpenAPI},
+		{method: "GET", path: "/v1/whoami", scope: scopeSelf, resp: apiv1.Identity{}, summary: "The identity a request acts under and its roles",
 			handler: func(w http.ResponseWriter, r *http.Request) { reply(w, s, whoami(r.Context()), nil) }},
-		{method: "POST", path: "/v1/configs:apply", perm: auth.PermConfigure, scope: scopeSome, summary: "Store configs (each application's need configure on it)",
+		{method: "POST", path: "/v1/configs:apply", perm: auth.PermConfigure, scope: scopeSome, req: apiv1.ApplyConfigsRequest{}, resp: apiv1.ApplyConfigsResponse{}, summary: "Store configs (each application's need configure on it)",
 			handler: handle(s, func(r *http.Request, req apiv1.ApplyConfigsRequest) (any, error) {
 				return s.applyConfigs(r.Context(), req)
 			})},
-		{method: "GET", path: "/v1/configs", perm: auth.PermRead, scope: scopeSome, summary: "The latest version of every config (of the applications the caller may read)",
+		{method: "GET", path: "/v1/configs", perm: auth.PermRead, scope: scopeSome, resp: apiv1.ConfigList{}, query: []queryParam{{"kind", "string", "only configs of this kind (application, service, runtime, ...)"}}, summary: "The latest version of every config (of the applications the caller may read)",
 			handler: func(w http.ResponseWriter, r *http.Request) {
 				out, err := s.listConfigs(r.Context(), r.URL.Query().Get("kind"))
 				reply(w, s, out, err)
 			}},
-		{method: "GET", path: "/v1/services", perm: auth.PermRead, scope: scopeSome, summary: "Every service's status (of the applications the caller may read)",
+		{method: "GET", path: "/v1/services", perm: auth.PermRead, scope: scopeSome, resp: apiv1.ServiceList{}, summary: "Every service's status (of the applications the caller may read)",
 			handler: s.serviceList},
-		{method: "GET", path: "/v1/apps/{app}/services/{svc}", perm: auth.PermRead, scope: scopeApp, summary: "A service's status",
+		{method: "GET", path: "/v1/apps/{app}/services/{svc}", perm: auth.PermRead, scope: scopeApp, resp: apiv1.ServiceStatus{}, summary: "A service's status",
 			handler: func(w http.ResponseWriter, r *http.Request) {
 				out, err := s.status(r.Context(), app(r), svc(r))
 				reply(w, s, out, err)
 			}},
-		{method: "POST", path: "/v1/apps/{app}/services/{svc}:push", perm: auth.PermPush, scope: scopeApp, summary: "Push a new desired state",
+		{method: "POST", path: "/v1/apps/{app}/services/{svc}:push", perm: auth.PermPush, scope: scopeApp, req: apiv1.PushRequest{}, resp: apiv1.PushResponse{}, summary: "Push a new desired state",
 			handler: handle(s, func(r *http.Request, req apiv1.PushRequest) (any, error) {
 				return s.push(r.Context(), app(r), svc(r), req)
 			})},
-		{method: "POST", path: "/v1/apps/{app}/services/{svc}:preview", perm: auth.PermRead, scope: scopeApp, summary: "What a push would do, without pushing",
+		{method: "POST", path: "/v1/apps/{app}/services/{svc}:preview", perm: auth.PermRead, scope: scopeApp, req: apiv1.PushRequest{}, resp: apiv1.PreviewResponse{}, summary: "What a push would do, without pushing",
 			handler: handle(s, func(r *http.Request, req apiv1.PushRequest) (any, error) {
 				return s.preview(r.Context(), app(r), svc(r), req)
 			})},
-		{method: "POST", path: "/v1/apps/{app}/services/{svc}:approve", perm: auth.PermApprove, scope: scopeChannel, summary: "Approve or reject a release channel's manual approval",
+		{method: "POST", path: "/v1/apps/{app}/services/{svc}:approve", perm: auth.PermApprove, scope: scopeChannel, req: apiv1.ApproveRequest{}, resp: apiv1.ServiceStatus{}, summary: "Approve or reject a release channel's manual approval",
 			handler: handle(s, func(r *http.Request, req apiv1.ApproveRequest) (any, error) {
 				noteAuditChannel(r.Context(), req.ReleaseChannel)
 				if err := allow(r.Context(), auth.PermApprove, app(r), req.ReleaseChannel); err != nil {
@@ -99,7 +101,7 @@ func (s *Server) routeTable() []route {
 				}
 				return s.approve(r.Context(), app(r), svc(r), req)
 			})},
-		{method: "POST", path: "/v1/apps/{app}/services/{svc}:bypass", perm: auth.PermBypass, scope: scopeChannel, summary: "Bypass a protection or extension for one version",
+		{method: "POST", path: "/v1/apps/{app}/services/{svc}:bypass", perm: auth.PermBypass, scope: scopeChannel, req: apiv1.BypassRequest{}, resp: apiv1.ServiceStatus{}, summary: "Bypass a protection or extension for one version",
 			handler: handle(s, func(r *http.Request, req apiv1.BypassRequest) (any, error) {
 				noteAuditChannel(r.Context(), req.ReleaseChannel)
 				noteAudit(r.Context(), "protection "+req.Protection)
@@ -108,20 +110,20 @@ func (s *Server) routeTable() []route {
 				}
 				return s.bypass(r.Context(), app(r), svc(r), req)
 			})},
-		{method: "POST", path: "/v1/apps/{app}/services/{svc}:pause", perm: auth.PermOperate, scope: scopeChannel, summary: "Pause a release channel",
+		{method: "POST", path: "/v1/apps/{app}/services/{svc}:pause", perm: auth.PermOperate, scope: scopeChannel, req: apiv1.ChannelRequest{}, resp: apiv1.ServiceStatus{}, summary: "Pause a release channel",
 			handler: channelAction("pause")},
-		{method: "POST", path: "/v1/apps/{app}/services/{svc}:resume", perm: auth.PermOperate, scope: scopeChannel, summary: "Resume a paused release channel",
+		{method: "POST", path: "/v1/apps/{app}/services/{svc}:resume", perm: auth.PermOperate, scope: scopeChannel, req: apiv1.ChannelRequest{}, resp: apiv1.ServiceStatus{}, summary: "Resume a paused release channel",
 			handler: channelAction("resume")},
-		{method: "POST", path: "/v1/apps/{app}/services/{svc}:rollback", perm: auth.PermOperate, scope: scopeChannel, summary: "Roll a release channel back to its previous version",
+		{method: "POST", path: "/v1/apps/{app}/services/{svc}:rollback", perm: auth.PermOperate, scope: scopeChannel, req: apiv1.ChannelRequest{}, resp: apiv1.ServiceStatus{}, summary: "Roll a release channel back to its previous version",
 			handler: channelAction("rollback")},
-		{method: "GET", path: "/v1/apps/{app}/services/{svc}/events", perm: auth.PermRead, scope: scopeApp, summary: "A service's events",
+		{method: "GET", path: "/v1/apps/{app}/services/{svc}/events", perm: auth.PermRead, scope: scopeApp, resp: apiv1.EventList{}, query: []queryParam{{"after", "integer", "only events after this sequence number"}, {"limit", "integer", "at most this many events"}}, summary: "A service's events",
 			handler: func(w http.ResponseWriter, r *http.Request) {
 				after, _ := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
 				limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
 				out, err := s.events(r.Context(), store.EventFilter{Application: app(r), Service: svc(r), AfterSeq: after, Limit: limit})
 				reply(w, s, out, err)
 			}},
-		{method: "GET", path: "/v1/apps/{app}/services/{svc}/runs", perm: auth.PermRead, scope: scopeApp, summary: "A service's task runs (checks, extensions)",
+		{method: "GET", path: "/v1/apps/{app}/services/{svc}/runs", perm: auth.PermRead, scope: scopeApp, resp: apiv1.RunList{}, query: []queryParam{{"releaseChannel", "string", "only this release channel's runs"}, {"kind", "string", "only runs of this kind"}, {"limit", "integer", "at most this many runs"}}, summary: "A service's task runs (checks, extensions)",
 			handler: func(w http.ResponseWriter, r *http.Request) {
 				q := r.URL.Query()
 				limit, _ := strconv.Atoi(q.Get("limit"))
@@ -129,7 +131,7 @@ func (s *Server) routeTable() []route {
 					ReleaseChannel: q.Get("releaseChannel"), Kind: q.Get("kind"), Limit: limit})
 				reply(w, s, out, err)
 			}},
-		{method: "GET", path: "/v1/runs/{id}", perm: auth.PermRead, scope: scopeSome, summary: "One task run with its output (its application must be readable)",
+		{method: "GET", path: "/v1/runs/{id}", perm: auth.PermRead, scope: scopeSome, resp: apiv1.Run{}, summary: "One task run with its output (its application must be readable)",
 			handler: func(w http.ResponseWriter, r *http.Request) {
 				id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 				if err != nil {
@@ -139,29 +141,29 @@ func (s *Server) routeTable() []route {
 				out, err := s.run(r.Context(), id)
 				reply(w, s, out, err)
 			}},
-		{method: "POST", path: "/v1/runtimes:link", perm: auth.PermRuntimes, scope: scopeGlobal, summary: "Link a runtime served by an agent",
+		{method: "POST", path: "/v1/runtimes:link", perm: auth.PermRuntimes, scope: scopeGlobal, req: apiv1.LinkRuntimeRequest{}, resp: apiv1.LinkRuntimeResponse{}, summary: "Link a runtime served by an agent",
 			handler: handle(s, func(r *http.Request, req apiv1.LinkRuntimeRequest) (any, error) {
 				noteAudit(r.Context(), "runtime "+req.Name)
 				return s.linkRuntime(r.Context(), req)
 			})},
-		{method: "POST", path: "/v1/runtimes/{name}:rotateToken", perm: auth.PermRuntimes, scope: scopeGlobal, summary: "Replace a linked runtime's join token",
+		{method: "POST", path: "/v1/runtimes/{name}:rotateToken", perm: auth.PermRuntimes, scope: scopeGlobal, req: apiv1.LinkRuntimeRequest{}, resp: apiv1.LinkRuntimeResponse{}, summary: "Replace a linked runtime's join token",
 			handler: handle(s, func(r *http.Request, req apiv1.LinkRuntimeRequest) (any, error) {
 				return s.rotateRuntimeToken(r.Context(), r.PathValue("name"), req)
 			})},
-		{method: "POST", path: "/v1/runtimes/{name}:unlink", perm: auth.PermRuntimes, scope: scopeGlobal, summary: "Unlink a runtime",
-			handler: handle(s, func(r *http.Request, _ apiv1.LinkRuntimeRequest) (any, error) {
+		{method: "POST", path: "/v1/runtimes/{name}:unlink", perm: auth.PermRuntimes, scope: scopeGlobal, req: apiv1.UnlinkRuntimeRequest{}, resp: struct{}{}, summary: "Unlink a runtime",
+			handler: handle(s, func(r *http.Request, _ apiv1.UnlinkRuntimeRequest) (any, error) {
 				return s.unlinkRuntime(r.Context(), r.PathValue("name"))
 			})},
-		{method: "GET", path: "/v1/runtimes", perm: auth.PermRead, scope: scopeSome, summary: "Runtimes and their agents",
+		{method: "GET", path: "/v1/runtimes", perm: auth.PermRead, scope: scopeSome, resp: apiv1.RuntimeList{}, summary: "Runtimes and their agents",
 			handler: func(w http.ResponseWriter, r *http.Request) {
 				out, err := s.listRuntimes(r.Context())
 				reply(w, s, out, err)
 			}},
-		{method: "POST", path: "/v1/freezes", perm: auth.PermFreeze, scope: scopeSome, summary: "Freeze deployments (of an application: freeze on it; of everything: on every application)",
+		{method: "POST", path: "/v1/freezes", perm: auth.PermFreeze, scope: scopeSome, req: apiv1.FreezeRequest{}, resp: apiv1.Freeze{}, summary: "Freeze deployments (of an application: freeze on it; of everything: on every application)",
 			handler: handle(s, func(r *http.Request, req apiv1.FreezeRequest) (any, error) {
 				return s.freeze(r.Context(), req)
 			})},
-		{method: "POST", path: "/v1/freezes:lift", perm: auth.PermFreeze, scope: scopeSome, summary: "Lift freezes",
+		{method: "POST", path: "/v1/freezes:lift", perm: auth.PermFreeze, scope: scopeSome, req: apiv1.UnfreezeRequest{}, resp: apiv1.FreezeList{}, summary: "Lift freezes",
 			handler: handle(s, func(r *http.Request, req apiv1.UnfreezeRequest) (any, error) {
 				if req.ID != "" {
 					noteAudit(r.Context(), "freeze "+req.ID)
@@ -170,25 +172,25 @@ func (s *Server) routeTable() []route {
 				}
 				return s.unfreeze(r.Context(), req)
 			})},
-		{method: "GET", path: "/v1/freezes", perm: auth.PermRead, scope: scopeSome, summary: "Freezes in force (all=true: ended ones too)",
+		{method: "GET", path: "/v1/freezes", perm: auth.PermRead, scope: scopeSome, resp: apiv1.FreezeList{}, query: []queryParam{{"all", "boolean", "ended freezes too"}}, summary: "Freezes in force (all=true: ended ones too)",
 			handler: func(w http.ResponseWriter, r *http.Request) {
 				out, err := s.listFreezes(r.Context(), r.URL.Query().Get("all") == "true")
 				reply(w, s, out, err)
 			}},
-		{method: "POST", path: "/v1/tokens", perm: auth.PermTokens, scope: scopeGlobal, summary: "Create an API token (shown once)",
+		{method: "POST", path: "/v1/tokens", perm: auth.PermTokens, scope: scopeGlobal, req: apiv1.CreateTokenRequest{}, resp: apiv1.CreateTokenResponse{}, summary: "Create an API token (shown once)",
 			handler: handle(s, func(r *http.Request, req apiv1.CreateTokenRequest) (any, error) {
 				return s.createToken(r.Context(), req)
 			})},
-		{method: "GET", path: "/v1/tokens", perm: auth.PermTokens, scope: scopeGlobal, summary: "API tokens (never their values)",
+		{method: "GET", path: "/v1/tokens", perm: auth.PermTokens, scope: scopeGlobal, resp: apiv1.TokenList{}, summary: "API tokens (never their values)",
 			handler: func(w http.ResponseWriter, r *http.Request) {
 				out, err := s.listTokens(r.Context())
 				reply(w, s, out, err)
 			}},
-		{method: "POST", path: "/v1/tokens/{name}:revoke", perm: auth.PermTokens, scope: scopeGlobal, summary: "Revoke an API token",
+		{method: "POST", path: "/v1/tokens/{name}:revoke", perm: auth.PermTokens, scope: scopeGlobal, req: apiv1.RevokeTokenRequest{}, resp: apiv1.TokenInfo{}, summary: "Revoke an API token",
 			handler: handle(s, func(r *http.Request, _ apiv1.RevokeTokenRequest) (any, error) {
 				return s.revokeToken(r.Context(), r.PathValue("name"))
 			})},
-		{method: "GET", path: "/v1/audit", perm: auth.PermAudit, scope: scopeSome, summary: "The audit log (of the applications the caller audits)",
+		{method: "GET", path: "/v1/audit", perm: auth.PermAudit, scope: scopeSome, resp: apiv1.AuditList{}, query: []queryParam{{"app", "string", "only this application's records"}, {"identity", "string", "only this identity's records"}, {"since", "string", "only records at or after this RFC 3339 time"}, {"after", "integer", "only records after this sequence number (a page's next)"}, {"limit", "integer", "at most this many records (1 to 5000; default 500)"}}, summary: "The audit log (of the applications the caller audits)",
 			handler: s.listAudit},
 		{method: "GET", path: "/metrics", perm: auth.PermRead, scope: scopeGlobal, summary: "Metrics in Prometheus's format (docs/metrics.md)",
 			handler: func(w http.ResponseWriter, r *http.Request) {
@@ -198,7 +200,7 @@ func (s *Server) routeTable() []route {
 				}
 				s.edgeCfg.Metrics.Handler().ServeHTTP(w, r)
 			}},
-		{method: "GET", path: "/v1/watch", perm: auth.PermRead, scope: scopeSome, summary: "Server-sent events (of the applications the caller may read)",
+		{method: "GET", path: "/v1/watch", perm: auth.PermRead, scope: scopeSome, query: []queryParam{{"app", "string", "only this application's events"}, {"service", "string", "only this service's events"}, {"after", "integer", "only events after this sequence number (or the Last-Event-ID header)"}}, summary: "Server-sent events (of the applications the caller may read)",
 			handler: s.watch},
 	}
 }

@@ -67,7 +67,16 @@ type route struct {
 	scope        scope
 	summary      string
 	handler      http.HandlerFunc
+	// req and resp are zero values of the JSON request body and answer
+	// (nil: none, or not JSON), query the query parameters: they make
+	// the OpenAPI document (openapi.go).
+	req, resp any
+	query     []queryParam
 }
+
+// queryParam is a query parameter of a route: name, OpenAPI type and what
+// it does.
+type queryParam struct{ name, typ, doc string }
 
 // mutates reports whether the route changes anything (audited).
 func (rt route) mutates() bool { return rt.method != http.MethodGet }

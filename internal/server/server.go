@@ -5,6 +5,8 @@
 // hands them to New.
 package server
 
+//go:generate go run ./openapigen ../../api/openapi.json
+
 import (
 	"context"
 	"crypto/rand"
