@@ -36,6 +36,10 @@ type Guard struct {
 	Open func(*http.Request) bool
 	// Log receives refusals; nil discards them.
 	Log *slog.Logger
+	// OnRefuse is told of every request the guard refuses (nil: none),
+	// with the status, code and message it answers: the server audits the
+	// refused changes.
+	OnRefuse func(r *http.Request, status int, code, msg string)
 }
 
 // Wrap returns next behind the guard. The identity of an authenticated
@@ -53,6 +57,9 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="drover"`)
 			}
 			writeError(w, status, code, msg)
+			if g.OnRefuse != nil {
+				g.OnRefuse(r, status, code, msg)
+			}
 		}
 		if !g.Hosts.Allowed(r.Host) {
 			refuse(http.StatusForbidden, CodePermissionDenied, "host",

@@ -94,6 +94,17 @@ func (f *serverFlags) printAdminToken(w io.Writer, addr string) {
 	f.adminToken = ""
 }
 
+// validateTLS refuses TLS flags that contradict each other.
+func (f *serverFlags) validateTLS() error {
+	switch {
+	case (f.tlsCert == "") != (f.tlsKey == ""):
+		return cli.UsageErrorf("--tls-cert and --tls-key go together")
+	case f.insecure && (f.tlsCert != "" || f.tls):
+		return cli.UsageErrorf("--insecure serves plain HTTP: it does not go with --tls or --tls-cert")
+	}
+	return nil
+}
+
 // apiTLSDir is where a server keeps the self-signed certificate of its
 // API, in its data directory.
 const apiTLSDir = "api-tls"
@@ -105,12 +116,10 @@ const apiTLSDir = "api-tls"
 // It records the certificate's fingerprint for the CLI of this OS user,
 // beside the local token, and keeps it in f.tlsFingerprint.
 func (f *serverFlags) apiTLS(addr net.Addr, log *slog.Logger) (*tls.Config, error) {
-	switch {
-	case (f.tlsCert == "") != (f.tlsKey == ""):
-		return nil, cli.UsageErrorf("--tls-cert and --tls-key go together")
-	case f.insecure && (f.tlsCert != "" || f.tls):
-		return nil, cli.UsageErrorf("--insecure serves plain HTTP: it does not go with --tls or --tls-cert")
-	case f.tlsCert == "" && !f.tls && (auth.IsLoopback(addr) || f.insecure):
+	if err := f.validateTLS(); err != nil {
+		return nil, err
+	}
+	if f.tlsCert == "" && !f.tls && (auth.IsLoopback(addr) || f.insecure) {
 		return nil, nil
 	}
 	names := slices.Clone(f.publicNames)

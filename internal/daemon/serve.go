@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -138,6 +137,8 @@ func (f *serverFlags) validate() error {
 		return cli.UsageErrorf("invalid --workers %d: must be at least 1", f.workers)
 	case f.mutationRate < 0 || f.mutationBurst < 0 || f.maxStreams < 0:
 		return cli.UsageErrorf("invalid --rate-limit %g, --rate-burst %d or --max-streams %d: none may be negative", f.mutationRate, f.mutationBurst, f.maxStreams)
+	case f.validateTLS() != nil:
+		return f.validateTLS()
 	case f.leaseTTL < time.Second:
 		return cli.UsageErrorf("invalid --lease-ttl %v: must be at least 1s", f.leaseTTL)
 	}
@@ -164,14 +165,12 @@ func (f *serverFlags) start(ctx context.Context, log *slog.Logger) (addr string,
 		log.Warn("record listen address in lock file failed", "error", err)
 	}
 	edge, err := f.edge(ln, st, log)
-	if err == nil {
-		err = f.bootstrap(ctx, st, log)
-	}
 	scheme := "http"
 	if err == nil {
-		var tlsCfg *tls.Config
-		if tlsCfg, err = f.apiTLS(ln.Addr(), log); err == nil && tlsCfg != nil {
-			ln, scheme = tls.NewListener(ln, tlsCfg), "https"
+		// The server wraps its listener in TLS after bounding its
+		// connections (server.EdgeConfig.TLS).
+		if edge.TLS, err = f.apiTLS(ln.Addr(), log); err == nil && edge.TLS != nil {
+			scheme = "https"
 		}
 	}
 	if err != nil {
@@ -186,7 +185,15 @@ func (f *serverFlags) start(ctx context.Context, log *slog.Logger) (addr string,
 		log.Warn("api only: the engine and the runtimes do not run; nothing converges until a server runs without --api-only")
 	}
 	agents, err := f.agents(log)
+	if err == nil {
+		// Last of what may fail: the first admin token of a new store is
+		// made only when the server will serve (and print it).
+		err = f.bootstrap(ctx, st, log)
+	}
 	if err != nil {
+		if agents != nil {
+			_ = agents.Listener.Close()
+		}
 		_, _ = ln.Close(), st.Close()
 		_ = lock.Release()
 		return "", nil, err

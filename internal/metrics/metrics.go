@@ -174,7 +174,10 @@ func (c *instanceCollector) Collect(ch chan<- prometheus.Metric) {
 			for _, inst := range list {
 				k := instanceKey{inst.Application, string(inst.Status), string(inst.Reason)}
 				c.counts[k]++
-				if t, ok := c.oldest[k]; !ok || (!inst.UpdatedAt.IsZero() && inst.UpdatedAt.Before(t)) {
+				if inst.UpdatedAt.IsZero() {
+					continue
+				}
+				if t, ok := c.oldest[k]; !ok || inst.UpdatedAt.Before(t) {
 					c.oldest[k] = inst.UpdatedAt
 				}
 			}
@@ -190,11 +193,12 @@ func (c *instanceCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // waits reports whether status is one an instance waits in (for a gate,
-// an approval, a rollout), whose age is worth an alert.
+// an approval, a rollout), whose age is worth an alert; terminal statuses
+// (converged, failed, rolled back, replaced) are not waits.
 func waits(status string) bool {
 	switch status {
-	case "CONVERGED", "PENDING", "":
-		return false
+	case "WAITING_MANUAL_APPROVAL", "WAITING_PRECONDITIONS", "BLOCKED", "CONVERGING", "ROLLING_BACK", "PAUSED":
+		return true
 	}
-	return true
+	return false
 }

@@ -21,7 +21,7 @@ import (
 
 // newPushedServer is a server (engine not running) with the quickstart
 // applied and pushed once; it returns the desired state id.
-func newPushedServer(t *testing.T) (*Server, string) {
+func newPushedServer(t testing.TB) (*Server, string) {
 	t.Helper()
 	st, err := sqlite.Open(t.Context(), sqlite.MemoryPath)
 	if err != nil {
@@ -41,7 +41,7 @@ func newPushedServer(t *testing.T) (*Server, string) {
 }
 
 // quickstartConfigs is the request applying the quickstart example.
-func quickstartConfigs(t *testing.T) apiv1.ApplyConfigsRequest {
+func quickstartConfigs(t testing.TB) apiv1.ApplyConfigsRequest {
 	t.Helper()
 	dir := t.TempDir()
 	sub, err := fs.Sub(examples.Quickstart, "quickstart")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -107,6 +108,31 @@ func (s *Server) audited(rt route, w http.ResponseWriter, r *http.Request, h htt
 	_, _ = w.Write(aw.body.Bytes())
 }
 
+// auditRefusal records a change the edge refused before any route ran (no
+// or a bad credential, a foreign Host or Origin, not JSON). Whoever reaches
+// the port can send those: each source address's records are rate limited
+// (as an identity's changes are), beyond which they are only counted.
+func (s *Server) auditRefusal(r *http.Request, status int, code, msg string) {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodOptions {
+		return
+	}
+	source := r.RemoteAddr
+	if host, _, err := net.SplitHostPort(source); err == nil {
+		source = host
+	}
+	if ok, _ := s.limits.mutation(auth.Identity{Name: "source " + source, Kind: "address"}); !ok {
+		s.log.Debug("refused request not audited: its source sends too many", "source", source)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
+	defer cancel()
+	rec := store.AuditRecord{Time: s.now(), Identity: "unauthenticated", Source: r.RemoteAddr, Action: r.Method + " " + r.URL.Path,
+		Status: status, Outcome: code, Message: msg}
+	if _, err := s.store.AppendAudit(ctx, rec); err != nil {
+		s.log.Error("audit record not written", "error", err, "action", rec.Action, "status", status)
+	}
+}
+
 // listAudit is a page of the audit log: records of the applications the
 // caller may audit (those of no application for an auditor of every one).
 func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
@@ -142,7 +168,15 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 	// the log ends. A full page says where the next begins (it may be
 	// empty).
 	f.Limit = limit
-	for {
+	// An auditor of some applications filters here: at most maxAuditScan
+	// pages are read per request; a short page then says where to go on.
+	const maxAuditScan = 20
+	for page := 0; ; page++ {
+		if page == maxAuditScan {
+			out.Next = f.AfterSeq
+			reply(w, s, out, nil)
+			return
+		}
 		recs, err := s.store.ListAudit(r.Context(), f)
 		if err != nil {
 			writeError(w, s, err)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"io"
@@ -34,7 +35,7 @@ func (s *Server) edge(ln net.Listener) (http.Handler, net.Listener, error) {
 		return nil, nil, err
 	}
 	g := &auth.Guard{
-		Hosts: hosts, Authenticator: s.edgeCfg.Auth, Log: s.log,
+		Hosts: hosts, Authenticator: s.edgeCfg.Auth, Log: s.log, OnRefuse: s.auditRefusal,
 		Open: func(r *http.Request) bool {
 			return r.Method == http.MethodGet && (r.URL.Path == "/v1/health" || r.URL.Path == "/v1/openapi.json")
 		},
@@ -57,7 +58,11 @@ func (s *Server) edge(ln net.Listener) (http.Handler, net.Listener, error) {
 	if maxConns <= 0 {
 		maxConns = defaultMaxConns
 	}
-	return h, netutil.LimitListener(ln, maxConns), nil
+	ln = netutil.LimitListener(ln, maxConns)
+	if s.edgeCfg.TLS != nil {
+		ln = tls.NewListener(ln, s.edgeCfg.TLS)
+	}
+	return h, ln, nil
 }
 
 // EdgeConfig configures the HTTP edge of a Server.
@@ -86,6 +91,8 @@ type EdgeConfig struct {
 	// MaxBody bounds request bodies (0 = 64 MiB); a larger one is refused
 	// with 413.
 	MaxBody int64
+	// TLS serves the API over TLS (nil: plain HTTP).
+	TLS *tls.Config
 }
 
 // Metrics is what the server needs of its metrics.

@@ -81,7 +81,7 @@ func (s *Server) unfreeze(ctx context.Context, req apiv1.UnfreezeRequest) (*apiv
 	var lift []ds.Freeze
 	var active []string
 	for _, f := range all {
-		if !f.Active(s.now()) {
+		if !f.Active(s.now()) || !visible(ctx, f.Application) {
 			continue
 		}
 		active = append(active, fmt.Sprintf("%s (%s)", f.ID, freezeScope(f)))
@@ -127,7 +127,7 @@ func (s *Server) listFreezes(ctx context.Context, withEnded bool) (*apiv1.Freeze
 	}
 	out := &apiv1.FreezeList{Freezes: []apiv1.Freeze{}}
 	for _, f := range all {
-		if withEnded || f.Active(s.now()) {
+		if (withEnded || f.Active(s.now())) && visible(ctx, f.Application) {
 			out.Freezes = append(out.Freezes, freezeOut(f, s))
 		}
 	}

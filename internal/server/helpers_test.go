@@ -15,7 +15,7 @@ import (
 // newTestServer wires a server as the composition root (internal/daemon)
 // does: a runtime host with the built-in runtimes, started and closed at the
 // test's end, and an engine loop that is not running (Run it to converge).
-func newTestServer(t *testing.T, st store.Store, dataDir string, edge EdgeConfig) (*Server, *engine.Loop) {
+func newTestServer(t testing.TB, st store.Store, dataDir string, edge EdgeConfig) (*Server, *engine.Loop) {
 	t.Helper()
 	host := runtimehost.New(runtimehost.Config{Store: st, Registry: builtin.Registry(), DataDir: dataDir})
 	var s *Server

@@ -382,6 +382,17 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 	}
 	defer done()
 	rc := http.NewResponseController(w)
+	// The credential is checked again now and then: a token revoked (or
+	// expired) while its stream is open ends the stream.
+	authn, checked := s.edgeCfg.Auth, time.Now()
+	stillValid := func() bool {
+		if authn == nil || id.Kind == auth.KindLocal || time.Since(checked) < s.streamRecheck {
+			return true
+		}
+		checked = time.Now()
+		_, err := authn.Authenticate(r)
+		return err == nil
+	}
 	q := r.URL.Query()
 	after, _ := strconv.ParseInt(q.Get("after"), 10, 64)
 	if lastID := r.Header.Get("Last-Event-ID"); lastID != "" {
@@ -411,6 +422,9 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 	defer heartbeat.Stop()
 	for {
 		wake := s.changed.wait()
+		if !stillValid() {
+			return
+		}
 		evs, err := s.store.ListEvents(r.Context(), f)
 		if err != nil {
 			return

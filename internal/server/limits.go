@@ -30,6 +30,9 @@ const (
 	// streamWriteTimeout bounds writing one batch of events to a stream: a
 	// client that does not read loses its stream, not the server's memory.
 	streamWriteTimeout = 30 * time.Second
+	// streamRecheck is how often an event stream's credential is checked
+	// again (at its next batch or heartbeat, 15 s at most apart).
+	streamRecheck = 5 * time.Second
 )
 
 // limiter holds the per-identity limits.

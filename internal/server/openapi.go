@@ -20,8 +20,12 @@ import (
 // api/openapi.json is its checked-in copy (make generate); a test keeps
 // the two, and the Go client, in step.
 
-// OpenAPI returns the API's OpenAPI 3.0 document (indented JSON).
-func (s *Server) OpenAPI() ([]byte, error) { return openAPIDocument(s.table) }
+// OpenAPI returns the API's OpenAPI 3.0 document (indented JSON), made
+// once.
+func (s *Server) OpenAPI() ([]byte, error) {
+	s.openapiOnce.Do(func() { s.openapi, s.openapiErr = openAPIDocument(s.table) })
+	return s.openapi, s.openapiErr
+}
 
 // OpenAPIDocument is the document of every server (for go generate).
 func OpenAPIDocument() ([]byte, error) { return openAPIDocument((&Server{}).routeTable()) }

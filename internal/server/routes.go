@@ -221,7 +221,9 @@ func (s *Server) check(rt route) http.HandlerFunc {
 		case scopeSelf, scopeOpen:
 			allowed = true
 		}
-		if allowed && rt.mutates() {
+		// Every change asked counts, allowed or not: refusals are audited
+		// too, and must not flood the log.
+		if rt.mutates() {
 			if ok, retry := s.limits.mutation(id); !ok {
 				tooMany(w, s, id, retry)
 				return

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	apiv1 "github.com/drover-dev/drover/api/v1"
-	"github.com/drover-dev/drover/internal/auth"
 	"github.com/drover-dev/drover/internal/store"
 )
 
@@ -43,7 +42,8 @@ func (s *Server) run(ctx context.Context, id int64) (*apiv1.Run, error) {
 		return nil, err
 	}
 	if !visible(ctx, r.Application) {
-		return nil, allow(ctx, auth.PermRead, r.Application, "")
+		// As an unknown id: an id must not tell another application's name.
+		return nil, errorf("not_found", "no run %d", id)
 	}
 	out := toAPIRun(r, true)
 	return &out, nil

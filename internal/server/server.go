@@ -68,10 +68,17 @@ type Server struct {
 	changed  *broadcaster
 	cache    decodeCache
 	mux      *http.ServeMux
-	limits   *limiter
-	table    []route
-	edgeCfg  EdgeConfig
-	agents   Agents
+	// openapi is the API's document, made once (OpenAPI).
+	openapiOnce sync.Once
+	openapi     []byte
+	openapiErr  error
+	limits      *limiter
+	// streamRecheck is how often an event stream's credential is checked
+	// again.
+	streamRecheck time.Duration
+	table         []route
+	edgeCfg       EdgeConfig
+	agents        Agents
 	// storeKind and replica are reported by health.
 	storeKind, replica string
 	// pushMu serializes the pushes of each service, so the desired state a
@@ -104,7 +111,7 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{store: cfg.Store, engine: cfg.Engine, runtimes: cfg.Runtimes, log: cfg.Log, now: cfg.Now,
 		changed: newBroadcaster(), edgeCfg: cfg.Edge, agents: cfg.Agents, storeKind: cfg.StoreKind, replica: cfg.Replica,
-		limits: newLimiter(cfg.Edge.MutationRate, cfg.Edge.MutationBurst, cfg.Edge.MaxStreams)}
+		limits: newLimiter(cfg.Edge.MutationRate, cfg.Edge.MutationBurst, cfg.Edge.MaxStreams), streamRecheck: streamRecheck}
 	s.routes()
 	return s
 }

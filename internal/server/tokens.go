@@ -29,6 +29,7 @@ var tokenName = regexp.MustCompile(`^[a-z0-9][a-z0-9._@+-]{0,63}$`)
 const BootstrapTokenName = "admin"
 
 func (s *Server) createToken(ctx context.Context, req apiv1.CreateTokenRequest) (*apiv1.CreateTokenResponse, error) {
+	noteAudit(ctx, "token "+req.Name)
 	if !tokenName.MatchString(req.Name) {
 		return nil, errorf("invalid_argument", "token name %q: use 1 to 64 lower-case letters, digits and . _ @ + - (starting with a letter or digit); it is the identity the token acts as", req.Name)
 	}
@@ -55,7 +56,6 @@ func (s *Server) createToken(ctx context.Context, req apiv1.CreateTokenRequest) 
 	if err != nil {
 		return nil, err
 	}
-	noteAudit(ctx, "token "+t.Name)
 	return &apiv1.CreateTokenResponse{Token: token, Info: s.tokenInfo(t)}, nil
 }
 

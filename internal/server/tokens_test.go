@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -158,4 +159,40 @@ func lastSeq(recs []store.AuditRecord) int64 {
 		return 0
 	}
 	return recs[len(recs)-1].Seq
+}
+
+// TestRevokedTokenEndsItsStream: an event stream opened with a token ends
+// once the token is revoked, at its next batch or heartbeat.
+func TestRevokedTokenEndsItsStream(t *testing.T) {
+	s, _ := newPushedServer(t)
+	s.edgeCfg.Auth = NewTokenAuthenticator(s.store, nil)
+	s.streamRecheck = 0
+	created, err := s.createToken(local(t.Context()), apiv1.CreateTokenRequest{Name: "watcher", Roles: []string{"viewer"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(as(t.Context(), "watcher", auth.Binding{Role: auth.RoleViewer}), 10*time.Second)
+	defer cancel()
+	req := httptest.NewRequestWithContext(ctx, http.MethodGet, "/v1/watch", nil)
+	req.Header.Set("Authorization", "Bearer "+created.Token)
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		s.Handler().ServeHTTP(httptest.NewRecorder(), req)
+	}()
+	time.Sleep(100 * time.Millisecond)
+	select {
+	case <-ended:
+		t.Fatal("the stream ended before the token was revoked")
+	default:
+	}
+	if _, err := s.revokeToken(local(t.Context()), "watcher"); err != nil {
+		t.Fatal(err)
+	}
+	s.Changed() // the next batch
+	select {
+	case <-ended:
+	case <-ctx.Done():
+		t.Fatal("the stream of a revoked token went on")
+	}
 }

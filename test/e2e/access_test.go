@@ -101,6 +101,9 @@ func TestAccessOverTLS(t *testing.T) {
 	if r := with(ben, "approve", "web", "--app", "shop", "--release-channel", "prod"); r.code != 1 || !strings.Contains(r.stderr, "the token ben was revoked by admin") {
 		t.Errorf("approve with a revoked token: want exit 1 and refused as revoked, got %s", r)
 	}
+	if code, body := s.postJSONWith(ben, "/v1/apps/shop/services/web:approve", apiv1.ApproveRequest{ReleaseChannel: "prod", Version: version}); code != http.StatusUnauthorized {
+		t.Errorf("API approve with a revoked token: %d %s", code, body)
+	}
 	cat := token("cat", "approver@shop/prod")
 	mustOK(with(cat, "approve", "web", "--app", "shop", "--release-channel", "prod"))
 	st = s.waitStatus("shop", "web", 60*time.Second, "converged", converged(version))
@@ -114,6 +117,22 @@ func TestAccessOverTLS(t *testing.T) {
 	var log apiv1.AuditList
 	if err := json.Unmarshal([]byte(mustOK(with(admin, "audit", "--app", "shop", "-o", "json")).stdout), &log); err != nil {
 		t.Fatal(err)
+	}
+	var all apiv1.AuditList
+	if err := json.Unmarshal([]byte(mustOK(with(admin, "audit", "-o", "json")).stdout), &all); err != nil {
+		t.Fatal(err)
+	}
+	revokedRefusal := false
+	for _, rec := range all.Records {
+		if rec.Identity == "unauthenticated" && rec.Status == 401 && strings.Contains(rec.Message, "the token ben was revoked") && strings.HasSuffix(rec.Action, "web:approve") {
+			revokedRefusal = true
+		}
+		if strings.Contains(dump(rec), ben) {
+			t.Errorf("an audit record holds a token: %s", dump(rec))
+		}
+	}
+	if !revokedRefusal {
+		t.Errorf("the approve with a revoked token is not in the audit log:\n%s", dump(all))
 	}
 	var refusedApprove, pushByCI, approveByCat bool
 	for _, rec := range log.Records {
