@@ -189,12 +189,18 @@ func scopeText(app, rc string) string {
 
 // parseUntil reads --until: an RFC 3339 time, or a duration from now.
 func parseUntil(s string, now time.Time) (time.Time, error) {
+	return parseTimeOrDuration("--until", s, now, 1)
+}
+
+// parseTimeOrDuration reads flag's value s: an RFC 3339 time, or a positive
+// duration from now, after it (sign 1) or before it (sign -1).
+func parseTimeOrDuration(flag, s string, now time.Time, sign time.Duration) (time.Time, error) {
 	if t, err := time.Parse(time.RFC3339, s); err == nil {
 		return t, nil
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d <= 0 {
-		return time.Time{}, fmt.Errorf("--until %q is neither an RFC 3339 time (2027-01-04T08:00:00Z) nor a positive duration (72h)", s)
+		return time.Time{}, fmt.Errorf("%s %q is neither an RFC 3339 time (%s) nor a positive duration (72h)", flag, s, now.UTC().Truncate(time.Hour).Format(time.RFC3339))
 	}
-	return now.Add(d), nil
+	return now.Add(sign * d), nil
 }

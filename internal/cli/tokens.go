@@ -55,9 +55,9 @@ Creating tokens needs the admin role on every application.`,
 			}
 			req := apiv1.CreateTokenRequest{Name: args[0], Roles: roles}
 			if expires != "" {
-				at, err := parseUntil(expires, time.Now())
+				at, err := parseTimeOrDuration("--expires", expires, time.Now(), 1)
 				if err != nil {
-					return usageError(fmt.Errorf("--expires: %w", err))
+					return usageError(err)
 				}
 				req.ExpiresAt = at
 			}
@@ -261,14 +261,7 @@ of no application, such as tokens and runtimes, to admins of every one).`,
 
 // parseSince reads --since: an RFC 3339 time, or a duration before now.
 func parseSince(s string, now time.Time) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 {
-		return time.Time{}, fmt.Errorf("--since %q is neither an RFC 3339 time (2026-11-01T00:00:00Z) nor a positive duration (24h)", s)
-	}
-	return now.Add(-d), nil
+	return parseTimeOrDuration("--since", s, now, -1)
 }
 
 func printAudit(w io.Writer, records []apiv1.AuditRecord) error {
