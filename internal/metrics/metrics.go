@@ -30,6 +30,7 @@ type Metrics struct {
 	runtimeErrors   *prometheus.CounterVec
 	requests        *prometheus.CounterVec
 	requestDuration *prometheus.HistogramVec
+	auditErrors     prometheus.Counter
 }
 
 // durations are the histogram buckets of calls and passes, in seconds:
@@ -63,8 +64,11 @@ func New() *Metrics {
 		requestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "drover_api_request_duration_seconds", Help: "Time to answer API requests (event streams excluded), by route.", Buckets: durations,
 		}, []string{"route"}),
+		auditErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "drover_audit_write_errors_total", Help: "Audit records the store did not take (the change they record was made).",
+		}),
 	}
-	m.registry.MustRegister(m.reconcile, m.tasks, m.taskDuration, m.runtimeCalls, m.runtimeErrors, m.requests, m.requestDuration,
+	m.registry.MustRegister(m.auditErrors, m.reconcile, m.tasks, m.taskDuration, m.runtimeCalls, m.runtimeErrors, m.requests, m.requestDuration,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -104,6 +108,9 @@ func (m *Metrics) Request(route string, code int, d time.Duration) {
 		m.requestDuration.WithLabelValues(route).Observe(d.Seconds())
 	}
 }
+
+// AuditFailed implements server.Metrics.
+func (m *Metrics) AuditFailed() { m.auditErrors.Inc() }
 
 func result(err error) string {
 	if err != nil {

@@ -31,6 +31,7 @@ func TestSeries(t *testing.T) {
 	m.RuntimeCall("prod", "apply", time.Millisecond, errors.New("refused"))
 	m.Request("POST /v1/apps/{app}/services/{svc}:push", 200, 5*time.Millisecond)
 	m.Request("GET /v1/watch", 200, -1)
+	m.AuditFailed()
 	depth := 7
 	m.QueueDepth(func() int { return depth })
 	reads := 0
@@ -60,6 +61,7 @@ func TestSeries(t *testing.T) {
 		`drover_api_requests_total{code="200",route="POST /v1/apps/{app}/services/{svc}:push"} 1`,
 		`drover_api_requests_total{code="200",route="GET /v1/watch"} 1`,
 		`drover_engine_queue_depth 7`,
+		`drover_audit_write_errors_total 1`,
 		`drover_instances{application="shop",reason="",status="CONVERGED"} 2`,
 		`drover_instances{application="shop",reason="MANUAL_APPROVAL_PENDING",status="WAITING_MANUAL_APPROVAL"} 1`,
 		`go_goroutines`, `process_resident_memory_bytes`,

@@ -102,7 +102,7 @@ func (s *Server) audited(rt route, w http.ResponseWriter, r *http.Request, h htt
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
 	defer cancel()
 	if _, err := s.store.AppendAudit(ctx, rec); err != nil {
-		s.log.Error("audit record not written", "error", err, "action", rec.Action, "identity", rec.Identity, "status", rec.Status)
+		s.auditFailed(err, rec)
 	}
 	w.WriteHeader(aw.status)
 	_, _ = w.Write(aw.body.Bytes())
@@ -129,7 +129,16 @@ func (s *Server) auditRefusal(r *http.Request, status int, code, msg string) {
 	rec := store.AuditRecord{Time: s.now(), Identity: "unauthenticated", Source: r.RemoteAddr, Action: r.Method + " " + r.URL.Path,
 		Status: status, Outcome: code, Message: msg}
 	if _, err := s.store.AppendAudit(ctx, rec); err != nil {
-		s.log.Error("audit record not written", "error", err, "action", rec.Action, "status", status)
+		s.auditFailed(err, rec)
+	}
+}
+
+// auditFailed reports an audit record the store did not take: in the log
+// and in drover_audit_write_errors_total.
+func (s *Server) auditFailed(err error, rec store.AuditRecord) {
+	s.log.Error("audit record not written", "error", err, "action", rec.Action, "identity", rec.Identity, "status", rec.Status)
+	if s.edgeCfg.Metrics != nil {
+		s.edgeCfg.Metrics.AuditFailed()
 	}
 }
 

@@ -102,6 +102,8 @@ type Metrics interface {
 	Request(route string, code int, d time.Duration)
 	// Handler serves the metrics in Prometheus's format.
 	Handler() http.Handler
+	// AuditFailed counts an audit record that could not be written.
+	AuditFailed()
 }
 
 // requireEOF refuses anything but white space after the request's JSON value.

@@ -13,6 +13,7 @@ import (
 	apiv1 "github.com/drover-dev/drover/api/v1"
 	"github.com/drover-dev/drover/internal/auth"
 	"github.com/drover-dev/drover/internal/store"
+	"github.com/drover-dev/drover/internal/store/sqlite"
 )
 
 // TestTokensCreateAuthenticateRevoke: a token is shown once and kept
@@ -194,5 +195,39 @@ func TestRevokedTokenEndsItsStream(t *testing.T) {
 	case <-ended:
 	case <-ctx.Done():
 		t.Fatal("the stream of a revoked token went on")
+	}
+}
+
+// TestForbidSelfApproval: with the setting, the identity that pushed a
+// desired state may not approve it (it may still reject it); another may;
+// without it, the pusher may.
+func TestForbidSelfApproval(t *testing.T) {
+	for _, forbid := range []bool{true, false} {
+		st, err := sqlite.Open(t.Context(), sqlite.MemoryPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		s, _ := newTestServer(t, st, t.TempDir(), EdgeConfig{ForbidSelfApproval: forbid})
+		if _, err := s.applyConfigs(local(t.Context()), quickstartConfigs(t)); err != nil {
+			t.Fatal(err)
+		}
+		push, err := s.push(as(t.Context(), "dev"), "quickstart", "web", apiv1.PushRequest{Params: []apiv1.Param{{Name: "image", Value: "1.27"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		approve := apiv1.ApproveRequest{ReleaseChannel: "prod", DesiredStateID: push.DesiredStateID}
+		code, body := postAs(as(t.Context(), "dev"), t, s, approvePath, approve)
+		switch {
+		case forbid && (code != http.StatusForbidden || !strings.Contains(body, "dev pushed")):
+			t.Errorf("the pusher approving with the setting: %d %s, want 403", code, body)
+		case !forbid && code != http.StatusOK:
+			t.Errorf("the pusher approving without the setting: %d %s, want 200", code, body)
+		}
+		if forbid {
+			if code, body := postAs(as(t.Context(), "rev"), t, s, approvePath, approve); code != http.StatusOK {
+				t.Errorf("another identity approving: %d %s", code, body)
+			}
+		}
 	}
 }
