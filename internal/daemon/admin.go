@@ -23,7 +23,7 @@ import (
 func newAdminCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "admin",
-		Short: "Operate on a server's store: export and import its whole state",
+		Short: "Operate on a server's store: export and import its whole state; rotate the key that seals secrets",
 		Long: `Admin operates on a server's store directly, not through the API: export
 writes the whole state of a store (configs, desired states, approvals,
 instances, observations, the event history, task runs, tasks, leases, runtime
@@ -45,7 +45,7 @@ refuses while a server runs on it.`,
 			return cmd.Help()
 		},
 	}
-	cmd.AddCommand(newAdminExportCmd(), newAdminImportCmd())
+	cmd.AddCommand(newAdminExportCmd(), newAdminImportCmd(), newAdminNewKeyCmd(), newAdminResealCmd())
 	return cmd
 }
 

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/drover-dev/drover/internal/cli"
+	"github.com/drover-dev/drover/internal/sealing"
+	"github.com/drover-dev/drover/internal/store"
 	"github.com/drover-dev/drover/internal/store/dump/dumptest"
 	"github.com/drover-dev/drover/internal/store/postgres"
 	"github.com/drover-dev/drover/internal/store/sqlite"
@@ -201,5 +203,54 @@ func TestAdminErrors(t *testing.T) {
 	}
 	if code, stdout, _ := runMain("admin"); code != 0 || !strings.Contains(stdout, "drover admin export --data") {
 		t.Errorf("drover admin: exit %d, stdout:\n%s", code, stdout)
+	}
+}
+
+// TestAdminRotateSecretsKey: a data directory's values sealed with its own
+// keyring are resealed with a new first key by drover admin reseal, after
+// which the new key alone reads them.
+func TestAdminRotateSecretsKey(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	code, newKey, stderr := runMain("admin", "new-key")
+	if code != 0 {
+		t.Fatalf("new-key: %d %s", code, stderr)
+	}
+	newKey = strings.TrimSpace(newKey)
+	f := &serverFlags{data: dir}
+	oldRing, err := f.keyring(slog.New(slog.DiscardHandler)) // makes DATA/secrets.key
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock, st, err := openDataDir(t.Context(), dir, slog.New(slog.DiscardHandler), sqlite.WithSealer(oldRing))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.PutConfig(t.Context(), store.ConfigObject{Kind: "service", Name: "shop/web", Body: []byte(`{"s":"x"}`), Hash: "h"}); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = st.Close(), lock.Release()
+	oldText, err := os.ReadFile(filepath.Join(dir, "secrets.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotated := filepath.Join(t.TempDir(), "rotated.key")
+	if err := os.WriteFile(rotated, []byte(newKey+"\n"+string(oldText)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = runMain("admin", "reseal", "--data", dir, "--secrets-key-file", rotated)
+	if code != 0 || !strings.Contains(stderr, "resealed 1 values") {
+		t.Fatalf("reseal: exit %d, %s", code, stderr)
+	}
+	onlyNew, err := sealing.ParseKeyring(newKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock, st, err = openDataDir(t.Context(), dir, slog.New(slog.DiscardHandler), sqlite.WithSealer(onlyNew))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _, _ = st.Close(), lock.Release() }()
+	if c, err := st.GetConfig(t.Context(), "service", "shop/web"); err != nil || string(c.Body) != `{"s":"x"}` {
+		t.Errorf("the config with the new key alone: %q %v", c.Body, err)
 	}
 }

@@ -57,6 +57,8 @@ type serverFlags struct {
 	// mutationRate, mutationBurst and maxStreams limit each identity.
 	mutationRate              float64
 	mutationBurst, maxStreams int
+	// secretsKeyFile holds the keyring that seals secret values at rest.
+	secretsKeyFile string
 	// adminTokenFile holds the first admin token of a new store;
 	// adminToken is the one start generated, to show once.
 	adminTokenFile, adminToken string
@@ -79,6 +81,7 @@ func (f *serverFlags) register(cmd *cobra.Command, defaultData string) {
 	fl.StringVar(&f.data, "data", defaultData, "data directory (the embedded database and runtime state)")
 	fl.StringVar(&f.database, "database", os.Getenv("DROVER_DATABASE"), "a PostgreSQL URL (postgres://user@host/db) to keep the state in instead of the data directory's embedded database; several servers may share one (env DROVER_DATABASE)")
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:7420", "address to serve the API on")
+	fl.StringVar(&f.secretsKeyFile, "secrets-key-file", "", "the keyring that encrypts configs and desired states (secret values) at rest: base64 keys, one per line, the first seals (env DROVER_SECRETS_KEY holds the same text; default: DATA/secrets.key, made at the first start; required with --database)")
 	fl.StringVar(&f.adminTokenFile, "admin-token-file", "", "on the first start of a new store, make the first admin token this file's content (default: a new one, printed once; env DROVER_ADMIN_TOKEN)")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "serve the API over TLS with this certificate (PEM; with --tls-key)")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "the private key of --tls-cert (PEM)")
@@ -280,23 +283,31 @@ type closingStore interface {
 // commands this server runs stay in the data directory (procs, a small
 // SQLite database closed with st): they describe this host's processes.
 func (f *serverFlags) openStore(ctx context.Context, log *slog.Logger) (lock *datadir.Lock, st closingStore, procs ProcessRecords, kind string, err error) {
-	if f.database == "" {
-		lock, st, err := openDataDir(ctx, f.data, log, sqlite.KeepSuperseded(f.keepDesiredStates))
-		if err != nil {
-			return nil, nil, nil, "", err
-		}
-		return lock, st, nil, "sqlite", nil
-	}
 	lock, err = lockDataDir(f.data, log)
 	if err != nil {
 		return nil, nil, nil, "", err
+	}
+	// The keyring may be made in the directory: after its lock, which
+	// decides the directory's mode from what it held.
+	keys, err := f.keyring(log)
+	if err != nil {
+		_ = lock.Release()
+		return nil, nil, nil, "", err
+	}
+	if f.database == "" {
+		st, err := sqlite.Open(ctx, filepath.Join(f.data, "drover.db"), sqlite.KeepSuperseded(f.keepDesiredStates), sqlite.WithSealer(keys))
+		if err != nil {
+			_ = lock.Release()
+			return nil, nil, nil, "", err
+		}
+		return lock, st, nil, "sqlite", nil
 	}
 	local, err := sqlite.Open(ctx, filepath.Join(f.data, "local.db"))
 	if err != nil {
 		_ = lock.Release()
 		return nil, nil, nil, "", fmt.Errorf("open the data directory's process records: %w", err)
 	}
-	pg, err := postgres.Open(ctx, f.database, postgres.KeepSuperseded(f.keepDesiredStates), postgres.Logger(log))
+	pg, err := postgres.Open(ctx, f.database, postgres.KeepSuperseded(f.keepDesiredStates), postgres.Logger(log), postgres.WithSealer(keys))
 	if err != nil {
 		_ = local.Close()
 		_ = lock.Release()

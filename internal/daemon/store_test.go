@@ -10,6 +10,7 @@ import (
 
 	"github.com/drover-dev/drover/api/client"
 	"github.com/drover-dev/drover/internal/engine"
+	"github.com/drover-dev/drover/internal/sealing"
 	"github.com/drover-dev/drover/internal/store"
 	"github.com/drover-dev/drover/internal/testing/pgtest"
 )
@@ -19,8 +20,16 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // testFlags are a server's flags with their defaults, on a new data
 // directory and a free loopback port.
 func testFlags(t *testing.T, database string) *serverFlags {
+	keyFile := ""
+	if database != "" {
+		keyFile = filepath.Join(t.TempDir(), "secrets.key")
+		if err := os.WriteFile(keyFile, []byte(sealing.NewKey()+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return &serverFlags{
-		data: filepath.Join(t.TempDir(), "data"), listen: "127.0.0.1:0", logLevel: "info",
+		secretsKeyFile: keyFile,
+		data:           filepath.Join(t.TempDir(), "data"), listen: "127.0.0.1:0", logLevel: "info",
 		database: database, settings: engine.DefaultSettings(), workers: 4,
 		keepDesiredStates: store.DefaultKeepSuperseded, shutdownGrace: 5 * time.Second, leaseTTL: 15 * time.Second,
 	}

@@ -111,7 +111,7 @@ func drovers(dir string) bool {
 	}
 	for _, e := range entries {
 		switch e.Name() {
-		case "drover.db", LockFile, "token":
+		case "drover.db", LockFile, "token", "secrets.key":
 			return true
 		}
 	}

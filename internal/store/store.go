@@ -16,6 +16,15 @@ import (
 	ds "github.com/drover-dev/drover/internal/desiredstate"
 )
 
+// Sealer encrypts at rest what may hold secrets: config bodies, desired
+// states' parameters and compiled forms (sealing.Keyring). Open returns a
+// value that was never sealed as it is. Stores take one as an option; dumps
+// carry the values sealed.
+type Sealer interface {
+	Seal(plain []byte) ([]byte, error)
+	Open(sealed []byte) ([]byte, error)
+}
+
 // ErrNotFound is returned when a requested record does not exist.
 var ErrNotFound = errors.New("not found")
 

@@ -531,7 +531,7 @@ func TestAgentCustomJobs(t *testing.T) {
 func TestAgentReplicas(t *testing.T) {
 	requireE2E(t)
 	url := pgtest.NewDatabase(t)
-	flags := []string{"--database", url, "--poll-interval", "100ms", "--lease-ttl", "2s"}
+	flags := []string{"--database", url, "--secrets-key-file", sharedKeyring(t), "--poll-interval", "100ms", "--lease-ttl", "2s"}
 	a := newServer(t, append(flags, "--agent-listen", freeAddr(t))...)
 	b := newServer(t, flags...)
 	hostsLink, hostsTok := link(t, a, "hosts")
@@ -622,7 +622,7 @@ func spanTree(t *testing.T, services ...string) (dir string) {
 func TestAgentsReachEveryServer(t *testing.T) {
 	requireE2E(t)
 	url := pgtest.NewDatabase(t)
-	flags := []string{"--database", url, "--poll-interval", "100ms", "--lease-ttl", "2s"}
+	flags := []string{"--database", url, "--secrets-key-file", sharedKeyring(t), "--poll-interval", "100ms", "--lease-ttl", "2s"}
 	a := newServer(t, append(flags, "--agent-listen", freeAddr(t))...)
 	cert, key := filepath.Join(a.data, "agent-tls", "cert.pem"), filepath.Join(a.data, "agent-tls", "key.pem")
 	b := newServer(t, append(flags, "--agent-listen", freeAddr(t), "--agent-tls-cert", cert, "--agent-tls-key", key)...)

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	apiv1 "github.com/drover-dev/drover/api/v1"
+	"github.com/drover-dev/drover/internal/sealing"
 )
 
 // cliTimeout bounds every CLI invocation (wait commands pass a shorter --timeout).
@@ -842,3 +843,25 @@ func checkSeqs(t *testing.T, evs []apiv1.Event) {
 		}
 	}
 }
+
+// sharedKeyring is a keyring file for the servers of a test sharing a
+// PostgreSQL database (each replica must hold the same key).
+func sharedKeyring(t *testing.T) string {
+	t.Helper()
+	keyringsMu.Lock()
+	defer keyringsMu.Unlock()
+	if path, ok := keyrings[t.Name()]; ok {
+		return path
+	}
+	path := filepath.Join(t.TempDir(), "secrets.key")
+	if err := os.WriteFile(path, []byte(sealing.NewKey()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	keyrings[t.Name()] = path
+	return path
+}
+
+var (
+	keyringsMu sync.Mutex
+	keyrings   = map[string]string{}
+)

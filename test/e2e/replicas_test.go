@@ -89,7 +89,7 @@ func TestReplicasSIGKILL(t *testing.T) {
 	url := pgtest.NewDatabase(t)
 	dir, logPath := replicaTree(t, "1.5")
 	const app, svc = "chain", "web"
-	flags := []string{"--database", url, "--poll-interval", "100ms", "--lease-ttl", "2s"}
+	flags := []string{"--database", url, "--secrets-key-file", sharedKeyring(t), "--poll-interval", "100ms", "--lease-ttl", "2s"}
 	rs := []*server{newServer(t, flags...), newServer(t, flags...), newServer(t, flags...)}
 	next := 0
 	// any is the next replica, round robin: each command goes to another.
@@ -318,7 +318,7 @@ func TestReplicaPartitioned(t *testing.T) {
 	dir, logPath := replicaTree(t, "5")
 	const app, svc = "chain", "web"
 	flags := func(role string) []string {
-		return []string{"--database", asUser(t, url, role), "--poll-interval", "100ms", "--lease-ttl", "1s"}
+		return []string{"--database", asUser(t, url, role), "--secrets-key-file", sharedKeyring(t), "--poll-interval", "100ms", "--lease-ttl", "1s"}
 	}
 	a := newServer(t, flags(roleA)...)
 	a.ok("alice", "apply", dir+"/...")

@@ -46,13 +46,17 @@ func (s *Store) PutConfig(ctx context.Context, obj store.ConfigObject) (store.Co
 		case err != nil:
 			return err
 		case latest.Hash == obj.Hash:
-			out = latest
-			return nil
+			out, err = s.openConfig(latest)
+			return err
 		}
 		obj.Version = latest.Version + 1
 		obj.CreatedAt = now()
+		body, err := s.seal(obj.Body)
+		if err != nil {
+			return err
+		}
 		_, err = tx.Exec(ctx, "INSERT INTO configs ("+configColumns+") VALUES ($1, $2, $3, $4, $5, $6, $7)",
-			obj.Kind, obj.Name, obj.Version, obj.Body, obj.Hash, obj.Source, nanos(obj.CreatedAt))
+			obj.Kind, obj.Name, obj.Version, body, obj.Hash, obj.Source, nanos(obj.CreatedAt))
 		if err != nil {
 			return err
 		}
@@ -77,7 +81,7 @@ func (s *Store) GetConfig(ctx context.Context, kind, name string) (store.ConfigO
 	if err != nil {
 		return store.ConfigObject{}, fmt.Errorf("get config %s/%s: %w", kind, name, notFound(err))
 	}
-	return c, nil
+	return s.openConfig(c)
 }
 
 // GetConfigVersion implements store.Store.
@@ -87,7 +91,7 @@ func (s *Store) GetConfigVersion(ctx context.Context, kind, name string, version
 	if err != nil {
 		return store.ConfigObject{}, fmt.Errorf("get config %s/%s version %d: %w", kind, name, version, notFound(err))
 	}
-	return c, nil
+	return s.openConfig(c)
 }
 
 // ListConfigs implements store.Store.
@@ -103,5 +107,5 @@ func (s *Store) ListConfigs(ctx context.Context, kind string) ([]store.ConfigObj
 	if err != nil {
 		return nil, fmt.Errorf("list configs %q: %w", kind, err)
 	}
-	return out, nil
+	return openAll(out, s.openConfig)
 }

@@ -78,7 +78,15 @@ func (s *Store) insertDesiredState(ctx context.Context, tx pgx.Tx, ds store.Desi
 		return fmt.Errorf("id already exists: %w", store.ErrConflict)
 	}
 	// A push identical to the active desired state shares its copy.
-	origin, err := sharedCopy(ctx, tx, ds.Application, ds.Service, ds.Compiled)
+	origin, err := s.sharedCopy(ctx, tx, ds.Application, ds.Service, ds.Compiled)
+	if err != nil {
+		return err
+	}
+	params, err := s.seal(ds.Params)
+	if err != nil {
+		return err
+	}
+	compiled, err := s.seal(ds.Compiled)
 	if err != nil {
 		return err
 	}
@@ -96,12 +104,12 @@ func (s *Store) insertDesiredState(ctx context.Context, tx pgx.Tx, ds store.Desi
 	}
 	if _, err := tx.Exec(ctx, "INSERT INTO desired_states ("+desiredStateColumns+", compiled_from)"+
 		" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-		ds.ID, ds.Application, ds.Service, ds.Version, ds.ConfigVersion, ds.Params, ds.Rollback,
+		ds.ID, ds.Application, ds.Service, ds.Version, ds.ConfigVersion, params, ds.Rollback,
 		texts(ds.ReleaseChannels), text(ds.CreatedBy), nanos(ds.CreatedAt), from); err != nil {
 		return err
 	}
 	if origin == "" && ds.Compiled != nil {
-		if _, err := tx.Exec(ctx, "INSERT INTO desired_state_compiled (id, compiled) VALUES ($1, $2)", ds.ID, ds.Compiled); err != nil {
+		if _, err := tx.Exec(ctx, "INSERT INTO desired_state_compiled (id, compiled) VALUES ($1, $2)", ds.ID, compiled); err != nil {
 			return err
 		}
 	}
@@ -114,7 +122,7 @@ func (s *Store) GetDesiredState(ctx context.Context, id string) (store.DesiredSt
 	if err != nil {
 		return store.DesiredState{}, fmt.Errorf("get desired state %s: %w", id, notFound(err))
 	}
-	return ds, nil
+	return s.openDesired(ds)
 }
 
 // ActiveDesiredState implements store.Store.
@@ -125,7 +133,7 @@ func (s *Store) ActiveDesiredState(ctx context.Context, application, service str
 	if err != nil {
 		return store.DesiredState{}, fmt.Errorf("active desired state of %s/%s: %w", application, service, notFound(err))
 	}
-	return ds, nil
+	return s.openDesired(ds)
 }
 
 // ListActiveDesiredStates implements store.Store; they are ordered by
@@ -137,7 +145,7 @@ func (s *Store) ListActiveDesiredStates(ctx context.Context) ([]store.DesiredSta
 	if err != nil {
 		return nil, fmt.Errorf("list active desired states: %w", err)
 	}
-	return out, nil
+	return openAll(out, s.openDesired)
 }
 
 // ListDesiredStates implements store.Store; limit <= 0 means no limit.
@@ -148,7 +156,7 @@ func (s *Store) ListDesiredStates(ctx context.Context, application, service stri
 	if err != nil {
 		return nil, fmt.Errorf("list desired states of %s/%s: %w", application, service, err)
 	}
-	return out, nil
+	return openAll(out, s.openDesired)
 }
 
 const approvalColumns = "desired_state_id, application, service, release_channel, topic, user_name, reject, comment, created_at"
@@ -182,6 +190,9 @@ func (s *Store) AddApproval(ctx context.Context, desiredStateID string, decide s
 		ds, err := scanDesiredState(tx.QueryRow(ctx, selectDesiredState+" WHERE d.id = $1 FOR NO KEY UPDATE OF d", desiredStateID))
 		if err != nil {
 			return fmt.Errorf("desired state: %w", notFound(err))
+		}
+		if ds, err = s.openDesired(ds); err != nil {
+			return err
 		}
 		recorded, err := queryAll(ctx, tx, selectApprovals, []any{desiredStateID}, scanApproval)
 		if err != nil {

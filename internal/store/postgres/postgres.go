@@ -25,6 +25,9 @@ type Store struct {
 	health health
 	// log hears what goes wrong in the background (the change feed).
 	log *slog.Logger
+	// sealer encrypts config bodies and desired states' parameters and
+	// compiled forms at rest (nil: they are kept as they are).
+	sealer store.Sealer
 }
 
 var (
@@ -38,7 +41,12 @@ type Option func(*options)
 type options struct {
 	keepSuperseded int
 	log            *slog.Logger
+	sealer         store.Sealer
 }
+
+// WithSealer encrypts config bodies and desired states' parameters and
+// compiled forms at rest with sealer (see seal.go).
+func WithSealer(sealer store.Sealer) Option { return func(o *options) { o.sealer = sealer } }
 
 // Logger sets the logger of what goes wrong in the background, such as the
 // change feed's connection lost (default: discard).
@@ -88,7 +96,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open store %s: %w", where, err)
 	}
-	return &Store{pool: pool, keepSuperseded: o.keepSuperseded, log: o.log}, nil
+	return &Store{pool: pool, keepSuperseded: o.keepSuperseded, sealer: o.sealer, log: o.log}, nil
 }
 
 // Close closes the connection pool, waiting for connections in use to be

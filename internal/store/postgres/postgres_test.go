@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/drover-dev/drover/internal/sealing"
 	"github.com/drover-dev/drover/internal/store"
 	"github.com/drover-dev/drover/internal/store/storetest"
 	"github.com/drover-dev/drover/internal/testing/pgtest"
@@ -35,6 +36,23 @@ func TestConformance(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The suite closes the store too; closing a pool twice is harmless.
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	})
+}
+
+// TestConformanceSealed: a store that seals config bodies and desired
+// states passes the same suite.
+func TestConformanceSealed(t *testing.T) {
+	keys, err := sealing.ParseKeyring(sealing.NewKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.Run(t, func(t *testing.T) store.Store {
+		s, err := Open(t.Context(), pgtest.NewDatabase(t), WithSealer(keys))
+		if err != nil {
+			t.Fatal(err)
+		}
 		t.Cleanup(func() { _ = s.Close() })
 		return s
 	})
@@ -403,5 +421,51 @@ func TestCheckLastWrite(t *testing.T) {
 	}
 	if err := s.Check(ctx); err != nil {
 		t.Errorf("Check after a write succeeded again: %v", err)
+	}
+}
+
+// TestReseal: after a new key goes first in the keyring, Reseal seals every
+// value with it, so a keyring of the new key alone reads the store.
+func TestReseal(t *testing.T) {
+	oldKey, newKey := sealing.NewKey(), sealing.NewKey()
+	oldRing, _ := sealing.ParseKeyring(oldKey)
+	url := pgtest.NewDatabase(t)
+	ctx := t.Context()
+	s, err := Open(ctx, url, WithSealer(oldRing))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.PutConfig(ctx, store.ConfigObject{Kind: "service", Name: "shop/web", Body: []byte(`{"a":1}`), Hash: "h1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateDesiredState(ctx, store.DesiredState{ID: "ds-1", Application: "shop", Service: "web", Compiled: []byte(`{"c":1}`), Params: []byte(`[1]`)}); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close()
+	rotated, _ := sealing.ParseKeyring(newKey + "\n" + oldKey)
+	s, err = Open(ctx, url, WithSealer(rotated))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Reseal(ctx); err != nil || n != 3 {
+		t.Fatalf("reseal: %d %v, want 3 values", n, err)
+	}
+	if n, err := s.Reseal(ctx); err != nil || n != 0 {
+		t.Fatalf("reseal again: %d %v, want nothing left", n, err)
+	}
+	_ = s.Close()
+	newRing, _ := sealing.ParseKeyring(newKey)
+	s, err = Open(ctx, url, WithSealer(newRing))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	c, err := s.GetConfig(ctx, "service", "shop/web")
+	if err != nil || string(c.Body) != `{"a":1}` {
+		t.Errorf("config with the new key alone: %q %v", c.Body, err)
+	}
+	ds, err := s.GetDesiredState(ctx, "ds-1")
+	if err != nil || string(ds.Compiled) != `{"c":1}` || string(ds.Params) != `[1]` {
+		t.Errorf("desired state with the new key alone: %+v %v", ds, err)
 	}
 }

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"time"
@@ -24,22 +25,30 @@ import (
 
 // sharedCopy returns the id of the row holding the active desired state's
 // compiled copy when it equals compiled, or "".
-func sharedCopy(ctx context.Context, tx pgx.Tx, application, service string, compiled []byte) (string, error) {
+func (s *Store) sharedCopy(ctx context.Context, tx pgx.Tx, application, service string, compiled []byte) (string, error) {
 	if compiled == nil {
 		return "", nil
 	}
 	var (
 		origin string
-		same   bool
+		stored []byte
 	)
-	err := tx.QueryRow(ctx, `SELECT c.id, c.compiled = $1 FROM desired_states d
+	err := tx.QueryRow(ctx, `SELECT c.id, c.compiled FROM desired_states d
 		JOIN desired_state_compiled c ON c.id = COALESCE(d.compiled_from, d.id)
-		WHERE d.application = $2 AND d.service = $3 AND d.replaced_by IS NULL`,
-		compiled, application, service).Scan(&origin, &same)
-	if errors.Is(err, pgx.ErrNoRows) || (err == nil && !same) {
+		WHERE d.application = $1 AND d.service = $2 AND d.replaced_by IS NULL`,
+		application, service).Scan(&origin, &stored)
+	if errors.Is(err, pgx.ErrNoRows) {
 		return "", nil
 	}
-	return origin, err
+	if err != nil {
+		return "", err
+	}
+	// Sealed copies differ even when their content is the same: compare
+	// what they hold.
+	if plain, err := s.open(stored); err != nil || !bytes.Equal(plain, compiled) {
+		return "", nil //nolint:nilerr // a copy that does not open is not shared
+	}
+	return origin, nil
 }
 
 // unprunedQuery counts a service's superseded desired states that still

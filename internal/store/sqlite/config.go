@@ -35,13 +35,17 @@ func (s *Store) PutConfig(ctx context.Context, obj store.ConfigObject) (store.Co
 		case err != nil:
 			return err
 		case latest.Hash == obj.Hash:
-			out = latest
-			return nil
+			out, err = s.openConfig(latest)
+			return err
 		}
 		obj.Version = latest.Version + 1
 		obj.CreatedAt = now()
+		body, err := s.seal(obj.Body)
+		if err != nil {
+			return err
+		}
 		_, err = tx.ExecContext(ctx, "INSERT INTO configs ("+configColumns+") VALUES (?, ?, ?, ?, ?, ?, ?)",
-			obj.Kind, obj.Name, obj.Version, dbBytes(obj.Body), obj.Hash, obj.Source, dbTime(obj.CreatedAt))
+			obj.Kind, obj.Name, obj.Version, dbBytes(body), obj.Hash, obj.Source, dbTime(obj.CreatedAt))
 		if err != nil {
 			return err
 		}
@@ -61,7 +65,7 @@ func (s *Store) GetConfig(ctx context.Context, kind, name string) (store.ConfigO
 	if err != nil {
 		return store.ConfigObject{}, fmt.Errorf("get config %s/%s: %w", kind, name, notFound(err))
 	}
-	return c, nil
+	return s.openConfig(c)
 }
 
 // GetConfigVersion implements store.Store.
@@ -71,7 +75,7 @@ func (s *Store) GetConfigVersion(ctx context.Context, kind, name string, version
 	if err != nil {
 		return store.ConfigObject{}, fmt.Errorf("get config %s/%s version %d: %w", kind, name, version, notFound(err))
 	}
-	return c, nil
+	return s.openConfig(c)
 }
 
 // ListConfigs implements store.Store.
@@ -87,7 +91,7 @@ func (s *Store) ListConfigs(ctx context.Context, kind string) ([]store.ConfigObj
 	if err != nil {
 		return nil, fmt.Errorf("list configs %q: %w", kind, err)
 	}
-	return out, nil
+	return openAll(out, s.openConfig)
 }
 
 // notFound maps sql.ErrNoRows to store.ErrNotFound.

@@ -77,6 +77,14 @@ func (s *Store) CreateDesiredState(ctx context.Context, ds store.DesiredState, e
 		if err != nil {
 			return err
 		}
+		params, err := s.seal(ds.Params)
+		if err != nil {
+			return err
+		}
+		compiled, err := s.seal(ds.Compiled)
+		if err != nil {
+			return err
+		}
 		tx.inst.replaced = append(tx.inst.replaced, svcKey{ds.Application, ds.Service})
 		// The foreign key on replaced_by is deferred to the commit, so the
 		// previous active state can point at ds before ds is inserted (the
@@ -91,13 +99,13 @@ func (s *Store) CreateDesiredState(ctx context.Context, ds store.DesiredState, e
 			from = origin
 		}
 		_, err = tx.ExecContext(ctx, "INSERT INTO desired_states ("+desiredStateColumns+", compiled_from) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)",
-			ds.ID, ds.Application, ds.Service, ds.Version, ds.ConfigVersion, dbBytes(ds.Params),
+			ds.ID, ds.Application, ds.Service, ds.Version, ds.ConfigVersion, dbBytes(params),
 			ds.Rollback, channels, ds.CreatedBy, dbTime(ds.CreatedAt), from)
 		if err != nil {
 			return err
 		}
 		if origin == "" && ds.Compiled != nil {
-			if _, err := tx.ExecContext(ctx, "INSERT INTO desired_state_compiled (id, compiled) VALUES (?, ?)", ds.ID, ds.Compiled); err != nil {
+			if _, err := tx.ExecContext(ctx, "INSERT INTO desired_state_compiled (id, compiled) VALUES (?, ?)", ds.ID, compiled); err != nil {
 				return err
 			}
 		}
@@ -121,7 +129,7 @@ func (s *Store) GetDesiredState(ctx context.Context, id string) (store.DesiredSt
 	if err != nil {
 		return store.DesiredState{}, fmt.Errorf("get desired state %s: %w", id, notFound(err))
 	}
-	return ds, nil
+	return s.openDesired(ds)
 }
 
 // ActiveDesiredState implements store.Store.
@@ -136,6 +144,9 @@ func (s *Store) ActiveDesiredState(ctx context.Context, application, service str
 	if err != nil {
 		return store.DesiredState{}, fmt.Errorf("active desired state of %s/%s: %w", application, service, notFound(err))
 	}
+	if ds, err = s.openDesired(ds); err != nil {
+		return store.DesiredState{}, err
+	}
 	s.instances.fillActive(application, service, gen, ds)
 	return ds, nil
 }
@@ -149,7 +160,7 @@ func (s *Store) ListActiveDesiredStates(ctx context.Context) ([]store.DesiredSta
 	if err != nil {
 		return nil, fmt.Errorf("list active desired states: %w", err)
 	}
-	return out, nil
+	return openAll(out, s.openDesired)
 }
 
 // ListDesiredStates implements store.Store; limit <= 0 means no limit.
@@ -160,7 +171,7 @@ func (s *Store) ListDesiredStates(ctx context.Context, application, service stri
 	if err != nil {
 		return nil, fmt.Errorf("list desired states of %s/%s: %w", application, service, err)
 	}
-	return out, nil
+	return openAll(out, s.openDesired)
 }
 
 const approvalColumns = "desired_state_id, application, service, release_channel, topic, user_name, reject, comment, created_at"
@@ -189,6 +200,9 @@ func (s *Store) AddApproval(ctx context.Context, desiredStateID string, decide s
 		ds, err := scanDesiredState(tx.QueryRowContext(ctx, selectDesiredState+" WHERE id = ?", desiredStateID))
 		if err != nil {
 			return fmt.Errorf("desired state: %w", notFound(err))
+		}
+		if ds, err = s.openDesired(ds); err != nil {
+			return err
 		}
 		recorded, err := queryAll(ctx, tx, "SELECT "+approvalColumns+" FROM approvals WHERE desired_state_id = ? ORDER BY ord",
 			[]any{desiredStateID}, scanApproval)

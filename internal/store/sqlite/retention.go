@@ -1,10 +1,13 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"time"
+
+	"github.com/drover-dev/drover/internal/store"
 )
 
 // Retention of desired states (B10). Every push stores a desired state with
@@ -25,7 +28,14 @@ import (
 // Option configures Open.
 type Option func(*options)
 
-type options struct{ keepSuperseded int }
+type options struct {
+	keepSuperseded int
+	sealer         store.Sealer
+}
+
+// WithSealer encrypts config bodies and desired states' parameters and
+// compiled forms at rest with sealer (see seal.go).
+func WithSealer(sealer store.Sealer) Option { return func(o *options) { o.sealer = sealer } }
 
 // KeepSuperseded sets how many superseded desired states per service keep
 // their compiled copy beyond those instances reference
@@ -39,15 +49,23 @@ func (s *Store) sharedCopy(ctx context.Context, tx *wtx, application, service st
 		return "", nil
 	}
 	var origin string
-	var same bool
-	err := tx.QueryRowContext(ctx, sharedCopyQuery, compiled, application, service).Scan(&origin, &same)
-	if errors.Is(err, sql.ErrNoRows) || (err == nil && !same) {
+	var stored []byte
+	err := tx.QueryRowContext(ctx, sharedCopyQuery, application, service).Scan(&origin, &stored)
+	if errors.Is(err, sql.ErrNoRows) {
 		return "", nil
 	}
-	return origin, err
+	if err != nil {
+		return "", err
+	}
+	// Sealed copies differ even when their content is the same: compare
+	// what they hold.
+	if plain, err := s.open(stored); err != nil || !bytes.Equal(plain, compiled) {
+		return "", nil //nolint:nilerr // a copy that does not open is not shared
+	}
+	return origin, nil
 }
 
-const sharedCopyQuery = `SELECT c.id, c.compiled = ? FROM desired_states d
+const sharedCopyQuery = `SELECT c.id, c.compiled FROM desired_states d
 	JOIN desired_state_compiled c ON c.id = COALESCE(d.compiled_from, d.id)
 	WHERE d.application = ? AND d.service = ? AND d.replaced_by IS NULL`
 

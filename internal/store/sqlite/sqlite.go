@@ -31,6 +31,9 @@ const busyTimeout = 5 * time.Second
 // Store is the SQLite implementation of store.Store. It is safe for
 // concurrent use.
 type Store struct {
+	// sealer encrypts config bodies and desired states' parameters and
+	// compiled forms at rest (nil: they are kept as they are).
+	sealer store.Sealer
 	// write has exactly one connection: every write transaction of the
 	// process runs on it, one after another, so writers never contend for
 	// SQLite's lock. Its transactions begin IMMEDIATE, taking the write lock
@@ -78,6 +81,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	s, err := open(ctx, path, migrations)
 	if err == nil {
 		s.keepSuperseded = o.keepSuperseded
+		s.sealer = o.sealer
 		if err = s.prepare(ctx); err != nil {
 			_ = s.Close()
 		}

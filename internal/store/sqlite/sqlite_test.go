@@ -15,6 +15,7 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/drover-dev/drover/internal/sealing"
 	"github.com/drover-dev/drover/internal/store/migration"
 
 	"github.com/drover-dev/drover/internal/store"
@@ -489,4 +490,117 @@ func crashChild(path string) {
 		}
 	}()
 	select {}
+}
+
+// TestConformanceSealed: a store that seals config bodies and desired
+// states passes the same suite.
+func TestConformanceSealed(t *testing.T) {
+	t.Parallel()
+	keys, err := sealing.ParseKeyring(sealing.NewKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.Run(t, func(t *testing.T) store.Store {
+		s, err := Open(t.Context(), filepath.Join(t.TempDir(), "drover.db"), WithSealer(keys))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}
+
+// TestSealedAtRest: with a sealer, a config's body, a desired state's
+// parameters and its compiled form are not in the database file in clear,
+// and read back as they were written.
+func TestSealedAtRest(t *testing.T) {
+	keys, err := sealing.ParseKeyring(sealing.NewKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "drover.db")
+	s, err := Open(t.Context(), path, WithSealer(keys))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const secret = "hunter2-the-sealed-secret"
+	ctx := t.Context()
+	body := []byte(`{"service":{"name":"web","env":{"PASSWORD":{"rawSecret":"` + secret + `"}}}}`)
+	if _, _, err := s.PutConfig(ctx, store.ConfigObject{Kind: "service", Name: "shop/web", Body: body, Hash: "h1"}); err != nil {
+		t.Fatal(err)
+	}
+	ds := store.DesiredState{ID: "ds-1", Application: "shop", Service: "web", Version: "v1",
+		Compiled: []byte(`{"env":"` + secret + `"}`), Params: []byte(`[{"name":"p","secret":"` + secret + `"}]`)}
+	if err := s.CreateDesiredState(ctx, ds); err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.GetConfig(ctx, "service", "shop/web")
+	if err != nil || string(c.Body) != string(body) {
+		t.Fatalf("config read back: %q %v", c.Body, err)
+	}
+	got, err := s.GetDesiredState(ctx, "ds-1")
+	if err != nil || string(got.Compiled) != string(ds.Compiled) || string(got.Params) != string(ds.Params) {
+		t.Fatalf("desired state read back: %+v %v", got, err)
+	}
+	active, err := s.ActiveDesiredState(ctx, "shop", "web")
+	if err != nil || string(active.Params) != string(ds.Params) {
+		t.Fatalf("active desired state: %+v %v", active, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{path, path + "-wal"} {
+		raw, err := os.ReadFile(f)
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(raw), secret) {
+			t.Errorf("%s holds the secret in clear", filepath.Base(f))
+		}
+	}
+}
+
+// TestReseal: after a new key goes first in the keyring, Reseal seals every
+// value with it, so a keyring of the new key alone reads the store.
+func TestReseal(t *testing.T) {
+	oldKey, newKey := sealing.NewKey(), sealing.NewKey()
+	oldRing, _ := sealing.ParseKeyring(oldKey)
+	path := filepath.Join(t.TempDir(), "drover.db")
+	s, err := Open(t.Context(), path, WithSealer(oldRing))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if _, _, err := s.PutConfig(ctx, store.ConfigObject{Kind: "service", Name: "shop/web", Body: []byte(`{"a":1}`), Hash: "h1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateDesiredState(ctx, store.DesiredState{ID: "ds-1", Application: "shop", Service: "web", Compiled: []byte(`{"c":1}`), Params: []byte(`[1]`)}); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close()
+	rotated, _ := sealing.ParseKeyring(newKey + "\n" + oldKey)
+	s, err = Open(ctx, path, WithSealer(rotated))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Reseal(ctx); err != nil || n != 3 {
+		t.Fatalf("reseal: %d %v, want 3 values", n, err)
+	}
+	if n, err := s.Reseal(ctx); err != nil || n != 0 {
+		t.Fatalf("reseal again: %d %v, want nothing left", n, err)
+	}
+	_ = s.Close()
+	newRing, _ := sealing.ParseKeyring(newKey)
+	s, err = Open(ctx, path, WithSealer(newRing))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	c, err := s.GetConfig(ctx, "service", "shop/web")
+	if err != nil || string(c.Body) != `{"a":1}` {
+		t.Errorf("config with the new key alone: %q %v", c.Body, err)
+	}
+	ds, err := s.GetDesiredState(ctx, "ds-1")
+	if err != nil || string(ds.Compiled) != `{"c":1}` || string(ds.Params) != `[1]` {
+		t.Errorf("desired state with the new key alone: %+v %v", ds, err)
+	}
 }
