@@ -28,6 +28,7 @@ import (
 	"github.com/drover-dev/drover/internal/runtimehost"
 	"github.com/drover-dev/drover/internal/runtimes"
 	"github.com/drover-dev/drover/internal/runtimes/fake"
+	"github.com/drover-dev/drover/internal/sealing"
 	"github.com/drover-dev/drover/internal/server"
 	"github.com/drover-dev/drover/internal/store/postgres"
 	"github.com/drover-dev/drover/internal/store/sqlite"
@@ -199,12 +200,22 @@ type benchSetup struct {
 	replicas       int
 }
 
+// benchKeys is the keyring of the bench's stores, as a server's seals
+// configs and desired states at rest (one for every replica).
+var benchKeys = sync.OnceValue(func() *sealing.Keyring {
+	k, err := sealing.ParseKeyring(sealing.NewKey())
+	if err != nil {
+		panic(err) // a new key always parses
+	}
+	return k
+})
+
 // benchStore opens one server's store for the bench.
 func (b benchSetup) store(ctx context.Context) (closingStore, error) {
 	if b.database == "" {
-		return sqlite.Open(ctx, filepath.Join(b.data, "drover.db"))
+		return sqlite.Open(ctx, filepath.Join(b.data, "drover.db"), sqlite.WithSealer(benchKeys()))
 	}
-	return postgres.Open(ctx, b.database)
+	return postgres.Open(ctx, b.database, postgres.WithSealer(benchKeys()))
 }
 
 func runBench(ctx context.Context, setup benchSetup, services, channels, workers int, timeout time.Duration) (res *benchResult, err error) {
