@@ -91,7 +91,7 @@ func (s *Store) ListConfigs(ctx context.Context, kind string) ([]store.ConfigObj
 	if err != nil {
 		return nil, fmt.Errorf("list configs %q: %w", kind, err)
 	}
-	return openAll(out, s.openConfig)
+	return store.UnsealAll(out, s.openConfig)
 }
 
 // notFound maps sql.ErrNoRows to store.ErrNotFound.

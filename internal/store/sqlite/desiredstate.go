@@ -160,7 +160,7 @@ func (s *Store) ListActiveDesiredStates(ctx context.Context) ([]store.DesiredSta
 	if err != nil {
 		return nil, fmt.Errorf("list active desired states: %w", err)
 	}
-	return openAll(out, s.openDesired)
+	return store.UnsealAll(out, s.openDesired)
 }
 
 // ListDesiredStates implements store.Store; limit <= 0 means no limit.
@@ -171,7 +171,7 @@ func (s *Store) ListDesiredStates(ctx context.Context, application, service stri
 	if err != nil {
 		return nil, fmt.Errorf("list desired states of %s/%s: %w", application, service, err)
 	}
-	return openAll(out, s.openDesired)
+	return store.UnsealAll(out, s.openDesired)
 }
 
 const approvalColumns = "desired_state_id, application, service, release_channel, topic, user_name, reject, comment, created_at"

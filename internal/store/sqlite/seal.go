@@ -14,59 +14,19 @@ import (
 // methods return them. Dumps read and write them sealed.
 
 // seal is b as stored.
-func (s *Store) seal(b []byte) ([]byte, error) {
-	if s.sealer == nil || b == nil {
-		return b, nil
-	}
-	return s.sealer.Seal(b)
-}
+func (s *Store) seal(b []byte) ([]byte, error) { return store.Seal(s.sealer, b) }
 
 // open is a stored value as it was given.
-func (s *Store) open(b []byte) ([]byte, error) {
-	if s.sealer == nil || b == nil {
-		return b, nil
-	}
-	return s.sealer.Open(b)
-}
+func (s *Store) open(b []byte) ([]byte, error) { return store.Unseal(s.sealer, b) }
 
 // openConfig opens a stored config's body.
 func (s *Store) openConfig(c store.ConfigObject) (store.ConfigObject, error) {
-	body, err := s.open(c.Body)
-	if err != nil {
-		return store.ConfigObject{}, fmt.Errorf("config %s/%s version %d: %w", c.Kind, c.Name, c.Version, err)
-	}
-	c.Body = body
-	return c, nil
+	return store.UnsealConfig(s.sealer, c)
 }
 
 // openDesired opens a stored desired state's parameters and compiled form.
 func (s *Store) openDesired(ds store.DesiredState) (store.DesiredState, error) {
-	var err error
-	if ds.Params, err = s.open(ds.Params); err == nil {
-		ds.Compiled, err = s.open(ds.Compiled)
-	}
-	if err != nil {
-		return store.DesiredState{}, fmt.Errorf("desired state %s: %w", ds.ID, err)
-	}
-	return ds, nil
-}
-
-// openAll opens each of list with open.
-func openAll[T any](list []T, open func(T) (T, error)) ([]T, error) {
-	for i := range list {
-		v, err := open(list[i])
-		if err != nil {
-			return nil, err
-		}
-		list[i] = v
-	}
-	return list, nil
-}
-
-// currentSealer is a sealer that tells whether its current key sealed a
-// value (sealing.Keyring): those values need no resealing.
-type currentSealer interface {
-	IsSealed(b []byte) (sealed, current bool)
+	return store.UnsealDesired(s.sealer, ds)
 }
 
 // Reseal seals again, with the store's sealer, every config body and every
@@ -96,12 +56,9 @@ func (s *Store) Reseal(ctx context.Context) (int, error) {
 					_ = rows.Close()
 					return err
 				}
-				if cs, ok := s.sealer.(currentSealer); ok {
-					if _, current := cs.IsSealed(v.b); current {
-						continue
-					}
+				if store.NeedsReseal(s.sealer, v.b) {
+					stale = append(stale, v)
 				}
-				stale = append(stale, v)
 			}
 			if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 				return err
