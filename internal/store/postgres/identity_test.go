@@ -3,7 +3,6 @@ package postgres
 import (
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/drover-dev/drover/internal/store"
@@ -35,52 +34,17 @@ func TestTokenErrorsHideHash(t *testing.T) {
 func TestAuditCommitsInSeqOrder(t *testing.T) {
 	s := open(t)
 	ctx := t.Context()
-	const writers, per = 6, 40
-	var wg sync.WaitGroup
-	for w := range writers {
-		wg.Go(func() {
-			for range per {
-				r := store.AuditRecord{Identity: string(rune('a' + w)), Action: "POST /v1/x", Status: 200, Outcome: "ok"}
-				if _, err := s.AppendAudit(ctx, r); err != nil {
-					t.Errorf("writer %d: %v", w, err)
-					return
-				}
-			}
-		})
-	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	var (
-		after int64
-		seen  = map[int64]bool{}
-	)
-	for finished := false; !finished; {
-		select {
-		case <-done:
-			finished = true
-		default:
-		}
+	checkPagedReader(t, "audit record", func(w, _ int) error {
+		_, err := s.AppendAudit(ctx, store.AuditRecord{Identity: string(rune('a' + w)), Action: "POST /v1/x", Status: 200, Outcome: "ok"})
+		return err
+	}, func(after int64) ([]int64, error) {
 		recs, err := s.ListAudit(ctx, store.AuditFilter{AfterSeq: after})
-		if err != nil {
-			t.Fatal(err)
+		out := make([]int64, len(recs))
+		for i, r := range recs {
+			out[i] = r.Seq
 		}
-		for _, r := range recs {
-			seen[r.Seq] = true
-			after = r.Seq
-		}
-	}
-	all, err := s.ListAudit(ctx, store.AuditFilter{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(all) != writers*per {
-		t.Fatalf("%d audit records, want %d", len(all), writers*per)
-	}
-	for _, r := range all {
-		if !seen[r.Seq] {
-			t.Errorf("the reader paging by seq skipped audit record %d", r.Seq)
-		}
-	}
+		return out, err
+	})
 }
 
 // TestAuditTextCleaned: a request is recorded whatever bytes it named (NUL,

@@ -196,19 +196,39 @@ func TestTextCleaned(t *testing.T) {
 func TestEventsCommitInSeqOrder(t *testing.T) {
 	s := open(t)
 	ctx := t.Context()
+	seqs := func(evs []store.Event, err error) ([]int64, error) {
+		out := make([]int64, len(evs))
+		for i, e := range evs {
+			out[i] = e.Seq
+		}
+		return out, err
+	}
+	checkPagedReader(t, "event", func(w, i int) error {
+		// A batch with an instance write makes the transactions longer
+		// and their commits more spread out.
+		in := store.Instance{Application: "a", Service: "s", ReleaseChannel: string(rune('a' + w)), Status: "x"}
+		b := &store.Batch{Events: []store.Event{{Type: "e", Message: "m"}}}
+		if i == 0 {
+			b.Instances = []store.Instance{in}
+		}
+		return s.Write(ctx, b)
+	}, func(after int64) ([]int64, error) {
+		return seqs(s.ListEvents(ctx, store.EventFilter{AfterSeq: after}))
+	})
+}
+
+// checkPagedReader has writers append records concurrently (write(w, i)
+// adds writer w's i-th), while a reader pages with list(after), the seqs
+// after a seq in order: it fails when the reader passed a seq it never saw,
+// or when the records are not all there in the end.
+func checkPagedReader(t *testing.T, what string, write func(w, i int) error, list func(after int64) ([]int64, error)) {
+	t.Helper()
 	const writers, per = 6, 40
 	var wg sync.WaitGroup
 	for w := range writers {
 		wg.Go(func() {
 			for i := range per {
-				// A batch with an instance write makes the transactions
-				// longer and their commits more spread out.
-				in := store.Instance{Application: "a", Service: "s", ReleaseChannel: string(rune('a' + w)), Status: "x"}
-				b := &store.Batch{Events: []store.Event{{Type: "e", Message: "m"}}}
-				if i == 0 {
-					b.Instances = []store.Instance{in}
-				}
-				if err := s.Write(ctx, b); err != nil {
+				if err := write(w, i); err != nil {
 					t.Errorf("writer %d: %v", w, err)
 					return
 				}
@@ -227,25 +247,25 @@ func TestEventsCommitInSeqOrder(t *testing.T) {
 			finished = true
 		default:
 		}
-		evs, err := s.ListEvents(ctx, store.EventFilter{AfterSeq: after})
+		page, err := list(after)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, e := range evs {
-			seen[e.Seq] = true
-			after = e.Seq
+		for _, seq := range page {
+			seen[seq] = true
+			after = seq
 		}
 	}
-	all, err := s.ListEvents(ctx, store.EventFilter{})
+	all, err := list(0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(all) != writers*per {
-		t.Fatalf("%d events, want %d", len(all), writers*per)
+		t.Fatalf("%d %ss, want %d", len(all), what, writers*per)
 	}
-	for _, e := range all {
-		if !seen[e.Seq] {
-			t.Errorf("the reader paging by seq skipped event %d", e.Seq)
+	for _, seq := range all {
+		if !seen[seq] {
+			t.Errorf("the reader paging by seq skipped %s %d", what, seq)
 		}
 	}
 }
