@@ -67,3 +67,13 @@ func (s *Server) monitorStore(ctx context.Context) {
 		failing = err != nil
 	}
 }
+
+// storeCause is the store's own check, run when a request failed for a
+// reason the server did not expect; nil when the store looks healthy. It is
+// bounded by healthTimeout and runs only on failures, so it costs nothing on
+// the paths that work.
+func (s *Server) storeCause() error {
+	ctx, cancel := context.WithTimeout(context.Background(), healthTimeout)
+	defer cancel()
+	return s.store.Check(ctx)
+}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	apiv1 "github.com/drover-dev/drover/api/v1"
@@ -336,6 +337,12 @@ func writeError(w http.ResponseWriter, s *Server, err error) {
 		body.Code, code = "already_exists", http.StatusConflict
 	}
 	if code == http.StatusInternalServerError {
+		// An unexpected failure is often the store's: a removed data
+		// directory, a full disk, a lost database connection. Its check
+		// names the cause the failed read or write could not.
+		if cerr := s.storeCause(); cerr != nil && !strings.Contains(body.Message, rootCause(cerr).Error()) {
+			body.Message += "; " + cerr.Error()
+		}
 		s.log.Error("request failed", "error", err)
 	}
 	writeJSON(w, code, apiv1.ErrorResponse{Error: body})
@@ -459,5 +466,16 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 			}
 			flusher.Flush()
 		}
+	}
+}
+
+// rootCause is the innermost error of err's chain.
+func rootCause(err error) error {
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err
+		}
+		err = next
 	}
 }
