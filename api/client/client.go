@@ -516,6 +516,44 @@ func (c *Client) RevokeToken(ctx context.Context, name string) (*apiv1.TokenInfo
 	return &out, c.do(ctx, http.MethodPost, "/v1/tokens/"+url.PathEscape(name)+":revoke", apiv1.RevokeTokenRequest{}, &out)
 }
 
+// SignInInfo tells how people sign in to the server.
+func (c *Client) SignInInfo(ctx context.Context) (*apiv1.SignInInfo, error) {
+	var out apiv1.SignInInfo
+	return &out, c.do(ctx, http.MethodGet, "/v1/auth/info", nil, &out)
+}
+
+// StartDeviceSignIn starts signing a person in through the server's
+// OpenID provider (the device flow).
+func (c *Client) StartDeviceSignIn(ctx context.Context) (*apiv1.DeviceSignIn, error) {
+	var out apiv1.DeviceSignIn
+	return &out, c.do(ctx, http.MethodPost, "/v1/auth/device", apiv1.DeviceSignInRequest{}, &out)
+}
+
+// PollDeviceSignIn asks once (the server waits up to about 20 seconds)
+// whether the person finished signing in.
+func (c *Client) PollDeviceSignIn(ctx context.Context, req apiv1.DeviceTokenRequest) (*apiv1.SignInResult, error) {
+	var out apiv1.SignInResult
+	return &out, c.do(ctx, http.MethodPost, "/v1/auth/device/token", req, &out)
+}
+
+// SignOut ends the session the client's credential is.
+func (c *Client) SignOut(ctx context.Context) (*apiv1.SignOutResult, error) {
+	var out apiv1.SignOutResult
+	return &out, c.do(ctx, http.MethodPost, "/v1/auth/logout", apiv1.SignOutRequest{}, &out)
+}
+
+// ListSessions lists the people's sessions (never their secrets).
+func (c *Client) ListSessions(ctx context.Context) (*apiv1.SessionList, error) {
+	var out apiv1.SessionList
+	return &out, c.do(ctx, http.MethodGet, "/v1/sessions", nil, &out)
+}
+
+// RevokeSessions ends a session, or every session of a person.
+func (c *Client) RevokeSessions(ctx context.Context, req apiv1.RevokeSessionsRequest) (*apiv1.RevokeSessionsResult, error) {
+	var out apiv1.RevokeSessionsResult
+	return &out, c.do(ctx, http.MethodPost, "/v1/sessions:revoke", req, &out)
+}
+
 // AuditQuery selects audit records.
 type AuditQuery struct {
 	Application, Identity string

@@ -561,6 +561,105 @@ type TokenList struct {
 	Tokens []TokenInfo `json:"tokens"`
 }
 
+// SignInInfo tells clients how people sign in to this server
+// (GET /v1/auth/info, open).
+type SignInInfo struct {
+	// OIDC is the OpenID provider people sign in with; nil when the
+	// server has none (API tokens only).
+	OIDC *OIDCInfo `json:"oidc,omitempty"`
+}
+
+// OIDCInfo describes the server's OpenID provider.
+type OIDCInfo struct {
+	Issuer string `json:"issuer"`
+	// LoginPath is where a browser starts signing in (GET; ?return=PATH
+	// comes back to PATH on this server).
+	LoginPath string `json:"loginPath"`
+	// DevicePath starts the device sign-in of a CLI (POST).
+	DevicePath string `json:"devicePath"`
+}
+
+// DeviceSignInRequest starts a device sign-in (POST /v1/auth/device).
+type DeviceSignInRequest struct{}
+
+// DeviceSignIn is a device sign-in started at the provider: the person
+// opens VerificationURI and types UserCode (or opens
+// VerificationURIComplete), while the client polls with DeviceCode.
+type DeviceSignIn struct {
+	DeviceCode              string    `json:"deviceCode"`
+	UserCode                string    `json:"userCode"`
+	VerificationURI         string    `json:"verificationURI"`
+	VerificationURIComplete string    `json:"verificationURIComplete,omitempty"`
+	ExpiresAt               time.Time `json:"expiresAt,omitzero"`
+	// Interval is how often to poll, in seconds.
+	Interval int64 `json:"interval"`
+}
+
+// DeviceTokenRequest polls a device sign-in (POST /v1/auth/device/token):
+// the server asks the provider for up to about 20 seconds before it
+// answers pending.
+type DeviceTokenRequest struct {
+	DeviceCode string `json:"deviceCode"`
+	Interval   int64  `json:"interval,omitempty"`
+}
+
+// SignInResult is the outcome of polling a device sign-in.
+type SignInResult struct {
+	// Status is "pending" (poll again) or "signed_in". A refused or
+	// expired sign-in is an error (403 permission_denied, 410 expired).
+	Status string `json:"status"`
+	// Token is the session's credential (shown once): send it as
+	// Authorization: Bearer TOKEN until ExpiresAt.
+	Token     string    `json:"token,omitempty"`
+	Identity  *Identity `json:"identity,omitempty"`
+	Groups    []string  `json:"groups,omitempty"`
+	ExpiresAt time.Time `json:"expiresAt,omitzero"`
+}
+
+// SignOutRequest ends the session a request carries (POST /v1/auth/logout).
+type SignOutRequest struct{}
+
+// SignOutResult says whether a session ended (false: the request carried
+// an API token or the local token, which sign-out does not end).
+type SignOutResult struct {
+	SignedOut bool `json:"signedOut"`
+}
+
+// SessionInfo is what the server tells of a session (never its secret).
+type SessionInfo struct {
+	ID         int64     `json:"id"`
+	Identity   string    `json:"identity"`
+	Subject    string    `json:"subject,omitempty"`
+	Roles      []string  `json:"roles"`
+	Groups     []string  `json:"groups,omitempty"`
+	Via        string    `json:"via"`
+	Source     string    `json:"source,omitempty"`
+	CreatedAt  time.Time `json:"createdAt"`
+	ExpiresAt  time.Time `json:"expiresAt"`
+	RevokedAt  time.Time `json:"revokedAt,omitzero"`
+	RevokedBy  string    `json:"revokedBy,omitempty"`
+	LastUsedAt time.Time `json:"lastUsedAt,omitzero"`
+	// State is active, expired or revoked.
+	State string `json:"state"`
+}
+
+// SessionList lists sessions (ended ones for a day after they end).
+type SessionList struct {
+	Sessions []SessionInfo `json:"sessions"`
+}
+
+// RevokeSessionsRequest ends sessions (POST /v1/sessions:revoke): the one
+// numbered ID, or every session of Identity.
+type RevokeSessionsRequest struct {
+	ID       int64  `json:"id,omitempty"`
+	Identity string `json:"identity,omitempty"`
+}
+
+// RevokeSessionsResult counts the sessions ended.
+type RevokeSessionsResult struct {
+	Revoked int `json:"revoked"`
+}
+
 // UnlinkRuntimeRequest unlinks a runtime (POST /v1/runtimes/NAME:unlink).
 type UnlinkRuntimeRequest struct{}
 

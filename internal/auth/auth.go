@@ -22,6 +22,9 @@ type Identity struct {
 	Kind string
 	// Bindings are the roles it holds and where.
 	Bindings []Binding
+	// Session is the id of the session an OIDC identity signed in with
+	// (0 for other kinds): sign-out ends it.
+	Session int64
 }
 
 // Kinds of identities.

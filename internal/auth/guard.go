@@ -34,6 +34,10 @@ type Guard struct {
 	// Open reports whether a request may go without a credential (a health
 	// probe); Host and Origin are checked all the same. Nil: none.
 	Open func(*http.Request) bool
+	// CrossSite reports whether a request may come from another site (a
+	// browser sent back by an OpenID provider); such requests must not
+	// change anything. Nil: none.
+	CrossSite func(*http.Request) bool
 	// Log receives refusals; nil discards them.
 	Log *slog.Logger
 	// OnRefuse is told of every request the guard refuses (nil: none),
@@ -71,7 +75,7 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 				"cross-origin requests are refused: origin "+quote(origin)+" is not this server")
 			return
 		}
-		if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+		if r.Header.Get("Sec-Fetch-Site") == "cross-site" && (g.CrossSite == nil || mutating(r.Method) || !g.CrossSite(r)) {
 			refuse(http.StatusForbidden, CodePermissionDenied, "sec_fetch_site", "cross-site requests are refused")
 			return
 		}

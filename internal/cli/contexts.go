@@ -11,11 +11,13 @@ import (
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
 
 	"github.com/drover-dev/drover/api/client"
+	apiv1 "github.com/drover-dev/drover/api/v1"
 	"github.com/drover-dev/drover/internal/atomicfile"
 	"github.com/drover-dev/drover/internal/auth"
 	"github.com/drover-dev/drover/internal/tlspin"
@@ -126,7 +128,10 @@ func contextName(server string) string {
 }
 
 func newLoginCmd(g *globals) *cobra.Command {
-	var tokenFile, name string
+	var (
+		tokenFile, name string
+		ssoFlag         bool
+	)
 	cmd := &cobra.Command{
 		Use:   "login SERVER",
 		Short: "Sign in to a drover server and make it the current context",
@@ -136,13 +141,20 @@ one: later commands go to that server with that credential, unless --server,
 --token, DROVER_SERVER or DROVER_TOKEN say otherwise.
 
 The credential is an API token (drover tokens create), from --token-file,
---token or DROVER_TOKEN. An https server's certificate is checked against
---tls-fingerprint (the sha256 a server with a self-signed certificate prints
-at its start), else --ca-file, else the system's CAs; the context keeps
-what was used. The config file is $DROVER_CONFIG, else config.yaml
-in drover's user config directory; it is readable by you only, as it holds
-tokens.`,
-		Example: `  drover login https://drover.internal:7420 --token-file ~/ci-token --tls-fingerprint sha256:3f1c...
+--token or DROVER_TOKEN; or, with --sso (the default when no token is given
+and the server has an OpenID provider), a session: login prints an address
+and a code to enter there, in any browser; once you signed in at the
+provider and allowed the device, the server gives the CLI a session, with
+the roles your groups map to, until it expires (12 hours by default) or
+drover logout ends it.
+
+An https server's certificate is checked against --tls-fingerprint (the
+sha256 a server with a self-signed certificate prints at its start), else
+--ca-file, else the system's CAs; the context keeps what was used. The config
+file is $DROVER_CONFIG, else config.yaml in drover's user config directory;
+it is readable by you only, as it holds credentials.`,
+		Example: `  drover login https://drover.example.com --sso
+  drover login https://drover.internal:7420 --token-file ~/ci-token --tls-fingerprint sha256:3f1c...
   drover login https://drover.example.com --token-file ~/ci-token
   drover login http://127.0.0.1:7420 --name local --token drover_...`,
 		Args: cobra.ExactArgs(1),
@@ -162,11 +174,11 @@ tokens.`,
 				}
 				token = strings.TrimSpace(string(b))
 			}
-			if token == "" {
-				return usageErrorf("no credential: pass --token-file FILE or --token TOKEN (an API token: drover tokens create)")
+			if ssoFlag && token != "" {
+				return usageErrorf("--sso signs in through the server's OpenID provider: it does not go with a token")
 			}
 			pin := serverPin{fingerprint: g.tlsFingerprint, caFile: g.caFile}
-			opts := []client.Option{client.WithToken(token), client.WithTimeout(g.requestTimeout)}
+			opts := []client.Option{client.WithTimeout(g.requestTimeout)}
 			if strings.HasPrefix(server, "https://") {
 				if pin.fingerprint == "" && pin.caFile == "" {
 					pin.fingerprint, _ = auth.FindServerFingerprint(server) // a server of this OS user
@@ -177,15 +189,17 @@ tokens.`,
 				}
 				opts = append(opts, client.WithTLSConfig(cfg))
 			}
-			id, err := client.New(server, opts...).WhoAmI(cmd.Context())
-			var unknown x509.UnknownAuthorityError
-			if errors.As(err, &unknown) && unknown.Cert != nil {
-				return fmt.Errorf("the certificate of %s is not signed by a CA this machine trusts (self-signed?): "+
-					"its fingerprint is sha256:%s; if that is the one the server printed at its start, run again with --tls-fingerprint sha256:%s "+
-					"(or --ca-file CA.pem)", server, tlspin.Fingerprint(unknown.Cert.Raw), tlspin.Fingerprint(unknown.Cert.Raw))
+			var session *apiv1.SignInResult
+			if token == "" {
+				s, err := deviceSignIn(cmd, server, opts, ssoFlag, g.requestTimeout)
+				if err != nil {
+					return certificateHint(server, err)
+				}
+				session, token = s, s.Token
 			}
+			id, err := client.New(server, append(opts, client.WithToken(token))...).WhoAmI(cmd.Context())
 			if err != nil {
-				return apiErr(err)
+				return certificateHint(server, err)
 			}
 			if pin.fingerprint != "" {
 				pin.fingerprint, _ = tlspin.ParseFingerprint(pin.fingerprint)
@@ -201,14 +215,35 @@ tokens.`,
 			if err := conf.save(path); err != nil {
 				return fmt.Errorf("save %s: %w", path, err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "signed in to %s as %s (%s); context %s is current (%s)\n",
-				clean(server), clean(id.Name), clean(strings.Join(id.Roles, ", ")), clean(name), path)
+			roles := strings.Join(id.Roles, ", ")
+			if roles == "" {
+				roles = "no role: ask an admin to map one of your groups (drover server --oidc-group)"
+			}
+			until := ""
+			if session != nil {
+				until = " until " + session.ExpiresAt.Local().Format(time.RFC1123)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "signed in to %s as %s (%s)%s; context %s is current (%s)\n",
+				clean(server), clean(id.Name), clean(roles), until, clean(name), path)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&tokenFile, "token-file", "", "read the API token from this file")
 	cmd.Flags().StringVar(&name, "name", "", "the context's name (default: the server's host:port)")
+	cmd.Flags().BoolVar(&ssoFlag, "sso", false, "sign in through the server's OpenID provider (the device flow: an address and a code to enter in a browser)")
 	return cmd
+}
+
+// certificateHint explains a certificate no CA vouches for, with its
+// fingerprint to pin; other errors are the API's.
+func certificateHint(server string, err error) error {
+	var unknown x509.UnknownAuthorityError
+	if errors.As(err, &unknown) && unknown.Cert != nil {
+		return fmt.Errorf("the certificate of %s is not signed by a CA this machine trusts (self-signed?): "+
+			"its fingerprint is sha256:%s; if that is the one the server printed at its start, run again with --tls-fingerprint sha256:%s "+
+			"(or --ca-file CA.pem)", server, tlspin.Fingerprint(unknown.Cert.Raw), tlspin.Fingerprint(unknown.Cert.Raw))
+	}
+	return apiErr(err)
 }
 
 func newContextCmd() *cobra.Command {

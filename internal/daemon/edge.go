@@ -44,9 +44,14 @@ func (f *serverFlags) edge(ln net.Listener, st store.Store, log *slog.Logger) (s
 	} else {
 		log.Info("token recorded for the cli", "path", path)
 	}
-	authn := auth.Chain{auth.NewTokenAuthenticator(token, auth.Local(auth.LocalName())), server.NewTokenAuthenticator(st, nil)}
+	sso, err := f.oidc.config(log)
+	if err != nil {
+		return server.EdgeConfig{}, err
+	}
+	authn := auth.Chain{auth.NewTokenAuthenticator(token, auth.Local(auth.LocalName())), server.NewSessionAuthenticator(st, nil),
+		server.NewTokenAuthenticator(st, nil)}
 	return server.EdgeConfig{Auth: authn, PublicNames: names, ForbidSelfApproval: f.forbidSelfApproval,
-		MutationRate: f.mutationRate, MutationBurst: f.mutationBurst, MaxStreams: f.maxStreams}, nil
+		MutationRate: f.mutationRate, MutationBurst: f.mutationBurst, MaxStreams: f.maxStreams, SSO: sso}, nil
 }
 
 // bootstrap creates the first admin token of a store that never had one:

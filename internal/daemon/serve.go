@@ -74,6 +74,8 @@ type serverFlags struct {
 	agentAdvertise string
 	// agentsOpen is the agent listener start opened (nil: none).
 	agentsOpen *AgentsConfig
+	// oidc signs people in through an OpenID provider.
+	oidc oidcFlags
 }
 
 func (f *serverFlags) register(cmd *cobra.Command, defaultData string) {
@@ -106,6 +108,7 @@ func (f *serverFlags) register(cmd *cobra.Command, defaultData string) {
 	fl.StringVar(&f.agentCert, "agent-tls-cert", "", "certificate (PEM) of the agent listener (default: a self-signed one created in --data; agents pin its fingerprint)")
 	fl.StringVar(&f.agentKey, "agent-tls-key", "", "private key (PEM) of --agent-tls-cert")
 	fl.StringVar(&f.agentAdvertise, "agent-advertise-url", "", "with --database: this server's own address for agents, https://HOST:PORT; agents connected to any server also connect here, so every server reaches every agent (default: https:// and the --agent-listen address when it names a host and --agent-url is not set; \"none\" announces nothing)")
+	f.oidc.register(cmd)
 	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", 30*time.Second, "on Ctrl-C or SIGTERM, how long applies in flight may still finish before they are stopped (a second signal stops at once)")
 }
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -116,10 +115,7 @@ func (s *Server) auditRefusal(r *http.Request, status int, code, msg string) {
 	if r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodOptions {
 		return
 	}
-	source := r.RemoteAddr
-	if host, _, err := net.SplitHostPort(source); err == nil {
-		source = host
-	}
+	source := sourceHost(r)
 	if ok, _ := s.limits.mutation(auth.Identity{Name: "source " + source, Kind: "address"}); !ok {
 		s.log.Debug("refused request not audited: its source sends too many", "source", source)
 		return

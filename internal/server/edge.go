@@ -36,8 +36,10 @@ func (s *Server) edge(ln net.Listener) (http.Handler, net.Listener, error) {
 	}
 	g := &auth.Guard{
 		Hosts: hosts, Authenticator: s.edgeCfg.Auth, Log: s.log, OnRefuse: s.auditRefusal,
-		Open: func(r *http.Request) bool {
-			return r.Method == http.MethodGet && (r.URL.Path == "/v1/health" || r.URL.Path == "/v1/openapi.json")
+		Open: s.open,
+		// A provider sends a browser back from its own site.
+		CrossSite: func(r *http.Request) bool {
+			return r.Method == http.MethodGet && (r.URL.Path == "/v1/auth/callback" || r.URL.Path == "/v1/auth/login")
 		},
 	}
 	bodyTimeout := s.edgeCfg.BodyTimeout
@@ -93,6 +95,9 @@ type EdgeConfig struct {
 	MaxBody int64
 	// TLS serves the API over TLS (nil: plain HTTP).
 	TLS *tls.Config
+	// SSO signs people in through an OpenID provider (nil: API tokens
+	// only).
+	SSO *SSOConfig
 }
 
 // Metrics is what the server needs of its metrics.
@@ -117,4 +122,10 @@ func requireEOF(dec *json.Decoder) error {
 // bodyRead lifts the read deadline of a request whose body was read whole.
 func bodyRead(w http.ResponseWriter) {
 	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+}
+
+// open reports whether r is for a route that needs no credential (the
+// table's scopeOpen routes).
+func (s *Server) open(r *http.Request) bool {
+	return s.openRoutes[r.Method+" "+r.URL.Path]
 }

@@ -32,6 +32,12 @@ func (s *Server) maxBody() int64 {
 func (s *Server) routes() {
 	s.table = s.routeTable()
 	s.mux = s.mount(s.table)
+	s.openRoutes = map[string]bool{}
+	for _, rt := range s.table {
+		if rt.scope == scopeOpen {
+			s.openRoutes[rt.method+" "+rt.path] = true
+		}
+	}
 }
 
 // routeTable is every endpoint of the API (see routes.go).
@@ -68,6 +74,20 @@ func (s *Server) routeTable() []route {
 			handler: s.health},
 		{method: "GET", path: "/v1/openapi.json", scope: scopeOpen, summary: "This API's OpenAPI 3 document",
 			handler: s.serveOpenAPI},
+		{method: "GET", path: "/v1/auth/info", scope: scopeOpen, resp: apiv1.SignInInfo{}, summary: "How people sign in to this server (its OpenID provider, if any)",
+			handler: func(w http.ResponseWriter, _ *http.Request) { reply(w, s, s.signInInfo(), nil) }},
+		{method: "GET", path: "/v1/auth/login", scope: scopeOpen, query: []queryParam{{"return", "string", "a path on this server to go back to once signed in"}}, summary: "Sign in with a browser: sends it to the OpenID provider (authorization code with PKCE)",
+			handler: s.browserLogin},
+		{method: "GET", path: "/v1/auth/callback", scope: scopeOpen, query: []queryParam{{"code", "string", "the provider's code"}, {"state", "string", "the sign-in's state"}}, summary: "Where the OpenID provider sends a browser back; sets the session cookie",
+			handler: s.browserCallback},
+		{method: "POST", path: "/v1/auth/device", scope: scopeOpen, req: apiv1.DeviceSignInRequest{}, resp: apiv1.DeviceSignIn{}, summary: "Start a device sign-in (the CLI's) at the OpenID provider",
+			handler: handle(s, func(r *http.Request, _ apiv1.DeviceSignInRequest) (any, error) { return s.startDevice(r.Context()) })},
+		{method: "POST", path: "/v1/auth/device/token", scope: scopeOpen, req: apiv1.DeviceTokenRequest{}, resp: apiv1.SignInResult{}, summary: "Poll a device sign-in: pending, or the new session's token (shown once)",
+			handler: handle(s, func(r *http.Request, req apiv1.DeviceTokenRequest) (any, error) { return s.pollDevice(r, req) })},
+		{method: "POST", path: "/v1/auth/logout", scope: scopeSelf, req: apiv1.SignOutRequest{}, resp: apiv1.SignOutResult{}, summary: "End the session the request carries (and clear a browser's cookie)",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				handle(s, func(r *http.Request, _ apiv1.SignOutRequest) (any, error) { return s.signOut(w, r) })(w, r)
+			}},
 		{method: "GET", path: "/v1/whoami", scope: scopeSelf, resp: apiv1.Identity{}, summary: "The identity a request acts under and its roles",
 			handler: func(w http.ResponseWriter, r *http.Request) { reply(w, s, whoami(r.Context()), nil) }},
 		{method: "POST", path: "/v1/configs:apply", perm: auth.PermConfigure, scope: scopeSome, req: apiv1.ApplyConfigsRequest{}, resp: apiv1.ApplyConfigsResponse{}, summary: "Store configs (each application's need configure on it)",
@@ -181,6 +201,15 @@ func (s *Server) routeTable() []route {
 		{method: "POST", path: "/v1/tokens", perm: auth.PermTokens, scope: scopeGlobal, req: apiv1.CreateTokenRequest{}, resp: apiv1.CreateTokenResponse{}, summary: "Create an API token (shown once)",
 			handler: handle(s, func(r *http.Request, req apiv1.CreateTokenRequest) (any, error) {
 				return s.createToken(r.Context(), req)
+			})},
+		{method: "GET", path: "/v1/sessions", perm: auth.PermTokens, scope: scopeGlobal, resp: apiv1.SessionList{}, summary: "People's sessions (never their secrets)",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				out, err := s.listSessions(r.Context())
+				reply(w, s, out, err)
+			}},
+		{method: "POST", path: "/v1/sessions:revoke", perm: auth.PermTokens, scope: scopeGlobal, req: apiv1.RevokeSessionsRequest{}, resp: apiv1.RevokeSessionsResult{}, summary: "End a session, or every session of a person",
+			handler: handle(s, func(r *http.Request, req apiv1.RevokeSessionsRequest) (any, error) {
+				return s.revokeSessions(r.Context(), req)
 			})},
 		{method: "GET", path: "/v1/tokens", perm: auth.PermTokens, scope: scopeGlobal, resp: apiv1.TokenList{}, summary: "API tokens (never their values)",
 			handler: func(w http.ResponseWriter, r *http.Request) {
@@ -362,6 +391,10 @@ func httpStatus(code string) int {
 		return http.StatusForbidden
 	case "too_large":
 		return http.StatusRequestEntityTooLarge
+	case "expired":
+		return http.StatusGone
+	case "unavailable":
+		return http.StatusServiceUnavailable
 	case "resource_exhausted":
 		return http.StatusTooManyRequests
 	}

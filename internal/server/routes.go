@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -78,8 +79,14 @@ type route struct {
 // it does.
 type queryParam struct{ name, typ, doc string }
 
-// mutates reports whether the route changes anything (audited).
+// mutates reports whether the route changes anything (rate limited).
 func (rt route) mutates() bool { return rt.method != http.MethodGet }
+
+// audited reports whether each request is recorded in the audit log by
+// the route's wrapper: every change an identity asks. The open routes
+// that change something (the device sign-in's) record the sign-ins
+// themselves, not each poll.
+func (rt route) audited() bool { return rt.mutates() && rt.scope != scopeOpen }
 
 // splitVerb splits "/v1/runtimes/{name}:unlink" into the mux pattern's path
 // and the verb; paths whose colon is not after a wildcard have no verb.
@@ -135,7 +142,7 @@ func (s *Server) mount(routes []route) *http.ServeMux {
 func (s *Server) authorize(rt route) http.HandlerFunc {
 	check := s.check(rt)
 	h := check
-	if rt.mutates() {
+	if rt.audited() {
 		h = func(w http.ResponseWriter, r *http.Request) { s.audited(rt, w, r, check) }
 	}
 	m := s.edgeCfg.Metrics
@@ -197,6 +204,14 @@ func (w *statusWriter) code() int {
 func (s *Server) check(rt route) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if rt.scope == scopeOpen {
+			// Anyone may send these: each source address is limited as
+			// an identity's changes are.
+			if rt.mutates() {
+				if ok, retry := s.limits.mutation(auth.Identity{Name: "source " + sourceHost(r), Kind: "address"}); !ok {
+					tooMany(w, s, auth.Identity{Name: sourceHost(r)}, retry)
+					return
+				}
+			}
 			rt.handler(w, r)
 			return
 		}
@@ -311,4 +326,12 @@ func whoami(ctx context.Context) *apiv1.Identity {
 		out.Roles = append(out.Roles, b.String())
 	}
 	return out
+}
+
+// sourceHost is the address part of r's remote address.
+func sourceHost(r *http.Request) string {
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return host
+	}
+	return r.RemoteAddr
 }

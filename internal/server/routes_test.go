@@ -73,6 +73,10 @@ func matrixBodies(t *testing.T, ds string) map[string]any {
 		"POST /v1/tokens":                             apiv1.CreateTokenRequest{Name: "matrix", Roles: []string{"viewer"}},
 		"POST /v1/tokens/{name}:revoke":               apiv1.RevokeTokenRequest{},
 		"POST /v1/freezes:lift":                       apiv1.UnfreezeRequest{Application: "quickstart"},
+		"POST /v1/auth/device":                        apiv1.DeviceSignInRequest{},
+		"POST /v1/auth/device/token":                  apiv1.DeviceTokenRequest{DeviceCode: "matrix"},
+		"POST /v1/auth/logout":                        apiv1.SignOutRequest{},
+		"POST /v1/sessions:revoke":                    apiv1.RevokeSessionsRequest{Identity: "nobody"},
 	}
 }
 

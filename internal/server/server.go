@@ -77,8 +77,10 @@ type Server struct {
 	// again.
 	streamRecheck time.Duration
 	table         []route
-	edgeCfg       EdgeConfig
-	agents        Agents
+	// openRoutes are the routes that need no credential ("GET /v1/health").
+	openRoutes map[string]bool
+	edgeCfg    EdgeConfig
+	agents     Agents
 	// storeKind and replica are reported by health.
 	storeKind, replica string
 	// pushMu serializes the pushes of each service, so the desired state a
@@ -137,6 +139,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout, BaseContext: func(net.Listener) context.Context { return ctx }}
 	errc := make(chan error, 1)
 	go s.monitorStore(ctx)
+	go s.sweepSessions(ctx)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errc <- err

@@ -346,6 +346,43 @@ type APIToken struct {
 	LastUsedAt time.Time `json:"lastUsedAt,omitzero"`
 }
 
+// Session is a person signed in through the OpenID provider (drover login
+// --sso, the browser sign-in): drover's own credential, issued once the
+// provider vouched for the person, and ending at ExpiresAt, at sign-out, or
+// when revoked. Its roles are those the person's groups mapped to when they
+// signed in; signing in again picks up changed groups.
+type Session struct {
+	// ID is assigned by the store; ids increase.
+	ID int64 `json:"id"`
+	// Hash is the hex SHA-256 of the session's secret; unique among all
+	// sessions.
+	Hash string `json:"hash"`
+	// Identity is the person's name (from the provider's claims); several
+	// sessions may share it (a laptop and a browser).
+	Identity string `json:"identity"`
+	// Subject is the provider's issuer and the person's subject there,
+	// ISSUER#SUB: what stays the same when a name or address changes.
+	Subject string `json:"subject,omitempty"`
+	// Roles are its role bindings: ROLE, ROLE@APP or ROLE@APP/CHANNEL.
+	Roles []string `json:"roles"`
+	// Groups are the person's groups as the provider named them.
+	Groups []string `json:"groups,omitempty"`
+	// Via is how the person signed in: "device" (the CLI) or "browser".
+	Via string `json:"via"`
+	// Source is the address the sign-in came from.
+	Source    string    `json:"source,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+	// ExpiresAt ends it by itself; required.
+	ExpiresAt time.Time `json:"expiresAt"`
+	// RevokedAt is when it was ended early (signed out or revoked; zero:
+	// it was not), by RevokedBy.
+	RevokedAt time.Time `json:"revokedAt,omitzero"`
+	RevokedBy string    `json:"revokedBy,omitempty"`
+	// LastUsedAt is when a request last authenticated with it (kept to
+	// the minute or so, as a token's).
+	LastUsedAt time.Time `json:"lastUsedAt,omitzero"`
+}
+
 // AuditRecord is one request that changed something, or tried to: who, from
 // where, what, and how it ended. The audit log is kept whole (no
 // retention).
@@ -658,6 +695,31 @@ type Store interface {
 	// than the one recorded; an earlier one changes nothing). It is the
 	// store's own bookkeeping: crash safe, not durable.
 	TouchAPIToken(ctx context.Context, id int64, at time.Time) error
+
+	// CreateSession records a new session and returns it as stored (ID
+	// and, when zero, CreatedAt set). Hash, Identity and ExpiresAt are
+	// required; a session with the same Hash fails with ErrConflict.
+	CreateSession(ctx context.Context, s Session) (Session, error)
+	// SessionByHash returns the session whose Hash is hash (revoked and
+	// expired ones too, until DeleteEndedSessions removes them: the
+	// caller decides), or ErrNotFound.
+	SessionByHash(ctx context.Context, hash string) (Session, error)
+	// ListSessions returns every session the store still holds, ended
+	// ones included, by ID.
+	ListSessions(ctx context.Context) ([]Session, error)
+	// RevokeSession ends session id now, by by, and returns it;
+	// ErrNotFound if there is no such session or it was already revoked.
+	RevokeSession(ctx context.Context, id int64, by string) (Session, error)
+	// RevokeSessionsOf ends every session of identity not yet revoked,
+	// now, by by, and returns how many it ended (0 is not an error).
+	RevokeSessionsOf(ctx context.Context, identity, by string) (int, error)
+	// TouchSession records that session id was used at at, as
+	// TouchAPIToken does for tokens: crash safe, not durable.
+	TouchSession(ctx context.Context, id int64, at time.Time) error
+	// DeleteEndedSessions removes the sessions that expired or were
+	// revoked before before, and returns how many it removed. Sessions
+	// are credentials, not history: the audit log keeps sign-ins.
+	DeleteEndedSessions(ctx context.Context, before time.Time) (int, error)
 
 	// AppendAudit records r and returns its Seq (r.Seq is ignored; a zero
 	// Time is set to the current time). Action, Identity and Outcome are

@@ -56,11 +56,18 @@ type server struct {
 // extra flags (e.g. --poll-interval) are passed on every start.
 func newServer(t *testing.T, flags ...string) *server {
 	t.Helper()
+	return newServerAt(t, freeAddr(t), flags...)
+}
+
+// newServerAt is newServer on addr (from freeAddr), for a test that must
+// know the address before the server starts.
+func newServerAt(t *testing.T, addr string, flags ...string) *server {
+	t.Helper()
 	base := t.TempDir()
 	s := &server{
 		t:       t,
 		data:    filepath.Join(base, "data"),
-		addr:    freeAddr(t),
+		addr:    addr,
 		flags:   flags,
 		logPath: filepath.Join(base, "server.log"),
 	}
@@ -427,12 +434,15 @@ func (s *server) status(app, svc string) *apiv1.ServiceStatus {
 	return &st
 }
 
-// waitStatus polls drover status until cond holds, failing after timeout.
+// waitStatus polls the status until cond holds, failing after timeout. It
+// reads the API directly (s.status runs the CLI): a CLI run per sample
+// takes long enough on a loaded machine to miss a state that lasts a
+// second (a rollback, a rollout step).
 func (s *server) waitStatus(app, svc string, timeout time.Duration, what string, cond func(*apiv1.ServiceStatus) bool) *apiv1.ServiceStatus {
 	s.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		st := s.status(app, svc)
+		st := s.statusHTTP(app, svc)
 		if cond(st) {
 			return st
 		}

@@ -84,6 +84,14 @@
 // A reader still accepts records of the kind "process" (last, after the
 // audit log), and importers skip them.
 //
+// Sessions (store.Session: the people signed in through the OpenID
+// provider) are not exported either, and there is no kind for them: they
+// are short-lived credentials, and a moved or restored installation
+// requires people to sign in again. An importer deletes the sessions the
+// target store holds (in its transaction: a failed import keeps them), as
+// they were issued before the import; they do not make a store count as
+// not empty.
+//
 // Text is JSON text: a string of invalid UTF-8, which only the SQLite store
 // can hold (in free text that quotes a command's output, such as an event
 // message), is written with U+FFFD in place of the invalid bytes, as the

@@ -13,7 +13,7 @@ type Exporter interface {
 	// Export calls emit with every record of the store, in the order of
 	// Kinds (and within a kind in the order the package documentation
 	// gives), all read in one consistent snapshot. It stops at emit's first
-	// error and returns it. Processes are not exported.
+	// error and returns it. Processes and sessions are not exported.
 	Export(ctx context.Context, emit func(Record) error) error
 }
 
@@ -26,7 +26,8 @@ type Importer interface {
 	// record that failed; next's are returned as they are. Records keep their ids, sequence numbers,
 	// tokens and times, and the store's sequences move past the imported
 	// maximums, so that what is created afterwards continues after them.
-	// Process records are skipped.
+	// Process records are skipped. The store's sessions (not records of a
+	// dump) are deleted, in the same transaction.
 	Import(ctx context.Context, next func() (Record, error)) error
 }
 

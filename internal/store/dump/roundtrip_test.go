@@ -111,6 +111,9 @@ func TestRoundTripSQLitePostgresSQLite(t *testing.T) {
 	if procs, err := pg.ListProcesses(t.Context()); err != nil || len(procs) != 0 {
 		t.Errorf("processes after the import: %v, %v; want none", procs, err)
 	}
+	if sessions, err := pg.ListSessions(t.Context()); err != nil || len(sessions) != 0 {
+		t.Errorf("sessions after the import: %v, %v; want none (people sign in again)", sessions, err)
+	}
 
 	d2 := export(t, pg)
 	sameLines(t, "the PostgreSQL store's dump", d1, d2)

@@ -24,7 +24,8 @@
 // dumped); 0004 adds instances.checks (the last command check results); 0005
 // adds api_tokens (API tokens, kept as the hash of their value, with a
 // partial unique index on the names of those not revoked) and audit (the
-// append-only audit log). Times are BIGINT nanoseconds since the Unix
+// append-only audit log); 0006 adds sessions (the people signed in through
+// the OpenID provider, kept as the hash of their secret; not dumped). Times are BIGINT nanoseconds since the Unix
 // epoch, NULL for the zero time: Go times round-trip to the nanosecond
 // (timestamptz keeps microseconds), and come back in UTC; a time outside
 // 1678-2262 fails the write. JSON documents and opaque payloads are BYTEA
@@ -83,6 +84,8 @@
 //     revoked) decide concurrent creates (ErrConflict); a revoke is an UPDATE
 //     of the live row, so of concurrent revokes one wins and the others find
 //     none (ErrNotFound).
+//   - Sessions: the same, by id: the unique hash decides concurrent creates
+//     (ErrConflict), a revoke is an UPDATE of the row not revoked yet.
 //
 // Lease and claim expiry, and when replicas were last seen, are decided by
 // the database's clock (statement_timestamp()), so processes on several hosts

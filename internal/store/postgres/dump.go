@@ -24,7 +24,8 @@ var (
 // first query: servers sharing the database may go on writing, and the dump
 // holds none of what they commit meanwhile (events and audit records commit
 // in seq order, so the snapshot holds every one up to its newest). Processes
-// are not exported.
+// are not exported, and neither are sessions (short-lived credentials: after
+// a move or a restore people sign in again).
 func (s *Store) Export(ctx context.Context, emit func(dump.Record) error) error {
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
@@ -147,7 +148,9 @@ func each[T any](ctx context.Context, tx pgx.Tx, q string, scan func(scanner) (T
 }
 
 // dumpTables are the tables an import requires empty (and locks), with the
-// kind of record each holds.
+// kind of record each holds. The other tables are not dumped:
+// schema_migrations, replicas (the servers up now) and sessions (short-lived
+// credentials, which an import deletes).
 var dumpTables = []struct {
 	table string
 	kind  dump.Kind
@@ -174,9 +177,12 @@ const importBatch = 500
 
 // Import implements dump.Importer, in one READ COMMITTED transaction (not
 // run again on a deadlock: the records cannot be read twice). It first
-// locks every table IN EXCLUSIVE MODE, so no server sharing the database
-// writes while it checks that they are empty and loads them (readers go
-// on), and sends the inserts in batches. Events, task runs, tasks, API
+// locks every table of dumpTables, and sessions, IN EXCLUSIVE MODE, so no
+// server sharing the database writes while it checks that they are empty
+// and loads them (readers go on), and deletes every session (not dumped:
+// what sessions the database held were issued before the import and do not
+// survive it; people sign in again, as after a restore). It sends the
+// inserts in batches. Events, task runs, tasks, API
 // tokens and audit records are inserted with their ids (OVERRIDING SYSTEM
 // VALUE), desired states and approvals in their order of creation; then the
 // identity sequences of events.seq, task_runs.id, tasks.id, api_tokens.id and
@@ -186,6 +192,9 @@ func (s *Store) Import(ctx context.Context, next func() (dump.Record, error)) er
 	err := s.health.wrote(s.runTx(ctx, func(tx pgx.Tx) error {
 		if err := lockAndCheckEmpty(ctx, tx); err != nil {
 			return err
+		}
+		if _, err := tx.Exec(ctx, "DELETE FROM sessions"); err != nil {
+			return fmt.Errorf("delete the sessions: %w", err)
 		}
 		im := &importer{tx: tx, batch: &pgx.Batch{}}
 		for {
@@ -219,15 +228,17 @@ func (s *Store) Import(ctx context.Context, next func() (dump.Record, error)) er
 	return conflict(err)
 }
 
-// lockAndCheckEmpty locks the tables of dumpTables against writes until the
-// transaction ends and fails with dump.ErrNotEmpty unless they are empty.
+// lockAndCheckEmpty locks the tables of dumpTables and sessions against
+// writes until the transaction ends and fails with dump.ErrNotEmpty unless
+// the tables of dumpTables are empty.
 func lockAndCheckEmpty(ctx context.Context, tx pgx.Tx) error {
-	tables := make([]string, len(dumpTables))
+	tables := make([]string, len(dumpTables), len(dumpTables)+1)
 	counts := make([]string, len(dumpTables))
 	for i, t := range dumpTables {
 		tables[i] = t.table
 		counts[i] = "(SELECT count(*) FROM " + t.table + ")"
 	}
+	tables = append(tables, "sessions")
 	if _, err := tx.Exec(ctx, "LOCK TABLE "+strings.Join(tables, ", ")+" IN EXCLUSIVE MODE"); err != nil {
 		return fmt.Errorf("lock the tables: %w", err)
 	}

@@ -70,6 +70,10 @@ func TestImportMovesSequences(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	s := open(t)
+	// A session of the store before the import does not survive it.
+	if _, err := s.CreateSession(ctx, store.Session{Hash: "5e55", Identity: "alice", ExpiresAt: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
 	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
 	err := s.Import(ctx, records(
 		dump.DesiredState{ID: "one", Application: "shop", Service: "web", Compiled: []byte("{}"), CreatedAt: at.Add(time.Hour), ReplacedBy: "two"},
@@ -127,6 +131,9 @@ func TestImportMovesSequences(t *testing.T) {
 	if procs, err := s.ListProcesses(ctx); err != nil || len(procs) != 0 {
 		t.Errorf("processes %v, %v; want none imported", procs, err)
 	}
+	if got, err := s.ListSessions(ctx); err != nil || len(got) != 0 {
+		t.Errorf("sessions %v, %v; want the one of before the import deleted", got, err)
+	}
 }
 
 // TestImportWritesAllOrNothing: an import that fails on a record (in any
@@ -136,6 +143,11 @@ func TestImportWritesAllOrNothing(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	s := open(t)
+	// A session is not a record an import checks for: a failed import
+	// keeps it (an import that succeeds deletes it).
+	if _, err := s.CreateSession(ctx, store.Session{Hash: "5e55", Identity: "alice", ExpiresAt: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
 	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
 	var recs []dump.Record
 	for i := range 2*importBatch + 10 {
@@ -172,5 +184,8 @@ func TestImportWritesAllOrNothing(t *testing.T) {
 	}
 	if evs, err := s.ListEvents(ctx, store.EventFilter{}); err != nil || len(evs) != 0 {
 		t.Errorf("%d events (%v); want none", len(evs), err)
+	}
+	if got, err := s.ListSessions(ctx); err != nil || len(got) != 1 {
+		t.Errorf("sessions %v, %v; want the one of before the failed imports", got, err)
 	}
 }

@@ -22,7 +22,9 @@ var (
 // transaction: in WAL mode it sees the database as of its first read, with
 // none of the writes committed meanwhile (a server writing the database goes
 // on, but the dump is of one instant; drover admin export takes the data
-// directory's lock, so no server writes at all). Processes are not exported.
+// directory's lock, so no server writes at all). Processes are not exported,
+// and neither are sessions (short-lived credentials: after a move or a
+// restore people sign in again).
 func (s *Store) Export(ctx context.Context, emit func(dump.Record) error) error {
 	tx, err := s.read.BeginTx(ctx, nil)
 	if err != nil {
@@ -158,7 +160,10 @@ func each[T any](ctx context.Context, tx *sql.Tx, q string, scan func(interface{
 }
 
 // dumpTables are the tables an import requires empty, with the kind of
-// record each holds.
+// record each holds. The other tables are not dumped: schema_migrations,
+// sqlite_sequence (raised by an import), desired_state_compiled (with the
+// desired states), replicas (the servers up now) and sessions (short-lived
+// credentials, which an import deletes).
 var dumpTables = []struct {
 	table string
 	kind  dump.Kind
@@ -180,15 +185,21 @@ var dumpTables = []struct {
 }
 
 // Import implements dump.Importer: in one durable write transaction, which
-// first checks that every table is empty. Records keep their ids: events and
-// audit records their seq, task runs, tasks and API tokens their id, desired
-// states and approvals their order of creation. The AUTOINCREMENT sequences
+// first checks that every table of dumpTables is empty and deletes every
+// session (not dumped: what sessions the store held were issued before the
+// import and do not survive it; people sign in again, as after a restore).
+// Records keep their ids: events and audit records their seq, task runs,
+// tasks and API tokens their id, desired states and approvals their order of
+// creation. The AUTOINCREMENT sequences
 // (sqlite_sequence) of events, task_runs, tasks, api_tokens and audit are
 // raised to the largest imported id, so later inserts continue after it.
 func (s *Store) Import(ctx context.Context, next func() (dump.Record, error)) error {
 	err := s.writeTx(ctx, func(tx *wtx) error {
 		if err := checkEmpty(ctx, tx); err != nil {
 			return err
+		}
+		if _, err := tx.ExecContext(ctx, "DELETE FROM sessions"); err != nil {
+			return fmt.Errorf("delete the sessions: %w", err)
 		}
 		var im importer
 		for {

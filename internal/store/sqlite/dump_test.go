@@ -72,8 +72,8 @@ func TestExportIsOneSnapshot(t *testing.T) {
 
 // TestImportMovesSequences: after an import, events, task runs, tasks, API
 // tokens and audit records are numbered after the largest imported ids (not
-// their count), desired states and approvals keep their order, and lease
-// tokens go on.
+// their count), desired states and approvals keep their order, lease
+// tokens go on, and the sessions the store held are deleted.
 func TestImportMovesSequences(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -82,6 +82,10 @@ func TestImportMovesSequences(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	// A session of the store before the import does not survive it.
+	if _, err := s.CreateSession(ctx, store.Session{Hash: "5e55", Identity: "alice", ExpiresAt: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
 	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
 	err = s.Import(ctx, records(
 		dump.DesiredState{ID: "one", Application: "shop", Service: "web", Compiled: []byte("{}"), CreatedAt: at.Add(time.Hour), ReplacedBy: "two"},
@@ -130,6 +134,9 @@ func TestImportMovesSequences(t *testing.T) {
 	if procs, err := s.ListProcesses(ctx); err != nil || len(procs) != 0 {
 		t.Errorf("processes %v, %v; want none imported", procs, err)
 	}
+	if got, err := s.ListSessions(ctx); err != nil || len(got) != 0 {
+		t.Errorf("sessions %v, %v; want the one of before the import deleted", got, err)
+	}
 }
 
 // TestImportWritesAllOrNothing: an import that fails on a record, or on an
@@ -143,6 +150,11 @@ func TestImportWritesAllOrNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	// A session is not a record an import checks for: a failed import
+	// keeps it (an import that succeeds deletes it).
+	if _, err := s.CreateSession(ctx, store.Session{Hash: "5e55", Identity: "alice", ExpiresAt: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
 	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
 	inst := dump.Instance{Application: "shop", Service: "web", ReleaseChannel: "prod", Revision: 3}
 	err = s.Import(ctx, records(dump.Config{Kind: "runtime", Name: "k8s", Version: 1, Hash: "h", CreatedAt: at}, inst, inst))
@@ -172,5 +184,8 @@ func TestImportWritesAllOrNothing(t *testing.T) {
 	}
 	if got, err := s.ListInstances(ctx, "", ""); err != nil || len(got) != 0 {
 		t.Errorf("instances %v, %v; want none", got, err)
+	}
+	if got, err := s.ListSessions(ctx); err != nil || len(got) != 1 {
+		t.Errorf("sessions %v, %v; want the one of before the failed imports", got, err)
 	}
 }

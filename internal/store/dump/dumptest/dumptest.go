@@ -44,7 +44,7 @@ func at(n int) time.Time {
 // runtimes (one with labels and its agent's state, one whose token was
 // replaced, one unlinked), API tokens (one revoked and its name given again,
 // with roles, an expiry and a last use), audit records, and a process record
-// (which dumps leave out).
+// and a session (which dumps leave out).
 func Fill(t testing.TB, s store.Store) {
 	t.Helper()
 	ctx := t.Context()
@@ -242,6 +242,10 @@ func Fill(t testing.TB, s store.Store) {
 	_, err = s.AddProcess(ctx, store.Process{Application: "shop", Service: "web", ReleaseChannel: "staging", Runtime: "custom",
 		Kind: "apply", Command: []string{"./deploy.sh"}, Handle: []byte(`{"pgid":4242}`)})
 	must(err)
+	sess, err := s.CreateSession(ctx, store.Session{Hash: tokenHash("alice's session"), Identity: "alice ü", Roles: []string{"viewer"},
+		Via: "browser", ExpiresAt: time.Now().Add(time.Hour)})
+	must(err)
+	must(s.TouchSession(ctx, sess.ID, at(95)))
 }
 
 // tokenHash is the hex SHA-256 of a join token, as the store keeps it.

@@ -1,0 +1,505 @@
+package server
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	apiv1 "github.com/drover-dev/drover/api/v1"
+	"github.com/drover-dev/drover/internal/auth"
+	"github.com/drover-dev/drover/internal/sso"
+	"github.com/drover-dev/drover/internal/store"
+)
+
+// Sessions: people signed in through the server's OpenID provider. The
+// server is the provider's client for both ways in: a browser (the
+// authorization code flow with PKCE, GET /v1/auth/login and
+// /v1/auth/callback) and the CLI (the device flow, POST /v1/auth/device
+// and /v1/auth/device/token, which the server polls for it). Once the
+// provider vouched for a person, the server issues its own credential, a
+// session: a bearer token for the CLI, an HttpOnly cookie for a browser,
+// kept hashed in the store like an API token, with the roles the person's
+// groups map to. Sessions end at their expiry, at sign-out, or when an
+// admin revokes them, at once on every server sharing the store.
+
+const (
+	// SessionPrefix starts every session's secret.
+	SessionPrefix = "drover_session_"
+	// SessionCookie is the browser's session cookie.
+	SessionCookie = "drover_session"
+	// signInCookie carries a browser sign-in in flight (state, PKCE
+	// verifier, nonce, where to go back) to the callback.
+	signInCookie = "drover_signin"
+	// signInTTL bounds a browser sign-in in flight.
+	signInTTL = 10 * time.Minute
+	// DefaultSessionTTL is how long a session lasts.
+	DefaultSessionTTL = 12 * time.Hour
+	// devicePollWait is how long one device poll asks the provider.
+	devicePollWait = 20 * time.Second
+	// keepEndedSessions is how long ended sessions stay listed.
+	keepEndedSessions = 24 * time.Hour
+	// sessionSweep is how often ended sessions are removed.
+	sessionSweep = time.Hour
+)
+
+// SSOConfig is the server's OpenID provider and its sessions.
+type SSOConfig struct {
+	RP *sso.RP
+	// SessionTTL is how long a session lasts (0 = DefaultSessionTTL).
+	SessionTTL time.Duration
+	// RedirectURL is the callback the provider sends browsers back to
+	// ("" = this server's address as the browser used it, with
+	// /v1/auth/callback); it must be registered at the provider.
+	RedirectURL string
+}
+
+func (s *Server) sso() (*sso.RP, error) {
+	if s.edgeCfg.SSO == nil || s.edgeCfg.SSO.RP == nil {
+		return nil, errorf("failed_precondition", "this server signs no one in through an OpenID provider (start it with --oidc-issuer): use an API token (drover login SERVER --token-file FILE)")
+	}
+	return s.edgeCfg.SSO.RP, nil
+}
+
+func (s *Server) sessionTTL() time.Duration {
+	if s.edgeCfg.SSO != nil && s.edgeCfg.SSO.SessionTTL > 0 {
+		return s.edgeCfg.SSO.SessionTTL
+	}
+	return DefaultSessionTTL
+}
+
+// signInInfo answers GET /v1/auth/info.
+func (s *Server) signInInfo() *apiv1.SignInInfo {
+	out := &apiv1.SignInInfo{}
+	if rp, err := s.sso(); err == nil {
+		out.OIDC = &apiv1.OIDCInfo{Issuer: rp.Issuer(), LoginPath: "/v1/auth/login", DevicePath: "/v1/auth/device"}
+	}
+	return out
+}
+
+// startDevice answers POST /v1/auth/device.
+func (s *Server) startDevice(ctx context.Context) (*apiv1.DeviceSignIn, error) {
+	rp, err := s.sso()
+	if err != nil {
+		return nil, err
+	}
+	d, err := rp.DeviceStart(ctx)
+	if err != nil {
+		return nil, statusError("unavailable", err)
+	}
+	return &apiv1.DeviceSignIn{DeviceCode: d.DeviceCode, UserCode: d.UserCode, VerificationURI: d.VerificationURI,
+		VerificationURIComplete: d.VerificationURIComplete, ExpiresAt: d.Expiry.UTC(), Interval: d.Interval}, nil
+}
+
+// pollDevice answers POST /v1/auth/device/token: it asks the provider for
+// up to devicePollWait, then answers pending or the new session.
+func (s *Server) pollDevice(r *http.Request, req apiv1.DeviceTokenRequest) (*apiv1.SignInResult, error) {
+	rp, err := s.sso()
+	if err != nil {
+		return nil, err
+	}
+	if req.DeviceCode == "" {
+		return nil, errorf("invalid_argument", "deviceCode is required (from POST /v1/auth/device)")
+	}
+	interval := min(max(req.Interval, 1), 60)
+	ctx, cancel := context.WithTimeout(r.Context(), devicePollWait)
+	defer cancel()
+	p, err := rp.DevicePoll(ctx, req.DeviceCode, interval)
+	switch {
+	case errors.Is(err, sso.ErrPending):
+		if r.Context().Err() != nil {
+			return nil, r.Context().Err()
+		}
+		return &apiv1.SignInResult{Status: "pending"}, nil
+	case errors.Is(err, sso.ErrDenied):
+		s.auditSignIn(r, "device", sso.Person{}, 0, "permission_denied", err.Error())
+		return nil, statusError("permission_denied", err)
+	case errors.Is(err, sso.ErrExpired):
+		s.auditSignIn(r, "device", sso.Person{}, 0, "expired", err.Error())
+		return nil, statusError("expired", err)
+	case err != nil:
+		s.auditSignIn(r, "device", sso.Person{}, 0, "unavailable", err.Error())
+		return nil, statusError("unavailable", err)
+	}
+	token, sess, err := s.newSession(r, p, "device")
+	if err != nil {
+		return nil, err
+	}
+	return &apiv1.SignInResult{Status: "signed_in", Token: token, Identity: identityOf(sess), Groups: sess.Groups,
+		ExpiresAt: sess.ExpiresAt}, nil
+}
+
+// newSession records a session for p and returns its secret.
+func (s *Server) newSession(r *http.Request, p sso.Person, via string) (string, store.Session, error) {
+	token := SessionPrefix + strings.TrimPrefix(auth.NewToken(), "drover_")
+	roles := make([]string, 0, len(p.Bindings))
+	for _, b := range p.Bindings {
+		roles = append(roles, b.String())
+	}
+	now := s.now().UTC()
+	sess, err := s.store.CreateSession(r.Context(), store.Session{Hash: auth.HashToken(token), Identity: p.Name, Subject: p.Subject,
+		Roles: roles, Groups: p.Groups, Via: via, Source: r.RemoteAddr, CreatedAt: now, ExpiresAt: now.Add(s.sessionTTL())})
+	if err != nil {
+		s.auditSignIn(r, via, p, 0, "internal", err.Error())
+		return "", store.Session{}, err
+	}
+	s.auditSignIn(r, via, p, sess.ID, "ok", "")
+	return token, sess, nil
+}
+
+// auditSignIn records a sign-in, or a refused one (outcome other than ok).
+func (s *Server) auditSignIn(r *http.Request, via string, p sso.Person, id int64, outcome, msg string) {
+	rec := store.AuditRecord{Time: s.now(), Identity: p.Name, IdentityKind: auth.KindOIDC, Source: r.RemoteAddr,
+		Action: "sign in (" + via + ")", Outcome: outcome, Message: msg, Status: http.StatusOK}
+	if id != 0 {
+		rec.Target = fmt.Sprintf("session %d", id)
+	}
+	if rec.Identity == "" {
+		rec.Identity, rec.IdentityKind = "unauthenticated", ""
+	}
+	if outcome != "ok" {
+		rec.Status = httpStatus(outcome)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
+	defer cancel()
+	if _, err := s.store.AppendAudit(ctx, rec); err != nil {
+		s.auditFailed(err, rec)
+	}
+}
+
+// identityOf is the API's view of a session's identity.
+func identityOf(sess store.Session) *apiv1.Identity {
+	roles := sess.Roles
+	if roles == nil {
+		roles = []string{}
+	}
+	return &apiv1.Identity{Name: sess.Identity, Kind: auth.KindOIDC, Roles: roles}
+}
+
+// signInFlight is the browser sign-in the signInCookie carries.
+type signInFlight struct {
+	State    string `json:"s"`
+	Verifier string `json:"v"`
+	Nonce    string `json:"n"`
+	Return   string `json:"r,omitempty"`
+}
+
+// redirectURL is where the provider sends r's browser back to.
+func (s *Server) redirectURL(r *http.Request) string {
+	if s.edgeCfg.SSO != nil && s.edgeCfg.SSO.RedirectURL != "" {
+		return s.edgeCfg.SSO.RedirectURL
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	// The edge let only this server's own names through as Host.
+	return scheme + "://" + r.Host + "/v1/auth/callback"
+}
+
+// localPath reports whether p is a path on this server (not another
+// site's, nor a scheme-relative //host).
+func localPath(p string) bool {
+	return strings.HasPrefix(p, "/") && !strings.HasPrefix(p, "//") && !strings.HasPrefix(p, "/\\") &&
+		!strings.ContainsAny(p, "\r\n")
+}
+
+// browserLogin answers GET /v1/auth/login: it sends the browser to the
+// provider, with the sign-in in flight in a short-lived cookie.
+func (s *Server) browserLogin(w http.ResponseWriter, r *http.Request) {
+	rp, err := s.sso()
+	if err != nil {
+		signInPage(w, http.StatusConflict, "Sign-in is not set up", err.Error())
+		return
+	}
+	ret := r.URL.Query().Get("return")
+	if ret != "" && !localPath(ret) {
+		signInPage(w, http.StatusBadRequest, "Sign-in refused", "return must be a path on this server, such as /")
+		return
+	}
+	b := sso.NewBrowser()
+	to, err := rp.AuthCodeURL(r.Context(), s.redirectURL(r), b)
+	if err != nil {
+		s.log.Warn("browser sign-in could not start", "error", err)
+		signInPage(w, http.StatusServiceUnavailable, "The OpenID provider cannot be reached", err.Error())
+		return
+	}
+	raw, _ := json.Marshal(signInFlight{State: b.State, Verifier: b.Verifier, Nonce: b.Nonce, Return: ret})
+	http.SetCookie(w, &http.Cookie{Name: signInCookie, Value: base64.RawURLEncoding.EncodeToString(raw), Path: "/v1/auth/callback", //nolint:gosec // G124: Secure as secureCookie says
+		MaxAge: int(signInTTL / time.Second), HttpOnly: true, Secure: secureCookie(r), SameSite: http.SameSiteLaxMode})
+	w.Header().Set("Cache-Control", "no-store")
+	http.Redirect(w, r, to, http.StatusFound)
+}
+
+// browserCallback answers GET /v1/auth/callback: the provider sent the
+// browser back with a code, traded here (with the flight's PKCE
+// verifier) for the person, who gets a session cookie.
+func (s *Server) browserCallback(w http.ResponseWriter, r *http.Request) {
+	rp, err := s.sso()
+	if err != nil {
+		signInPage(w, http.StatusConflict, "Sign-in is not set up", err.Error())
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	http.SetCookie(w, &http.Cookie{Name: signInCookie, Path: "/v1/auth/callback", MaxAge: -1, HttpOnly: true, Secure: secureCookie(r), //nolint:gosec // G124: see secureCookie
+		SameSite: http.SameSiteLaxMode})
+	q := r.URL.Query()
+	if e := q.Get("error"); e != "" {
+		msg := "the provider answered " + e
+		if d := q.Get("error_description"); d != "" {
+			msg += ": " + d
+		}
+		s.auditSignIn(r, "browser", sso.Person{}, 0, "permission_denied", msg)
+		signInPage(w, http.StatusForbidden, "Sign-in refused", msg)
+		return
+	}
+	var flight signInFlight
+	c, err := r.Cookie(signInCookie)
+	if err == nil {
+		var raw []byte
+		raw, err = base64.RawURLEncoding.DecodeString(c.Value)
+		if err == nil {
+			err = json.Unmarshal(raw, &flight)
+		}
+	}
+	if err != nil || flight.State == "" || q.Get("state") != flight.State {
+		s.auditSignIn(r, "browser", sso.Person{}, 0, "permission_denied", "state mismatch")
+		signInPage(w, http.StatusBadRequest, "Sign-in refused",
+			"this answer of the provider belongs to no sign-in started in this browser (or it took longer than 10 minutes): start again at /v1/auth/login")
+		return
+	}
+	p, err := rp.Exchange(r.Context(), s.redirectURL(r), q.Get("code"), sso.Browser{State: flight.State, Verifier: flight.Verifier, Nonce: flight.Nonce})
+	if err != nil {
+		s.auditSignIn(r, "browser", sso.Person{}, 0, "permission_denied", err.Error())
+		signInPage(w, http.StatusForbidden, "Sign-in refused", err.Error())
+		return
+	}
+	token, sess, err := s.newSession(r, p, "browser")
+	if err != nil {
+		signInPage(w, http.StatusInternalServerError, "Sign-in failed", err.Error())
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: token, Path: "/", Expires: sess.ExpiresAt, HttpOnly: true, //nolint:gosec // G124: see secureCookie
+		Secure: secureCookie(r), SameSite: http.SameSiteLaxMode})
+	if flight.Return != "" && localPath(flight.Return) {
+		http.Redirect(w, r, flight.Return, http.StatusFound)
+		return
+	}
+	roles := "no role yet: ask an admin to map one of your groups"
+	if len(sess.Roles) > 0 {
+		roles = "roles " + strings.Join(sess.Roles, ", ")
+	}
+	signInPage(w, http.StatusOK, "Signed in", fmt.Sprintf("Signed in to drover as %s (%s) until %s.", sess.Identity, roles,
+		sess.ExpiresAt.Format(time.RFC1123)))
+}
+
+// secureCookie is whether r's cookies are marked Secure: always but over
+// plain HTTP to a loopback address (drover dev, where browsers and other
+// clients must still send them back). Plain HTTP to another name is taken
+// for a proxy that ends TLS in front of the server; a server serving plain
+// HTTP to the network (--insecure) cannot keep browser sessions.
+func secureCookie(r *http.Request) bool {
+	if r.TLS != nil {
+		return true
+	}
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	if host == "localhost" {
+		return false
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip == nil || !ip.IsLoopback()
+}
+
+// signInPage answers a browser with a small page.
+func signInPage(w http.ResponseWriter, code int, title, msg string) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'")
+	w.WriteHeader(code)
+	_, _ = fmt.Fprintf(w, "<!doctype html><meta charset=utf-8><title>drover: %s</title><h1>%s</h1><p>%s</p>\n",
+		html.EscapeString(title), html.EscapeString(title), html.EscapeString(msg))
+}
+
+// signOut answers POST /v1/auth/logout: it ends the session the request
+// carries and clears a browser's cookie.
+func (s *Server) signOut(w http.ResponseWriter, r *http.Request) (*apiv1.SignOutResult, error) {
+	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Path: "/", MaxAge: -1, HttpOnly: true, Secure: secureCookie(r), SameSite: http.SameSiteLaxMode}) //nolint:gosec // G124: see secureCookie
+	id, ok := sessionOf(r.Context())
+	if !ok {
+		return &apiv1.SignOutResult{}, nil
+	}
+	noteAudit(r.Context(), fmt.Sprintf("session %d", id))
+	_, err := s.store.RevokeSession(r.Context(), id, actor(r.Context()))
+	if errors.Is(err, store.ErrNotFound) {
+		return &apiv1.SignOutResult{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &apiv1.SignOutResult{SignedOut: true}, nil
+}
+
+func (s *Server) listSessions(ctx context.Context) (*apiv1.SessionList, error) {
+	list, err := s.store.ListSessions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := &apiv1.SessionList{Sessions: make([]apiv1.SessionInfo, 0, len(list))}
+	for _, sess := range list {
+		out.Sessions = append(out.Sessions, s.sessionInfo(sess))
+	}
+	return out, nil
+}
+
+func (s *Server) sessionInfo(sess store.Session) apiv1.SessionInfo {
+	state := "active"
+	switch {
+	case !sess.RevokedAt.IsZero():
+		state = "revoked"
+	case !s.now().Before(sess.ExpiresAt):
+		state = "expired"
+	}
+	roles := sess.Roles
+	if roles == nil {
+		roles = []string{}
+	}
+	return apiv1.SessionInfo{ID: sess.ID, Identity: sess.Identity, Subject: sess.Subject, Roles: roles, Groups: sess.Groups, Via: sess.Via,
+		Source: sess.Source, CreatedAt: sess.CreatedAt, ExpiresAt: sess.ExpiresAt, RevokedAt: sess.RevokedAt, RevokedBy: sess.RevokedBy,
+		LastUsedAt: sess.LastUsedAt, State: state}
+}
+
+func (s *Server) revokeSessions(ctx context.Context, req apiv1.RevokeSessionsRequest) (*apiv1.RevokeSessionsResult, error) {
+	switch {
+	case (req.ID == 0) == (req.Identity == ""):
+		return nil, errorf("invalid_argument", "name one session (id) or one person (identity)")
+	case req.ID != 0:
+		noteAudit(ctx, fmt.Sprintf("session %d", req.ID))
+		_, err := s.store.RevokeSession(ctx, req.ID, actor(ctx))
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, errorf("not_found", "no session %d is in force (drover sessions list shows them)", req.ID)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &apiv1.RevokeSessionsResult{Revoked: 1}, nil
+	}
+	noteAudit(ctx, "sessions of "+req.Identity)
+	n, err := s.store.RevokeSessionsOf(ctx, req.Identity, actor(ctx))
+	if err != nil {
+		return nil, err
+	}
+	return &apiv1.RevokeSessionsResult{Revoked: n}, nil
+}
+
+// sweepSessions removes sessions ended more than keepEndedSessions ago,
+// every sessionSweep until ctx ends.
+func (s *Server) sweepSessions(ctx context.Context) {
+	t := time.NewTicker(sessionSweep)
+	defer t.Stop()
+	for {
+		if n, err := s.store.DeleteEndedSessions(ctx, s.now().Add(-keepEndedSessions)); err != nil && ctx.Err() == nil {
+			s.log.Warn("ended sessions not removed", "error", err)
+		} else if n > 0 {
+			s.log.Info("ended sessions removed", "count", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// sessionOf is the session a request authenticated with.
+func sessionOf(ctx context.Context) (int64, bool) {
+	id, _ := auth.FromContext(ctx)
+	return id.Session, id.Session != 0
+}
+
+// SessionAuthenticator accepts the sessions kept in a store: a bearer
+// token starting with SessionPrefix, or a browser's session cookie.
+type SessionAuthenticator struct {
+	store store.Store
+	now   func() time.Time
+	mu    sync.Mutex
+	// touched is when each session's last use was last recorded.
+	touched map[int64]time.Time
+}
+
+var _ auth.Authenticator = (*SessionAuthenticator)(nil)
+
+// NewSessionAuthenticator accepts the sessions of st (now nil = time.Now).
+func NewSessionAuthenticator(st store.Store, now func() time.Time) *SessionAuthenticator {
+	if now == nil {
+		now = time.Now
+	}
+	return &SessionAuthenticator{store: st, now: now, touched: map[int64]time.Time{}}
+}
+
+// Authenticate looks the session up: an ended one is refused, saying so.
+// A request with a credential other than a session's is left to the
+// other authenticators.
+func (a *SessionAuthenticator) Authenticate(r *http.Request) (auth.Identity, error) {
+	var token string
+	if h := r.Header.Get("Authorization"); h != "" {
+		scheme, t, ok := strings.Cut(h, " ")
+		t = strings.TrimSpace(t)
+		if !ok || !strings.EqualFold(scheme, "Bearer") || !strings.HasPrefix(t, SessionPrefix) {
+			return auth.Identity{}, auth.ErrNoCredential
+		}
+		token = t
+	} else if c, err := r.Cookie(SessionCookie); err == nil && c.Value != "" {
+		token = c.Value
+	} else {
+		return auth.Identity{}, auth.ErrNoCredential
+	}
+	sess, err := a.store.SessionByHash(r.Context(), auth.HashToken(token))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return auth.Identity{}, fmt.Errorf("%w: the session is unknown (ended a day ago or more, or signed in to another server): sign in again", auth.ErrBadCredential)
+	case err != nil:
+		return auth.Identity{}, fmt.Errorf("look the session up: %w", err)
+	}
+	now := a.now()
+	switch {
+	case !sess.RevokedAt.IsZero():
+		return auth.Identity{}, fmt.Errorf("%w: the session of %s was ended by %s at %s: sign in again", auth.ErrBadCredential, sess.Identity, sess.RevokedBy, sess.RevokedAt.Format(time.RFC3339))
+	case !now.Before(sess.ExpiresAt):
+		return auth.Identity{}, fmt.Errorf("%w: the session of %s expired at %s: sign in again", auth.ErrBadCredential, sess.Identity, sess.ExpiresAt.Format(time.RFC3339))
+	}
+	id := auth.Identity{Name: sess.Identity, Kind: auth.KindOIDC, Session: sess.ID}
+	for _, s := range sess.Roles {
+		if b, err := auth.ParseBinding(s); err == nil {
+			id.Bindings = append(id.Bindings, b)
+		}
+	}
+	a.touch(r.Context(), sess.ID, now)
+	return id, nil
+}
+
+func (a *SessionAuthenticator) touch(ctx context.Context, id int64, now time.Time) {
+	a.mu.Lock()
+	last, ok := a.touched[id]
+	due := !ok || now.Sub(last) >= touchEvery
+	if due {
+		a.touched[id] = now
+	}
+	a.mu.Unlock()
+	if !due {
+		return
+	}
+	if err := a.store.TouchSession(context.WithoutCancel(ctx), id, now); err != nil {
+		a.mu.Lock()
+		delete(a.touched, id)
+		a.mu.Unlock()
+	}
+}
