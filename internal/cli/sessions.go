@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -85,14 +86,20 @@ until an admin revokes it (drover tokens revoke).`,
 		Example: `  drover logout`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			res, err := g.client().SignOut(cmd.Context())
-			if err != nil {
-				return apiErr(err)
-			}
 			w := cmd.OutOrStdout()
-			if res.SignedOut {
+			res, err := g.client().SignOut(cmd.Context())
+			var ce *client.Error
+			switch {
+			case errors.As(err, &ce) && ce.Status == http.StatusUnauthorized:
+				// Ended already (expired, revoked): forget it all the same.
+				fmt.Fprintf(cmd.ErrOrStderr(), "the server refused the credential (%s): nothing to end there\n", clean(ce.Message))
+			case err != nil:
+				// The server cannot be asked: the session lasts until it
+				// expires, but this machine no longer holds it.
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: the session could not be ended on the server: %v\n", apiErr(err))
+			case res.SignedOut:
 				fmt.Fprintln(w, "session ended")
-			} else {
+			default:
 				fmt.Fprintln(w, "the credential is not a session: nothing ended on the server")
 			}
 			conf, path, err := loadConfig()

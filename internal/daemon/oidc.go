@@ -36,7 +36,7 @@ func (o *oidcFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&o.deviceClientID, "oidc-device-client-id", "", "the client id of the device sign-in (drover login --sso), for providers that register it apart (default: --oidc-client-id)")
 	fl.StringVar(&o.deviceClientSecretFile, "oidc-device-client-secret-file", "", "a file holding --oidc-device-client-id's secret")
 	fl.StringSliceVar(&o.scopes, "oidc-scopes", nil, "scopes asked of the provider (default openid,profile,email; add groups where the provider needs it for the groups claim)")
-	fl.StringVar(&o.nameClaim, "oidc-name-claim", sso.DefaultNameClaim, "the claim that names a person in events, approvals and the audit log (falls back to preferred_username, then the subject)")
+	fl.StringVar(&o.nameClaim, "oidc-name-claim", sso.DefaultNameClaim, "the claim that names a person in events, approvals and the audit log; email counts only with email_verified true; sub names people by the provider's subject; a sign-in without it fails")
 	fl.StringVar(&o.groupsClaim, "oidc-groups-claim", sso.DefaultGroupsClaim, "the claim that lists a person's groups")
 	fl.StringArrayVar(&o.groups, "oidc-group", nil, "GROUP=ROLE[@APP[/CHANNEL]][,...]: the roles a group's members hold, e.g. release-managers=approver@shop; repeatable")
 	fl.StringVar(&o.everyone, "oidc-default-roles", "", "ROLE[@APP[/CHANNEL]][,...]: roles every signed-in person holds (default: none; a person without a mapped group can only ask who they are)")

@@ -11,12 +11,13 @@ import (
 
 	apiv1 "github.com/drover-dev/drover/api/v1"
 	"github.com/drover-dev/drover/internal/auth"
+	"github.com/drover-dev/drover/internal/store"
 )
 
 // BenchmarkStatusAuth measures what authentication adds to GET status (the
 // handler run in process, no network): with no check at all (the identity
 // put in the context), with the server's local token, and with an API
-// token looked up in the store. It reports the median and the 99th
+// token or an OIDC session looked up in the store. It reports the median and the 99th
 // percentile of the requests' durations.
 //
 //	go test ./internal/server -run - -bench StatusAuth -benchtime 20000x
@@ -34,7 +35,13 @@ func BenchmarkStatusAuth(b *testing.B) {
 	guard := func(a auth.Authenticator) http.Handler {
 		return (&auth.Guard{Hosts: hosts, Authenticator: a}).Wrap(s.mux)
 	}
-	chain := auth.Chain{auth.NewTokenAuthenticator(local, auth.LocalIdentity), NewTokenAuthenticator(s.store, nil)}
+	session := SessionPrefix + "bench-session-secret"
+	if _, err := s.store.CreateSession(context.Background(), store.Session{Hash: auth.HashToken(session), Identity: "ann@example.com",
+		Roles: []string{"viewer"}, Via: "device", ExpiresAt: time.Now().Add(time.Hour)}); err != nil {
+		b.Fatal(err)
+	}
+	// As a server composes it (internal/daemon): local, sessions, tokens.
+	chain := auth.Chain{auth.NewTokenAuthenticator(local, auth.LocalIdentity), NewSessionAuthenticator(s.store, nil), NewTokenAuthenticator(s.store, nil)}
 	noAuth := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mux.ServeHTTP(w, r.WithContext(auth.WithIdentity(r.Context(), auth.LocalIdentity)))
 	})
@@ -46,6 +53,7 @@ func BenchmarkStatusAuth(b *testing.B) {
 		{"none", noAuth, ""},
 		{"local-token", guard(chain), local},
 		{"api-token", guard(chain), created.Token},
+		{"oidc-session", guard(chain), session},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			durations := make([]time.Duration, 0, b.N)

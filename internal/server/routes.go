@@ -205,8 +205,9 @@ func (s *Server) check(rt route) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if rt.scope == scopeOpen {
 			// Anyone may send these: each source address is limited as
-			// an identity's changes are.
-			if rt.mutates() {
+			// an identity's changes are (the sign-in routes' GETs too, as
+			// each may ask the provider or write the audit log).
+			if rt.mutates() || strings.HasPrefix(rt.path, "/v1/auth/") && rt.path != "/v1/auth/info" {
 				if ok, retry := s.limits.mutation(auth.Identity{Name: "source " + sourceHost(r), Kind: "address"}); !ok {
 					tooMany(w, s, auth.Identity{Name: sourceHost(r)}, retry)
 					return

@@ -79,8 +79,10 @@ type Server struct {
 	table         []route
 	// openRoutes are the routes that need no credential ("GET /v1/health").
 	openRoutes map[string]bool
-	edgeCfg    EdgeConfig
-	agents     Agents
+	// polls bounds the device sign-in polls of each source address.
+	polls   pollGate
+	edgeCfg EdgeConfig
+	agents  Agents
 	// storeKind and replica are reported by health.
 	storeKind, replica string
 	// pushMu serializes the pushes of each service, so the desired state a

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -9,14 +10,17 @@ import (
 	"html"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	apiv1 "github.com/drover-dev/drover/api/v1"
 	"github.com/drover-dev/drover/internal/auth"
 	"github.com/drover-dev/drover/internal/sso"
 	"github.com/drover-dev/drover/internal/store"
+	"github.com/drover-dev/drover/internal/usertext"
 )
 
 // Sessions: people signed in through the server's OpenID provider. The
@@ -33,11 +37,18 @@ import (
 const (
 	// SessionPrefix starts every session's secret.
 	SessionPrefix = "drover_session_"
-	// SessionCookie is the browser's session cookie.
+	// SessionCookie is the browser's session cookie; over TLS it is named
+	// with the __Host- prefix (hostCookie), which browsers take only from
+	// this host, over TLS, for the whole site.
 	SessionCookie = "drover_session"
 	// signInCookie carries a browser sign-in in flight (state, PKCE
 	// verifier, nonce, where to go back) to the callback.
 	signInCookie = "drover_signin"
+	// maxPollsPerSource bounds the device polls one address holds open.
+	maxPollsPerSource = 4
+	// maxProviderText bounds what a provider's error text adds to the
+	// audit log and pages.
+	maxProviderText = 200
 	// signInTTL bounds a browser sign-in in flight.
 	signInTTL = 10 * time.Minute
 	// DefaultSessionTTL is how long a session lasts.
@@ -108,7 +119,14 @@ func (s *Server) pollDevice(r *http.Request, req apiv1.DeviceTokenRequest) (*api
 	if req.DeviceCode == "" {
 		return nil, errorf("invalid_argument", "deviceCode is required (from POST /v1/auth/device)")
 	}
-	interval := min(max(req.Interval, 1), 60)
+	done, err := s.polls.enter(sourceHost(r))
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	// The provider's interval is at least 5 s (RFC 8628); one poll asks
+	// at least once before it answers pending.
+	interval := min(max(req.Interval, 5), 15)
 	ctx, cancel := context.WithTimeout(r.Context(), devicePollWait)
 	defer cancel()
 	p, err := rp.DevicePoll(ctx, req.DeviceCode, interval)
@@ -119,13 +137,13 @@ func (s *Server) pollDevice(r *http.Request, req apiv1.DeviceTokenRequest) (*api
 		}
 		return &apiv1.SignInResult{Status: "pending"}, nil
 	case errors.Is(err, sso.ErrDenied):
+		// Only the person at the provider's page refuses a real code:
+		// that is worth a record; an unknown code is not.
 		s.auditSignIn(r, "device", sso.Person{}, 0, "permission_denied", err.Error())
 		return nil, statusError("permission_denied", err)
 	case errors.Is(err, sso.ErrExpired):
-		s.auditSignIn(r, "device", sso.Person{}, 0, "expired", err.Error())
 		return nil, statusError("expired", err)
 	case err != nil:
-		s.auditSignIn(r, "device", sso.Person{}, 0, "unavailable", err.Error())
 		return nil, statusError("unavailable", err)
 	}
 	token, sess, err := s.newSession(r, p, "device")
@@ -144,7 +162,11 @@ func (s *Server) newSession(r *http.Request, p sso.Person, via string) (string, 
 		roles = append(roles, b.String())
 	}
 	now := s.now().UTC()
-	sess, err := s.store.CreateSession(r.Context(), store.Session{Hash: auth.HashToken(token), Identity: p.Name, Subject: p.Subject,
+	// The provider spent its code: the session is made even if the client
+	// left meanwhile.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
+	defer cancel()
+	sess, err := s.store.CreateSession(ctx, store.Session{Hash: auth.HashToken(token), Identity: p.Name, Subject: p.Subject,
 		Roles: roles, Groups: p.Groups, Via: via, Source: r.RemoteAddr, CreatedAt: now, ExpiresAt: now.Add(s.sessionTTL())})
 	if err != nil {
 		s.auditSignIn(r, via, p, 0, "internal", err.Error())
@@ -204,11 +226,24 @@ func (s *Server) redirectURL(r *http.Request) string {
 	return scheme + "://" + r.Host + "/v1/auth/callback"
 }
 
-// localPath reports whether p is a path on this server (not another
-// site's, nor a scheme-relative //host).
-func localPath(p string) bool {
-	return strings.HasPrefix(p, "/") && !strings.HasPrefix(p, "//") && !strings.HasPrefix(p, "/\\") &&
-		!strings.ContainsAny(p, "\r\n")
+// localPath returns p as a path on this server to send a browser to, and
+// whether it is one: a single leading slash, no scheme or host, and none
+// of the bytes browsers drop or turn into slashes (controls, backslash),
+// which could make "/\t/evil.example" a scheme-relative //evil.example.
+func localPath(p string) (string, bool) {
+	for i := 0; i < len(p); i++ {
+		if c := p[i]; c < 0x20 || c == 0x7f || c == '\\' {
+			return "", false
+		}
+	}
+	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") {
+		return "", false
+	}
+	u, err := url.Parse(p)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || !strings.HasPrefix(u.Path, "/") || strings.HasPrefix(u.Path, "//") {
+		return "", false
+	}
+	return u.String(), true
 }
 
 // browserLogin answers GET /v1/auth/login: it sends the browser to the
@@ -220,9 +255,12 @@ func (s *Server) browserLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ret := r.URL.Query().Get("return")
-	if ret != "" && !localPath(ret) {
-		signInPage(w, http.StatusBadRequest, "Sign-in refused", "return must be a path on this server, such as /")
-		return
+	if ret != "" {
+		var ok bool
+		if ret, ok = localPath(ret); !ok {
+			signInPage(w, http.StatusBadRequest, "Sign-in refused", "return must be a path on this server, such as /")
+			return
+		}
 	}
 	b := sso.NewBrowser()
 	to, err := rp.AuthCodeURL(r.Context(), s.redirectURL(r), b)
@@ -232,8 +270,7 @@ func (s *Server) browserLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	raw, _ := json.Marshal(signInFlight{State: b.State, Verifier: b.Verifier, Nonce: b.Nonce, Return: ret})
-	http.SetCookie(w, &http.Cookie{Name: signInCookie, Value: base64.RawURLEncoding.EncodeToString(raw), Path: "/v1/auth/callback", //nolint:gosec // G124: Secure as secureCookie says
-		MaxAge: int(signInTTL / time.Second), HttpOnly: true, Secure: secureCookie(r), SameSite: http.SameSiteLaxMode})
+	setCookie(w, r, signInCookie, base64.RawURLEncoding.EncodeToString(raw), time.Now().Add(signInTTL))
 	w.Header().Set("Cache-Control", "no-store")
 	http.Redirect(w, r, to, http.StatusFound)
 }
@@ -248,20 +285,10 @@ func (s *Server) browserCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	http.SetCookie(w, &http.Cookie{Name: signInCookie, Path: "/v1/auth/callback", MaxAge: -1, HttpOnly: true, Secure: secureCookie(r), //nolint:gosec // G124: see secureCookie
-		SameSite: http.SameSiteLaxMode})
+	clearCookie(w, r, signInCookie)
 	q := r.URL.Query()
-	if e := q.Get("error"); e != "" {
-		msg := "the provider answered " + e
-		if d := q.Get("error_description"); d != "" {
-			msg += ": " + d
-		}
-		s.auditSignIn(r, "browser", sso.Person{}, 0, "permission_denied", msg)
-		signInPage(w, http.StatusForbidden, "Sign-in refused", msg)
-		return
-	}
 	var flight signInFlight
-	c, err := r.Cookie(signInCookie)
+	c, err := r.Cookie(cookieName(r, signInCookie))
 	if err == nil {
 		var raw []byte
 		raw, err = base64.RawURLEncoding.DecodeString(c.Value)
@@ -269,10 +296,20 @@ func (s *Server) browserCallback(w http.ResponseWriter, r *http.Request) {
 			err = json.Unmarshal(raw, &flight)
 		}
 	}
-	if err != nil || flight.State == "" || q.Get("state") != flight.State {
-		s.auditSignIn(r, "browser", sso.Person{}, 0, "permission_denied", "state mismatch")
+	// An answer that belongs to no sign-in of this browser is refused
+	// before anything else, unrecorded: anyone may send one.
+	if err != nil || flight.State == "" || subtle.ConstantTimeCompare([]byte(q.Get("state")), []byte(flight.State)) != 1 {
 		signInPage(w, http.StatusBadRequest, "Sign-in refused",
 			"this answer of the provider belongs to no sign-in started in this browser (or it took longer than 10 minutes): start again at /v1/auth/login")
+		return
+	}
+	if e := q.Get("error"); e != "" {
+		msg := "the provider answered " + clip(e)
+		if d := q.Get("error_description"); d != "" {
+			msg += ": " + clip(d)
+		}
+		s.auditSignIn(r, "browser", sso.Person{}, 0, "permission_denied", msg)
+		signInPage(w, http.StatusForbidden, "Sign-in refused", msg)
 		return
 	}
 	p, err := rp.Exchange(r.Context(), s.redirectURL(r), q.Get("code"), sso.Browser{State: flight.State, Verifier: flight.Verifier, Nonce: flight.Nonce})
@@ -286,10 +323,9 @@ func (s *Server) browserCallback(w http.ResponseWriter, r *http.Request) {
 		signInPage(w, http.StatusInternalServerError, "Sign-in failed", err.Error())
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: token, Path: "/", Expires: sess.ExpiresAt, HttpOnly: true, //nolint:gosec // G124: see secureCookie
-		Secure: secureCookie(r), SameSite: http.SameSiteLaxMode})
-	if flight.Return != "" && localPath(flight.Return) {
-		http.Redirect(w, r, flight.Return, http.StatusFound)
+	setCookie(w, r, SessionCookie, token, sess.ExpiresAt)
+	if ret, ok := localPath(flight.Return); ok {
+		http.Redirect(w, r, ret, http.StatusFound)
 		return
 	}
 	roles := "no role yet: ask an admin to map one of your groups"
@@ -298,6 +334,40 @@ func (s *Server) browserCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	signInPage(w, http.StatusOK, "Signed in", fmt.Sprintf("Signed in to drover as %s (%s) until %s.", sess.Identity, roles,
 		sess.ExpiresAt.Format(time.RFC1123)))
+}
+
+// clip shortens text a provider (or whoever sent the browser) wrote.
+func clip(s string) string {
+	if len(s) <= maxProviderText {
+		return s
+	}
+	cut := maxProviderText
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// cookieName is name as r's cookies carry it: with the __Host- prefix
+// when they are Secure.
+func cookieName(r *http.Request, name string) string {
+	if secureCookie(r) {
+		return "__Host-" + name
+	}
+	return name
+}
+
+// setCookie sets cookie name for the whole site until expires: HttpOnly,
+// SameSite=Lax, Secure (and __Host-) as secureCookie says.
+func setCookie(w http.ResponseWriter, r *http.Request, name, value string, expires time.Time) {
+	http.SetCookie(w, &http.Cookie{Name: cookieName(r, name), Value: value, Path: "/", Expires: expires, //nolint:gosec // G124: Secure as secureCookie says
+		HttpOnly: true, Secure: secureCookie(r), SameSite: http.SameSiteLaxMode})
+}
+
+// clearCookie removes cookie name.
+func clearCookie(w http.ResponseWriter, r *http.Request, name string) {
+	http.SetCookie(w, &http.Cookie{Name: cookieName(r, name), Path: "/", MaxAge: -1, HttpOnly: true, //nolint:gosec // G124: see secureCookie
+		Secure: secureCookie(r), SameSite: http.SameSiteLaxMode})
 }
 
 // secureCookie is whether r's cookies are marked Secure: always but over
@@ -331,19 +401,27 @@ func signInPage(w http.ResponseWriter, code int, title, msg string) {
 
 // signOut answers POST /v1/auth/logout: it ends the session the request
 // carries and clears a browser's cookie.
+// It needs no credential, so that a browser whose session ended can still
+// drop its cookie; ending a session is audited.
 func (s *Server) signOut(w http.ResponseWriter, r *http.Request) (*apiv1.SignOutResult, error) {
-	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Path: "/", MaxAge: -1, HttpOnly: true, Secure: secureCookie(r), SameSite: http.SameSiteLaxMode}) //nolint:gosec // G124: see secureCookie
+	clearCookie(w, r, SessionCookie)
 	id, ok := sessionOf(r.Context())
 	if !ok {
 		return &apiv1.SignOutResult{}, nil
 	}
-	noteAudit(r.Context(), fmt.Sprintf("session %d", id))
-	_, err := s.store.RevokeSession(r.Context(), id, actor(r.Context()))
+	sess, err := s.store.RevokeSession(r.Context(), id, actor(r.Context()))
 	if errors.Is(err, store.ErrNotFound) {
 		return &apiv1.SignOutResult{}, nil
 	}
 	if err != nil {
 		return nil, err
+	}
+	rec := store.AuditRecord{Time: s.now(), Identity: sess.Identity, IdentityKind: auth.KindOIDC, Source: r.RemoteAddr,
+		Action: "POST /v1/auth/logout", Target: fmt.Sprintf("session %d", id), Status: http.StatusOK, Outcome: "ok"}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
+	defer cancel()
+	if _, err := s.store.AppendAudit(ctx, rec); err != nil {
+		s.auditFailed(err, rec)
 	}
 	return &apiv1.SignOutResult{SignedOut: true}, nil
 }
@@ -392,8 +470,12 @@ func (s *Server) revokeSessions(ctx context.Context, req apiv1.RevokeSessionsReq
 		}
 		return &apiv1.RevokeSessionsResult{Revoked: 1}, nil
 	}
-	noteAudit(ctx, "sessions of "+req.Identity)
-	n, err := s.store.RevokeSessionsOf(ctx, req.Identity, actor(ctx))
+	who, err := usertext.User(req.Identity)
+	if err != nil {
+		return nil, statusError("invalid_argument", err)
+	}
+	noteAudit(ctx, "sessions of "+who)
+	n, err := s.store.RevokeSessionsOf(ctx, who, actor(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -445,11 +527,14 @@ func NewSessionAuthenticator(st store.Store, now func() time.Time) *SessionAuthe
 	return &SessionAuthenticator{store: st, now: now, touched: map[int64]time.Time{}}
 }
 
-// Authenticate looks the session up: an ended one is refused, saying so.
-// A request with a credential other than a session's is left to the
-// other authenticators.
+// Authenticate looks the session up: an ended one is refused, saying so
+// (an ended cookie counts as no credential). A request with a credential
+// other than a session's is left to the other authenticators.
 func (a *SessionAuthenticator) Authenticate(r *http.Request) (auth.Identity, error) {
-	var token string
+	var (
+		token  string
+		cookie bool
+	)
 	if h := r.Header.Get("Authorization"); h != "" {
 		scheme, t, ok := strings.Cut(h, " ")
 		t = strings.TrimSpace(t)
@@ -457,11 +542,21 @@ func (a *SessionAuthenticator) Authenticate(r *http.Request) (auth.Identity, err
 			return auth.Identity{}, auth.ErrNoCredential
 		}
 		token = t
-	} else if c, err := r.Cookie(SessionCookie); err == nil && c.Value != "" {
-		token = c.Value
+	} else if c, err := r.Cookie(cookieName(r, SessionCookie)); err == nil && c.Value != "" {
+		token, cookie = c.Value, true
 	} else {
 		return auth.Identity{}, auth.ErrNoCredential
 	}
+	id, err := a.session(r, token)
+	if cookie && errors.Is(err, auth.ErrBadCredential) {
+		// A browser holding an ended session must still reach the
+		// sign-in and sign-out routes; elsewhere it has no credential.
+		return auth.Identity{}, auth.ErrNoCredential
+	}
+	return id, err
+}
+
+func (a *SessionAuthenticator) session(r *http.Request, token string) (auth.Identity, error) {
 	sess, err := a.store.SessionByHash(r.Context(), auth.HashToken(token))
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -502,4 +597,30 @@ func (a *SessionAuthenticator) touch(ctx context.Context, id int64, now time.Tim
 		delete(a.touched, id)
 		a.mu.Unlock()
 	}
+}
+
+// pollGate bounds the device polls each source address holds open (each
+// holds a request and asks the provider for up to devicePollWait).
+type pollGate struct {
+	mu   sync.Mutex
+	open map[string]int
+}
+
+func (g *pollGate) enter(source string) (func(), error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.open[source] >= maxPollsPerSource {
+		return nil, errorf("resource_exhausted", "%s polls %d device sign-ins at once, as many as one address may", source, maxPollsPerSource)
+	}
+	if g.open == nil {
+		g.open = map[string]int{}
+	}
+	g.open[source]++
+	return func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.open[source]--; g.open[source] <= 0 {
+			delete(g.open, source)
+		}
+	}, nil
 }

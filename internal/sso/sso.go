@@ -50,8 +50,9 @@ type Config struct {
 	// Scopes are asked of the provider ("openid" is added when missing;
 	// none = DefaultScopes).
 	Scopes []string
-	// NameClaim names the person (default "email"; when the provider
-	// gives no such claim, preferred_username, then the subject).
+	// NameClaim names the person (default "email", which counts only
+	// with email_verified true). A sign-in whose tokens lack it fails:
+	// names decide who approved, so no other claim stands in for it.
 	NameClaim string
 	// GroupsClaim holds the person's groups (default "groups"): a list of
 	// strings, or one string.
@@ -184,6 +185,9 @@ func (r *RP) AuthCodeURL(ctx context.Context, redirect string, b Browser) (strin
 // Exchange finishes a browser sign-in: it trades code for the provider's
 // tokens (with b's PKCE verifier) and checks the ID token and its nonce.
 func (r *RP) Exchange(ctx context.Context, redirect, code string, b Browser) (Person, error) {
+	if b.Verifier == "" || b.Nonce == "" {
+		return Person{}, errors.New("the sign-in has no PKCE verifier or nonce")
+	}
 	p, err := r.discover(ctx)
 	if err != nil {
 		return Person{}, err
@@ -239,6 +243,10 @@ func (r *RP) DevicePoll(ctx context.Context, deviceCode string, interval int64) 
 	var re *oauth2.RetrieveError
 	switch {
 	case err == nil:
+		// The provider spent the device code: finish even if the poll's
+		// time is up.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
 		return r.person(ctx, p, r.cfg.DeviceClientID, tok, "")
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
 		return Person{}, ErrPending
@@ -273,14 +281,23 @@ func (r *RP) person(ctx context.Context, p *oidc.Provider, clientID string, tok 
 	_, hasName := claims[r.cfg.NameClaim]
 	_, hasGroups := claims[r.cfg.GroupsClaim]
 	if (!hasName || !hasGroups) && p.UserInfoEndpoint() != "" {
-		if info, err := p.UserInfo(r.ctx(ctx), oauth2.StaticTokenSource(tok)); err == nil && info.Subject == idt.Subject {
-			more := map[string]any{}
-			if info.Claims(&more) == nil {
-				for k, v := range more {
-					if _, ok := claims[k]; !ok {
-						claims[k] = v
-					}
-				}
+		// Many providers put the e-mail and groups only at the userinfo
+		// endpoint: a sign-in that cannot read it fails rather than go on
+		// with another name or fewer groups.
+		info, err := p.UserInfo(r.ctx(ctx), oauth2.StaticTokenSource(tok))
+		if err != nil {
+			return Person{}, fmt.Errorf("read the person's claims at the provider's userinfo endpoint: %w", err)
+		}
+		if info.Subject != idt.Subject {
+			return Person{}, errors.New("the provider's userinfo answers for another subject than its ID token")
+		}
+		more := map[string]any{}
+		if err := info.Claims(&more); err != nil {
+			return Person{}, fmt.Errorf("read the userinfo claims: %w", err)
+		}
+		for k, v := range more {
+			if _, ok := claims[k]; !ok {
+				claims[k] = v
 			}
 		}
 	}
@@ -289,15 +306,17 @@ func (r *RP) person(ctx context.Context, p *oidc.Provider, clientID string, tok 
 
 // personFrom names the person of claims and maps their groups.
 func (r *RP) personFrom(issuer, subject string, claims map[string]any) (Person, error) {
-	name := ""
-	for _, c := range []string{r.cfg.NameClaim, "preferred_username"} {
-		if s, ok := claims[c].(string); ok && strings.TrimSpace(s) != "" {
-			name = s
-			break
-		}
-	}
-	if name == "" {
+	var name string
+	if r.cfg.NameClaim == "sub" {
 		name = subject
+	} else if s, ok := claims[r.cfg.NameClaim].(string); ok {
+		name = s
+	}
+	if strings.TrimSpace(name) == "" {
+		return Person{}, fmt.Errorf("the provider's tokens carry no %s claim to name the person by (ask for its scope with --oidc-scopes, or name people by another claim with --oidc-name-claim)", r.cfg.NameClaim)
+	}
+	if r.cfg.NameClaim == "email" && !verified(claims["email_verified"]) {
+		return Person{}, errors.New("the provider does not vouch for the person's e-mail address (email_verified is not true): drover names people by a verified address; name them by another claim with --oidc-name-claim")
 	}
 	norm, err := usertext.User(name)
 	if err != nil {
@@ -317,6 +336,18 @@ func (r *RP) personFrom(issuer, subject string, claims map[string]any) (Person, 
 	sort.Strings(per.Groups)
 	per.Bindings = r.Bindings(per.Groups)
 	return per, nil
+}
+
+// verified reads an email_verified claim: true, or "true" as some
+// providers send it.
+func verified(v any) bool {
+	switch b := v.(type) {
+	case bool:
+		return b
+	case string:
+		return b == "true"
+	}
+	return false
 }
 
 // Bindings are the role bindings of a member of groups: Everyone's and

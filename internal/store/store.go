@@ -710,8 +710,9 @@ type Store interface {
 	// RevokeSession ends session id now, by by, and returns it;
 	// ErrNotFound if there is no such session or it was already revoked.
 	RevokeSession(ctx context.Context, id int64, by string) (Session, error)
-	// RevokeSessionsOf ends every session of identity not yet revoked,
-	// now, by by, and returns how many it ended (0 is not an error).
+	// RevokeSessionsOf ends every session of identity not yet revoked
+	// nor expired, now, by by, and returns how many it ended (0 is not an
+	// error).
 	RevokeSessionsOf(ctx context.Context, identity, by string) (int, error)
 	// TouchSession records that session id was used at at, as
 	// TouchAPIToken does for tokens: crash safe, not durable.

@@ -227,9 +227,12 @@ func TestOIDCSignIn(t *testing.T) {
 			t.Errorf("whoami with a revoked session: want exit 1, got %s", r)
 		}
 	}
-	// bob signs out with the CLI.
+	// bob signs out with the CLI; ann's CLI forgets a session that ended.
 	if r := mustOK(as(bob, "logout")); !strings.Contains(r.stdout, "session ended") {
 		t.Errorf("logout: %s", r)
+	}
+	if r := mustOK(as(ann, "logout")); !strings.Contains(r.stderr, "refused the credential") || !strings.Contains(r.stdout, "forgotten") {
+		t.Errorf("logout with an ended session: %s", r)
 	}
 
 	var log apiv1.AuditList

@@ -103,9 +103,9 @@ func (s *Store) RevokeSession(ctx context.Context, id int64, by string) (store.S
 }
 
 // RevokeSessionsOf implements store.Store with one UPDATE of the sessions
-// of identity not revoked yet.
+// of identity not revoked yet and not expired.
 func (s *Store) RevokeSessionsOf(ctx context.Context, identity, by string) (int, error) {
-	tag, err := s.pool.Exec(ctx, "UPDATE sessions SET revoked_at = $2, revoked_by = $3 WHERE identity = $1 AND revoked_at IS NULL",
+	tag, err := s.pool.Exec(ctx, "UPDATE sessions SET revoked_at = $2, revoked_by = $3 WHERE identity = $1 AND revoked_at IS NULL AND expires_at > $2",
 		identity, nanos(now()), text(by))
 	if err := s.health.wrote(err); err != nil {
 		return 0, fmt.Errorf("revoke the sessions of %s: %w", identity, err)

@@ -99,8 +99,9 @@ func (s *Store) RevokeSession(ctx context.Context, id int64, by string) (store.S
 func (s *Store) RevokeSessionsOf(ctx context.Context, identity, by string) (int, error) {
 	var n int64
 	err := s.writeTx(ctx, func(tx *wtx) error {
-		res, err := tx.ExecContext(ctx, "UPDATE sessions SET revoked_at = ?, revoked_by = ? WHERE identity = ? AND revoked_at IS NULL",
-			dbTime(now()), by, identity)
+		at := now()
+		res, err := tx.ExecContext(ctx, "UPDATE sessions SET revoked_at = ?, revoked_by = ? WHERE identity = ? AND revoked_at IS NULL AND expires_at > ?",
+			dbTime(at), by, identity, dbTime(at))
 		if err != nil {
 			return err
 		}

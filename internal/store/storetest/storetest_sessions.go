@@ -126,12 +126,20 @@ func testSessionRevoke(t *testing.T, s store.Store) {
 func testSessionRevokeOf(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	var alice []store.Session
+	live := func(who string, i int) store.Session {
+		ss := session(who, i)
+		ss.ExpiresAt = time.Now().Add(time.Hour).In(tz)
+		return ss
+	}
 	for i := range 3 {
-		ss, err := s.CreateSession(ctx, session("alice", i))
+		ss, err := s.CreateSession(ctx, live("alice", i))
 		must(t, err)
 		alice = append(alice, ss)
 	}
-	bob, err := s.CreateSession(ctx, session("bob", 9))
+	bob, err := s.CreateSession(ctx, live("bob", 9))
+	must(t, err)
+	// An expired session of alice's is not counted, nor changed.
+	expired, err := s.CreateSession(ctx, session("alice", 7))
 	must(t, err)
 	early, err := s.RevokeSession(ctx, alice[0].ID, "admin")
 	must(t, err)
@@ -143,8 +151,8 @@ func testSessionRevokeOf(t *testing.T, s store.Store) {
 	}
 	list, err := s.ListSessions(ctx)
 	must(t, err)
-	if len(list) != 4 {
-		t.Fatalf("list %+v, want 4 sessions", list)
+	if len(list) != 5 {
+		t.Fatalf("list %+v, want 5 sessions", list)
 	}
 	same(t, list[0], early, "the session revoked before")
 	for _, ss := range list[1:3] {
@@ -153,6 +161,7 @@ func testSessionRevokeOf(t *testing.T, s store.Store) {
 		}
 	}
 	same(t, list[3], bob, "bob's session")
+	same(t, list[4], expired, "alice's expired session")
 	n, err = s.RevokeSessionsOf(ctx, "alice", "security")
 	must(t, err)
 	if n != 0 {
