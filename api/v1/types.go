@@ -616,6 +616,13 @@ type SignInResult struct {
 	ExpiresAt time.Time `json:"expiresAt,omitzero"`
 }
 
+// TokenSignInRequest signs a browser in with an API token, or the
+// server's local token (POST /v1/auth/token): the answer sets a session
+// cookie, which lasts while the token does.
+type TokenSignInRequest struct {
+	Token string `json:"token"`
+}
+
 // SignOutRequest ends the session a request carries (POST /v1/auth/logout).
 type SignOutRequest struct{}
 

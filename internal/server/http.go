@@ -84,6 +84,10 @@ func (s *Server) routeTable() []route {
 			handler: handle(s, func(r *http.Request, _ apiv1.DeviceSignInRequest) (any, error) { return s.startDevice(r.Context()) })},
 		{method: "POST", path: "/v1/auth/device/token", scope: scopeOpen, req: apiv1.DeviceTokenRequest{}, resp: apiv1.SignInResult{}, summary: "Poll a device sign-in: pending, or the new session's token (shown once)",
 			handler: handle(s, func(r *http.Request, req apiv1.DeviceTokenRequest) (any, error) { return s.pollDevice(r, req) })},
+		{method: "POST", path: "/v1/auth/token", scope: scopeOpen, req: apiv1.TokenSignInRequest{}, resp: apiv1.SignInResult{}, summary: "Sign a browser in with an API token (or the local token): sets a session cookie that lasts while the token does",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				handle(s, func(r *http.Request, req apiv1.TokenSignInRequest) (any, error) { return s.tokenSignIn(w, r, req) })(w, r)
+			}},
 		{method: "POST", path: "/v1/auth/logout", scope: scopeOpen, req: apiv1.SignOutRequest{}, resp: apiv1.SignOutResult{}, summary: "End the session the request carries (and clear a browser's cookie)",
 			handler: func(w http.ResponseWriter, r *http.Request) {
 				handle(s, func(r *http.Request, _ apiv1.SignOutRequest) (any, error) { return s.signOut(w, r) })(w, r)

@@ -154,8 +154,14 @@ func (s *Server) pollDevice(r *http.Request, req apiv1.DeviceTokenRequest) (*api
 		ExpiresAt: sess.ExpiresAt}, nil
 }
 
-// newSession records a session for p and returns its secret.
+// newSession records a session for p, lasting the session TTL, and
+// returns its secret.
 func (s *Server) newSession(r *http.Request, p sso.Person, via string) (string, store.Session, error) {
+	return s.newSessionUntil(r, p, via, s.now().Add(s.sessionTTL()))
+}
+
+// newSessionUntil records a session for p that ends at expires.
+func (s *Server) newSessionUntil(r *http.Request, p sso.Person, via string, expires time.Time) (string, store.Session, error) {
 	token := SessionPrefix + strings.TrimPrefix(auth.NewToken(), "drover_")
 	roles := make([]string, 0, len(p.Bindings))
 	for _, b := range p.Bindings {
@@ -167,13 +173,66 @@ func (s *Server) newSession(r *http.Request, p sso.Person, via string) (string, 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
 	defer cancel()
 	sess, err := s.store.CreateSession(ctx, store.Session{Hash: auth.HashToken(token), Identity: p.Name, Subject: p.Subject,
-		Roles: roles, Groups: p.Groups, Via: via, Source: r.RemoteAddr, CreatedAt: now, ExpiresAt: now.Add(s.sessionTTL())})
+		Roles: roles, Groups: p.Groups, Via: via, Source: r.RemoteAddr, CreatedAt: now, ExpiresAt: expires.UTC()})
 	if err != nil {
 		s.auditSignIn(r, via, p, 0, "internal", err.Error())
 		return "", store.Session{}, err
 	}
 	s.auditSignIn(r, via, p, sess.ID, "ok", "")
 	return token, sess, nil
+}
+
+// Subjects of the sessions a browser signs in to with a token: an API
+// token's (tokenSubject and the token's hash: the session ends with the
+// token), or the server's local token.
+const (
+	tokenSubject = "drover-token#"
+	localSubject = "drover-local"
+)
+
+// tokenSignIn answers POST /v1/auth/token: a browser signs in with an API
+// token or the local token, checked as a request carrying it would be,
+// and gets a session cookie (never the token back). The session lasts
+// while the token does: revoking or expiring the token ends it.
+func (s *Server) tokenSignIn(w http.ResponseWriter, r *http.Request, req apiv1.TokenSignInRequest) (*apiv1.SignInResult, error) {
+	token := strings.TrimSpace(req.Token)
+	if token == "" || strings.HasPrefix(token, SessionPrefix) {
+		return nil, errorf("invalid_argument", "token: give an API token (drover tokens create) or the server's local token")
+	}
+	if s.edgeCfg.Auth == nil {
+		return nil, errorf("failed_precondition", "this server authenticates no one")
+	}
+	probe := r.Clone(r.Context())
+	probe.Header = http.Header{"Authorization": {"Bearer " + token}}
+	id, err := s.edgeCfg.Auth.Authenticate(probe)
+	switch {
+	case err == nil && (id.Kind == auth.KindToken || id.Kind == auth.KindLocal):
+	case err == nil, errors.Is(err, auth.ErrBadCredential), errors.Is(err, auth.ErrNoCredential):
+		s.auditSignIn(r, "token", sso.Person{}, 0, "unauthenticated", "a token this server does not take")
+		msg := "the token is not valid for this server"
+		if err != nil && errors.Unwrap(err) != nil {
+			msg = err.Error()
+		}
+		return nil, errorf("unauthenticated", "%s", msg)
+	default:
+		return nil, statusError("unavailable", err)
+	}
+	p := sso.Person{Name: id.Name, Bindings: id.Bindings, Subject: localSubject}
+	expires := s.now().Add(s.sessionTTL())
+	if id.Kind == auth.KindToken {
+		p.Subject = tokenSubject + auth.HashToken(token)
+		if t, err := s.store.APITokenByHash(r.Context(), auth.HashToken(token)); err == nil && !t.ExpiresAt.IsZero() && t.ExpiresAt.Before(expires) {
+			expires = t.ExpiresAt
+		}
+	}
+	secret, sess, err := s.newSessionUntil(r, p, "token", expires)
+	if err != nil {
+		return nil, err
+	}
+	setCookie(w, r, SessionCookie, secret, sess.ExpiresAt)
+	out := identityOf(sess)
+	out.Kind = id.Kind
+	return &apiv1.SignInResult{Status: "signed_in", Identity: out, ExpiresAt: sess.ExpiresAt}, nil
 }
 
 // auditSignIn records a sign-in, or a refused one (outcome other than ok).
@@ -450,7 +509,11 @@ func (s *Server) sessionInfo(sess store.Session) apiv1.SessionInfo {
 	if roles == nil {
 		roles = []string{}
 	}
-	return apiv1.SessionInfo{ID: sess.ID, Identity: sess.Identity, Subject: sess.Subject, Roles: roles, Groups: sess.Groups, Via: sess.Via,
+	subject := sess.Subject
+	if strings.HasPrefix(subject, tokenSubject) {
+		subject = "drover-token" // the hash stays in the store
+	}
+	return apiv1.SessionInfo{ID: sess.ID, Identity: sess.Identity, Subject: subject, Roles: roles, Groups: sess.Groups, Via: sess.Via,
 		Source: sess.Source, CreatedAt: sess.CreatedAt, ExpiresAt: sess.ExpiresAt, RevokedAt: sess.RevokedAt, RevokedBy: sess.RevokedBy,
 		LastUsedAt: sess.LastUsedAt, State: state}
 }
@@ -572,6 +635,24 @@ func (a *SessionAuthenticator) session(r *http.Request, token string) (auth.Iden
 		return auth.Identity{}, fmt.Errorf("%w: the session of %s expired at %s: sign in again", auth.ErrBadCredential, sess.Identity, sess.ExpiresAt.Format(time.RFC3339))
 	}
 	id := auth.Identity{Name: sess.Identity, Kind: auth.KindOIDC, Session: sess.ID}
+	switch {
+	case sess.Subject == localSubject:
+		id.Kind = auth.KindLocal
+	case strings.HasPrefix(sess.Subject, tokenSubject):
+		// Signed in with an API token: it ends with the token.
+		t, err := a.store.APITokenByHash(r.Context(), strings.TrimPrefix(sess.Subject, tokenSubject))
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return auth.Identity{}, fmt.Errorf("%w: the API token %s signed in with is gone: sign in again", auth.ErrBadCredential, sess.Identity)
+		case err != nil:
+			return auth.Identity{}, fmt.Errorf("look the session's token up: %w", err)
+		case !t.RevokedAt.IsZero():
+			return auth.Identity{}, fmt.Errorf("%w: the token %s was revoked by %s at %s", auth.ErrBadCredential, t.Name, t.RevokedBy, t.RevokedAt.Format(time.RFC3339))
+		case !t.ExpiresAt.IsZero() && !now.Before(t.ExpiresAt):
+			return auth.Identity{}, fmt.Errorf("%w: the token %s expired at %s", auth.ErrBadCredential, t.Name, t.ExpiresAt.Format(time.RFC3339))
+		}
+		id.Kind = auth.KindToken
+	}
 	for _, s := range sess.Roles {
 		if b, err := auth.ParseBinding(s); err == nil {
 			id.Bindings = append(id.Bindings, b)

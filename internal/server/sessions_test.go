@@ -246,3 +246,75 @@ func TestBrowserCallbackRefusals(t *testing.T) {
 		t.Errorf("login with a foreign return: %d %s", w.Code, w.Body)
 	}
 }
+
+// TestTokenSignIn: a browser signs in with an API token and gets a
+// session cookie (never the token back) that acts as the token's identity
+// and ends when the token is revoked; the local token signs in as local;
+// a session's secret or a wrong token signs no one in.
+func TestTokenSignIn(t *testing.T) {
+	s, _ := newPushedServer(t)
+	ctx := local(t.Context())
+	const localToken = "drover_local-test-token-0123456789"
+	sessions := NewSessionAuthenticator(s.store, nil)
+	s.edgeCfg.Auth = auth.Chain{auth.NewTokenAuthenticator(localToken, auth.LocalIdentity), sessions, NewTokenAuthenticator(s.store, nil)}
+	created, err := s.createToken(ctx, apiv1.CreateTokenRequest{Name: "vic", Roles: []string{"viewer@quickstart"}, ExpiresAt: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	signIn := func(token string) (*apiv1.SignInResult, *http.Cookie, error) {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "http://127.0.0.1:7420/v1/auth/token", nil)
+		res, err := s.tokenSignIn(w, r, apiv1.TokenSignInRequest{Token: token})
+		var c *http.Cookie
+		for _, ck := range w.Result().Cookies() {
+			if ck.Name == SessionCookie {
+				c = ck
+			}
+		}
+		return res, c, err
+	}
+	withCookie := func(c *http.Cookie) (auth.Identity, error) {
+		r := httptest.NewRequestWithContext(t.Context(), http.MethodGet, "http://127.0.0.1:7420/v1/whoami", nil)
+		r.AddCookie(c)
+		return sessions.Authenticate(r)
+	}
+	res, c, err := signIn(created.Token)
+	if err != nil || c == nil || res.Identity.Name != "vic" || res.Identity.Kind != auth.KindToken || res.Token != "" {
+		t.Fatalf("sign in with vic's token: %+v %+v %v", res, c, err)
+	}
+	if c.Value == created.Token || !strings.HasPrefix(c.Value, SessionPrefix) || !c.HttpOnly {
+		t.Errorf("the cookie is not a session of its own: %+v", c)
+	}
+	if !res.ExpiresAt.After(time.Now().Add(50*time.Minute)) || res.ExpiresAt.After(created.Info.ExpiresAt.Add(time.Second)) {
+		t.Errorf("the session ends at %v, want with the token at %v", res.ExpiresAt, created.Info.ExpiresAt)
+	}
+	id, err := withCookie(c)
+	if err != nil || id.Name != "vic" || id.Kind != auth.KindToken || !id.Can(auth.PermRead, "quickstart", "") || id.Can(auth.PermPush, "quickstart", "") {
+		t.Fatalf("the cookie acts as %+v, %v", id, err)
+	}
+	list, err := s.listSessions(ctx)
+	if err != nil || len(list.Sessions) != 1 || list.Sessions[0].Subject != "drover-token" || list.Sessions[0].Via != "token" {
+		t.Errorf("sessions: %+v %v", list, err)
+	}
+	if _, err := s.revokeToken(ctx, "vic"); err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequestWithContext(t.Context(), http.MethodGet, "http://127.0.0.1:7420/v1/whoami", nil)
+	r.Header.Set("Authorization", "Bearer "+c.Value)
+	if _, err := sessions.Authenticate(r); !errors.Is(err, auth.ErrBadCredential) || !strings.Contains(err.Error(), "the token vic was revoked") {
+		t.Errorf("the session of a revoked token: %v", err)
+	}
+
+	res, c, err = signIn(localToken)
+	if err != nil || c == nil || res.Identity.Kind != auth.KindLocal {
+		t.Fatalf("sign in with the local token: %+v %v", res, err)
+	}
+	if id, err := withCookie(c); err != nil || id.Kind != auth.KindLocal || !id.Can(auth.PermTokens, "", "") {
+		t.Errorf("the local session acts as %+v, %v", id, err)
+	}
+	for _, bad := range []string{"", "drover_wrong", c.Value} {
+		if _, c, err := signIn(bad); err == nil || c != nil {
+			t.Errorf("sign in with %q: %v (cookie %v)", bad, err, c)
+		}
+	}
+}
