@@ -516,6 +516,12 @@ func (c *Client) RevokeToken(ctx context.Context, name string) (*apiv1.TokenInfo
 	return &out, c.do(ctx, http.MethodPost, "/v1/tokens/"+url.PathEscape(name)+":revoke", apiv1.RevokeTokenRequest{}, &out)
 }
 
+// Parameters lists the parameters a service's pushes take.
+func (c *Client) Parameters(ctx context.Context, app, svc string) (*apiv1.ParameterList, error) {
+	var out apiv1.ParameterList
+	return &out, c.do(ctx, http.MethodGet, "/v1/apps/"+url.PathEscape(app)+"/services/"+url.PathEscape(svc)+"/parameters", nil, &out)
+}
+
 // SignInInfo tells how people sign in to the server.
 func (c *Client) SignInInfo(ctx context.Context) (*apiv1.SignInInfo, error) {
 	var out apiv1.SignInInfo

@@ -253,6 +253,11 @@ type ChannelStatus struct {
 	TargetVersion string `json:"targetVersion,omitempty"`
 	Runtime       string `json:"runtime,omitempty"`
 	Paused        bool   `json:"paused,omitempty"`
+	// Group is the release channel group the channel belongs to.
+	Group string `json:"group,omitempty"`
+	// DependsOn are the channels that must run the same version converged
+	// first (releaseChannelStable preconditions): the pipeline's edges.
+	DependsOn []string `json:"dependsOn,omitempty"`
 	// Approvals lists approval gates and who approved.
 	Approvals []ApprovalStatus `json:"approvals,omitempty"`
 	// Checks lists the protections (and extensions) of the channel, one per
@@ -614,6 +619,26 @@ type SignInResult struct {
 	Identity  *Identity `json:"identity,omitempty"`
 	Groups    []string  `json:"groups,omitempty"`
 	ExpiresAt time.Time `json:"expiresAt,omitzero"`
+}
+
+// ParameterInfo is one parameter a service's pushes take, as its config
+// declares it (GET /v1/apps/APP/services/SVC/parameters).
+type ParameterInfo struct {
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	Required    bool   `json:"required,omitempty"`
+	// Type is string, int, dockerImage, secret, commit or blob.
+	Type string `json:"type"`
+	// Default is the default value (a docker image's default tag); never
+	// a secret's.
+	Default string `json:"default,omitempty"`
+	// Image is a docker image parameter's repository.
+	Image string `json:"image,omitempty"`
+}
+
+// ParameterList lists a service's parameters.
+type ParameterList struct {
+	Parameters []ParameterInfo `json:"parameters"`
 }
 
 // TokenSignInRequest signs a browser in with an API token, or the

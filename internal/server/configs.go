@@ -442,3 +442,48 @@ func (s *Server) listRuntimes(ctx context.Context) (*apiv1.RuntimeList, error) {
 	sort.Slice(out.Runtimes, func(i, j int) bool { return out.Runtimes[i].Name < out.Runtimes[j].Name })
 	return out, nil
 }
+
+// parameters answers GET /v1/apps/{app}/services/{svc}/parameters from the
+// service's latest config: what a push form asks for.
+func (s *Server) parameters(ctx context.Context, app, svc string) (*apiv1.ParameterList, error) {
+	obj, err := s.store.GetConfig(ctx, "service", app+"/"+svc)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, errorf("not_found", "no service %q in application %q", svc, app)
+	}
+	if err != nil {
+		return nil, err
+	}
+	src, err := s.cache.source(obj)
+	if err != nil {
+		return nil, err
+	}
+	out := &apiv1.ParameterList{Parameters: []apiv1.ParameterInfo{}}
+	if src.File.Service == nil {
+		return out, nil
+	}
+	for _, p := range src.File.Service.Parameters {
+		info := apiv1.ParameterInfo{Name: p.Name, Description: p.Description, Required: p.Required, Type: "string"}
+		switch {
+		case p.Secret != nil:
+			info.Type = "secret"
+		case p.Int != nil:
+			info.Type = "int"
+			if p.Int.DefaultValue != nil {
+				info.Default = fmt.Sprint(int64(*p.Int.DefaultValue))
+			}
+		case p.DockerImage != nil:
+			info.Type, info.Default = "dockerImage", p.DockerImage.DefaultTag
+			if ri := p.DockerImage.ImageRegistryInfo; ri != nil {
+				info.Image = ri.ImageRepository
+			}
+		case p.Commit != nil:
+			info.Type = "commit"
+		case p.Blob != nil:
+			info.Type = "blob"
+		case p.String != nil:
+			info.Default = p.String.DefaultValue
+		}
+		out.Parameters = append(out.Parameters, info)
+	}
+	return out, nil
+}

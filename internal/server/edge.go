@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"golang.org/x/net/netutil"
@@ -37,9 +38,10 @@ func (s *Server) edge(ln net.Listener) (http.Handler, net.Listener, error) {
 	g := &auth.Guard{
 		Hosts: hosts, Authenticator: s.edgeCfg.Auth, Log: s.log, OnRefuse: s.auditRefusal,
 		Open: s.open,
-		// A provider sends a browser back from its own site.
+		// A provider sends a browser back from its own site; a link on
+		// another site may open the UI's page or start a sign-in.
 		CrossSite: func(r *http.Request) bool {
-			return r.Method == http.MethodGet && (r.URL.Path == "/v1/auth/callback" || r.URL.Path == "/v1/auth/login")
+			return r.Method == http.MethodGet && (r.URL.Path == "/" || r.URL.Path == "/v1/auth/callback" || r.URL.Path == "/v1/auth/login")
 		},
 	}
 	bodyTimeout := s.edgeCfg.BodyTimeout
@@ -127,5 +129,8 @@ func bodyRead(w http.ResponseWriter) {
 // open reports whether r is for a route that needs no credential (the
 // table's scopeOpen routes).
 func (s *Server) open(r *http.Request) bool {
+	if r.Method == http.MethodGet && (r.URL.Path == "/" || strings.HasPrefix(r.URL.Path, "/ui/")) {
+		return true // the web UI's page and assets
+	}
 	return s.openRoutes[r.Method+" "+r.URL.Path]
 }

@@ -32,6 +32,10 @@ func (s *Server) maxBody() int64 {
 func (s *Server) routes() {
 	s.table = s.routeTable()
 	s.mux = s.mount(s.table)
+	// The web UI: its page and assets need no credential (the page signs
+	// in through the API).
+	s.mux.Handle("GET /{$}", s.ui)
+	s.mux.Handle("GET /ui/", s.ui)
 	s.openRoutes = map[string]bool{}
 	for _, rt := range s.table {
 		if rt.scope == scopeOpen {
@@ -141,6 +145,11 @@ func (s *Server) routeTable() []route {
 			handler: channelAction("resume")},
 		{method: "POST", path: "/v1/apps/{app}/services/{svc}:rollback", perm: auth.PermOperate, scope: scopeChannel, req: apiv1.ChannelRequest{}, resp: apiv1.ServiceStatus{}, summary: "Roll a release channel back to its previous version",
 			handler: channelAction("rollback")},
+		{method: "GET", path: "/v1/apps/{app}/services/{svc}/parameters", perm: auth.PermRead, scope: scopeApp, resp: apiv1.ParameterList{}, summary: "The parameters a service's pushes take, as its config declares them",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				out, err := s.parameters(r.Context(), app(r), svc(r))
+				reply(w, s, out, err)
+			}},
 		{method: "GET", path: "/v1/apps/{app}/services/{svc}/events", perm: auth.PermRead, scope: scopeApp, resp: apiv1.EventList{}, query: []queryParam{{"after", "integer", "only events after this sequence number"}, {"limit", "integer", "at most this many events"}}, summary: "A service's events",
 			handler: func(w http.ResponseWriter, r *http.Request) {
 				after, _ := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)

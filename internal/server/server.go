@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/drover-dev/drover/internal/store"
+	"github.com/drover-dev/drover/internal/web"
 )
 
 // Engine is what the server needs of the convergence engine.
@@ -80,7 +81,9 @@ type Server struct {
 	// openRoutes are the routes that need no credential ("GET /v1/health").
 	openRoutes map[string]bool
 	// polls bounds the device sign-in polls of each source address.
-	polls   pollGate
+	polls pollGate
+	// ui serves the web UI at / and /ui/.
+	ui      *web.Handler
 	edgeCfg EdgeConfig
 	agents  Agents
 	// storeKind and replica are reported by health.
@@ -115,7 +118,7 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{store: cfg.Store, engine: cfg.Engine, runtimes: cfg.Runtimes, log: cfg.Log, now: cfg.Now,
 		changed: newBroadcaster(), edgeCfg: cfg.Edge, agents: cfg.Agents, storeKind: cfg.StoreKind, replica: cfg.Replica,
-		limits: newLimiter(cfg.Edge.MutationRate, cfg.Edge.MutationBurst, cfg.Edge.MaxStreams), streamRecheck: streamRecheck}
+		limits: newLimiter(cfg.Edge.MutationRate, cfg.Edge.MutationBurst, cfg.Edge.MaxStreams), streamRecheck: streamRecheck, ui: web.New()}
 	s.routes()
 	return s
 }

@@ -165,7 +165,8 @@ func (s *Server) buildStatus(ctx context.Context, rec store.DesiredState, list [
 	out := &apiv1.ServiceStatus{Application: rec.Application, Service: rec.Service, DesiredStateID: rec.ID, DesiredVersion: rec.Version, ReleaseChannels: []apiv1.ChannelStatus{}}
 	for _, ch := range d.Channels {
 		inst, ok := insts[ch.Name]
-		cs := apiv1.ChannelStatus{Name: ch.Name, DesiredVersion: ch.Version, Runtime: ch.Runtime, Status: string(ds.StatusPending), Message: "waiting for the engine"}
+		cs := apiv1.ChannelStatus{Name: ch.Name, DesiredVersion: ch.Version, Runtime: ch.Runtime, Status: string(ds.StatusPending), Message: "waiting for the engine",
+			Group: ch.Group, DependsOn: ch.DependsOn}
 		if ok {
 			cs.Status, cs.Reason, cs.Message = string(inst.Status), string(inst.Reason), inst.Message
 			cs.Version, cs.TargetVersion, cs.Paused, cs.UpdatedAt = inst.CurrentVersion, inst.TargetVersion, inst.Paused, inst.UpdatedAt

@@ -1,0 +1,485 @@
+// drover's web UI: a page per URL fragment (#/, #/apps/APP/services/SVC,
+// #/runtimes, #/signin), drawn from the /v1 API with the session cookie.
+// Text from the server only ever goes through textContent or attributes:
+// nothing is parsed as HTML.
+
+const main = document.getElementById('main');
+const who = document.getElementById('who');
+const toast = document.getElementById('toast');
+
+// ---- the API ----------------------------------------------------------
+
+class APIError extends Error {
+  constructor(status, code, message) { super(message); this.status = status; this.code = code; }
+}
+
+async function api(path, body) {
+  const init = { credentials: 'same-origin', headers: { Accept: 'application/json' } };
+  if (body !== undefined) {
+    init.method = 'POST';
+    init.headers['Content-Type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  const resp = await fetch(path, init);
+  const text = await resp.text();
+  let data = null;
+  try { data = text ? JSON.parse(text) : null; } catch { /* not JSON */ }
+  if (!resp.ok) {
+    const e = (data && data.error) || {};
+    throw new APIError(resp.status, e.code || String(resp.status), e.message || resp.statusText);
+  }
+  return data;
+}
+
+// ---- who is signed in, and what they may do ---------------------------
+
+let me = null; // {name, kind, roles}
+
+const grants = {
+  viewer: ['read'],
+  deployer: ['read', 'push', 'operate'],
+  approver: ['read', 'approve'],
+  admin: ['read', 'push', 'operate', 'approve', 'bypass', 'freeze', 'configure', 'runtimes', 'tokens', 'audit'],
+};
+
+// can mirrors the server's check, only to show the buttons a person may
+// use: the server checks every request all the same.
+function can(perm, app, channel) {
+  if (!me) return false;
+  return me.roles.some((b) => {
+    const [role, scope = ''] = b.split('@');
+    const [bApp = '', bChannel = ''] = scope.split('/');
+    if (!(grants[role] || []).includes(perm)) return false;
+    if (bApp && bApp !== app) return false;
+    if (bChannel && bChannel !== channel) return false;
+    return true;
+  });
+}
+
+async function loadMe() {
+  try {
+    me = await api('/v1/whoami');
+  } catch (e) {
+    if (e.status === 401) { me = null; return false; }
+    throw e;
+  }
+  who.replaceChildren(
+    el('span', {}, `${me.name} (${me.roles.length ? me.roles.join(', ') : 'no role'})`),
+    button('Sign out', 'secondary', async () => {
+      await api('/v1/auth/logout', {});
+      me = null;
+      who.replaceChildren();
+      location.hash = '#/signin';
+    }),
+  );
+  return true;
+}
+
+// ---- small DOM helpers ------------------------------------------------
+
+function el(tag, attrs = {}, ...children) {
+  const n = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === 'class') n.className = v;
+    else if (k.startsWith('on')) n.addEventListener(k.slice(2), v);
+    else n.setAttribute(k, v === true ? '' : v);
+  }
+  for (const c of children.flat(Infinity)) {
+    if (c === undefined || c === null || c === false) continue;
+    n.append(c instanceof Node ? c : String(c));
+  }
+  return n;
+}
+
+function svg(tag, attrs = {}, ...children) {
+  const n = document.createElementNS('http://www.w3.org/2000/svg', tag);
+  for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, v);
+  for (const c of children.flat()) if (c) n.append(c instanceof Node ? c : String(c));
+  return n;
+}
+
+function button(label, cls, onclick) {
+  return el('button', { type: 'button', class: cls, onclick }, label);
+}
+
+function say(msg) {
+  toast.textContent = msg;
+  clearTimeout(say.timer);
+  say.timer = setTimeout(() => { toast.textContent = ''; }, 6000);
+}
+
+function short(v) { return v ? (v.length > 14 ? v.slice(0, 14) + '…' : v) : '—'; }
+
+function ago(t) {
+  if (!t) return '';
+  const s = Math.round((Date.now() - Date.parse(t)) / 1000);
+  if (s < 60) return `${Math.max(s, 0)} s ago`;
+  if (s < 3600) return `${Math.round(s / 60)} min ago`;
+  if (s < 86400) return `${Math.round(s / 3600)} h ago`;
+  return new Date(t).toLocaleString();
+}
+
+// Status words, a symbol each and a tone: never colour alone.
+const statuses = {
+  CONVERGED: ['✓', 'Converged', 'ok'],
+  CONVERGING: ['↻', 'Converging', 'info'],
+  PENDING: ['…', 'Pending', 'info'],
+  WAITING_PRECONDITIONS: ['⏸', 'Waiting', 'warn'],
+  WAITING_MANUAL_APPROVAL: ['✋', 'Needs approval', 'warn'],
+  BLOCKED: ['⛔', 'Blocked', 'warn'],
+  PAUSED: ['⏸', 'Paused', 'warn'],
+  ROLLING_BACK: ['↺', 'Rolling back', 'bad'],
+  ROLLED_BACK: ['↺', 'Rolled back', 'bad'],
+  FAILED: ['✗', 'Failed', 'bad'],
+  FAILED_ROLLBACK: ['✗', 'Rollback failed', 'bad'],
+};
+
+function tone(status) { return (statuses[status] || ['', '', 'info'])[2]; }
+
+function badge(status) {
+  const [sym, word, t] = statuses[status] || ['•', status || 'Unknown', 'info'];
+  return el('span', { class: `badge ${t}` }, el('span', { 'aria-hidden': 'true' }, sym), word);
+}
+
+// ---- pages ------------------------------------------------------------
+
+let stopLive = () => {};
+
+async function route() {
+  stopLive();
+  stopLive = () => {};
+  const hash = location.hash || '#/';
+  if (hash === '#/signin') return signInPage();
+  if (!me && !(await loadMe())) {
+    location.hash = '#/signin';
+    return undefined;
+  }
+  const m = hash.match(/^#\/apps\/([^/]+)\/services\/([^/]+)$/);
+  try {
+    if (m) return await servicePage(decodeURIComponent(m[1]), decodeURIComponent(m[2]));
+    if (hash === '#/runtimes') return await runtimesPage();
+    return await servicesPage();
+  } catch (e) {
+    if (e.status === 401) { me = null; location.hash = '#/signin'; return undefined; }
+    main.replaceChildren(el('h1', {}, 'Something went wrong'), el('p', { class: 'error' }, e.message));
+    return undefined;
+  }
+}
+
+function show(title, ...content) {
+  document.title = `${title} · drover`;
+  main.replaceChildren(...content);
+  main.focus({ preventScroll: true });
+}
+
+async function signInPage() {
+  const info = await api('/v1/auth/info').catch(() => ({}));
+  const err = el('p', { class: 'error', role: 'alert' });
+  // No name: were the script to fail, the browser would not send the
+  // token anywhere with the form.
+  const input = el('input', { id: 'token', type: 'password', autocomplete: 'off', required: true });
+  const form = el('form', {
+    class: 'inline',
+    method: 'post',
+    onsubmit: async (ev) => {
+      ev.preventDefault();
+      err.textContent = '';
+      try {
+        await api('/v1/auth/token', { token: input.value });
+        input.value = '';
+        await loadMe();
+        location.hash = '#/';
+      } catch (e) { err.textContent = e.message; }
+    },
+  },
+  el('label', { for: 'token' }, 'API token (drover tokens create), or the server\'s local token'),
+  input,
+  el('button', { type: 'submit' }, 'Sign in with a token'));
+  const sso = info.oidc
+    ? el('p', {}, el('a', { class: 'button', href: `${info.oidc.loginPath}?return=${encodeURIComponent('/#/')}` }, 'Sign in with your identity provider'))
+    : null;
+  show('Sign in', el('section', { class: 'signin' }, el('h1', {}, 'Sign in to drover'), sso, form, err));
+}
+
+// The services page: every service the person may read, with a search
+// that filters as one types; at most `shown` rows are drawn at a time, so
+// it stays quick with ten thousand services.
+async function servicesPage() {
+  const shown = 200;
+  const list = (await api('/v1/services')).services || [];
+  const rows = el('tbody');
+  const count = el('p', { class: 'muted', 'aria-live': 'polite' });
+  const input = el('input', { type: 'search', id: 'search', placeholder: 'Filter: application/service or status', 'aria-label': 'Filter services' });
+  const keyed = list.map((s) => ({ s, key: `${s.application}/${s.service} ${s.status}`.toLowerCase() }));
+  const draw = () => {
+    const q = input.value.trim().toLowerCase();
+    const match = q ? keyed.filter((k) => k.key.includes(q)) : keyed;
+    rows.replaceChildren(...match.slice(0, shown).map(({ s }) => {
+      const chans = s.releaseChannels || [];
+      const done = chans.filter((c) => c.status === 'CONVERGED').length;
+      return el('tr', {},
+        el('td', {}, el('a', { href: `#/apps/${encodeURIComponent(s.application)}/services/${encodeURIComponent(s.service)}` }, `${s.application}/${s.service}`)),
+        el('td', {}, badge(s.status)),
+        el('td', { class: 'mono' }, short(s.desiredVersion)),
+        el('td', {}, `${done}/${chans.length} channels converged`));
+    }));
+    count.textContent = match.length > shown
+      ? `Showing ${shown} of ${match.length} matching services (of ${list.length}); narrow the filter to see the others.`
+      : `${match.length} of ${list.length} services.`;
+  };
+  let timer;
+  input.addEventListener('input', () => { clearTimeout(timer); timer = setTimeout(draw, 80); });
+  draw();
+  show('Services', el('h1', {}, 'Services'), el('div', { class: 'search' }, input), count,
+    el('table', {}, el('thead', {}, el('tr', {}, el('th', {}, 'Service'), el('th', {}, 'Status'), el('th', {}, 'Version'), el('th', {}, 'Channels'))), rows));
+  input.focus();
+}
+
+// Pipeline layout: a channel's column is one more than the deepest channel
+// it depends on; channels of a group are boxed together.
+function layout(chans) {
+  const byName = new Map(chans.map((c) => [c.name, c]));
+  const depth = new Map();
+  const depthOf = (c, seen = new Set()) => {
+    if (depth.has(c.name)) return depth.get(c.name);
+    if (seen.has(c.name)) return 0;
+    seen.add(c.name);
+    let d = 0;
+    for (const dep of c.dependsOn || []) if (byName.has(dep)) d = Math.max(d, depthOf(byName.get(dep), seen) + 1);
+    depth.set(c.name, d);
+    return d;
+  };
+  chans.forEach((c) => depthOf(c));
+  const cols = [];
+  for (const c of chans) (cols[depth.get(c.name)] ||= []).push(c);
+  return cols;
+}
+
+function pipeline(st) {
+  const chans = st.releaseChannels || [];
+  const cols = layout(chans);
+  const W = 190; const H = 64; const GX = 60; const GY = 22; const PAD = 24;
+  const pos = new Map();
+  cols.forEach((col, x) => col.forEach((c, y) => pos.set(c.name, { x: PAD + x * (W + GX), y: PAD + 14 + y * (H + GY) })));
+  const width = PAD * 2 + cols.length * W + Math.max(cols.length - 1, 0) * GX;
+  const height = PAD * 2 + 14 + Math.max(1, ...cols.map((c) => c.length)) * (H + GY);
+  const g = svg('svg', { width, height, viewBox: `0 0 ${width} ${height}`, role: 'group', 'aria-label': `Pipeline of ${st.service}: ${chans.length} release channels` });
+  // Groups: a dashed box around their channels.
+  const groups = new Map();
+  for (const c of chans) if (c.group) (groups.get(c.group) || groups.set(c.group, []).get(c.group)).push(pos.get(c.name));
+  for (const [name, ps] of groups) {
+    const x0 = Math.min(...ps.map((p) => p.x)) - 8; const y0 = Math.min(...ps.map((p) => p.y)) - 18;
+    const x1 = Math.max(...ps.map((p) => p.x)) + W + 8; const y1 = Math.max(...ps.map((p) => p.y)) + H + 8;
+    g.append(svg('rect', { class: 'group', x: x0, y: y0, width: x1 - x0, height: y1 - y0, rx: 8 }),
+      svg('text', { class: 'grouplabel', x: x0 + 6, y: y0 + 12 }, `group ${name}`));
+  }
+  for (const c of chans) {
+    const to = pos.get(c.name);
+    for (const dep of c.dependsOn || []) {
+      const from = pos.get(dep);
+      if (!from) continue;
+      const x1 = from.x + W; const y1 = from.y + H / 2; const x2 = to.x; const y2 = to.y + H / 2;
+      g.append(svg('path', { class: 'edge', d: `M${x1},${y1} C${x1 + GX / 2},${y1} ${x2 - GX / 2},${y2} ${x2 - 6},${y2}`, 'marker-end': 'url(#arrow)' }));
+    }
+  }
+  g.prepend(svg('defs', {}, svg('marker', { id: 'arrow', viewBox: '0 0 10 10', refX: 8, refY: 5, markerWidth: 7, markerHeight: 7, orient: 'auto' },
+    svg('path', { d: 'M0,0 L10,5 L0,10 z', fill: '#4d5560' }))));
+  for (const c of chans) {
+    const p = pos.get(c.name);
+    const [sym, word] = statuses[c.status] || ['•', c.status];
+    const a = svg('a', { href: `#ch-${encodeURIComponent(c.name)}`, class: `node ${tone(c.status)}`, 'aria-label': `${c.name}: ${word}` },
+      svg('rect', { x: p.x, y: p.y, width: W, height: H, rx: 6 }),
+      svg('text', { x: p.x + 10, y: p.y + 20 }, `${sym} ${c.name}`),
+      svg('text', { class: 'sub', x: p.x + 10, y: p.y + 38 }, word),
+      svg('text', { class: 'sub', x: p.x + 10, y: p.y + 54 }, `runs ${short(c.version)}`));
+    a.addEventListener('click', (ev) => {
+      ev.preventDefault();
+      const card = document.getElementById(`ch-${c.name}`);
+      if (card) { card.scrollIntoView({ block: 'nearest' }); card.focus(); }
+    });
+    g.append(a);
+  }
+  return el('div', { class: 'pipeline' }, g);
+}
+
+function replicas(c) {
+  const objs = c.objects || [];
+  const withReplicas = objs.filter((o) => o.targetReplicas || o.replicas);
+  if (!withReplicas.length) return null;
+  return withReplicas.map((o) => `${o.name}: ${o.availableReplicas || 0}/${o.targetReplicas || o.replicas} available`).join('; ');
+}
+
+// reason says in words why a channel is where it is.
+function reason(c) {
+  if (c.status === 'WAITING_MANUAL_APPROVAL') {
+    const gates = (c.approvals || []).map((a) => {
+      const more = a.minApprovers - (a.approvedBy || []).length;
+      return more > 0 ? `waiting for ${more} more approval${more > 1 ? 's' : ''}${a.topic ? ` (${a.topic})` : ''}` : '';
+    }).filter(Boolean);
+    if (gates.length) return gates.join('; ');
+  }
+  return c.message || '';
+}
+
+async function act(what, path, body, refresh) {
+  try {
+    await api(path, body);
+    say(`${what}: done`);
+    refresh();
+  } catch (e) { say(`${what} refused: ${e.message}`); }
+}
+
+function commentForm(label, submit, onDone) {
+  const id = `c${Math.random().toString(36).slice(2)}`;
+  const text = el('textarea', { id, rows: 2 });
+  const f = el('form', {
+    class: 'inline',
+    onsubmit: async (ev) => { ev.preventDefault(); await submit(text.value); onDone(); },
+  }, el('label', { for: id }, 'Comment (optional)'), text, el('div', { class: 'actions' }, el('button', { type: 'submit' }, label),
+    el('button', { type: 'button', class: 'secondary', onclick: onDone }, 'Cancel')));
+  setTimeout(() => text.focus(), 0);
+  return f;
+}
+
+function channelCard(st, c, refresh) {
+  const app = st.application; const svc = st.service;
+  const base = `/v1/apps/${encodeURIComponent(app)}/services/${encodeURIComponent(svc)}`;
+  const rc = { releaseChannel: c.name };
+  const slot = el('div');
+  const acts = el('div', { class: 'actions' });
+  const open = (form) => { slot.replaceChildren(form); };
+  const close = () => slot.replaceChildren();
+  const pending = (c.approvals || []).some((a) => (a.approvedBy || []).length < a.minApprovers && !a.rejectedBy);
+  if (c.status === 'WAITING_MANUAL_APPROVAL' && pending && can('approve', app, c.name)) {
+    acts.append(
+      button(`Approve ${c.name}…`, '', () => open(commentForm(`Approve ${c.name}`, (comment) => act(`Approve ${c.name}`, `${base}:approve`,
+        { ...rc, desiredStateId: st.desiredStateId, comment }, refresh), close))),
+      button(`Reject ${c.name}…`, 'secondary', () => open(commentForm(`Reject ${c.name}`, (comment) => act(`Reject ${c.name}`, `${base}:approve`,
+        { ...rc, desiredStateId: st.desiredStateId, reject: true, comment }, refresh), close))),
+    );
+  }
+  if (can('operate', app, c.name)) {
+    acts.append(c.paused
+      ? button(`Resume ${c.name}`, 'secondary', () => act(`Resume ${c.name}`, `${base}:resume`, rc, refresh))
+      : button(`Pause ${c.name}`, 'secondary', () => act(`Pause ${c.name}`, `${base}:pause`, rc, refresh)));
+    if (c.version) {
+      acts.append(button(`Roll back ${c.name}`, 'danger', () => {
+        if (confirm(`Roll ${c.name} back to the version it ran before ${short(c.version)}?`)) act(`Roll back ${c.name}`, `${base}:rollback`, rc, refresh);
+      }));
+    }
+  }
+  for (const chk of c.checks || []) {
+    if ((chk.state === 'failing' || chk.state === 'notEvaluated' || chk.state === 'pending') && can('bypass', app, c.name)) {
+      const name = chk.attachment || chk.name;
+      acts.append(button(`Bypass ${name}…`, 'danger', () => open(commentForm(`Bypass ${name} in ${c.name}`, (comment) => act(`Bypass ${name}`, `${base}:bypass`,
+        { ...rc, protection: name, desiredStateId: st.desiredStateId, comment }, refresh), close))));
+    }
+  }
+  const rows = [
+    ['Runs', el('span', { class: 'mono' }, c.version || '— (nothing yet)')],
+    ['Desired', el('span', { class: 'mono' }, c.desiredVersion || '—')],
+    ['Runtime', c.runtime],
+    ['Replicas', replicas(c)],
+    ['Group', c.group],
+    ['After', (c.dependsOn || []).join(', ')],
+    ['Approvals', (c.approvals || []).map((a) => `${(a.approvedBy || []).length}/${a.minApprovers}${a.approvedBy && a.approvedBy.length ? ` by ${a.approvedBy.join(', ')}` : ''}${a.rejectedBy ? `, rejected by ${a.rejectedBy}` : ''}`).join('; ')],
+    ['Checks', (c.checks || []).map((k) => `${k.attachment || k.name} (${k.phase}): ${k.state}`).join('; ')],
+    ['Updated', ago(c.updatedAt)],
+  ].filter(([, v]) => v);
+  const preview = c.preview ? el('details', {}, el('summary', {}, `What approving ${c.name} rolls out`),
+    el('pre', { class: 'log' }, JSON.stringify(c.preview, null, 2))) : null;
+  const info = (c.info || []).length ? el('details', {}, el('summary', {}, 'Runtime info (getInfo)'),
+    ...c.info.map((i) => el('pre', { class: 'log' }, JSON.stringify(i, null, 2)))) : null;
+  return el('section', { class: 'card', id: `ch-${c.name}`, tabindex: '-1', 'aria-label': `Release channel ${c.name}` },
+    el('h3', {}, c.name, badge(c.status), c.paused ? el('span', { class: 'badge warn' }, 'paused') : null),
+    el('p', { class: 'reason' }, reason(c)),
+    el('dl', {}, rows.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)])),
+    preview, info, acts, slot);
+}
+
+// pushForm asks for the service's parameters, typed as its config says.
+async function pushForm(app, svc, refresh) {
+  const params = (await api(`/v1/apps/${encodeURIComponent(app)}/services/${encodeURIComponent(svc)}/parameters`)).parameters || [];
+  const inputs = [];
+  const fields = params.map((p) => {
+    const id = `p-${p.name}`;
+    const req = p.required || undefined;
+    let input;
+    if (p.type === 'secret') input = el('input', { id, type: 'password', autocomplete: 'off', required: req });
+    else if (p.type === 'int') input = el('input', { id, type: 'number', step: 1, value: p.default || undefined, required: req });
+    else if (p.type === 'dockerImage') input = el('input', { id, type: 'text', placeholder: `tag of ${p.image || 'the image'}`, value: p.default || undefined, required: req });
+    else input = el('input', { id, type: 'text', value: p.default || undefined, required: req });
+    inputs.push([p.name, input]);
+    const kind = { secret: 'secret', int: 'integer', dockerImage: 'docker image tag', commit: 'commit' }[p.type] || 'string';
+    return el('label', { for: id }, `${p.name} (${kind}${p.required ? ', required' : ''})${p.description ? ` — ${p.description}` : ''}`, input);
+  });
+  const err = el('p', { class: 'error', role: 'alert' });
+  return el('form', {
+    class: 'inline',
+    onsubmit: async (ev) => {
+      ev.preventDefault();
+      err.textContent = '';
+      const body = { params: inputs.filter(([, i]) => i.value !== '').map(([name, i]) => ({ name, value: i.value })) };
+      try {
+        const res = await api(`/v1/apps/${encodeURIComponent(app)}/services/${encodeURIComponent(svc)}:push`, body);
+        say(`Pushed ${short(res.bundleVersion)}`);
+        refresh();
+      } catch (e) { err.textContent = e.message; }
+    },
+  }, fields.length ? fields : el('p', { class: 'muted' }, 'This service takes no parameters.'), el('button', { type: 'submit' }, `Push ${svc}`), err);
+}
+
+async function servicePage(app, svc) {
+  const base = `/v1/apps/${encodeURIComponent(app)}/services/${encodeURIComponent(svc)}`;
+  const body = el('div');
+  const history = el('div');
+  const pushSlot = el('div');
+  const draw = async () => {
+    const st = await api(base);
+    const parts = [
+      el('p', {}, badge(st.status), ' desired ', el('span', { class: 'mono' }, st.desiredVersion || '—')),
+      pipeline(st),
+      el('div', { class: 'cards' }, (st.releaseChannels || []).map((c) => channelCard(st, c, refreshSoon))),
+    ];
+    body.replaceChildren(...parts);
+    const evs = (await api(`${base}/events`)).events || [];
+    history.replaceChildren(el('h2', {}, 'History'), el('table', {},
+      el('thead', {}, el('tr', {}, el('th', {}, 'When'), el('th', {}, 'What'), el('th', {}, 'Channel'), el('th', {}, 'Who'), el('th', {}, 'Details'))),
+      el('tbody', {}, evs.slice(-50).reverse().map((e) => el('tr', {},
+        el('td', { title: e.time }, ago(e.time)), el('td', {}, e.type), el('td', {}, e.releaseChannel || ''), el('td', {}, e.actor || ''),
+        el('td', {}, e.message || ''))))));
+  };
+  let timer = null;
+  function refreshSoon() { clearTimeout(timer); timer = setTimeout(() => draw().catch((e) => say(e.message)), 250); }
+  await draw();
+  const top = el('div', { class: 'actions' });
+  if (can('push', app, '')) {
+    top.append(button(`Push a new version…`, '', async () => {
+      try {
+        pushSlot.replaceChildren(await pushForm(app, svc, refreshSoon));
+        const first = pushSlot.querySelector('input, button');
+        if (first) first.focus();
+      } catch (e) { say(e.message); }
+    }));
+  }
+  show(`${app}/${svc}`, el('p', {}, el('a', { href: '#/' }, '← Services')), el('h1', {}, `${app} / ${svc}`), top, pushSlot, body, history);
+  // Live: the server's event stream says when something changed.
+  const es = new EventSource(`/v1/watch?app=${encodeURIComponent(app)}&service=${encodeURIComponent(svc)}`);
+  es.onmessage = refreshSoon;
+  es.addEventListener('event', refreshSoon);
+  stopLive = () => { es.close(); clearTimeout(timer); };
+}
+
+async function runtimesPage() {
+  const list = (await api('/v1/runtimes')).runtimes || [];
+  show('Runtimes', el('h1', {}, 'Runtimes'), el('table', {},
+    el('thead', {}, el('tr', {}, el('th', {}, 'Name'), el('th', {}, 'Kind'), el('th', {}, 'Labels'), el('th', {}, 'Connection'))),
+    el('tbody', {}, list.map((r) => el('tr', {},
+      el('td', {}, r.name), el('td', {}, r.kind || ''),
+      el('td', {}, Object.entries(r.labels || {}).map(([k, v]) => `${k}=${v}`).join(', ')),
+      el('td', {}, r.linked ? `agent ${r.agent ? r.agent.state : 'never connected'}${r.agent && r.agent.host ? ` (${r.agent.host})` : ''}` : 'direct'))))));
+}
+
+window.addEventListener('hashchange', () => { route(); });
+route();

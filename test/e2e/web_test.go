@@ -1,0 +1,205 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	apiv1 "github.com/drover-dev/drover/api/v1"
+)
+
+// browserTest drives a real Chromium (Debian's chromium, headless) with
+// chromedp. CI installs it; elsewhere the test is skipped when it is
+// missing, unless DROVER_REQUIRE_BROWSER=1 says it must run.
+type browserTest struct {
+	t   *testing.T
+	ctx context.Context
+	dir string // where screenshots go
+}
+
+func newBrowser(t *testing.T) *browserTest {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err != nil {
+		if os.Getenv("DROVER_REQUIRE_BROWSER") != "" {
+			t.Fatalf("chromium is required (DROVER_REQUIRE_BROWSER) but not found: %v", err)
+		}
+		t.Skip("chromium not installed (apt-get install chromium)")
+	}
+	profile := t.TempDir()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.UserDataDir(profile), chromedp.Env("TMPDIR="+profile),
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.WindowSize(1280, 900))
+	actx, cancelAlloc := chromedp.NewExecAllocator(t.Context(), opts...)
+	ctx, cancelTab := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancelTab(); cancelAlloc() })
+	// The first call on ctx starts the browser, which lives as long as
+	// ctx: not a timeout's context derived from it.
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	dir := os.Getenv("DROVER_ARTIFACTS")
+	if dir == "" {
+		dir = filepath.Join(repoRoot, ".artifacts")
+	}
+	dir = filepath.Join(dir, "web", t.Name())
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return &browserTest{t: t, ctx: ctx, dir: dir}
+}
+
+func (b *browserTest) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		b.shot("failed-" + strings.ReplaceAll(what, " ", "-"))
+		b.t.Fatalf("%s: %v\npage text:\n%s", what, err, b.pageText())
+	}
+}
+
+// waitFor waits until the page's JavaScript expression is true.
+func (b *browserTest) waitFor(what, expr string) {
+	b.t.Helper()
+	b.do("wait for "+what, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(45*time.Second)))
+}
+
+// hasText is an expression: some element matching css contains text.
+func hasText(css, text string) string {
+	return `[...document.querySelectorAll(` + strconv.Quote(css) + `)].some(e => e.textContent.includes(` + strconv.Quote(text) + `))`
+}
+
+// click clicks the button whose text is label.
+func (b *browserTest) click(label string) {
+	b.t.Helper()
+	b.waitFor("button "+label, hasText("button", label))
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { const b = [...document.querySelectorAll('button')].find(b => b.textContent === `+strconv.Quote(label)+`); if (!b) return false; b.click(); return true })()`))
+	if err != nil || !ok {
+		b.t.Fatalf("click %q: %v (found %v)\n%s", label, err, ok, b.pageText())
+	}
+}
+
+func (b *browserTest) pageText() string {
+	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+	defer cancel()
+	s, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText : ''`))
+	return s
+}
+
+// shot saves a screenshot of the whole page as NAME.png.
+func (b *browserTest) shot(name string) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		b.t.Logf("screenshot %s: %v", name, err)
+		return
+	}
+	if err := os.WriteFile(filepath.Join(b.dir, name+".png"), png, 0o644); err != nil {
+		b.t.Logf("screenshot %s: %v", name, err)
+	}
+}
+
+// signIn signs the browser in with an API token at the sign-in page.
+func (b *browserTest) signIn(url, token string) {
+	b.t.Helper()
+	b.do("open the sign-in page", chromedp.Navigate(url+"/#/signin"), chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), token))
+	b.click("Sign in with a token")
+	b.waitFor("the services page", `document.querySelector('#search') !== null`)
+}
+
+// TestWebUI: a person follows and drives a release from the browser. A
+// viewer sees the service's pipeline, staging converged and prod waiting
+// for an approval, without an approve button; an approver approves prod
+// with a comment and watches it converge with no reload; a deployer pushes
+// a new image from the form built from the service's parameters; a failing
+// version's reason and rollback show. Screenshots of each page go to
+// .artifacts/web/.
+func TestWebUI(t *testing.T) {
+	requireE2E(t)
+	b := newBrowser(t)
+	dir := twoChannelTree(t, "shop", "1s")
+	// Plain HTTP on loopback: the browser takes the page as a secure
+	// context and the session cookie without Secure (see secureCookie).
+	s := newServer(t)
+	admin := s.tokenOf("web-admin")
+	run := func(token string, args ...string) result {
+		t.Helper()
+		r := runDrover(t, append(args, "--server", s.url, "--token", token)...)
+		if r.code != 0 {
+			t.Fatalf("unexpected failure: %s", r)
+		}
+		return r
+	}
+	token := func(name, role string) string {
+		t.Helper()
+		var resp apiv1.CreateTokenResponse
+		if err := json.Unmarshal([]byte(run(admin, "tokens", "create", name, "--role", role, "-o", "json").stdout), &resp); err != nil {
+			t.Fatal(err)
+		}
+		return resp.Token
+	}
+	vic, ann, dan := token("vic", "viewer@shop"), token("ann", "approver@shop"), token("dan", "deployer@shop")
+	run(admin, "apply", dir+"/...")
+	run(dan, "push", "web", "--app", "shop", "--param", "image=1.0")
+	s.waitStatus("shop", "web", 60*time.Second, "prod waiting for approval", prodWaitsForApproval)
+
+	b.signIn(s.url, vic)
+	b.waitFor("shop/web in the list", hasText("table a", "shop/web"))
+	b.shot("1-services-viewer")
+	b.do("open the service", chromedp.Navigate(s.url+"/#/apps/shop/services/web"))
+	b.waitFor("the pipeline", `document.querySelector('.pipeline svg') !== null`)
+	b.waitFor("staging converged", hasText("#ch-staging .badge", "Converged"))
+	b.waitFor("prod waiting for approval", hasText("#ch-prod", "waiting for 1 more approval"))
+	b.shot("2-service-viewer")
+	if strings.Contains(b.pageText(), "Approve prod") {
+		t.Errorf("a viewer sees the approve button:\n%s", b.pageText())
+	}
+	b.click("Sign out")
+	b.waitFor("the sign-in page", `document.querySelector('#token') !== null`)
+
+	b.signIn(s.url, ann)
+	b.do("open the service", chromedp.Navigate(s.url+"/#/apps/shop/services/web"))
+	b.click("Approve prod…")
+	b.do("comment", chromedp.SendKeys(chromedp.CSS("#ch-prod textarea"), "looks good"))
+	b.shot("3-approve-form")
+	b.click("Approve prod")
+	b.waitFor("prod converged, live", hasText("#ch-prod .badge", "Converged"))
+	b.shot("4-prod-converged")
+	st := s.status("shop", "web")
+	if got := approvedBy(channel(t, st, "prod")); len(got) != 1 || got[0] != "ann" {
+		t.Errorf("prod approved by %v, want [ann]", got)
+	}
+	b.click("Sign out")
+
+	b.signIn(s.url, dan)
+	b.do("open the service", chromedp.Navigate(s.url+"/#/apps/shop/services/web"))
+	b.click("Push a new version…")
+	b.do("fill the image", chromedp.WaitVisible(chromedp.ID("p-image")), chromedp.SetValue(chromedp.ID("p-image"), "2.0"))
+	b.shot("5-push-form")
+	b.click("Push web")
+	b.waitFor("staging rolls 2.0 out", hasText("#ch-staging .badge", "Converged")+` && `+hasText("#ch-prod", "waiting for 1 more approval"))
+	b.shot("6-pushed")
+	if st := s.status("shop", "web"); channel(t, st, "staging").Version == "" || st.DesiredVersion == "" {
+		t.Errorf("after the push from the form: %s", dump(st))
+	}
+	b.do("open the runtimes", chromedp.Navigate(s.url+"/#/runtimes"))
+	b.waitFor("the runtimes table", hasText("td", "staging"))
+	b.shot("7-runtimes")
+}
