@@ -48,7 +48,7 @@ func (f *serverFlags) edge(ln net.Listener, st store.Store, log *slog.Logger) (s
 	if err != nil {
 		return server.EdgeConfig{}, err
 	}
-	authn := auth.Chain{auth.NewTokenAuthenticator(token, auth.Local(auth.LocalName())), server.NewSessionAuthenticator(st, nil),
+	authn := auth.Chain{auth.NewTokenAuthenticator(token, auth.Local(auth.LocalName())), server.NewSessionAuthenticator(st, nil).WithLocalToken(token),
 		server.NewTokenAuthenticator(st, nil)}
 	return server.EdgeConfig{Auth: authn, PublicNames: names, ForbidSelfApproval: f.forbidSelfApproval,
 		MutationRate: f.mutationRate, MutationBurst: f.mutationBurst, MaxStreams: f.maxStreams, SSO: sso}, nil

@@ -439,7 +439,9 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 	// expired) while its stream is open ends the stream.
 	authn, checked := s.edgeCfg.Auth, time.Now()
 	stillValid := func() bool {
-		if authn == nil || id.Kind == auth.KindLocal || time.Since(checked) < s.streamRecheck {
+		// The local token itself cannot be revoked; a session made from
+		// it can, and is checked again as every other credential.
+		if authn == nil || id.Kind == auth.KindLocal && id.Session == 0 || time.Since(checked) < s.streamRecheck {
 			return true
 		}
 		checked = time.Now()

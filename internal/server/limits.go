@@ -61,7 +61,7 @@ func newLimiter(perSecond float64, burst, maxStreams int) *limiter {
 }
 
 // limited reports whether id goes unlimited.
-func limited(id auth.Identity) bool { return id.Kind != auth.KindLocal }
+func limited(id auth.Identity) bool { return id.Kind != auth.KindLocal || id.Session != 0 }
 
 // mutation takes a token of id's bucket; when it is empty it returns how
 // long until one is there.

@@ -217,7 +217,9 @@ func (s *Server) tokenSignIn(w http.ResponseWriter, r *http.Request, req apiv1.T
 	default:
 		return nil, statusError("unavailable", err)
 	}
-	p := sso.Person{Name: id.Name, Bindings: id.Bindings, Subject: localSubject}
+	// A local-token session names the token by its hash: it ends when the
+	// server's local token changes.
+	p := sso.Person{Name: id.Name, Bindings: id.Bindings, Subject: localSubject + "#" + auth.HashToken(token)}
 	expires := s.now().Add(s.sessionTTL())
 	if id.Kind == auth.KindToken {
 		p.Subject = tokenSubject + auth.HashToken(token)
@@ -225,7 +227,11 @@ func (s *Server) tokenSignIn(w http.ResponseWriter, r *http.Request, req apiv1.T
 			expires = t.ExpiresAt
 		}
 	}
-	secret, sess, err := s.newSessionUntil(r, p, "token", expires)
+	via := "token"
+	if id.Kind == auth.KindLocal {
+		via = "local"
+	}
+	secret, sess, err := s.newSessionUntil(r, p, via, expires)
 	if err != nil {
 		return nil, err
 	}
@@ -237,7 +243,14 @@ func (s *Server) tokenSignIn(w http.ResponseWriter, r *http.Request, req apiv1.T
 
 // auditSignIn records a sign-in, or a refused one (outcome other than ok).
 func (s *Server) auditSignIn(r *http.Request, via string, p sso.Person, id int64, outcome, msg string) {
-	rec := store.AuditRecord{Time: s.now(), Identity: p.Name, IdentityKind: auth.KindOIDC, Source: r.RemoteAddr,
+	kind := auth.KindOIDC
+	switch via {
+	case "token":
+		kind = auth.KindToken
+	case "local":
+		kind = auth.KindLocal
+	}
+	rec := store.AuditRecord{Time: s.now(), Identity: p.Name, IdentityKind: kind, Source: r.RemoteAddr,
 		Action: "sign in (" + via + ")", Outcome: outcome, Message: msg, Status: http.StatusOK}
 	if id != 0 {
 		rec.Target = fmt.Sprintf("session %d", id)
@@ -510,8 +523,11 @@ func (s *Server) sessionInfo(sess store.Session) apiv1.SessionInfo {
 		roles = []string{}
 	}
 	subject := sess.Subject
-	if strings.HasPrefix(subject, tokenSubject) {
+	switch {
+	case strings.HasPrefix(subject, tokenSubject):
 		subject = "drover-token" // the hash stays in the store
+	case strings.HasPrefix(subject, localSubject):
+		subject = localSubject
 	}
 	return apiv1.SessionInfo{ID: sess.ID, Identity: sess.Identity, Subject: subject, Roles: roles, Groups: sess.Groups, Via: sess.Via,
 		Source: sess.Source, CreatedAt: sess.CreatedAt, ExpiresAt: sess.ExpiresAt, RevokedAt: sess.RevokedAt, RevokedBy: sess.RevokedBy,
@@ -575,7 +591,10 @@ func sessionOf(ctx context.Context) (int64, bool) {
 type SessionAuthenticator struct {
 	store store.Store
 	now   func() time.Time
-	mu    sync.Mutex
+	// localHash is the hash of the server's local token: the sessions
+	// made from it are valid while it is ("": none are).
+	localHash string
+	mu        sync.Mutex
 	// touched is when each session's last use was last recorded.
 	touched map[int64]time.Time
 }
@@ -588,6 +607,13 @@ func NewSessionAuthenticator(st store.Store, now func() time.Time) *SessionAuthe
 		now = time.Now
 	}
 	return &SessionAuthenticator{store: st, now: now, touched: map[int64]time.Time{}}
+}
+
+// WithLocalToken makes the sessions a browser signed in to with token
+// (the server's local token) valid, as long as it is the server's.
+func (a *SessionAuthenticator) WithLocalToken(token string) *SessionAuthenticator {
+	a.localHash = auth.HashToken(token)
+	return a
 }
 
 // Authenticate looks the session up: an ended one is refused, saying so
@@ -636,7 +662,13 @@ func (a *SessionAuthenticator) session(r *http.Request, token string) (auth.Iden
 	}
 	id := auth.Identity{Name: sess.Identity, Kind: auth.KindOIDC, Session: sess.ID}
 	switch {
-	case sess.Subject == localSubject:
+	case strings.HasPrefix(sess.Subject, localSubject):
+		// Made from the local token: valid while that token is the
+		// server's.
+		want := localSubject + "#" + a.localHash
+		if a.localHash == "" || subtle.ConstantTimeCompare([]byte(sess.Subject), []byte(want)) != 1 {
+			return auth.Identity{}, fmt.Errorf("%w: the session was made from a local token this server no longer has: sign in again", auth.ErrBadCredential)
+		}
 		id.Kind = auth.KindLocal
 	case strings.HasPrefix(sess.Subject, tokenSubject):
 		// Signed in with an API token: it ends with the token.
@@ -652,6 +684,8 @@ func (a *SessionAuthenticator) session(r *http.Request, token string) (auth.Iden
 			return auth.Identity{}, fmt.Errorf("%w: the token %s expired at %s", auth.ErrBadCredential, t.Name, t.ExpiresAt.Format(time.RFC3339))
 		}
 		id.Kind = auth.KindToken
+		// The token is in use, through the browser.
+		a.touch(r.Context(), -t.ID, now)
 	}
 	for _, s := range sess.Roles {
 		if b, err := auth.ParseBinding(s); err == nil {
@@ -673,9 +707,13 @@ func (a *SessionAuthenticator) touch(ctx context.Context, id int64, now time.Tim
 	if !due {
 		return
 	}
-	if err := a.store.TouchSession(context.WithoutCancel(ctx), id, now); err != nil {
+	key, touch := id, a.store.TouchSession
+	if id < 0 { // an API token's (see session): their ids are kept negated
+		id, touch = -id, a.store.TouchAPIToken
+	}
+	if err := touch(context.WithoutCancel(ctx), id, now); err != nil {
 		a.mu.Lock()
-		delete(a.touched, id)
+		delete(a.touched, key)
 		a.mu.Unlock()
 	}
 }

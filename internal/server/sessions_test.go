@@ -255,7 +255,7 @@ func TestTokenSignIn(t *testing.T) {
 	s, _ := newPushedServer(t)
 	ctx := local(t.Context())
 	const localToken = "drover_local-test-token-0123456789"
-	sessions := NewSessionAuthenticator(s.store, nil)
+	sessions := NewSessionAuthenticator(s.store, nil).WithLocalToken(localToken)
 	s.edgeCfg.Auth = auth.Chain{auth.NewTokenAuthenticator(localToken, auth.LocalIdentity), sessions, NewTokenAuthenticator(s.store, nil)}
 	created, err := s.createToken(ctx, apiv1.CreateTokenRequest{Name: "vic", Roles: []string{"viewer@quickstart"}, ExpiresAt: time.Now().Add(time.Hour)})
 	if err != nil {
@@ -296,6 +296,9 @@ func TestTokenSignIn(t *testing.T) {
 	if err != nil || len(list.Sessions) != 1 || list.Sessions[0].Subject != "drover-token" || list.Sessions[0].Via != "token" {
 		t.Errorf("sessions: %+v %v", list, err)
 	}
+	if tok, _ := s.store.APITokenByHash(t.Context(), auth.HashToken(created.Token)); tok.LastUsedAt.IsZero() {
+		t.Errorf("the token's use through the browser is not recorded")
+	}
 	if _, err := s.revokeToken(ctx, "vic"); err != nil {
 		t.Fatal(err)
 	}
@@ -311,6 +314,13 @@ func TestTokenSignIn(t *testing.T) {
 	}
 	if id, err := withCookie(c); err != nil || id.Kind != auth.KindLocal || !id.Can(auth.PermTokens, "", "") {
 		t.Errorf("the local session acts as %+v, %v", id, err)
+	}
+	// Another local token (the data directory's was replaced) ends it.
+	other := NewSessionAuthenticator(s.store, nil).WithLocalToken("drover_another-local-token")
+	r = httptest.NewRequestWithContext(t.Context(), http.MethodGet, "http://127.0.0.1:7420/v1/whoami", nil)
+	r.Header.Set("Authorization", "Bearer "+c.Value)
+	if _, err := other.Authenticate(r); !errors.Is(err, auth.ErrBadCredential) || !strings.Contains(err.Error(), "no longer has") {
+		t.Errorf("a local session after the local token changed: %v", err)
 	}
 	for _, bad := range []string{"", "drover_wrong", c.Value} {
 		if _, c, err := signIn(bad); err == nil || c != nil {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -115,6 +116,48 @@ func (b *browserTest) shot(name string) {
 	}
 }
 
+// axe runs axe-core's accessibility rules on the page (DROVER_AXE_JS
+// names its script: hack/install-axe.sh) and fails the test on a serious
+// or critical violation.
+func (b *browserTest) axe(page string) {
+	b.t.Helper()
+	path := os.Getenv("DROVER_AXE_JS")
+	if path == "" {
+		if os.Getenv("DROVER_REQUIRE_BROWSER") != "" {
+			b.t.Fatal("DROVER_AXE_JS is not set: run hack/install-axe.sh DIR and export the path it prints")
+		}
+		b.t.Logf("accessibility of %s not checked: DROVER_AXE_JS is not set (hack/install-axe.sh)", page)
+		return
+	}
+	src, err := os.ReadFile(path)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](string(src)+";true")); err != nil {
+		b.t.Fatalf("load axe-core: %v", err)
+	}
+	type violation struct {
+		ID, Impact, Help string
+		Nodes            []struct{ Target []any }
+	}
+	found, err := chromedp.Run(ctx, chromedp.Evaluate[[]violation](
+		`axe.run(document, {resultTypes: ['violations']}).then(r => r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.map(n => ({target: n.target}))})))`,
+		chromedp.EvalAwaitPromise))
+	if err != nil {
+		b.t.Fatalf("run axe-core on %s: %v", page, err)
+	}
+	for _, v := range found {
+		msg := fmt.Sprintf("%s: accessibility %s (%s): %s at %v", page, v.ID, v.Impact, v.Help, v.Nodes)
+		if v.Impact == "serious" || v.Impact == "critical" {
+			b.t.Error(msg)
+		} else {
+			b.t.Log(msg)
+		}
+	}
+}
+
 // signIn signs the browser in with an API token at the sign-in page.
 func (b *browserTest) signIn(url, token string) {
 	b.t.Helper()
@@ -160,14 +203,19 @@ func TestWebUI(t *testing.T) {
 	run(dan, "push", "web", "--app", "shop", "--param", "image=1.0")
 	s.waitStatus("shop", "web", 60*time.Second, "prod waiting for approval", prodWaitsForApproval)
 
+	b.do("open the sign-in page", chromedp.Navigate(s.url+"/#/signin"), chromedp.WaitVisible(chromedp.ID("token")))
+	b.shot("0-sign-in")
+	b.axe("0-sign-in")
 	b.signIn(s.url, vic)
 	b.waitFor("shop/web in the list", hasText("table a", "shop/web"))
 	b.shot("1-services-viewer")
+	b.axe("1-services-viewer")
 	b.do("open the service", chromedp.Navigate(s.url+"/#/apps/shop/services/web"))
 	b.waitFor("the pipeline", `document.querySelector('.pipeline svg') !== null`)
 	b.waitFor("staging converged", hasText("#ch-staging .badge", "Converged"))
 	b.waitFor("prod waiting for approval", hasText("#ch-prod", "waiting for 1 more approval"))
 	b.shot("2-service-viewer")
+	b.axe("2-service-viewer")
 	if strings.Contains(b.pageText(), "Approve prod") {
 		t.Errorf("a viewer sees the approve button:\n%s", b.pageText())
 	}
@@ -179,6 +227,7 @@ func TestWebUI(t *testing.T) {
 	b.click("Approve prod…")
 	b.do("comment", chromedp.SendKeys(chromedp.CSS("#ch-prod textarea"), "looks good"))
 	b.shot("3-approve-form")
+	b.axe("3-approve-form")
 	b.click("Approve prod")
 	b.waitFor("prod converged, live", hasText("#ch-prod .badge", "Converged"))
 	b.shot("4-prod-converged")
@@ -193,6 +242,7 @@ func TestWebUI(t *testing.T) {
 	b.click("Push a new version…")
 	b.do("fill the image", chromedp.WaitVisible(chromedp.ID("p-image")), chromedp.SetValue(chromedp.ID("p-image"), "2.0"))
 	b.shot("5-push-form")
+	b.axe("5-push-form")
 	b.click("Push web")
 	b.waitFor("staging rolls 2.0 out", hasText("#ch-staging .badge", "Converged")+` && `+hasText("#ch-prod", "waiting for 1 more approval"))
 	b.shot("6-pushed")
@@ -202,4 +252,44 @@ func TestWebUI(t *testing.T) {
 	b.do("open the runtimes", chromedp.Navigate(s.url+"/#/runtimes"))
 	b.waitFor("the runtimes table", hasText("td", "staging"))
 	b.shot("7-runtimes")
+	b.axe("7-runtimes")
+
+	// On a phone's screen: the same page, its actions within reach.
+	b.do("a phone's screen", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2)),
+		chromedp.Navigate(s.url+"/#/apps/shop/services/web"))
+	b.waitFor("the pipeline", `document.querySelector('.pipeline svg') !== null && `+hasText("button", "Push a new version…"))
+	b.shot("8-service-phone")
+	b.axe("8-service-phone")
+	if wide, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth + 1`)); err != nil || wide {
+		t.Errorf("the service page scrolls sideways on a phone (%v)", err)
+	}
+}
+
+// TestWebUIFailure: a version that fails is pushed from the browser; the
+// page shows, live, the failure's reason and the automatic rollback, in
+// the channel's card and in the list.
+func TestWebUIFailure(t *testing.T) {
+	requireE2E(t)
+	b := newBrowser(t)
+	dir := oneChannelTree(t, "solo", "1s")
+	s := newServer(t, "--poll-interval", "100ms")
+	s.ok("alice", "apply", dir+"/...")
+	s.push("alice", "solo", "web", "image=1.0")
+	s.waitStatus("solo", "web", 60*time.Second, "v1 converged", func(st *apiv1.ServiceStatus) bool { return st.Status == "CONVERGED" })
+	breakVersion(t, s, dir, compiledVersion(t, dir, "solo", "web", "image=2.0"))
+
+	b.signIn(s.url, s.tokenOf("alice"))
+	b.do("open the service", chromedp.Navigate(s.url+"/#/apps/solo/services/web"))
+	b.click("Push a new version…")
+	b.do("fill the image", chromedp.WaitVisible(chromedp.ID("p-image")), chromedp.SetValue(chromedp.ID("p-image"), "2.0"))
+	b.click("Push web")
+	b.waitFor("the rollback, live", hasText("#ch-staging .badge", "Rolled back")+` && `+hasText("#ch-staging .reason", "simulated failure"))
+	b.shot("1-rolled-back")
+	b.axe("1-rolled-back")
+	if text := b.pageText(); !strings.Contains(text, "rolled back from") {
+		t.Errorf("the page does not say what was rolled back:\n%s", text)
+	}
+	b.do("open the list", chromedp.Navigate(s.url+"/#/"))
+	b.waitFor("solo/web rolled back in the list", hasText("tr", "solo/web")+` && `+hasText("td .badge", "Rolled back"))
+	b.shot("2-list-rolled-back")
 }

@@ -125,15 +125,18 @@ const statuses = {
   CONVERGED: ['✓', 'Converged', 'ok'],
   CONVERGING: ['↻', 'Converging', 'info'],
   PENDING: ['…', 'Pending', 'info'],
-  WAITING_PRECONDITIONS: ['⏸', 'Waiting', 'warn'],
-  WAITING_MANUAL_APPROVAL: ['✋', 'Needs approval', 'warn'],
-  BLOCKED: ['⛔', 'Blocked', 'warn'],
-  PAUSED: ['⏸', 'Paused', 'warn'],
+  WAITING_PRECONDITIONS: ['…', 'Waiting', 'warn'],
+  WAITING_MANUAL_APPROVAL: ['!', 'Needs approval', 'warn'],
+  BLOCKED: ['■', 'Blocked', 'warn'],
+  PAUSED: ['‖', 'Paused', 'warn'],
+  REPLACED: ['→', 'Replaced', 'info'],
   ROLLING_BACK: ['↺', 'Rolling back', 'bad'],
   ROLLED_BACK: ['↺', 'Rolled back', 'bad'],
   FAILED: ['✗', 'Failed', 'bad'],
   FAILED_ROLLBACK: ['✗', 'Rollback failed', 'bad'],
 };
+
+function word(status) { return (statuses[status] || ['', status || 'Unknown'])[1]; }
 
 function tone(status) { return (statuses[status] || ['', '', 'info'])[2]; }
 
@@ -145,24 +148,32 @@ function badge(status) {
 // ---- pages ------------------------------------------------------------
 
 let stopLive = () => {};
+// generation counts route changes: a page whose data arrives after the
+// person went elsewhere draws nothing.
+let generation = 0;
 
 async function route() {
   stopLive();
   stopLive = () => {};
   const hash = location.hash || '#/';
-  if (hash === '#/signin') return signInPage();
-  if (!me && !(await loadMe())) {
-    location.hash = '#/signin';
-    return undefined;
-  }
-  const m = hash.match(/^#\/apps\/([^/]+)\/services\/([^/]+)$/);
+  if (!hash.startsWith('#/')) return undefined; // an anchor in the page (the skip link, a channel)
+  const gen = ++generation;
+  const current = () => gen === generation;
   try {
-    if (m) return await servicePage(decodeURIComponent(m[1]), decodeURIComponent(m[2]));
-    if (hash === '#/runtimes') return await runtimesPage();
-    return await servicesPage();
+    if (hash === '#/signin') return await signInPage();
+    if (!me && !(await loadMe())) {
+      location.hash = '#/signin';
+      return undefined;
+    }
+    const m = hash.match(/^#\/apps\/([^/]+)\/services\/([^/]+)$/);
+    if (m) return await servicePage(decodeURIComponent(m[1]), decodeURIComponent(m[2]), current);
+    if (hash === '#/runtimes') return await runtimesPage(current);
+    return await servicesPage(current);
   } catch (e) {
+    if (!current()) return undefined;
     if (e.status === 401) { me = null; location.hash = '#/signin'; return undefined; }
-    main.replaceChildren(el('h1', {}, 'Something went wrong'), el('p', { class: 'error' }, e.message));
+    main.replaceChildren(el('h1', {}, 'Something went wrong'), el('p', { class: 'error', role: 'alert' }, e.message),
+      el('p', {}, button('Try again', 'secondary', () => route())));
     return undefined;
   }
 }
@@ -188,7 +199,10 @@ async function signInPage() {
       try {
         await api('/v1/auth/token', { token: input.value });
         input.value = '';
-        await loadMe();
+        if (!(await loadMe())) {
+          err.textContent = 'Signed in, but the browser did not keep the session cookie: open the server over HTTPS (or on this machine, at 127.0.0.1).';
+          return;
+        }
         location.hash = '#/';
       } catch (e) { err.textContent = e.message; }
     },
@@ -205,13 +219,14 @@ async function signInPage() {
 // The services page: every service the person may read, with a search
 // that filters as one types; at most `shown` rows are drawn at a time, so
 // it stays quick with ten thousand services.
-async function servicesPage() {
+async function servicesPage(current) {
   const shown = 200;
   const list = (await api('/v1/services')).services || [];
+  if (!current()) return;
   const rows = el('tbody');
   const count = el('p', { class: 'muted', 'aria-live': 'polite' });
   const input = el('input', { type: 'search', id: 'search', placeholder: 'Filter: application/service or status', 'aria-label': 'Filter services' });
-  const keyed = list.map((s) => ({ s, key: `${s.application}/${s.service} ${s.status}`.toLowerCase() }));
+  const keyed = list.map((s) => ({ s, key: `${s.application}/${s.service} ${s.status} ${word(s.status)}`.toLowerCase() }));
   const draw = () => {
     const q = input.value.trim().toLowerCase();
     const match = q ? keyed.filter((k) => k.key.includes(q)) : keyed;
@@ -232,7 +247,7 @@ async function servicesPage() {
   input.addEventListener('input', () => { clearTimeout(timer); timer = setTimeout(draw, 80); });
   draw();
   show('Services', el('h1', {}, 'Services'), el('div', { class: 'search' }, input), count,
-    el('table', {}, el('thead', {}, el('tr', {}, el('th', {}, 'Service'), el('th', {}, 'Status'), el('th', {}, 'Version'), el('th', {}, 'Channels'))), rows));
+    el('table', { class: 'list' }, el('thead', {}, el('tr', {}, el('th', {}, 'Service'), el('th', {}, 'Status'), el('th', {}, 'Version'), el('th', {}, 'Channels'))), rows));
   input.focus();
 }
 
@@ -288,9 +303,10 @@ function pipeline(st) {
   for (const c of chans) {
     const p = pos.get(c.name);
     const [sym, word] = statuses[c.status] || ['•', c.status];
-    const a = svg('a', { href: `#ch-${encodeURIComponent(c.name)}`, class: `node ${tone(c.status)}`, 'aria-label': `${c.name}: ${word}` },
+    // The link's name is its text: the channel, its status, its version.
+    const a = svg('a', { href: `#ch-${encodeURIComponent(c.name)}`, class: `node ${tone(c.status)}` },
       svg('rect', { x: p.x, y: p.y, width: W, height: H, rx: 6 }),
-      svg('text', { x: p.x + 10, y: p.y + 20 }, `${sym} ${c.name}`),
+      svg('text', { x: p.x + 10, y: p.y + 20 }, svg('tspan', { 'aria-hidden': 'true' }, `${sym} `), c.name),
       svg('text', { class: 'sub', x: p.x + 10, y: p.y + 38 }, word),
       svg('text', { class: 'sub', x: p.x + 10, y: p.y + 54 }, `runs ${short(c.version)}`));
     a.addEventListener('click', (ev) => {
@@ -322,42 +338,68 @@ function reason(c) {
   return c.message || '';
 }
 
+// act sends one change; it says how it went and reports whether it worked.
 async function act(what, path, body, refresh) {
   try {
     await api(path, body);
     say(`${what}: done`);
     refresh();
-  } catch (e) { say(`${what} refused: ${e.message}`); }
+    return true;
+  } catch (e) {
+    say(`${what} refused: ${e.message}`);
+    return false;
+  }
+}
+
+// busy disables a form's buttons while fn runs (no double submit).
+async function busy(form, fn) {
+  const buttons = [...form.querySelectorAll('button')];
+  buttons.forEach((b) => { b.disabled = true; });
+  try { return await fn(); } finally { buttons.forEach((b) => { b.disabled = false; }); }
 }
 
 function commentForm(label, submit, onDone) {
   const id = `c${Math.random().toString(36).slice(2)}`;
   const text = el('textarea', { id, rows: 2 });
+  const err = el('p', { class: 'error', role: 'alert' });
   const f = el('form', {
     class: 'inline',
-    onsubmit: async (ev) => { ev.preventDefault(); await submit(text.value); onDone(); },
+    onsubmit: async (ev) => {
+      ev.preventDefault();
+      err.textContent = '';
+      const ok = await busy(f, () => submit(text.value));
+      if (ok) onDone(); else err.textContent = `${label} did not go through: see the message, then try again.`;
+    },
   }, el('label', { for: id }, 'Comment (optional)'), text, el('div', { class: 'actions' }, el('button', { type: 'submit' }, label),
-    el('button', { type: 'button', class: 'secondary', onclick: onDone }, 'Cancel')));
+    el('button', { type: 'button', class: 'secondary', onclick: onDone }, 'Cancel')), err);
   setTimeout(() => text.focus(), 0);
   return f;
 }
 
-function channelCard(st, c, refresh) {
+// channelCard draws one channel. slots keeps each channel's form area
+// across redraws, so a live update does not wipe what someone is typing.
+function channelCard(st, c, refresh, slots) {
   const app = st.application; const svc = st.service;
   const base = `/v1/apps/${encodeURIComponent(app)}/services/${encodeURIComponent(svc)}`;
   const rc = { releaseChannel: c.name };
-  const slot = el('div');
+  if (!slots.has(c.name)) slots.set(c.name, el('div'));
+  const slot = slots.get(c.name);
   const acts = el('div', { class: 'actions' });
   const open = (form) => { slot.replaceChildren(form); };
   const close = () => slot.replaceChildren();
-  const pending = (c.approvals || []).some((a) => (a.approvedBy || []).length < a.minApprovers && !a.rejectedBy);
-  if (c.status === 'WAITING_MANUAL_APPROVAL' && pending && can('approve', app, c.name)) {
-    acts.append(
-      button(`Approve ${c.name}…`, '', () => open(commentForm(`Approve ${c.name}`, (comment) => act(`Approve ${c.name}`, `${base}:approve`,
-        { ...rc, desiredStateId: st.desiredStateId, comment }, refresh), close))),
-      button(`Reject ${c.name}…`, 'secondary', () => open(commentForm(`Reject ${c.name}`, (comment) => act(`Reject ${c.name}`, `${base}:approve`,
-        { ...rc, desiredStateId: st.desiredStateId, reject: true, comment }, refresh), close))),
-    );
+  const open_ = (c.approvals || []).filter((a) => (a.approvedBy || []).length < a.minApprovers && !a.rejectedBy);
+  if (c.status === 'WAITING_MANUAL_APPROVAL' && can('approve', app, c.name)) {
+    for (const gate of open_) {
+      // One pair of buttons per open gate, naming its topic when there are several.
+      const what = open_.length > 1 && gate.topic ? `${c.name} (${gate.topic})` : c.name;
+      const topic = gate.topic || undefined;
+      acts.append(
+        button(`Approve ${what}…`, '', () => open(commentForm(`Approve ${what}`, (comment) => act(`Approve ${what}`, `${base}:approve`,
+          { ...rc, topic, desiredStateId: st.desiredStateId, comment }, refresh), close))),
+        button(`Reject ${what}…`, 'secondary', () => open(commentForm(`Reject ${what}`, (comment) => act(`Reject ${what}`, `${base}:approve`,
+          { ...rc, topic, desiredStateId: st.desiredStateId, reject: true, comment }, refresh), close))),
+      );
+    }
   }
   if (can('operate', app, c.name)) {
     acts.append(c.paused
@@ -369,9 +411,11 @@ function channelCard(st, c, refresh) {
       }));
     }
   }
+  const offered = new Set();
   for (const chk of c.checks || []) {
-    if ((chk.state === 'failing' || chk.state === 'notEvaluated' || chk.state === 'pending') && can('bypass', app, c.name)) {
-      const name = chk.attachment || chk.name;
+    const name = chk.attachment || chk.name;
+    if ((chk.state === 'failing' || chk.state === 'notEvaluated' || chk.state === 'pending') && can('bypass', app, c.name) && !offered.has(name)) {
+      offered.add(name);
       acts.append(button(`Bypass ${name}…`, 'danger', () => open(commentForm(`Bypass ${name} in ${c.name}`, (comment) => act(`Bypass ${name}`, `${base}:bypass`,
         { ...rc, protection: name, desiredStateId: st.desiredStateId, comment }, refresh), close))));
     }
@@ -421,38 +465,50 @@ async function pushForm(app, svc, refresh) {
       ev.preventDefault();
       err.textContent = '';
       const body = { params: inputs.filter(([, i]) => i.value !== '').map(([name, i]) => ({ name, value: i.value })) };
-      try {
-        const res = await api(`/v1/apps/${encodeURIComponent(app)}/services/${encodeURIComponent(svc)}:push`, body);
-        say(`Pushed ${short(res.bundleVersion)}`);
-        refresh();
-      } catch (e) { err.textContent = e.message; }
+      await busy(ev.target, async () => {
+        try {
+          const res = await api(`/v1/apps/${encodeURIComponent(app)}/services/${encodeURIComponent(svc)}:push`, body);
+          say(`Pushed ${short(res.bundleVersion)}`);
+          refresh();
+        } catch (e) { err.textContent = e.message; }
+      });
     },
   }, fields.length ? fields : el('p', { class: 'muted' }, 'This service takes no parameters.'), el('button', { type: 'submit' }, `Push ${svc}`), err);
 }
 
-async function servicePage(app, svc) {
+async function servicePage(app, svc, current) {
   const base = `/v1/apps/${encodeURIComponent(app)}/services/${encodeURIComponent(svc)}`;
   const body = el('div');
   const history = el('div');
   const pushSlot = el('div');
+  const slots = new Map();
+  const events = [];
+  let lastSeq = 0;
   const draw = async () => {
     const st = await api(base);
-    const parts = [
+    const fresh = (await api(`${base}/events?after=${lastSeq}`)).events || [];
+    if (!current()) return;
+    for (const e of fresh) { events.push(e); lastSeq = Math.max(lastSeq, e.seq); }
+    // A redraw keeps what the person was doing: the forms (slots) move
+    // into the new cards, and the focus goes back where it was.
+    const focused = document.activeElement;
+    body.replaceChildren(
       el('p', {}, badge(st.status), ' desired ', el('span', { class: 'mono' }, st.desiredVersion || '—')),
       pipeline(st),
-      el('div', { class: 'cards' }, (st.releaseChannels || []).map((c) => channelCard(st, c, refreshSoon))),
-    ];
-    body.replaceChildren(...parts);
-    const evs = (await api(`${base}/events`)).events || [];
-    history.replaceChildren(el('h2', {}, 'History'), el('table', {},
+      el('h2', {}, 'Release channels'),
+      el('div', { class: 'cards' }, (st.releaseChannels || []).map((c) => channelCard(st, c, refreshSoon, slots))),
+    );
+    if (focused && focused !== document.activeElement && document.contains(focused)) focused.focus({ preventScroll: true });
+    history.replaceChildren(el('h2', {}, 'History'), el('div', { class: 'scroll', tabindex: '0', role: 'region', 'aria-label': 'History' }, el('table', {},
       el('thead', {}, el('tr', {}, el('th', {}, 'When'), el('th', {}, 'What'), el('th', {}, 'Channel'), el('th', {}, 'Who'), el('th', {}, 'Details'))),
-      el('tbody', {}, evs.slice(-50).reverse().map((e) => el('tr', {},
+      el('tbody', {}, events.slice(-50).reverse().map((e) => el('tr', {},
         el('td', { title: e.time }, ago(e.time)), el('td', {}, e.type), el('td', {}, e.releaseChannel || ''), el('td', {}, e.actor || ''),
-        el('td', {}, e.message || ''))))));
+        el('td', {}, e.message || '')))))));
   };
   let timer = null;
   function refreshSoon() { clearTimeout(timer); timer = setTimeout(() => draw().catch((e) => say(e.message)), 250); }
   await draw();
+  if (!current()) return;
   const top = el('div', { class: 'actions' });
   if (can('push', app, '')) {
     top.append(button(`Push a new version…`, '', async () => {
@@ -464,22 +520,24 @@ async function servicePage(app, svc) {
     }));
   }
   show(`${app}/${svc}`, el('p', {}, el('a', { href: '#/' }, '← Services')), el('h1', {}, `${app} / ${svc}`), top, pushSlot, body, history);
-  // Live: the server's event stream says when something changed.
-  const es = new EventSource(`/v1/watch?app=${encodeURIComponent(app)}&service=${encodeURIComponent(svc)}`);
-  es.onmessage = refreshSoon;
+  // Live: the server's event stream says when something changed (only
+  // what happened after the events already drawn).
+  const es = new EventSource(`/v1/watch?app=${encodeURIComponent(app)}&service=${encodeURIComponent(svc)}&after=${lastSeq}`);
   es.addEventListener('event', refreshSoon);
   stopLive = () => { es.close(); clearTimeout(timer); };
 }
 
-async function runtimesPage() {
+async function runtimesPage(current) {
   const list = (await api('/v1/runtimes')).runtimes || [];
-  show('Runtimes', el('h1', {}, 'Runtimes'), el('table', {},
+  if (!current()) return;
+  show('Runtimes', el('h1', {}, 'Runtimes'), el('div', { class: 'scroll', tabindex: '0', role: 'region', 'aria-label': 'Runtimes' }, el('table', {},
     el('thead', {}, el('tr', {}, el('th', {}, 'Name'), el('th', {}, 'Kind'), el('th', {}, 'Labels'), el('th', {}, 'Connection'))),
     el('tbody', {}, list.map((r) => el('tr', {},
       el('td', {}, r.name), el('td', {}, r.kind || ''),
       el('td', {}, Object.entries(r.labels || {}).map(([k, v]) => `${k}=${v}`).join(', ')),
-      el('td', {}, r.linked ? `agent ${r.agent ? r.agent.state : 'never connected'}${r.agent && r.agent.host ? ` (${r.agent.host})` : ''}` : 'direct'))))));
+      el('td', {}, r.linked ? `agent ${r.agent ? r.agent.state : 'never connected'}${r.agent && r.agent.host ? ` (${r.agent.host})` : ''}` : 'direct')))))));
 }
 
 window.addEventListener('hashchange', () => { route(); });
+document.querySelector('.skip').addEventListener('click', (ev) => { ev.preventDefault(); main.focus(); });
 route();
