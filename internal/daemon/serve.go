@@ -384,7 +384,7 @@ approved or paused is recorded and acted on once a server runs without it.`,
 				return err
 			}
 			warnExposure(cmd.ErrOrStderr(), addr)
-			fmt.Fprintf(cmd.OutOrStdout(), "drover server listening on %s (data in %s)\n", addr, f.data)
+			fmt.Fprintf(cmd.OutOrStdout(), "drover server listening on %s (data in %s); web UI at %s/\n", addr, f.data, addr)
 			if f.tlsFingerprint != "" {
 				fmt.Fprintf(cmd.OutOrStdout(), "TLS certificate sha256:%s (clients pin it: --tls-fingerprint sha256:%s)\n", f.tlsFingerprint, f.tlsFingerprint)
 			}
@@ -469,6 +469,7 @@ func devSetup(ctx context.Context, w io.Writer, c *client.Client, addr, data, im
 		return fmt.Errorf("write the quickstart to %s: %w", dir, err)
 	}
 	fmt.Fprintf(w, "drover dev: server on %s, data in %s\n", addr, data)
+	fmt.Fprintf(w, "drover dev: web UI at %s/ (sign in with the local token: %s)\n", addr, filepath.Join(data, "token"))
 	sources, err := config.Load([]string{dir + "/..."})
 	if err != nil {
 		return err
