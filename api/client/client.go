@@ -516,6 +516,12 @@ func (c *Client) RevokeToken(ctx context.Context, name string) (*apiv1.TokenInfo
 	return &out, c.do(ctx, http.MethodPost, "/v1/tokens/"+url.PathEscape(name)+":revoke", apiv1.RevokeTokenRequest{}, &out)
 }
 
+// ServiceSummaries lists every service the caller may read, in brief.
+func (c *Client) ServiceSummaries(ctx context.Context) (*apiv1.ServiceSummaryList, error) {
+	var out apiv1.ServiceSummaryList
+	return &out, c.do(ctx, http.MethodGet, "/v1/services:summary", nil, &out)
+}
+
 // Parameters lists the parameters a service's pushes take.
 func (c *Client) Parameters(ctx context.Context, app, svc string) (*apiv1.ParameterList, error) {
 	var out apiv1.ParameterList

@@ -621,6 +621,23 @@ type SignInResult struct {
 	ExpiresAt time.Time `json:"expiresAt,omitzero"`
 }
 
+// ServiceSummary is a service's status in brief, for long lists (GET
+// /v1/services:summary): about a tenth of a ServiceStatus's size.
+type ServiceSummary struct {
+	Application    string `json:"application"`
+	Service        string `json:"service"`
+	Status         string `json:"status"`
+	DesiredVersion string `json:"desiredVersion"`
+	// Channels counts its release channels, Converged those converged.
+	Channels  int `json:"channels"`
+	Converged int `json:"converged"`
+}
+
+// ServiceSummaryList lists every service in brief.
+type ServiceSummaryList struct {
+	Services []ServiceSummary `json:"services"`
+}
+
 // ParameterInfo is one parameter a service's pushes take, as its config
 // declares it (GET /v1/apps/APP/services/SVC/parameters).
 type ParameterInfo struct {

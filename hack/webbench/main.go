@@ -35,7 +35,7 @@ type result struct {
 	FirstRowMs      []float64 `json:"firstRowMs"`
 	CountedMs       []float64 `json:"countedMs"`
 	SearchMs        []float64 `json:"searchMs"`
-	ServicesJSONKiB float64   `json:"servicesJsonKiB"`
+	ServicesJSONKiB float64   `json:"summaryJsonKiB"`
 }
 
 func run(url, token string, runs int) error {
@@ -68,7 +68,7 @@ func run(url, token string, runs int) error {
 			return err
 		}
 		first := time.Since(began)
-		n, err := chromedp.Run(ctx, chromedp.Poll[int](`(() => { const m = /of (\d+) services/.exec(document.body.innerText); return m && Number(m[1]) })()`,
+		n, err := chromedp.Run(ctx, chromedp.Poll[int](`(() => { const m = /of (\d+)\)|of (\d+) services/.exec(document.body.innerText); return m && Number(m[1] || m[2]) })()`,
 			chromedp.WithPollingInterval(5*time.Millisecond)))
 		if err != nil {
 			return err
@@ -93,14 +93,14 @@ func run(url, token string, runs int) error {
 		}
 		res.SearchMs = append(res.SearchMs, d)
 	}
-	size, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`fetch('/v1/services').then(r => r.text()).then(t => t.length / 1024)`, chromedp.EvalAwaitPromise))
+	size, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`fetch('/v1/services:summary').then(r => r.text()).then(t => t.length / 1024)`, chromedp.EvalAwaitPromise))
 	if err != nil {
 		return err
 	}
 	res.ServicesJSONKiB = size
 	out, _ := json.MarshalIndent(res, "", "  ")
-	fmt.Println(string(out))
-	return nil
+	_, err = os.Stdout.Write(append(out, '\n'))
+	return err
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -213,7 +213,17 @@ var benchKeys = sync.OnceValue(func() *sealing.Keyring {
 // benchStore opens one server's store for the bench.
 func (b benchSetup) store(ctx context.Context) (closingStore, error) {
 	if b.database == "" {
-		return sqlite.Open(ctx, filepath.Join(b.data, "drover.db"), sqlite.WithSealer(benchKeys()))
+		// The data directory's own keyring, as a server's: a server
+		// started on a kept --data reads what the bench wrote.
+		text, err := ownKeyring(filepath.Join(b.data, secretsKeyFile), slog.New(slog.DiscardHandler))
+		if err != nil {
+			return nil, err
+		}
+		keys, err := sealing.ParseKeyring(string(text))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", filepath.Join(b.data, secretsKeyFile), err)
+		}
+		return sqlite.Open(ctx, filepath.Join(b.data, "drover.db"), sqlite.WithSealer(keys))
 	}
 	return postgres.Open(ctx, b.database, postgres.WithSealer(benchKeys()))
 }

@@ -109,6 +109,8 @@ func (s *Server) routeTable() []route {
 			}},
 		{method: "GET", path: "/v1/services", perm: auth.PermRead, scope: scopeSome, resp: apiv1.ServiceList{}, summary: "Every service's status (of the applications the caller may read)",
 			handler: s.serviceList},
+		{method: "GET", path: "/v1/services:summary", perm: auth.PermRead, scope: scopeSome, resp: apiv1.ServiceSummaryList{}, summary: "Every service's status in brief (the web UI's list)",
+			handler: func(w http.ResponseWriter, r *http.Request) { s.serviceListAs(w, r, true) }},
 		{method: "GET", path: "/v1/apps/{app}/services/{svc}", perm: auth.PermRead, scope: scopeApp, resp: apiv1.ServiceStatus{}, summary: "A service's status",
 			handler: func(w http.ResponseWriter, r *http.Request) {
 				out, err := s.status(r.Context(), app(r), svc(r))
@@ -249,8 +251,11 @@ func (s *Server) routeTable() []route {
 }
 
 // serviceList streams the status of every service the caller may read.
-func (s *Server) serviceList(w http.ResponseWriter, r *http.Request) {
-	lw := &serviceListWriter{w: w}
+func (s *Server) serviceList(w http.ResponseWriter, r *http.Request) { s.serviceListAs(w, r, false) }
+
+// serviceListAs writes every service's status, or its summary.
+func (s *Server) serviceListAs(w http.ResponseWriter, r *http.Request, summary bool) {
+	lw := &serviceListWriter{w: w, summary: summary}
 	if err := s.listServices(r.Context(), lw.add); err != nil {
 		if !lw.started {
 			writeError(w, s, err)
@@ -317,6 +322,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 // service can be tens of megabytes, which need not be in memory whole.
 type serviceListWriter struct {
 	w       http.ResponseWriter
+	summary bool // write apiv1.ServiceSummary values
 	bw      *bufio.Writer
 	enc     *json.Encoder
 	started bool
@@ -332,6 +338,17 @@ func (l *serviceListWriter) add(st *apiv1.ServiceStatus) error {
 		l.start()
 	} else {
 		_ = l.bw.WriteByte(',')
+	}
+	if l.summary {
+		sum := apiv1.ServiceSummary{Application: st.Application, Service: st.Service, Status: st.Status, DesiredVersion: st.DesiredVersion,
+			Channels: len(st.ReleaseChannels)}
+		for _, c := range st.ReleaseChannels {
+			if c.Status == string(ds.StatusConverged) {
+				sum.Converged++
+			}
+		}
+		l.err = l.enc.Encode(sum)
+		return l.err
 	}
 	l.err = l.enc.Encode(st)
 	return l.err

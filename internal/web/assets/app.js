@@ -221,7 +221,7 @@ async function signInPage() {
 // it stays quick with ten thousand services.
 async function servicesPage(current) {
   const shown = 200;
-  const list = (await api('/v1/services')).services || [];
+  const list = (await api('/v1/services:summary')).services || [];
   if (!current()) return;
   const rows = el('tbody');
   const count = el('p', { class: 'muted', 'aria-live': 'polite' });
@@ -231,8 +231,7 @@ async function servicesPage(current) {
     const q = input.value.trim().toLowerCase();
     const match = q ? keyed.filter((k) => k.key.includes(q)) : keyed;
     rows.replaceChildren(...match.slice(0, shown).map(({ s }) => {
-      const chans = s.releaseChannels || [];
-      const done = chans.filter((c) => c.status === 'CONVERGED').length;
+      const done = s.converged; const chans = { length: s.channels };
       return el('tr', {},
         el('td', {}, el('a', { href: `#/apps/${encodeURIComponent(s.application)}/services/${encodeURIComponent(s.service)}` }, `${s.application}/${s.service}`)),
         el('td', {}, badge(s.status)),
