@@ -256,7 +256,7 @@ func (s *Server) serviceList(w http.ResponseWriter, r *http.Request) { s.service
 // serviceListAs writes every service's status, or its summary.
 func (s *Server) serviceListAs(w http.ResponseWriter, r *http.Request, summary bool) {
 	lw := &serviceListWriter{w: w, summary: summary}
-	if err := s.listServices(r.Context(), lw.add); err != nil {
+	if err := s.listServicesAs(r.Context(), summary, lw.add); err != nil {
 		if !lw.started {
 			writeError(w, s, err)
 			return

@@ -162,5 +162,24 @@ func TestListServicesInSpans(t *testing.T) {
 				t.Errorf("span %d: service %d listed as\n%+v\nwant %+v", span, i, got[i], *want)
 			}
 		}
+		// The brief list (the summary's) tells the same status, from the
+		// instances alone.
+		var brief []apiv1.ServiceStatus
+		if err := s.listServicesAs(ctx, true, func(st *apiv1.ServiceStatus) error { brief = append(brief, *st); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if len(brief) != len(got) {
+			t.Fatalf("span %d: %d services in brief, want %d", span, len(brief), len(got))
+		}
+		for i := range got {
+			b, full := brief[i], got[i]
+			if b.Application != full.Application || b.Service != full.Service || b.Status != full.Status || b.DesiredVersion != full.DesiredVersion {
+				t.Errorf("span %d: brief %s/%s %s %s, full %s/%s %s %s", span, b.Application, b.Service, b.Status, b.DesiredVersion,
+					full.Application, full.Service, full.Status, full.DesiredVersion)
+			}
+			if len(b.ReleaseChannels) != 0 && len(b.ReleaseChannels) != len(full.ReleaseChannels) {
+				t.Errorf("span %d: %s/%s has %d channels in brief, %d in full", span, b.Application, b.Service, len(b.ReleaseChannels), len(full.ReleaseChannels))
+			}
+		}
 	}
 }
