@@ -594,9 +594,9 @@ type SessionAuthenticator struct {
 	// localHash is the hash of the server's local token: the sessions
 	// made from it are valid while it is ("": none are).
 	localHash string
-	mu        sync.Mutex
-	// touched is when each session's last use was last recorded.
-	touched map[int64]time.Time
+	// last writes each session's (and token's) last use, once a minute
+	// at most.
+	last lastUse
 }
 
 var _ auth.Authenticator = (*SessionAuthenticator)(nil)
@@ -606,7 +606,7 @@ func NewSessionAuthenticator(st store.Store, now func() time.Time) *SessionAuthe
 	if now == nil {
 		now = time.Now
 	}
-	return &SessionAuthenticator{store: st, now: now, touched: map[int64]time.Time{}}
+	return &SessionAuthenticator{store: st, now: now}
 }
 
 // WithLocalToken makes the sessions a browser signed in to with token
@@ -685,7 +685,7 @@ func (a *SessionAuthenticator) session(r *http.Request, token string) (auth.Iden
 		}
 		id.Kind = auth.KindToken
 		// The token is in use, through the browser.
-		a.touch(r.Context(), -t.ID, now)
+		a.last.touch(r.Context(), fmt.Sprintf("token %d", t.ID), now, func(ctx context.Context) error { return a.store.TouchAPIToken(ctx, t.ID, now) })
 	}
 	for _, s := range sess.Roles {
 		if b, err := auth.ParseBinding(s); err == nil {
@@ -697,25 +697,7 @@ func (a *SessionAuthenticator) session(r *http.Request, token string) (auth.Iden
 }
 
 func (a *SessionAuthenticator) touch(ctx context.Context, id int64, now time.Time) {
-	a.mu.Lock()
-	last, ok := a.touched[id]
-	due := !ok || now.Sub(last) >= touchEvery
-	if due {
-		a.touched[id] = now
-	}
-	a.mu.Unlock()
-	if !due {
-		return
-	}
-	key, touch := id, a.store.TouchSession
-	if id < 0 { // an API token's (see session): their ids are kept negated
-		id, touch = -id, a.store.TouchAPIToken
-	}
-	if err := touch(context.WithoutCancel(ctx), id, now); err != nil {
-		a.mu.Lock()
-		delete(a.touched, key)
-		a.mu.Unlock()
-	}
+	a.last.touch(ctx, fmt.Sprintf("session %d", id), now, func(ctx context.Context) error { return a.store.TouchSession(ctx, id, now) })
 }
 
 // pollGate bounds the device polls each source address holds open (each

@@ -122,10 +122,8 @@ func Bootstrap(ctx context.Context, st store.Store, token string) (bool, error) 
 type TokenAuthenticator struct {
 	store store.Store
 	now   func() time.Time
-	// touched is when each token's last use was last recorded: it is
-	// written at most once a minute per token.
-	mu      sync.Mutex
-	touched map[int64]time.Time
+	// last writes each token's last use, once a minute at most.
+	last lastUse
 }
 
 var _ auth.Authenticator = (*TokenAuthenticator)(nil)
@@ -139,7 +137,7 @@ func NewTokenAuthenticator(st store.Store, now func() time.Time) *TokenAuthentic
 	if now == nil {
 		now = time.Now
 	}
-	return &TokenAuthenticator{store: st, now: now, touched: map[int64]time.Time{}}
+	return &TokenAuthenticator{store: st, now: now}
 }
 
 // Authenticate looks the bearer token's hash up: a revoked or expired
@@ -181,22 +179,36 @@ func (a *TokenAuthenticator) Authenticate(r *http.Request) (auth.Identity, error
 	return id, nil
 }
 
-// touch records the token's use when the last record is older than
-// touchEvery. A failure is not the request's: it is retried at the next.
+// touch records the token's use, at most once per touchEvery.
 func (a *TokenAuthenticator) touch(ctx context.Context, id int64, now time.Time) {
-	a.mu.Lock()
-	last, ok := a.touched[id]
+	a.last.touch(ctx, fmt.Sprintf("token %d", id), now, func(ctx context.Context) error { return a.store.TouchAPIToken(ctx, id, now) })
+}
+
+// lastUse writes when a credential was last used, at most once per
+// touchEvery per credential. A failed write is not the request's: it is
+// tried again at the next.
+type lastUse struct {
+	mu      sync.Mutex
+	touched map[string]time.Time
+}
+
+func (l *lastUse) touch(ctx context.Context, key string, now time.Time, write func(context.Context) error) {
+	l.mu.Lock()
+	last, ok := l.touched[key]
 	due := !ok || now.Sub(last) >= touchEvery
 	if due {
-		a.touched[id] = now
+		if l.touched == nil {
+			l.touched = map[string]time.Time{}
+		}
+		l.touched[key] = now
 	}
-	a.mu.Unlock()
+	l.mu.Unlock()
 	if !due {
 		return
 	}
-	if err := a.store.TouchAPIToken(context.WithoutCancel(ctx), id, now); err != nil {
-		a.mu.Lock()
-		delete(a.touched, id)
-		a.mu.Unlock()
+	if err := write(context.WithoutCancel(ctx)); err != nil {
+		l.mu.Lock()
+		delete(l.touched, key)
+		l.mu.Unlock()
 	}
 }

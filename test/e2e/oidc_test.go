@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -118,22 +117,7 @@ func TestOIDCSignIn(t *testing.T) {
 	}
 	as := func(config string, args ...string) result {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(t.Context(), cliTimeout)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, droverBin, args...)
-		cmd.Env = append(cleanEnv(), "DROVER_CONFIG="+config)
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		r := result{args: args, stdout: stdout.String(), stderr: stderr.String()}
-		var exit *exec.ExitError
-		switch {
-		case errors.As(err, &exit):
-			r.code = exit.ExitCode()
-		case err != nil:
-			t.Fatalf("drover %v: %v", args, err)
-		}
-		return r
+		return runDroverEnv(t, []string{"DROVER_CONFIG=" + config}, args...)
 	}
 
 	ann := login("ann", "ann-secret-pw")
