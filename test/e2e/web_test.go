@@ -293,3 +293,48 @@ func TestWebUIFailure(t *testing.T) {
 	b.waitFor("solo/web rolled back in the list", hasText("tr", "solo/web")+` && `+hasText("td .badge", "Rolled back"))
 	b.shot("2-list-rolled-back")
 }
+
+// TestWebUIRunsAndBypass: a protection's command keeps prod blocked; the
+// page shows why and the command's runs with their output; an admin
+// bypasses the protection from the page, with a comment, and prod rolls
+// out.
+func TestWebUIRunsAndBypass(t *testing.T) {
+	requireE2E(t)
+	b := newBrowser(t)
+	s := newServer(t)
+	const app = "migrating"
+	tree, _ := migrationTree(t, app)
+	s.ok("alice", "apply", tree+"/...")
+	s.push("alice", app, "api")
+	s.waitStatus(app, "api", 60*time.Second, "prod blocked by its protection", func(st *apiv1.ServiceStatus) bool {
+		c := findChannel(st, "prod")
+		return c != nil && c.Status == "BLOCKED"
+	})
+
+	b.signIn(s.url, s.tokenOf("alice"))
+	b.do("open the service", chromedp.Navigate(s.url+"/#/apps/"+app+"/services/api"))
+	b.waitFor("prod blocked, with the check's words", hasText("#ch-prod .badge", "Blocked")+` && `+hasText("#ch-prod", "migrations pending on orders"))
+	b.waitFor("the runs", hasText("h2", "Runs")+` && document.querySelector('.runs details') !== null`)
+	b.do("open the newest run", chromedp.Click(chromedp.CSS(".runs details summary")))
+	b.waitFor("its output", hasText(".runs pre", "migrations pending on orders"))
+	if text := b.pageText(); strings.Contains(text, "null") || strings.Contains(text, "undefined") {
+		t.Errorf("the page shows null or undefined:\n%s", text)
+	}
+	b.shot("1-blocked-runs")
+	b.axe("1-blocked-runs")
+	b.click("Bypass db-migrations…")
+	b.do("say why", chromedp.SendKeys(chromedp.CSS("#ch-prod textarea"), "migrated by hand"))
+	b.click("Bypass db-migrations in prod")
+	b.waitFor("prod rolled out", hasText("#ch-prod .badge", "Converged"))
+	b.shot("2-bypassed")
+	evs := s.events(app, "api")
+	found := false
+	for _, e := range evs {
+		if e.Type == "bypassed" && strings.Contains(e.Message, "migrated by hand") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no bypassed event with the comment: %s", dump(eventKeys(evs)))
+	}
+}

@@ -518,12 +518,41 @@ async function servicePage(app, svc, current) {
       } catch (e) { say(e.message); }
     }));
   }
-  show(`${app}/${svc}`, el('p', {}, el('a', { href: '#/' }, '← Services')), el('h1', {}, `${app} / ${svc}`), top, pushSlot, body, history);
+  const runs = el('div');
+  show(`${app}/${svc}`, el('p', {}, el('a', { href: '#/' }, '← Services')), el('h1', {}, `${app} / ${svc}`), top, pushSlot, body, runs, history);
+  drawRuns(base, runs, current).catch((e) => say(e.message));
   // Live: the server's event stream says when something changed (only
   // what happened after the events already drawn).
   const es = new EventSource(`/v1/watch?app=${encodeURIComponent(app)}&service=${encodeURIComponent(svc)}&after=${lastSeq}`);
   es.addEventListener('event', refreshSoon);
   stopLive = () => { es.close(); clearTimeout(timer); };
+}
+
+// drawRuns lists the service's runs (commands a runtime ran: custom
+// runtimes, Terraform), newest first; a run's output is read when opened.
+async function drawRuns(base, into, current) {
+  const list = (await api(`${base}/runs?limit=30`)).runs || [];
+  if (!current() || !list.length) return;
+  into.replaceChildren(el('h2', {}, 'Runs'), el('div', { class: 'runs' }, list.slice(0, 30).map((r) => {
+    const out = el('div');
+    const ok = r.exitCode === 0 && !r.error;
+    const d = el('details', {
+      ontoggle: async () => {
+        if (!d.open || out.childElementCount) return;
+        try {
+          const full = await api(`/v1/runs/${r.id}`);
+          out.replaceChildren(el('div', {},
+            el('p', { class: 'mono' }, (full.command || []).join(' ')),
+            full.error ? el('p', { class: 'error' }, full.error) : null,
+            el('h3', {}, 'stdout'), el('pre', { class: 'log' }, full.stdout || '(empty)'),
+            el('h3', {}, 'stderr'), el('pre', { class: 'log' }, full.stderr || '(empty)'),
+            full.truncated ? el('p', { class: 'muted' }, 'Output truncated.') : null));
+        } catch (e) { out.replaceChildren(el('p', { class: 'error' }, e.message)); }
+      },
+    }, el('summary', {}, el('span', { class: `badge ${ok ? 'ok' : 'bad'}` }, el('span', { 'aria-hidden': 'true' }, ok ? '✓' : '✗'), ok ? 'ok' : `exit ${r.exitCode}`),
+      ` ${r.kind} in ${r.releaseChannel} (${r.runtime}) ${short(r.version)}, ${ago(r.startedAt)}`), out);
+    return d;
+  })));
 }
 
 async function runtimesPage(current) {
