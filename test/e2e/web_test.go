@@ -249,6 +249,24 @@ func TestWebUI(t *testing.T) {
 	if st := s.status("shop", "web"); channel(t, st, "staging").Version == "" || st.DesiredVersion == "" {
 		t.Errorf("after the push from the form: %s", dump(st))
 	}
+	// Pause and resume staging, then roll it back to 1.0, from the page.
+	b.click("Pause staging")
+	b.waitFor("staging paused", hasText("#ch-staging", "paused")+` && `+hasText("button", "Resume staging"))
+	b.click("Resume staging")
+	b.waitFor("staging resumed", hasText("button", "Pause staging"))
+	b.click("Roll back staging…")
+	b.shot("6b-rollback-form")
+	b.click("Roll back staging")
+	b.waitFor("the rollback recorded", hasText("#ch-staging", "rolled back")+` || `+hasText("td", "rollback"))
+	types := map[string]bool{}
+	for _, e := range s.events("shop", "web") {
+		if e.ReleaseChannel == "staging" && e.Actor == "dan" {
+			types[e.Type] = true
+		}
+	}
+	if !types["paused"] || !types["resumed"] || len(types) < 3 {
+		t.Errorf("dan's pause, resume and rollback of staging are not all in the events: %v", types)
+	}
 	b.do("open the runtimes", chromedp.Navigate(s.url+"/#/runtimes"))
 	b.waitFor("the runtimes table", hasText("td", "staging"))
 	b.shot("7-runtimes")

@@ -405,8 +405,18 @@ function channelCard(st, c, refresh, slots) {
       ? button(`Resume ${c.name}`, 'secondary', () => act(`Resume ${c.name}`, `${base}:resume`, rc, refresh))
       : button(`Pause ${c.name}`, 'secondary', () => act(`Pause ${c.name}`, `${base}:pause`, rc, refresh)));
     if (c.version) {
-      acts.append(button(`Roll back ${c.name}`, 'danger', () => {
-        if (confirm(`Roll ${c.name} back to the version it ran before ${short(c.version)}?`)) act(`Roll back ${c.name}`, `${base}:rollback`, rc, refresh);
+      acts.append(button(`Roll back ${c.name}…`, 'danger', () => {
+        const f = el('form', {
+          class: 'inline',
+          onsubmit: async (ev) => {
+            ev.preventDefault();
+            if (await busy(f, () => act(`Roll back ${c.name}`, `${base}:rollback`, rc, refresh))) close();
+          },
+        }, el('p', {}, `Roll ${c.name} back from ${short(c.version)} to the version it ran before?`),
+        el('div', { class: 'actions' }, el('button', { type: 'submit', class: 'danger' }, `Roll back ${c.name}`),
+          el('button', { type: 'button', class: 'secondary', onclick: close }, 'Cancel')));
+        open(f);
+        setTimeout(() => f.querySelector('button').focus(), 0);
       }));
     }
   }
