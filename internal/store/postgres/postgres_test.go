@@ -447,45 +447,8 @@ func TestCheckLastWrite(t *testing.T) {
 // TestReseal: after a new key goes first in the keyring, Reseal seals every
 // value with it, so a keyring of the new key alone reads the store.
 func TestReseal(t *testing.T) {
-	oldKey, newKey := sealing.NewKey(), sealing.NewKey()
-	oldRing, _ := sealing.ParseKeyring(oldKey)
 	url := pgtest.NewDatabase(t)
-	ctx := t.Context()
-	s, err := Open(ctx, url, WithSealer(oldRing))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := s.PutConfig(ctx, store.ConfigObject{Kind: "service", Name: "shop/web", Body: []byte(`{"a":1}`), Hash: "h1"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.CreateDesiredState(ctx, store.DesiredState{ID: "ds-1", Application: "shop", Service: "web", Compiled: []byte(`{"c":1}`), Params: []byte(`[1]`)}); err != nil {
-		t.Fatal(err)
-	}
-	_ = s.Close()
-	rotated, _ := sealing.ParseKeyring(newKey + "\n" + oldKey)
-	s, err = Open(ctx, url, WithSealer(rotated))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n, err := s.Reseal(ctx); err != nil || n != 3 {
-		t.Fatalf("reseal: %d %v, want 3 values", n, err)
-	}
-	if n, err := s.Reseal(ctx); err != nil || n != 0 {
-		t.Fatalf("reseal again: %d %v, want nothing left", n, err)
-	}
-	_ = s.Close()
-	newRing, _ := sealing.ParseKeyring(newKey)
-	s, err = Open(ctx, url, WithSealer(newRing))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = s.Close() }()
-	c, err := s.GetConfig(ctx, "service", "shop/web")
-	if err != nil || string(c.Body) != `{"a":1}` {
-		t.Errorf("config with the new key alone: %q %v", c.Body, err)
-	}
-	ds, err := s.GetDesiredState(ctx, "ds-1")
-	if err != nil || string(ds.Compiled) != `{"c":1}` || string(ds.Params) != `[1]` {
-		t.Errorf("desired state with the new key alone: %+v %v", ds, err)
-	}
+	storetest.Reseal(t, func(keys *sealing.Keyring) (storetest.Resealer, error) {
+		return Open(t.Context(), url, WithSealer(keys))
+	})
 }
