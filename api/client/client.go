@@ -528,6 +528,24 @@ func (c *Client) Parameters(ctx context.Context, app, svc string) (*apiv1.Parame
 	return &out, c.do(ctx, http.MethodGet, "/v1/apps/"+url.PathEscape(app)+"/services/"+url.PathEscape(svc)+"/parameters", nil, &out)
 }
 
+// Compiled returns the compiled config of a service's desired state (id,
+// or the active one when ""), for every release channel or only rc.
+func (c *Client) Compiled(ctx context.Context, app, svc, id, rc string) (*apiv1.CompiledService, error) {
+	q := url.Values{}
+	if id != "" {
+		q.Set("desiredStateId", id)
+	}
+	if rc != "" {
+		q.Set("releaseChannel", rc)
+	}
+	path := servicePath(app, svc) + "/compiled"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var out apiv1.CompiledService
+	return &out, c.do(ctx, http.MethodGet, path, nil, &out)
+}
+
 // SignInInfo tells how people sign in to the server.
 func (c *Client) SignInInfo(ctx context.Context) (*apiv1.SignInInfo, error) {
 	var out apiv1.SignInInfo

@@ -146,6 +146,9 @@ type RuntimeInfo struct {
 	Labels map[string]string `json:"labels,omitempty"`
 	// Agent is the connection state of a linked runtime's agent.
 	Agent *AgentInfo `json:"agent,omitempty"`
+	// Via is the runtime whose agent or cluster runs this runtime's
+	// commands (a custom or terraformRunner runtime's proxyRuntime).
+	Via string `json:"via,omitempty"`
 }
 
 // AgentInfo is what the server knows of a linked runtime's agent.
@@ -284,7 +287,11 @@ type ChannelStatus struct {
 
 // ApprovalStatus is one manual approval gate of a channel.
 type ApprovalStatus struct {
-	Topic        string   `json:"topic"`
+	Topic string `json:"topic"`
+	// Description says what the gate is for: the config's, or "apply
+	// after drift" for the approval an everyAction channel asks before
+	// it heals drift (its topic "<channel>/apply-<n>").
+	Description  string   `json:"description,omitempty"`
 	MinApprovers int      `json:"minApprovers"`
 	ApprovedBy   []string `json:"approvedBy,omitempty"`
 	RejectedBy   string   `json:"rejectedBy,omitempty"`
@@ -737,4 +744,74 @@ type AuditRecord struct {
 type AuditList struct {
 	Records []AuditRecord `json:"records"`
 	Next    int64         `json:"next,omitempty"`
+}
+
+// CompiledService is the compiled config a push stored for a service (GET
+// /v1/apps/{app}/services/{svc}/compiled): for each release channel, what
+// drover converges it to and under which conditions, with secret values
+// redacted. It is what the engine reads, as Prodvana's materialized
+// config's compiled service instance configs are.
+type CompiledService struct {
+	Application    string `json:"application"`
+	Service        string `json:"service"`
+	DesiredStateID string `json:"desiredStateId"`
+	Version        string `json:"version"`
+	BundleName     string `json:"bundleName,omitempty"`
+	// Active says the desired state is the service's current one.
+	Active          bool              `json:"active"`
+	ReleaseChannels []CompiledChannel `json:"releaseChannels"`
+}
+
+// CompiledChannel is the compiled config of a service in one release
+// channel.
+type CompiledChannel struct {
+	Name        string            `json:"name"`
+	Runtime     string            `json:"runtime"`
+	RuntimeKind string            `json:"runtimeKind,omitempty"`
+	Namespace   string            `json:"namespace,omitempty"`
+	Backend     string            `json:"backend"`
+	Group       string            `json:"group,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	// DependsOn are the channels that must run the version converged first.
+	DependsOn []string `json:"dependsOn,omitempty"`
+	// Approvals are its manual approval gates; EveryAction asks for one
+	// before each apply that heals drift.
+	Approvals   []CompiledApproval `json:"approvals,omitempty"`
+	EveryAction bool               `json:"everyAction,omitempty"`
+	// Checks are its protections and convergence extensions, one per
+	// lifecycle phase.
+	Checks           []CompiledCheck `json:"checks,omitempty"`
+	AutoRollback     bool            `json:"autoRollback,omitempty"`
+	ProgressDeadline string          `json:"progressDeadline,omitempty"`
+	ConvergenceGrace string          `json:"convergenceGrace,omitempty"`
+	// Env is the service's environment in the channel; raw secrets read
+	// "(redacted)".
+	Env map[string]string `json:"env,omitempty"`
+	// Objects are what the runtime applies, each as YAML with secrets
+	// redacted: Kubernetes manifests, or a runtime's one object.
+	Objects []CompiledObject `json:"objects"`
+}
+
+// CompiledApproval is one manual approval gate of a compiled channel.
+type CompiledApproval struct {
+	Topic        string `json:"topic"`
+	Description  string `json:"description,omitempty"`
+	MinApprovers int    `json:"minApprovers"`
+}
+
+// CompiledCheck is one protection or convergence extension of a compiled
+// channel in one lifecycle phase.
+type CompiledCheck struct {
+	Kind       string `json:"kind"`
+	Name       string `json:"name"`
+	Attachment string `json:"attachment,omitempty"`
+	Phase      string `json:"phase"`
+}
+
+// CompiledObject is one object a runtime applies.
+type CompiledObject struct {
+	// Object names it as a preview does: "Deployment prod-ns/web", or
+	// "custom/<runtime>".
+	Object string `json:"object"`
+	YAML   string `json:"yaml"`
 }

@@ -212,7 +212,11 @@ func printRuntimes(w io.Writer, list *apiv1.RuntimeList, wide bool, now time.Tim
 			apis = fmt.Sprint(len(r.APIVersions))
 			when = ago(now, r.ObservedAt)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s", clean(r.Name), orDash(clean(r.Kind)), agentState(r.Agent, now), version, apis, when)
+		agent := agentState(r.Agent, now)
+		if r.Agent == nil && r.Via != "" {
+			agent = "through " + clean(r.Via)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s", clean(r.Name), orDash(clean(r.Kind)), agent, version, apis, when)
 		if wide {
 			av, mode, host := "-", "-", "-"
 			if a := r.Agent; a != nil {

@@ -400,6 +400,12 @@ func (s *Server) listRuntimes(ctx context.Context) (*apiv1.RuntimeList, error) {
 		var f config.File
 		if err := json.Unmarshal(o.Body, &f); err == nil && f.Runtime != nil {
 			info.Kind = compiler.RuntimeKind(f.Runtime)
+			switch rt := f.Runtime; {
+			case rt.Custom != nil && rt.Custom.ProxyRuntime != nil:
+				info.Via = rt.Custom.ProxyRuntime.Runtime
+			case rt.TerraformRunner != nil && rt.TerraformRunner.ProxyRuntime != nil:
+				info.Via = rt.TerraformRunner.ProxyRuntime.Runtime
+			}
 			for _, l := range f.Runtime.Labels {
 				if info.Labels == nil {
 					info.Labels = map[string]string{}

@@ -152,6 +152,14 @@ func (s *Server) routeTable() []route {
 				out, err := s.parameters(r.Context(), app(r), svc(r))
 				reply(w, s, out, err)
 			}},
+		{method: "GET", path: "/v1/apps/{app}/services/{svc}/compiled", perm: auth.PermRead, scope: scopeApp, resp: apiv1.CompiledService{},
+			query:   []queryParam{{"desiredStateId", "string", "this desired state of the service (default: the active one)"}, {"releaseChannel", "string", "only this release channel"}},
+			summary: "The compiled config a push stored, per release channel (secrets redacted)",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				q := r.URL.Query()
+				out, err := s.compiled(r.Context(), app(r), svc(r), q.Get("desiredStateId"), q.Get("releaseChannel"))
+				reply(w, s, out, err)
+			}},
 		{method: "GET", path: "/v1/apps/{app}/services/{svc}/events", perm: auth.PermRead, scope: scopeApp, resp: apiv1.EventList{}, query: []queryParam{{"after", "integer", "only events after this sequence number"}, {"limit", "integer", "at most this many events"}}, summary: "A service's events",
 			handler: func(w http.ResponseWriter, r *http.Request) {
 				after, _ := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)

@@ -180,10 +180,22 @@ func (s *Server) gates(app string, ch engine.Channel, freezes []ds.Freeze) []str
 // values are added to secrets, to be redacted wherever they appear).
 func renderObjects(backend string, objs []json.RawMessage, secrets *[]string) map[string]string {
 	out := map[string]string{}
+	for _, o := range renderObjectList(backend, objs, secrets) {
+		out[o.name] = o.yaml
+	}
+	return out
+}
+
+// renderedObject is one object of a channel, named and rendered as YAML.
+type renderedObject struct{ name, yaml string }
+
+// renderObjectList is renderObjects in the objects' order.
+func renderObjectList(backend string, objs []json.RawMessage, secrets *[]string) []renderedObject {
+	out := make([]renderedObject, 0, len(objs))
 	for i, raw := range objs {
 		var m map[string]any
 		if err := json.Unmarshal(raw, &m); err != nil {
-			out[fmt.Sprintf("object %d", i)] = string(raw)
+			out = append(out, renderedObject{fmt.Sprintf("object %d", i), string(raw)})
 			continue
 		}
 		var name string
@@ -223,7 +235,7 @@ func renderObjects(backend string, objs []json.RawMessage, secrets *[]string) ma
 		if err != nil {
 			b = raw
 		}
-		out[name] = string(b)
+		out = append(out, renderedObject{name, string(b)})
 	}
 	return out
 }

@@ -149,7 +149,7 @@ func (s *Server) buildStatus(ctx context.Context, rec store.DesiredState, list [
 		return nil, err
 	}
 	var approvals []store.Approval
-	if slices.ContainsFunc(d.Channels, func(c engine.Channel) bool { return len(c.Approvals) > 0 || len(c.Checks) > 0 }) {
+	if slices.ContainsFunc(d.Channels, func(c engine.Channel) bool { return len(c.Approvals) > 0 || len(c.Checks) > 0 || c.EveryAction }) {
 		if approvals, err = s.store.ListApprovals(ctx, rec.ID); err != nil {
 			return nil, err
 		}
@@ -174,8 +174,14 @@ func (s *Server) buildStatus(ctx context.Context, rec store.DesiredState, list [
 				cs.Status, cs.Reason, cs.Message = string(ds.StatusPending), "", "new desired state not yet planned"
 			}
 		}
-		for _, g := range ch.Approvals {
-			as := apiv1.ApprovalStatus{Topic: g.Topic, MinApprovers: g.MinApprovers}
+		gates := ch.Approvals
+		if ok && inst.ActionPending && inst.DesiredStateID == rec.ID {
+			// An everyAction channel waits for an approval of the apply
+			// that heals drift: a gate of its own, approved by its topic.
+			gates = append(slices.Clip(gates), ds.Approval{Topic: engine.ActionTopic(ch.Name, inst.ActionSeq), Description: "apply after drift", MinApprovers: 1})
+		}
+		for _, g := range gates {
+			as := apiv1.ApprovalStatus{Topic: g.Topic, Description: g.Description, MinApprovers: g.MinApprovers}
 			for _, a := range approvals {
 				if a.ReleaseChannel != ch.Name || a.Topic != g.Topic {
 					continue

@@ -87,3 +87,56 @@ func TestPreview(t *testing.T) {
 		t.Errorf("a preview with an unknown parameter: %s", r)
 	}
 }
+
+// TestCompiledCLI: drover compiled prints what a push stored per release
+// channel (the engine's form, secrets redacted), for the active desired
+// state or an earlier one, and names what it cannot find.
+func TestCompiledCLI(t *testing.T) {
+	requireE2E(t)
+	s := newServer(t)
+	const app = "compiled"
+	dir := twoChannelTree(t, app, "1s")
+	p := filepath.Join(dir, "services", "web", "web.pvn.yaml")
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withSecret := strings.Replace(string(data), "  parameters:\n", "  env:\n    API_TOKEN:\n      rawSecret: s3cr3t-token-value\n    MODE:\n      value: fast\n  parameters:\n", 1)
+	if err := os.WriteFile(p, []byte(withSecret), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.ok("alice", "apply", dir+"/...")
+	v1, ds1 := s.push("alice", app, "web", "image=1.0")
+	text := s.ok("alice", "compiled", "web", "--app", app).stdout
+	t.Logf("drover compiled:\n%s", text)
+	for _, want := range []string{"# " + app + "/web " + v1 + " (desired state " + ds1 + ", active)", "# release channel staging: runtime staging (fake)",
+		"# release channel prod: runtime prod (fake)", "#   after: staging", "#   approvals: 1 approver(s)", "#   env API_TOKEN: (redacted)",
+		"#   env MODE: fast", "# Deployment web", "image: docker.io/library/nginx:1.0", "replicas: 3"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("drover compiled lacks %q", want)
+		}
+	}
+	v2, _ := s.push("alice", app, "web", "image=2.0")
+	var out apiv1.CompiledService
+	r := s.ok("alice", "compiled", "web", "--app", app, "--desired-state", ds1, "--release-channel", "prod", "-o", "json")
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Active || out.Version != v1 || len(out.ReleaseChannels) != 1 || out.ReleaseChannels[0].Name != "prod" || v2 == v1 {
+		t.Errorf("ds1's prod: %s", dump(out))
+	}
+	for _, args := range [][]string{{"-o", "yaml"}, {"-o", "json"}, {}} {
+		if r := s.ok("alice", append([]string{"compiled", "web", "--app", app}, args...)...); strings.Contains(r.stdout, "s3cr3t-token-value") {
+			t.Errorf("drover compiled %v shows the secret:\n%s", args, r.stdout)
+		}
+	}
+	if r := s.as("alice", "compiled", "web", "--app", app, "--release-channel", "qa"); r.code == 0 || !strings.Contains(r.stderr, `no release channel "qa"`) {
+		t.Errorf("an unknown release channel: %s", r)
+	}
+	if r := s.as("alice", "compiled", "nosuch", "--app", app); r.code == 0 || !strings.Contains(r.stderr, "has no desired state") {
+		t.Errorf("an unknown service: %s", r)
+	}
+	if r := s.as("alice", "compiled", "web"); r.code != 64 {
+		t.Errorf("without --app: %s", r)
+	}
+}

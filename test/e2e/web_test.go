@@ -94,6 +94,18 @@ func (b *browserTest) click(label string) {
 	}
 }
 
+// open opens the <details> in the element css whose summary is summary.
+func (b *browserTest) open(css, summary string) {
+	b.t.Helper()
+	b.waitFor("details "+summary, hasText(css+" summary", summary))
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { const s = [...document.querySelectorAll(`+strconv.Quote(css+" summary")+`)].find(s => s.textContent === `+strconv.Quote(summary)+`); if (!s) return false; if (!s.parentElement.open) s.click(); return true })()`))
+	if err != nil || !ok {
+		b.t.Fatalf("open %q in %s: %v (found %v)\n%s", summary, css, err, ok, b.pageText())
+	}
+}
+
 func (b *browserTest) pageText() string {
 	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
 	defer cancel()
@@ -246,6 +258,14 @@ func TestWebUI(t *testing.T) {
 	b.click("Push web")
 	b.waitFor("staging rolls 2.0 out", hasText("#ch-staging .badge", "Converged")+` && `+hasText("#ch-prod", "waiting for 1 more approval"))
 	b.shot("6-pushed")
+	// Before approving: what prod would get, as a diff; and what a channel
+	// was compiled to.
+	b.open("#ch-prod", "What approving prod rolls out")
+	b.waitFor("the diff", hasText("#ch-prod pre.diff .add", "2.0")+` && `+hasText("#ch-prod pre.diff .del", "1.0")+` && `+hasText("#ch-prod .preview", "Deployment"))
+	b.open("#ch-staging", "Compiled config")
+	b.waitFor("staging's compiled Deployment", hasText("#ch-staging .object pre", "kind: Deployment")+` && `+hasText("#ch-staging .object pre", "replicas: 1"))
+	b.shot("6a-preview-compiled")
+	b.axe("6a-preview-compiled")
 	if st := s.status("shop", "web"); channel(t, st, "staging").Version == "" || st.DesiredVersion == "" {
 		t.Errorf("after the push from the form: %s", dump(st))
 	}
@@ -354,5 +374,90 @@ func TestWebUIRunsAndBypass(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no bypassed event with the comment: %s", dump(eventKeys(evs)))
+	}
+}
+
+// TestWebUIWaits: the page says in plain words why a channel waits — a
+// deploy window that opens later, a runtime whose agent went away — and
+// offers the approval that drift waits for before it is healed
+// (everyAction), given from the page.
+func TestWebUIWaits(t *testing.T) {
+	requireE2E(t)
+	b := newBrowser(t)
+	s := newServer(t, "--agent-listen", freeAddr(t), "--poll-interval", "100ms")
+
+	// A deploy window two days away holds staging.
+	const windowed = "windowed"
+	dir := twoChannelTree(t, windowed, "1s")
+	p := filepath.Join(dir, "app.pvn.yaml")
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().UTC().AddDate(0, 0, 2).Weekday().String()[:3]
+	text := strings.Replace(string(data), "        - runtime: staging\n", "        - runtime: staging\n      deployWindows:\n        - {days: "+strings.ToLower(later)+", hours: 9-17, tz: UTC}\n", 1)
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.ok("alice", "apply", dir+"/...")
+	s.push("alice", windowed, "web", "image=1.0")
+	s.waitStatus(windowed, "web", 30*time.Second, "staging blocked outside its deploy window", func(st *apiv1.ServiceStatus) bool {
+		return findChannel(st, "staging").Status == "BLOCKED"
+	})
+	b.signIn(s.url, s.tokenOf("alice"))
+	b.do("open the windowed service", chromedp.Navigate(s.url+"/#/apps/"+windowed+"/services/web"))
+	b.waitFor("the window's words", hasText("#ch-staging .reason", "outside the deploy window until "+later)+` && `+hasText("#ch-staging .reason", "09:00"))
+	b.waitFor("prod's wait, in brief", hasText("#ch-prod .reason", "waiting for staging to run")+` && `+
+		hasText("#ch-prod .reason", "(staging is blocked: outside the deploy window until "+later)+` && `+hasText("#ch-prod .reason", "then for an approval"))
+	b.shot("1-deploy-window")
+	b.axe("1-deploy-window")
+
+	// A service on a runtime whose commands run through an agent; the
+	// agent stops.
+	hostsLink, hostsTok := link(t, s, "hosts")
+	hosts := startAgent(t, "hosts", agentArgs(hostsLink, hostsTok, "--mode", "commands")...)
+	waitAgent(t, s, "hosts", "connected")
+	s.ok("alice", "apply", opsTree(t, "api")+"/...")
+	v, _ := s.push("alice", "ops", "api")
+	s.waitStatus("ops", "api", 60*time.Second, "ops/api converged through the agent", converged(v))
+	b.do("open the agent's service", chromedp.Navigate(s.url+"/#/apps/ops/services/api"))
+	b.waitFor("prod converged", hasText("#ch-prod .badge", "Converged"))
+	hosts.stop()
+	b.waitFor("the agent's absence, without a reload", hasText("#ch-prod .reason", "runtime hosts disconnected"))
+	b.shot("2-agent-disconnected")
+	b.do("open the runtimes", chromedp.Navigate(s.url+"/#/runtimes"))
+	b.waitFor("cmds through hosts", hasText("td", "through hosts")+` && `+hasText("td", "agent disconnected"))
+
+	// Drift on an everyAction channel waits for an approval of its apply.
+	tmp := t.TempDir()
+	const app, svc = "guarded", "site"
+	channel := crWith(crChannel("live", "shell"), "preconditions", []crObj{{"manualApproval": crObj{"everyAction": true}}})
+	cfg := crWriteConfigs(t, filepath.Join(tmp, "config"), map[string]crObj{
+		"runtime": crRuntime("shell", []string{"stateDir"}, crObj{
+			"apply": crProgram(crApplyScript, map[string]string{"STATE_DIR": "{{.Params.stateDir}}"}),
+			"fetch": crFetch("1s"),
+		}),
+		"app":     crApp(app, channel),
+		"service": crService(app, svc, "stateDir", tmp+"/state"),
+	})
+	s.ok("alice", "apply", cfg+"/...")
+	version, _ := s.push("alice", app, svc)
+	b.do("open the guarded service", chromedp.Navigate(s.url+"/#/apps/"+app+"/services/"+svc))
+	b.click("Approve live…")
+	b.click("Approve live")
+	b.waitFor("live converged", hasText("#ch-live .badge", "Converged"))
+	versionFile := tmp + "/state/version"
+	if err := os.WriteFile(versionFile, []byte("tampered\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor("the drift's approval", hasText("#ch-live .reason", "waiting for 1 more approval (apply after drift)"))
+	b.shot("3-drift-approval")
+	b.axe("3-drift-approval")
+	b.click("Approve live…")
+	b.do("say why", chromedp.SendKeys(chromedp.CSS("#ch-live textarea"), "tampered by a test"))
+	b.click("Approve live")
+	b.waitFor("live healed", hasText("#ch-live .badge", "Converged"))
+	if got := strings.TrimSpace(crReadFile(t, versionFile)); got != version {
+		t.Errorf("version file after the approved heal: %q, want %q", got, version)
 	}
 }

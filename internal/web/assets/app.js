@@ -325,16 +325,76 @@ function replicas(c) {
   return withReplicas.map((o) => `${o.name}: ${o.availableReplicas || 0}/${o.targetReplicas || o.replicas} available`).join('; ');
 }
 
-// reason says in words why a channel is where it is.
-function reason(c) {
+// when says when a moment to come is, in the reader's time: "Mon 09:00"
+// within the week, with the date beyond it.
+function when(t) {
+  const d = new Date(t);
+  const far = d - Date.now() > 6 * 86400e3;
+  return d.toLocaleString(undefined, far
+    ? { weekday: 'short', day: 'numeric', month: 'short', hour: '2-digit', minute: '2-digit' }
+    : { weekday: 'short', hour: '2-digit', minute: '2-digit' });
+}
+
+// since says how long ago t was, without "ago": "3 min".
+function since(t) { return ago(t).replace(/ ago$/, ''); }
+
+// agentDown says that the channel's runtime is served by an agent that is
+// not connected, and since when ("" when it is connected, or direct).
+function agentDown(c, runtimes) {
+  let r = runtimes && runtimes.get(c.runtime);
+  // A runtime whose commands run through another's agent (proxyRuntime).
+  if (r && !r.linked && r.via) r = runtimes.get(r.via);
+  if (!r || !r.linked || !r.agent || r.agent.state === 'connected') return '';
+  if (r.agent.state === 'never connected') return `runtime ${r.name}: its agent never connected`;
+  const at = r.agent.disconnectedAt || r.agent.heartbeatAt;
+  return `runtime ${r.name} disconnected${at ? ` ${since(at)}` : ''}`;
+}
+
+// reason says in words why a channel is where it is, from what the
+// status says of its gates; the engine's own message otherwise.
+function reason(c, runtimes, byName, nested) {
+  const parts = [];
+  const down = agentDown(c, runtimes);
+  if (down) parts.push(down);
   if (c.status === 'WAITING_MANUAL_APPROVAL') {
     const gates = (c.approvals || []).map((a) => {
       const more = a.minApprovers - (a.approvedBy || []).length;
-      return more > 0 ? `waiting for ${more} more approval${more > 1 ? 's' : ''}${a.topic ? ` (${a.topic})` : ''}` : '';
+      const what = a.description || a.topic;
+      return more > 0 && !a.rejectedBy ? `waiting for ${more} more approval${more > 1 ? 's' : ''}${what ? ` (${what})` : ''}` : '';
     }).filter(Boolean);
-    if (gates.length) return gates.join('; ');
+    if (gates.length) return [...parts, ...gates].join('; ');
   }
-  return c.message || '';
+  if (c.status === 'BLOCKED') {
+    const held = (c.checks || []).filter((k) => k.state === 'failing' || k.state === 'pending' || k.state === 'notEvaluated');
+    const words = held.map((k) => {
+      if (k.name === 'deployWindows' && k.state === 'failing') {
+        return k.nextChange ? `outside the deploy window until ${when(k.nextChange)}` : 'outside the deploy window';
+      }
+      if (k.name === 'alertGate' && k.state === 'failing') return `an alert is firing${k.message ? `: ${k.message}` : ''}`;
+      const name = k.attachment || k.name;
+      const next = k.nextChange ? ` (next check ${when(k.nextChange)})` : '';
+      if (k.state === 'failing') return `held by ${name}${k.message ? `: ${k.message}` : ''}${next}`;
+      if (k.state === 'notEvaluated') return `held by ${name}: drover does not evaluate it yet (bypass to go on)`;
+      return `waiting for ${name} to run${next}`;
+    });
+    if (words.length) return [...parts, ...words].join('; ');
+  }
+  if (c.reason === 'RELEASE_CHANNEL_DEPENDENCY_UNMET' && byName && !nested) {
+    // The channels it waits for, each with its own reason in brief.
+    const waits = (c.dependsOn || []).map((n) => byName.get(n))
+      .filter((d) => d && !(d.status === 'CONVERGED' && d.version === c.desiredVersion));
+    if (waits.length) {
+      const why = waits.map((d) => {
+        const r = reason(d, runtimes, byName, true);
+        return `${d.name} is ${word(d.status).toLowerCase()}${r ? `: ${r}` : ''}`;
+      });
+      const open = (c.approvals || []).filter((a) => (a.approvedBy || []).length < a.minApprovers);
+      parts.push(`waiting for ${waits.map((d) => d.name).join(' and ')} to run ${short(c.desiredVersion)} converged (${why.join('; ')})${open.length ? ', then for an approval' : ''}`);
+      return parts.join('; ');
+    }
+  }
+  if (c.message) parts.push(c.message);
+  return parts.join('; ');
 }
 
 // act sends one change; it says how it went and reports whether it worked.
@@ -375,9 +435,75 @@ function commentForm(label, submit, onDone) {
   return f;
 }
 
+// keptOpen is a <details> that stays open across live redraws: page.opened
+// holds the keys of those open; onopen runs at each opening.
+function keptOpen(page, key, summary, content, onopen) {
+  const d = el('details', {
+    open: page.opened.has(key),
+    ontoggle: () => {
+      if (d.open) { page.opened.add(key); if (onopen) onopen(); } else page.opened.delete(key);
+    },
+  }, el('summary', {}, summary), content);
+  return d; // one drawn open fires toggle too: onopen runs then
+}
+
+// diffView shows a unified diff line by line: added and removed lines are
+// marked by their + and - as well as their colour.
+function diffView(text, label) {
+  return el('pre', { class: 'log diff', tabindex: '0', 'aria-label': label }, text.split('\n').map((line) => {
+    const cls = line.startsWith('+') && !line.startsWith('+++') ? 'add' : line.startsWith('-') && !line.startsWith('---') ? 'del' : line.startsWith('@@') ? 'hunk' : '';
+    return el('span', { class: cls }, `${line}\n`);
+  }));
+}
+
+const changeWords = { created: ['+', 'created'], changed: ['~', 'changed'], deleted: ['−', 'deleted'], unchanged: ['=', 'unchanged'] };
+
+// previewView shows what approving a channel rolls out: the version it
+// gets, what stands before it, and each object's diff against what was
+// last applied (secrets redacted by the server).
+function previewView(p) {
+  const env = (p.env || []).map((e) => `${{ '+': 'added', '~': 'changed', '-': 'removed' }[e[0]] || ''} ${e.slice(1)}`);
+  const objs = p.objects || [];
+  const same = objs.filter((o) => o.action === 'unchanged');
+  return el('div', { class: 'preview' },
+    el('p', {}, p.from ? `Runs ${short(p.from)} now; gets ` : 'Nothing rolled out yet; gets ', el('span', { class: 'mono' }, p.to)),
+    p.unchanged ? el('p', {}, 'Its objects and environment stay as they are.') : null,
+    (p.gates || []).length ? el('div', {}, el('p', {}, 'Before it rolls out:'), el('ul', {}, p.gates.map((g) => el('li', {}, g)))) : null,
+    env.length ? el('p', {}, `Environment: ${env.join(', ')} (values not shown)`) : null,
+    p.plan ? el('p', {}, 'Terraform: ', el('span', { class: 'mono' }, p.plan)) : null,
+    objs.filter((o) => o.action !== 'unchanged').map((o) => {
+      const [sym, w] = changeWords[o.action] || ['•', o.action];
+      return el('div', { class: 'object' }, el('p', {}, el('span', { 'aria-hidden': 'true' }, `${sym} `), el('span', { class: 'mono' }, o.object), ` ${w}`),
+        o.diff ? diffView(o.diff, `Diff of ${o.object}`) : null);
+    }),
+    same.length ? el('p', { class: 'muted' }, `Unchanged: ${same.map((o) => o.object).join(', ')}`) : null,
+    p.note ? el('p', { class: 'muted' }, p.note) : null);
+}
+
+// compiledView shows a channel's compiled config: its settings, then each
+// object the runtime applies.
+function compiledView(c) {
+  const gates = (c.approvals || []).map((a) => `${a.minApprovers} approver${a.minApprovers > 1 ? 's' : ''}${a.topic ? ` (${a.description || a.topic})` : ''}`);
+  if (c.everyAction) gates.push('an approval before each apply that heals drift');
+  const rows = [
+    ['Runtime', `${c.runtime}${c.runtimeKind ? ` (${c.runtimeKind})` : ''}${c.namespace ? `, namespace ${c.namespace}` : ''}`],
+    ['After', (c.dependsOn || []).join(', ')],
+    ['Approvals', gates.join('; ')],
+    ['Checks', (c.checks || []).map((k) => `${k.kind === 'protection' ? 'protection' : 'extension'} ${k.attachment && k.attachment !== k.name ? `${k.attachment} (${k.name})` : k.name} in ${k.phase}`).join('; ')],
+    ['Rollback', c.autoRollback ? 'automatic on failure' : ''],
+    ['Deadline', c.progressDeadline],
+    ['Grace', c.convergenceGrace],
+    ['Env', Object.entries(c.env || {}).sort().map(([k, v]) => `${k}=${v}`).join(', ')],
+  ].filter(([, v]) => v);
+  return el('div', {},
+    el('dl', {}, rows.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)])),
+    (c.objects || []).map((o) => el('div', { class: 'object' }, el('p', { class: 'mono' }, o.object), el('pre', { class: 'log', tabindex: '0', 'aria-label': o.object }, o.yaml))));
+}
+
 // channelCard draws one channel. slots keeps each channel's form area
 // across redraws, so a live update does not wipe what someone is typing.
-function channelCard(st, c, refresh, slots) {
+function channelCard(st, c, refresh, page) {
+  const slots = page.slots;
   const app = st.application; const svc = st.service;
   const base = `/v1/apps/${encodeURIComponent(app)}/services/${encodeURIComponent(svc)}`;
   const rc = { releaseChannel: c.name };
@@ -436,19 +562,29 @@ function channelCard(st, c, refresh, slots) {
     ['Replicas', replicas(c)],
     ['Group', c.group],
     ['After', (c.dependsOn || []).join(', ')],
-    ['Approvals', (c.approvals || []).map((a) => `${(a.approvedBy || []).length}/${a.minApprovers}${a.approvedBy && a.approvedBy.length ? ` by ${a.approvedBy.join(', ')}` : ''}${a.rejectedBy ? `, rejected by ${a.rejectedBy}` : ''}`).join('; ')],
+    ['Approvals', (c.approvals || []).map((a) => `${a.description || (c.approvals.length > 1 && a.topic) ? `${a.description || a.topic}: ` : ''}${(a.approvedBy || []).length}/${a.minApprovers}${a.approvedBy && a.approvedBy.length ? ` by ${a.approvedBy.join(', ')}` : ''}${a.rejectedBy ? `, rejected by ${a.rejectedBy}` : ''}`).join('; ')],
     ['Checks', (c.checks || []).map((k) => `${k.attachment || k.name} (${k.phase}): ${k.state}`).join('; ')],
     ['Updated', ago(c.updatedAt)],
   ].filter(([, v]) => v);
-  const preview = c.preview ? el('details', {}, el('summary', {}, `What approving ${c.name} rolls out`),
-    el('pre', { class: 'log' }, JSON.stringify(c.preview, null, 2))) : null;
-  const info = (c.info || []).length ? el('details', {}, el('summary', {}, 'Runtime info (getInfo)'),
-    ...c.info.map((i) => el('pre', { class: 'log' }, JSON.stringify(i, null, 2)))) : null;
+  const key = (what) => `${st.desiredStateId}/${c.name}/${what}`;
+  const preview = c.preview ? keptOpen(page, key('preview'), `What approving ${c.name} rolls out`, previewView(c.preview)) : null;
+  const info = (c.info || []).length ? keptOpen(page, key('info'), 'Runtime info (getInfo)',
+    c.info.map((i) => el('pre', { class: 'log', tabindex: '0', 'aria-label': `getInfo ${i.name || ''}` }, i.name ? `${i.name}\n${i.text || ''}` : JSON.stringify(i, null, 2)))) : null;
+  // The compiled config is read when first opened, once per desired state.
+  const compiledBox = el('div', {}, page.compiled.get(key('compiled')) || el('p', { class: 'muted' }, 'Loading…'));
+  const compiled = keptOpen(page, key('compiled'), 'Compiled config', compiledBox, async () => {
+    if (page.compiled.has(key('compiled'))) return;
+    try {
+      const res = await api(`${base}/compiled?desiredStateId=${encodeURIComponent(st.desiredStateId)}&releaseChannel=${encodeURIComponent(c.name)}`);
+      page.compiled.set(key('compiled'), compiledView(res.releaseChannels[0]));
+    } catch (e) { compiledBox.replaceChildren(el('p', { class: 'error' }, e.message)); return; }
+    compiledBox.replaceChildren(page.compiled.get(key('compiled')));
+  });
   return el('section', { class: 'card', id: `ch-${c.name}`, tabindex: '-1', 'aria-label': `Release channel ${c.name}` },
     el('h3', {}, c.name, badge(c.status), c.paused ? el('span', { class: 'badge warn' }, 'paused') : null),
-    el('p', { class: 'reason' }, reason(c)),
+    el('p', { class: 'reason' }, reason(c, page.runtimes, new Map((st.releaseChannels || []).map((x) => [x.name, x])))),
     el('dl', {}, rows.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)])),
-    preview, info, acts, slot);
+    preview, info, compiled, acts, slot);
 }
 
 // pushForm asks for the service's parameters, typed as its config says.
@@ -490,12 +626,15 @@ async function servicePage(app, svc, current) {
   const body = el('div');
   const history = el('div');
   const pushSlot = el('div');
-  const slots = new Map();
+  // What stays across redraws: forms being filled (slots), open details,
+  // compiled configs read, and the runtimes (for their agents' state).
+  const page = { slots: new Map(), opened: new Set(), compiled: new Map(), runtimes: null };
   const events = [];
   let lastSeq = 0;
   const draw = async () => {
-    const st = await api(base);
-    const fresh = (await api(`${base}/events?after=${lastSeq}`)).events || [];
+    const [st, ev, rts] = await Promise.all([api(base), api(`${base}/events?after=${lastSeq}`), api('/v1/runtimes').catch(() => null)]);
+    const fresh = ev.events || [];
+    if (rts) page.runtimes = new Map((rts.runtimes || []).map((r) => [r.name, r]));
     if (!current()) return;
     for (const e of fresh) { events.push(e); lastSeq = Math.max(lastSeq, e.seq); }
     // A redraw keeps what the person was doing: the forms (slots) move
@@ -505,7 +644,7 @@ async function servicePage(app, svc, current) {
       el('p', {}, badge(st.status), ' desired ', el('span', { class: 'mono' }, st.desiredVersion || '—')),
       pipeline(st),
       el('h2', {}, 'Release channels'),
-      el('div', { class: 'cards' }, (st.releaseChannels || []).map((c) => channelCard(st, c, refreshSoon, slots))),
+      el('div', { class: 'cards' }, (st.releaseChannels || []).map((c) => channelCard(st, c, refreshSoon, page))),
     );
     if (focused && focused !== document.activeElement && document.contains(focused)) focused.focus({ preventScroll: true });
     history.replaceChildren(el('h2', {}, 'History'), el('div', { class: 'scroll', tabindex: '0', role: 'region', 'aria-label': 'History' }, el('table', {},
@@ -535,7 +674,10 @@ async function servicePage(app, svc, current) {
   // what happened after the events already drawn).
   const es = new EventSource(`/v1/watch?app=${encodeURIComponent(app)}&service=${encodeURIComponent(svc)}&after=${lastSeq}`);
   es.addEventListener('event', refreshSoon);
-  stopLive = () => { es.close(); clearTimeout(timer); };
+  // Some changes are no event (an agent going away, a fetch failing, a
+  // wait's "3 min" growing): the page is also read again every 10 s.
+  const tick = setInterval(refreshSoon, 10000);
+  stopLive = () => { es.close(); clearTimeout(timer); clearInterval(tick); };
 }
 
 // drawRuns lists the service's runs (commands a runtime ran: custom
@@ -554,8 +696,8 @@ async function drawRuns(base, into, current) {
           out.replaceChildren(el('div', {},
             el('p', { class: 'mono' }, (full.command || []).join(' ')),
             full.error ? el('p', { class: 'error' }, full.error) : null,
-            el('h3', {}, 'stdout'), el('pre', { class: 'log' }, full.stdout || '(empty)'),
-            el('h3', {}, 'stderr'), el('pre', { class: 'log' }, full.stderr || '(empty)'),
+            el('h3', {}, 'stdout'), el('pre', { class: 'log', tabindex: '0', 'aria-label': 'stdout' }, full.stdout || '(empty)'),
+            el('h3', {}, 'stderr'), el('pre', { class: 'log', tabindex: '0', 'aria-label': 'stderr' }, full.stderr || '(empty)'),
             full.truncated ? el('p', { class: 'muted' }, 'Output truncated.') : null));
         } catch (e) { out.replaceChildren(el('p', { class: 'error' }, e.message)); }
       },
@@ -573,7 +715,7 @@ async function runtimesPage(current) {
     el('tbody', {}, list.map((r) => el('tr', {},
       el('td', {}, r.name), el('td', {}, r.kind || ''),
       el('td', {}, Object.entries(r.labels || {}).map(([k, v]) => `${k}=${v}`).join(', ')),
-      el('td', {}, r.linked ? `agent ${r.agent ? r.agent.state : 'never connected'}${r.agent && r.agent.host ? ` (${r.agent.host})` : ''}` : 'direct')))))));
+      el('td', {}, r.linked ? `agent ${r.agent ? r.agent.state : 'never connected'}${r.agent && r.agent.host ? ` (${r.agent.host})` : ''}` : r.via ? `through ${r.via}` : 'direct')))))));
 }
 
 window.addEventListener('hashchange', () => { route(); });
