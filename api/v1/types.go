@@ -508,6 +508,9 @@ type ChannelPreview struct {
 	// unchanged, with a unified diff of their YAML (secrets redacted)
 	// against what was last applied.
 	Objects []ObjectChange `json:"objects,omitempty"`
+	// Params are the parameters whose value changes for the channel
+	// (secret values are never compared nor shown).
+	Params []ParamChange `json:"params,omitempty"`
 	// Env lists the environment variables added, changed or removed
 	// ("+NAME", "~NAME", "-NAME"); values are not shown.
 	Env []string `json:"env,omitempty"`
@@ -521,6 +524,14 @@ type ChannelPreview struct {
 	Plan string `json:"plan,omitempty"`
 	// Note says what the preview could not show.
 	Note string `json:"note,omitempty"`
+}
+
+// ParamChange is a parameter whose value changes: From is what the
+// channel last got ("" = the config's default), To what it would get.
+type ParamChange struct {
+	Name string `json:"name"`
+	From string `json:"from"`
+	To   string `json:"to"`
 }
 
 // ObjectChange is one object of a channel preview.

@@ -80,6 +80,9 @@ func printPreview(w io.Writer, p *apiv1.PreviewResponse, diffs bool) {
 		if c.Note != "" {
 			fmt.Fprintf(w, "  note: %s\n", clean(c.Note))
 		}
+		for _, pc := range c.Params {
+			fmt.Fprintf(w, "  parameter %s: %s -> %s\n", clean(pc.Name), clean(orDefault(pc.From)), clean(orDefault(pc.To)))
+		}
 		for _, o := range c.Objects {
 			if o.Action == "unchanged" {
 				continue
@@ -101,4 +104,13 @@ func printPreview(w io.Writer, p *apiv1.PreviewResponse, diffs bool) {
 			fmt.Fprintf(w, "  waits for %s\n", clean(g))
 		}
 	}
+}
+
+// orDefault is a parameter value as people read it: "" is the config's
+// default.
+func orDefault(v string) string {
+	if v == "" {
+		return "(default)"
+	}
+	return v
 }

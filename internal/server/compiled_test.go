@@ -3,9 +3,11 @@ package server
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
+	apiv1 "github.com/drover-dev/drover/api/v1"
 	ds "github.com/drover-dev/drover/internal/desiredstate"
 	"github.com/drover-dev/drover/internal/store"
 )
@@ -104,5 +106,22 @@ func TestStatusListsDriftApproval(t *testing.T) {
 	inst.ActionPending = false
 	if st, err = s.buildStatus(ctx, rec, []store.Instance{inst}, nil, false); err != nil || len(st.ReleaseChannels[0].Approvals) != 0 {
 		t.Errorf("no drift wait, approvals: %+v, %v", st.ReleaseChannels[0].Approvals, err)
+	}
+}
+
+// A preview's parameters: what changes for the channel, a channel's own
+// value over the push's, never a secret.
+func TestParamChanges(t *testing.T) {
+	t.Parallel()
+	before := []apiv1.Param{{Name: "image", Value: "1.0"}, {Name: "tier", Value: "a"}, {Name: "key", Value: redactedValue}}
+	after := []apiv1.Param{{Name: "image", Value: "2.0"}, {Name: "image", Value: "1.0", ReleaseChannel: "canary"},
+		{Name: "extra", Value: "x"}, {Name: "key", Value: redactedValue}}
+	got := paramChanges(before, after, "prod")
+	want := []apiv1.ParamChange{{Name: "extra", To: "x"}, {Name: "image", From: "1.0", To: "2.0"}, {Name: "tier", From: "a"}}
+	if !slices.Equal(got, want) {
+		t.Errorf("prod: %+v, want %+v", got, want)
+	}
+	if got := paramChanges(before, after, "canary"); len(got) != 2 || got[0].Name != "extra" || got[1].Name != "tier" {
+		t.Errorf("canary (its own image is unchanged): %+v", got)
 	}
 }

@@ -23,7 +23,7 @@ import (
 // what would change against what was last applied there and what stands
 // in the way; nothing is stored or applied.
 func (s *Server) preview(ctx context.Context, app, svc string, req apiv1.PushRequest) (*apiv1.PreviewResponse, error) {
-	_, _, res, form, err := s.compilePush(ctx, app, svc, req)
+	in, _, res, form, err := s.compilePush(ctx, app, svc, req)
 	if err != nil {
 		return nil, err
 	}
@@ -50,7 +50,7 @@ func (s *Server) preview(ctx context.Context, app, svc string, req apiv1.PushReq
 	out := &apiv1.PreviewResponse{BundleVersion: res.BundleVersion, BundleName: res.BundleName, Channels: []apiv1.ChannelPreview{}}
 	for _, ch := range form.Channels {
 		ech := engine.Channel{Channel: ch, Version: form.Version}
-		p := s.channelPreview(ctx, app, ech, insts[ch.Name], observed[ch.Name])
+		p := s.channelPreview(ctx, app, ech, insts[ch.Name], observed[ch.Name], redactParams(in, req.Params))
 		p.Gates = s.gates(app, ech, freezes)
 		out.Channels = append(out.Channels, p)
 	}
@@ -61,8 +61,16 @@ func (s *Server) preview(ctx context.Context, app, svc string, req apiv1.PushReq
 // was last applied to it (inst's target).
 // A Terraform runner's last plan of the version, where it made one, is
 // read from the engine's observation o.
-func (s *Server) channelPreview(ctx context.Context, app string, ch engine.Channel, inst store.Instance, o store.Observation) apiv1.ChannelPreview {
+// params are the push's parameter values (secrets redacted).
+func (s *Server) channelPreview(ctx context.Context, app string, ch engine.Channel, inst store.Instance, o store.Observation, params []apiv1.Param) apiv1.ChannelPreview {
 	p := apiv1.ChannelPreview{Name: ch.Name, Runtime: ch.Runtime, From: inst.TargetVersion, To: ch.Version}
+	if inst.TargetStateID != "" {
+		if rec, err := s.store.GetDesiredState(ctx, inst.TargetStateID); err == nil {
+			p.Params = paramChanges(decodeParams(rec.Params), params, ch.Name)
+		}
+	} else {
+		p.Params = paramChanges(nil, params, ch.Name)
+	}
 	if ch.RuntimeKind == "terraformRunner" && o.TargetVersion == ch.Version && o.Error == "" {
 		p.Plan = o.Message
 		if o.Message == "" && o.Converged {
@@ -143,6 +151,51 @@ func (s *Server) channelPreview(ctx context.Context, app string, ch engine.Chann
 	}
 	p.Unchanged = unchanged && len(p.Env) == 0 && before != nil
 	return p
+}
+
+// decodeParams reads a desired state's recorded parameter values (none
+// when it has none, or they cannot be read).
+func decodeParams(raw []byte) []apiv1.Param {
+	var out []apiv1.Param
+	if len(raw) > 0 {
+		_ = json.Unmarshal(raw, &out)
+	}
+	return out
+}
+
+// paramChanges lists the parameters whose value for release channel rc
+// differs between two pushes (a channel's own value overrides the
+// push's). A value not given is the config's default ("" here). Secret
+// values are recorded redacted: they are never compared.
+func paramChanges(before, after []apiv1.Param, rc string) []apiv1.ParamChange {
+	values := func(ps []apiv1.Param) map[string]string {
+		out, own := map[string]string{}, map[string]bool{}
+		for _, p := range ps {
+			switch {
+			case p.ReleaseChannel == rc:
+				out[p.Name], own[p.Name] = p.Value, true
+			case p.ReleaseChannel == "" && !own[p.Name]:
+				out[p.Name] = p.Value
+			}
+		}
+		return out
+	}
+	a, b := values(before), values(after)
+	names := map[string]bool{}
+	for k := range a {
+		names[k] = true
+	}
+	for k := range b {
+		names[k] = true
+	}
+	var out []apiv1.ParamChange
+	for _, name := range slices.Sorted(maps.Keys(names)) {
+		if a[name] == b[name] || a[name] == redactedValue || b[name] == redactedValue {
+			continue
+		}
+		out = append(out, apiv1.ParamChange{Name: name, From: a[name], To: b[name]})
+	}
+	return out
 }
 
 // gates says what stands between a push and channel ch's rollout.

@@ -94,13 +94,16 @@ func (s *Server) push(ctx context.Context, app, svc string, req apiv1.PushReques
 	return &apiv1.PushResponse{DesiredStateID: rec.ID, BundleVersion: res.BundleVersion, BundleName: res.BundleName, Replaced: replaced}, nil
 }
 
+// redactedValue stands for a secret's value wherever it would be shown.
+const redactedValue = "(redacted)"
+
 // redactParams keeps parameter values for the record, minus secrets.
 func redactParams(in compiler.Input, params []apiv1.Param) []apiv1.Param {
 	out := make([]apiv1.Param, len(params))
 	for i, p := range params {
 		for _, def := range in.Service.Parameters {
 			if def.Name == p.Name && def.Secret != nil {
-				p.Value = "(redacted)"
+				p.Value = redactedValue
 			}
 		}
 		out[i] = p
@@ -203,7 +206,7 @@ func (s *Server) buildStatus(ctx context.Context, rec store.DesiredState, list [
 		}
 		if ok && detail && inst.Status == ds.StatusWaitingManualApproval && inst.DesiredStateID == rec.ID {
 			// What approving it would roll out there.
-			p := s.channelPreview(ctx, rec.Application, ch, inst, observed[ch.Name])
+			p := s.channelPreview(ctx, rec.Application, ch, inst, observed[ch.Name], decodeParams(rec.Params))
 			cs.Preview = &p
 		}
 		if o, seen := observed[ch.Name]; seen {

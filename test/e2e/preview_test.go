@@ -40,7 +40,8 @@ func TestPreview(t *testing.T) {
 	// prod waits for its approval: its status previews what approving it rolls out.
 	st := s.status(app, "web")
 	pv := findChannel(st, "prod").Preview
-	if pv == nil || pv.To != v1 || pv.From != "" || len(pv.Objects) == 0 || pv.Objects[0].Action != "created" {
+	if pv == nil || pv.To != v1 || pv.From != "" || len(pv.Objects) == 0 || pv.Objects[0].Action != "created" ||
+		len(pv.Params) != 1 || pv.Params[0] != (apiv1.ParamChange{Name: "image", To: "1.0"}) {
 		t.Fatalf("prod's preview in its status: %s", dump(pv))
 	}
 
@@ -68,6 +69,9 @@ func TestPreview(t *testing.T) {
 	if dep == nil || dep.Action != "changed" || !strings.Contains(dep.Diff, "-        image: docker.io/library/nginx:1.0") || !strings.Contains(dep.Diff, "+        image: docker.io/library/nginx:1.1") {
 		t.Errorf("staging's Deployment in the preview: %s", dump(dep))
 	}
+	if len(sc.Params) != 1 || sc.Params[0] != (apiv1.ParamChange{Name: "image", From: "1.0", To: "1.1"}) {
+		t.Errorf("staging's parameters in the preview: %s", dump(sc.Params))
+	}
 	if pc.Name != "prod" || pc.From != "" || len(pc.Gates) < 2 || !strings.Contains(strings.Join(pc.Gates, "\n"), "release channels staging converged at "+prev.BundleVersion) ||
 		!strings.Contains(strings.Join(pc.Gates, "\n"), "approval prod: 1 approver(s)") {
 		t.Errorf("prod's preview: %s", dump(pc))
@@ -76,7 +80,7 @@ func TestPreview(t *testing.T) {
 	text := s.ok("alice", "preview", "web", "--app", app, "--param", "image=1.1").stdout
 	t.Logf("drover preview:\n%s", text)
 	if !strings.Contains(text, "a push would roll out "+prev.BundleVersion+" (nothing was pushed)") || !strings.Contains(text, "staging (") ||
-		!strings.Contains(text, "changed Deployment web") || !strings.Contains(text, "+        image: docker.io/library/nginx:1.1") ||
+		!strings.Contains(text, "changed Deployment web") || !strings.Contains(text, "parameter image: 1.0 -> 1.1") || !strings.Contains(text, "+        image: docker.io/library/nginx:1.1") ||
 		!strings.Contains(text, "waits for approval prod: 1 approver(s)") || strings.Contains(text, "s3cr3t-token-value") {
 		t.Errorf("drover preview:\n%s", text)
 	}

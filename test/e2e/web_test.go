@@ -261,7 +261,7 @@ func TestWebUI(t *testing.T) {
 	// Before approving: what prod would get, as a diff; and what a channel
 	// was compiled to.
 	b.open("#ch-prod", "What approving prod rolls out")
-	b.waitFor("the diff", hasText("#ch-prod pre.diff .add", "2.0")+` && `+hasText("#ch-prod pre.diff .del", "1.0")+` && `+hasText("#ch-prod .preview", "Deployment"))
+	b.waitFor("the diff", hasText("#ch-prod pre.diff .add", "2.0")+` && `+hasText("#ch-prod pre.diff .del", "1.0")+` && `+hasText("#ch-prod .preview", "Deployment")+` && `+hasText("#ch-prod .preview li", "image: 1.0 → 2.0"))
 	b.open("#ch-staging", "Compiled config")
 	b.waitFor("staging's compiled Deployment", hasText("#ch-staging .object pre", "kind: Deployment")+` && `+hasText("#ch-staging .object pre", "replicas: 1"))
 	b.shot("6a-preview-compiled")

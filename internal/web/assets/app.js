@@ -468,6 +468,8 @@ function previewView(p) {
   return el('div', { class: 'preview' },
     el('p', {}, p.from ? `Runs ${short(p.from)} now; gets ` : 'Nothing rolled out yet; gets ', el('span', { class: 'mono' }, p.to)),
     p.unchanged ? el('p', {}, 'Its objects and environment stay as they are.') : null,
+    (p.params || []).length ? el('div', {}, el('p', {}, 'Parameters that change:'), el('ul', {}, p.params.map((x) => el('li', {},
+      el('span', { class: 'mono' }, x.name), `: ${x.from || '(default)'} → ${x.to || '(default)'}`)))) : null,
     (p.gates || []).length ? el('div', {}, el('p', {}, 'Before it rolls out:'), el('ul', {}, p.gates.map((g) => el('li', {}, g)))) : null,
     env.length ? el('p', {}, `Environment: ${env.join(', ')} (values not shown)`) : null,
     p.plan ? el('p', {}, 'Terraform: ', el('span', { class: 'mono' }, p.plan)) : null,
