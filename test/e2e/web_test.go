@@ -15,6 +15,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	apiv1 "github.com/drover-dev/drover/api/v1"
+	"github.com/drover-dev/drover/internal/testing/oidctest"
 )
 
 // browserTest drives a real Chromium (Debian's chromium, headless) with
@@ -26,7 +27,7 @@ type browserTest struct {
 	dir string // where screenshots go
 }
 
-func newBrowser(t *testing.T) *browserTest {
+func newBrowser(t *testing.T, extra ...chromedp.ExecAllocatorOption) *browserTest {
 	t.Helper()
 	path, err := exec.LookPath("chromium")
 	if err != nil {
@@ -42,6 +43,7 @@ func newBrowser(t *testing.T) *browserTest {
 		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
 		chromedp.WindowSize(1280, 900))
+	opts = append(opts, extra...)
 	actx, cancelAlloc := chromedp.NewExecAllocator(t.Context(), opts...)
 	ctx, cancelTab := chromedp.NewContext(actx)
 	t.Cleanup(func() { cancelTab(); cancelAlloc() })
@@ -459,5 +461,65 @@ func TestWebUIWaits(t *testing.T) {
 	b.waitFor("live healed", hasText("#ch-live .badge", "Converged"))
 	if got := strings.TrimSpace(crReadFile(t, versionFile)); got != version {
 		t.Errorf("version file after the approved heal: %q, want %q", got, version)
+	}
+}
+
+// TestWebUIOIDC: a person signs in to the web UI through the server's
+// OpenID provider — the authorization code flow in a real browser, over
+// TLS — gets the role their group maps to, approves prod from the page,
+// and signs out.
+func TestWebUIOIDC(t *testing.T) {
+	requireE2E(t)
+	// The server's certificate is self-signed: the browser is told to
+	// accept it (the page is still a secure context, so the __Host-
+	// cookie is set).
+	b := newBrowser(t, chromedp.Flag("ignore-certificate-errors", true))
+	addr := freeAddr(t)
+	op := oidctest.Start(t, []oidctest.Person{
+		{Name: "ann", Password: "ann-secret-pw", Email: "ann@example.com", Groups: []string{"release-managers"}},
+	}, "https://"+addr+"/v1/auth/callback")
+	files := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(files, name)
+		if err := os.WriteFile(p, []byte(content+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	const admin = "drover_e2e-web-oidc-first-admin-token-01"
+	s := newServerAt(t, addr, "--tls", "--admin-token-file", write("admin", admin),
+		"--oidc-issuer", op.Issuer,
+		"--oidc-client-id", oidctest.WebClientID, "--oidc-client-secret-file", write("web-secret", oidctest.WebClientSecret),
+		"--oidc-scopes", "openid,profile,email,groups", "--oidc-group", "release-managers=approver@shop")
+	pin := "sha256:" + s.fingerprint()
+	for _, args := range [][]string{{"apply", twoChannelTree(t, "shop", "1s") + "/..."}, {"push", "web", "--app", "shop", "--param", "image=1.0"}} {
+		if r := runDrover(t, append(args, "--server", s.url, "--token", admin, "--tls-fingerprint", pin)...); r.code != 0 {
+			t.Fatalf("unexpected failure: %s", r)
+		}
+	}
+	s.waitStatus("shop", "web", 60*time.Second, "prod waiting for approval", prodWaitsForApproval)
+
+	b.do("open the sign-in page", chromedp.Navigate(s.url+"/#/signin"))
+	b.waitFor("the provider's link", hasText("a", "Sign in with your identity provider"))
+	b.do("follow it", chromedp.Click(chromedp.CSS("a.button")))
+	b.do("sign in at the provider", chromedp.WaitVisible(chromedp.ID("username")),
+		chromedp.SendKeys(chromedp.ID("username"), "ann"), chromedp.SendKeys(chromedp.ID("password"), "ann-secret-pw"),
+		chromedp.Submit(chromedp.ID("password")))
+	b.waitFor("back in drover, signed in as ann", hasText(".who", "ann@example.com (approver@shop)"))
+	b.do("open the service", chromedp.Navigate(s.url+"/#/apps/shop/services/web"))
+	b.click("Approve prod…")
+	b.click("Approve prod")
+	b.waitFor("prod converged", hasText("#ch-prod .badge", "Converged"))
+	b.shot("1-approved-by-oidc")
+	if got := approvedBy(channel(t, s.status("shop", "web"), "prod")); len(got) != 1 || got[0] != "ann@example.com" {
+		t.Errorf("prod approved by %v, want [ann@example.com]", got)
+	}
+	if strings.Contains(b.pageText(), "Push a new version") {
+		t.Errorf("an approver sees the push button:\n%s", b.pageText())
+	}
+	b.click("Sign out")
+	b.waitFor("the sign-in page", `document.querySelector('#token') !== null`)
+	if code, err := chromedp.Run(b.ctx, chromedp.Evaluate[int](`fetch('/v1/whoami').then(r => r.status)`, chromedp.EvalAwaitPromise)); err != nil || code != 401 {
+		t.Errorf("whoami after signing out: %d (%v), want 401", code, err)
 	}
 }
