@@ -20,6 +20,7 @@ import (
 
 	"github.com/drover-dev/drover/internal/config"
 	"github.com/drover-dev/drover/internal/desiredstate"
+	"github.com/drover-dev/drover/internal/ecsspec"
 	"github.com/drover-dev/drover/internal/labelquery"
 	"github.com/drover-dev/drover/internal/manifest"
 )
@@ -81,10 +82,10 @@ type CompiledReleaseChannel struct {
 	// DependsOn lists the release channels that must be stable first, with
 	// selectors resolved.
 	DependsOn []string `json:"dependsOn,omitempty"`
-	// Backend is "kubernetes" or "customRuntime".
+	// Backend is "kubernetes", "customRuntime" or "awsEcs".
 	Backend string `json:"backend"`
-	// Objects are the rendered objects: Kubernetes manifests, or one
-	// CustomRuntimeObject.
+	// Objects are the rendered objects: Kubernetes manifests, one
+	// CustomRuntimeObject, or one ecsspec.Object.
 	Objects               []any                         `json:"objects"`
 	Parameters            map[string]any                `json:"parameters,omitempty"`
 	Constants             map[string]string             `json:"constants,omitempty"`
@@ -456,6 +457,11 @@ func (c *rcCompiler) compile() *CompiledReleaseChannel {
 		if obj := c.customRuntime(field+".customRuntime", merged.Backend.CustomRuntime, rt, data); obj != nil {
 			out.Objects = []any{obj}
 		}
+	case merged.Backend.AwsEcs != nil:
+		out.Backend = ecsspec.Kind
+		if obj := c.awsEcs(field+".awsEcs", merged.Backend.AwsEcs, rt, data); obj != nil {
+			out.Objects = []any{obj}
+		}
 	}
 	if len(c.errs) > 0 {
 		return nil
@@ -481,6 +487,8 @@ func RuntimeKind(rt *config.Runtime) string {
 		return "custom"
 	case rt.TerraformRunner != nil:
 		return "terraformRunner"
+	case rt.AwsEcs != nil:
+		return ecsspec.Kind
 	}
 	return "kubernetes"
 }
@@ -494,6 +502,8 @@ func accepts(kind, backend string) bool {
 		return backend == "kubernetesConfig"
 	case "custom", "terraformRunner":
 		return backend == "customRuntime"
+	case ecsspec.Kind:
+		return backend == ecsspec.Kind
 	}
 	return false
 }
@@ -509,8 +519,10 @@ func (c *rcCompiler) selectRuntime(m *serviceForRC) (SelectedRuntime, *config.Ru
 		backend = "kubernetesConfig" // rendered to Kubernetes objects
 	case m.Backend.CustomRuntime != nil:
 		backend = "customRuntime"
+	case m.Backend.AwsEcs != nil:
+		backend = ecsspec.Kind
 	default:
-		c.fail(Error{Object: c.serviceObject(), Field: "service", Msg: "no backend for this release channel: set kubernetesConfig, helm or customRuntime (at the top level or in perReleaseChannel)"})
+		c.fail(Error{Object: c.serviceObject(), Field: "service", Msg: "no backend for this release channel: set kubernetesConfig, helm, customRuntime or awsEcs (at the top level or in perReleaseChannel)"})
 		return SelectedRuntime{}, nil, false
 	}
 	var candidates []config.RuntimeConnection

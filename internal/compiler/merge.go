@@ -121,6 +121,17 @@ func mergeBackend(base, over config.ServiceBackend) (config.ServiceBackend, erro
 			}
 		}
 	}
+	// An ECS definition set per channel replaces the top-level one whole
+	// (inlined, a file or a subPath tree are one choice).
+	if oe, _ := o["awsEcs"].(map[string]any); oe != nil {
+		if be, _ := b["awsEcs"].(map[string]any); be != nil {
+			for _, doc := range []string{"taskDefinition", "serviceDefinition"} {
+				if _, set := oe[doc]; set {
+					delete(be, doc)
+				}
+			}
+		}
+	}
 	var values []config.ParameterValue
 	if over.CustomRuntime != nil && base.CustomRuntime != nil && !over.CustomRuntime.ClearOnPerReleaseChannelMerge {
 		values = joinValues(base.CustomRuntime.ParameterValues, over.CustomRuntime.ParameterValues)

@@ -310,8 +310,58 @@ func (c *confinement) resolveLocal(src *Source, baseDir string) ErrorList {
 	})
 	if svc := src.File.Service; svc != nil {
 		errs = append(errs, c.resolveHelm(src, "service", svc.Helm, baseDir)...)
+		errs = append(errs, c.resolveEcs(src, "service", svc.AwsEcs, baseDir)...)
 		for i := range svc.PerReleaseChannel {
-			errs = append(errs, c.resolveHelm(src, fmt.Sprintf("service.perReleaseChannel[%d]", i), svc.PerReleaseChannel[i].Helm, baseDir)...)
+			path := fmt.Sprintf("service.perReleaseChannel[%d]", i)
+			errs = append(errs, c.resolveHelm(src, path, svc.PerReleaseChannel[i].Helm, baseDir)...)
+			errs = append(errs, c.resolveEcs(src, path, svc.PerReleaseChannel[i].AwsEcs, baseDir)...)
+		}
+	}
+	return errs
+}
+
+// resolveEcs reads the local files of an ECS service's task and service
+// definitions: local.path (a file) becomes inlined text, local.path (a
+// directory) with subPath a file tree whose templated subPath the compiler
+// resolves per release channel.
+func (c *confinement) resolveEcs(src *Source, path string, e *AwsEcsConfig, baseDir string) ErrorList {
+	if e == nil {
+		return nil
+	}
+	var errs ErrorList
+	for _, spec := range []struct {
+		field string
+		s     *EcsSpec
+	}{{"taskDefinition", e.TaskDefinition}, {"serviceDefinition", e.ServiceDefinition}} {
+		if spec.s == nil || spec.s.Local == nil {
+			continue
+		}
+		l, lpath := spec.s.Local, path+".awsEcs."+spec.field+".local"
+		switch {
+		case spec.s.Inlined != "":
+			errs = append(errs, src.Errorf(lpath, "set only one of inlined and local"))
+		case l.Path == "" || len(l.Paths) > 0:
+			errs = append(errs, src.Errorf(lpath, "an ECS definition is local.path: one file, or a directory with subPath"))
+		case l.SubPath != "":
+			dir := join(baseDir, l.Path)
+			files, err := c.readTree(l.Path, dir, l.IncludePatterns, l.ExcludePatterns)
+			if err != nil {
+				errs = append(errs, src.Errorf(lpath, "%v", err))
+				continue
+			}
+			spec.s.Tree = &FileTree{Root: filepath.ToSlash(dir), SubPath: l.SubPath, Files: files}
+			spec.s.Local = nil
+		case len(l.IncludePatterns) > 0 || len(l.ExcludePatterns) > 0:
+			errs = append(errs, src.Errorf(lpath, "includePatterns and excludePatterns apply only with subPath"))
+		default:
+			file := join(baseDir, l.Path)
+			data, err := c.readFile(l.Path, file)
+			if err != nil {
+				errs = append(errs, src.Errorf(lpath, "%v", err))
+				continue
+			}
+			spec.s.Inlined, spec.s.File = string(data), filepath.ToSlash(file)
+			spec.s.Local = nil
 		}
 	}
 	return errs

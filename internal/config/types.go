@@ -232,7 +232,7 @@ type ServiceBackend struct {
 	KubernetesConfig *KubernetesConfig    `json:"kubernetesConfig,omitempty" alias:"externalConfig"`
 	CustomRuntime    *CustomRuntimeValues `json:"customRuntime,omitempty" alias:"runtimeExtension"`
 	Helm             *HelmConfig          `json:"helm,omitempty"`
-	AwsEcs           Unsupported          `json:"awsEcs,omitzero"`
+	AwsEcs           *AwsEcsConfig        `json:"awsEcs,omitempty"`
 	GoogleCloudRun   Unsupported          `json:"googleCloudRun,omitzero"`
 	Fly              Unsupported          `json:"fly,omitzero"`
 	Terraform        Unsupported          `json:"terraform,omitzero"`
@@ -302,6 +302,39 @@ type KubernetesConfig struct {
 	// Tree holds a local directory referenced with subPath, read client-side;
 	// drover sets it in place of local (as pvnctl turns local into remote), and
 	// the compiler resolves the templated subPath inside it per release channel.
+	Tree *FileTree `json:"tree,omitempty" drover:"internal"`
+}
+
+// AwsEcsConfig deploys a service to Amazon ECS: a task definition and an
+// ECS service definition, each the JSON the AWS CLI takes
+// (register-task-definition and create-service --cli-input-json), as Go
+// templates.
+type AwsEcsConfig struct {
+	TaskDefinition    *EcsSpec `json:"taskDefinition,omitempty"`
+	ServiceDefinition *EcsSpec `json:"serviceDefinition,omitempty"`
+	// EcsServiceNameOverride names the ECS service (default: the service's
+	// name); a template.
+	EcsServiceNameOverride string `json:"ecsServiceNameOverride,omitempty"`
+	// UpdateTaskDefinitionOnly only points an existing ECS service at the
+	// new task definition; the service must exist.
+	UpdateTaskDefinitionOnly bool `json:"updateTaskDefinitionOnly,omitempty"`
+	// Adopt lets drover take over an ECS service of this name that it does
+	// not own (no drover tags: created by hand, or by Prodvana) (drover
+	// extension).
+	Adopt bool `json:"adopt,omitempty" drover:"extension"`
+}
+
+// EcsSpec is one ECS JSON document: inlined, or a local file (path, or a
+// directory path and a templated subPath, resolved per release channel).
+type EcsSpec struct {
+	Inlined string       `json:"inlined,omitempty"`
+	Local   *LocalConfig `json:"local,omitempty"`
+	Remote  Unsupported  `json:"remote,omitzero"`
+	// File is the file the inlined text was read from, for messages;
+	// drover sets it when it reads local.path.
+	File string `json:"file,omitempty" drover:"internal"`
+	// Tree holds the directory of local.path with subPath, read
+	// client-side; the compiler resolves the subPath per release channel.
 	Tree *FileTree `json:"tree,omitempty" drover:"internal"`
 }
 
@@ -580,7 +613,7 @@ type Runtime struct {
 	TerraformRunner       *TerraformRunner   `json:"terraformRunner,omitempty"`
 	Kubernetes            *KubernetesRuntime `json:"kubernetes,omitempty" drover:"extension"`
 	PulumiRunner          Unsupported        `json:"pulumiRunner,omitzero"`
-	AwsEcs                Unsupported        `json:"awsEcs,omitzero"`
+	AwsEcs                *AwsEcsRuntime     `json:"awsEcs,omitempty"`
 	GoogleCloudRun        Unsupported        `json:"googleCloudRun,omitzero"`
 	Fly                   Unsupported        `json:"fly,omitzero"`
 	Kubecost              Unsupported        `json:"kubecost,omitzero"`
@@ -590,6 +623,43 @@ type Runtime struct {
 	GkeIngress            Unsupported        `json:"gkeIngress,omitzero"`
 	SelfManagedGkeIngress Unsupported        `json:"selfManagedGkeIngress,omitzero"`
 	CloudProvider         Unsupported        `json:"cloudProvider,omitzero"`
+}
+
+// AwsEcsRuntime is an Amazon ECS cluster in one region. Credentials are
+// the ambient ones of wherever the runtime runs (environment, shared
+// config, instance or task role: inheritRoleFromRuntimeEnv, the default),
+// or a static access key.
+type AwsEcsRuntime struct {
+	ProxyRuntime              Unsupported   `json:"proxyRuntime,omitzero"`
+	Region                    string        `json:"region"`
+	EcsCluster                string        `json:"ecsCluster"`
+	AccessKey                 *AwsAccessKey `json:"accessKey,omitempty"`
+	InheritRoleFromRuntimeEnv *InheritRole  `json:"inheritRoleFromRuntimeEnv,omitempty"`
+	// PollInterval is how often a rollout is fetched (default 10s);
+	// SteadyStatePollInterval how often once converged (default 1m), to
+	// see drift (drover extensions).
+	PollInterval            Duration `json:"pollInterval,omitzero" drover:"extension"`
+	SteadyStatePollInterval Duration `json:"steadyStatePollInterval,omitzero" drover:"extension"`
+}
+
+// AwsAccessKey is a static AWS access key.
+type AwsAccessKey struct {
+	AwsAccessKeyID     string         `json:"awsAccessKeyId"`
+	AwsSecretAccessKey AwsSecretValue `json:"awsSecretAccessKey"`
+}
+
+// AwsSecretValue is where a secret comes from. drover keeps no secret
+// store yet: rawSecret (drover extension) is sealed at rest with the
+// server's keyring and never shown.
+type AwsSecretValue struct {
+	RawSecret        string      `json:"rawSecret,omitempty" drover:"extension"`
+	Secret           Unsupported `json:"secret,omitzero"`
+	KubernetesSecret Unsupported `json:"kubernetesSecret,omitzero"`
+}
+
+// InheritRole uses the credentials of the runtime's environment.
+type InheritRole struct {
+	K8sServiceAccount Unsupported `json:"k8sServiceAccount,omitzero"`
 }
 
 // FakeRuntime emulates a runtime, for trying drover without infrastructure.

@@ -568,11 +568,36 @@ func (v *validator) backend(src *Source, path string, b *ServiceBackend, require
 			}
 		}
 	}
+	if e := b.AwsEcs; e != nil {
+		set = append(set, "awsEcs")
+		p := path + ".awsEcs"
+		for _, spec := range []struct {
+			field string
+			s     *EcsSpec
+		}{{"taskDefinition", e.TaskDefinition}, {"serviceDefinition", e.ServiceDefinition}} {
+			switch {
+			case spec.s == nil:
+				continue
+			case spec.s.Tree != nil:
+				v.template(src, p+"."+spec.field+".local.subPath", spec.s.Tree.SubPath)
+			case spec.s.Inlined != "":
+				v.template(src, p+"."+spec.field+".inlined", spec.s.Inlined)
+			case spec.s.Local == nil:
+				v.add(src, p+"."+spec.field, "set inlined or local")
+			}
+		}
+		// A per-channel entry is merged over the top level's, which may
+		// hold the task definition.
+		if e.TaskDefinition == nil && path == "service" && required {
+			v.add(src, p+".taskDefinition", "a task definition is required (inlined or local)")
+		}
+		v.template(src, p+".ecsServiceNameOverride", e.EcsServiceNameOverride)
+	}
 	switch {
 	case len(set) > 1:
 		v.add(src, path+"."+set[1], "set only one backend (found %s)", strings.Join(set, " and "))
 	case len(set) == 0 && required:
-		v.add(src, path, "a backend is required: set kubernetesConfig, helm or customRuntime")
+		v.add(src, path, "a backend is required: set kubernetesConfig, helm, customRuntime or awsEcs")
 	}
 }
 
@@ -763,13 +788,14 @@ func (v *validator) task(src *Source, p string, tc *TaskConfig, kc *KubernetesCo
 var (
 	kubeVersionRE = regexp.MustCompile(`^v?[1-9][0-9]*\.[0-9]+(\.[0-9]+)?$`)
 	apiVersionRE  = regexp.MustCompile(`^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?v[0-9]+[a-z0-9]*(/[A-Za-z][A-Za-z0-9]*)?$`)
+	awsRegionRE   = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]+$`)
 )
 
 func (v *validator) runtime(src *Source, rt *Runtime) {
 	v.name(src, "runtime.name", rt.Name, "name")
 	v.labels(src, "runtime.labels", rt.Labels)
 	var kinds []string
-	for name, set := range map[string]bool{"fake": rt.Fake != nil, "custom": rt.Custom != nil, "terraformRunner": rt.TerraformRunner != nil, "kubernetes": rt.Kubernetes != nil} {
+	for name, set := range map[string]bool{"fake": rt.Fake != nil, "custom": rt.Custom != nil, "terraformRunner": rt.TerraformRunner != nil, "kubernetes": rt.Kubernetes != nil, "awsEcs": rt.AwsEcs != nil} {
 		if set {
 			kinds = append(kinds, name)
 		}
@@ -819,6 +845,28 @@ func (v *validator) runtime(src *Source, rt *Runtime) {
 	if t := rt.TerraformRunner; t != nil {
 		v.proxy(src, "runtime.terraformRunner.proxyRuntime", t.ProxyRuntime)
 		v.env(src, "runtime.terraformRunner.env", t.Env)
+	}
+	if e := rt.AwsEcs; e != nil {
+		p := "runtime.awsEcs"
+		if e.Region == "" {
+			v.add(src, p+".region", "region is required (like us-east-1)")
+		} else if !awsRegionRE.MatchString(e.Region) {
+			v.add(src, p+".region", "%q is not an AWS region (like us-east-1)", e.Region)
+		}
+		if e.EcsCluster == "" {
+			v.add(src, p+".ecsCluster", "ecsCluster is required: the name or ARN of the cluster")
+		}
+		if k := e.AccessKey; k != nil {
+			if e.InheritRoleFromRuntimeEnv != nil {
+				v.add(src, p, "set only one of accessKey and inheritRoleFromRuntimeEnv")
+			}
+			if k.AwsAccessKeyID == "" {
+				v.add(src, p+".accessKey.awsAccessKeyId", "awsAccessKeyId is required")
+			}
+			if k.AwsSecretAccessKey.RawSecret == "" {
+				v.add(src, p+".accessKey.awsSecretAccessKey", "rawSecret is required (sealed at rest; drover keeps no other secret store yet)")
+			}
+		}
 	}
 	v.runtimeIntervals(src, rt)
 }

@@ -144,7 +144,7 @@ func TestValidateErrors(t *testing.T) {
 				"rt.pvn.yaml:3:7: runtime.labels[0].label: label is required",
 				"services/web.pvn.yaml:2:3: service.name: name is required",
 				"services/web.pvn.yaml:2:3: service.application: application is required",
-				"services/web.pvn.yaml:2:3: service: a backend is required: set kubernetesConfig, helm or customRuntime",
+				"services/web.pvn.yaml:2:3: service: a backend is required: set kubernetesConfig, helm, customRuntime or awsEcs",
 				"services/web.pvn.yaml:3:7: service.parameters[0].name: name is required",
 				"services/web.pvn.yaml:4:7: service.parameters[1]: set exactly one type: string, int, dockerImage, secret, commit or blob",
 			},
