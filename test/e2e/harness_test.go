@@ -40,6 +40,7 @@ type server struct {
 	addr    string // 127.0.0.1:PORT, the same across restarts
 	url     string
 	flags   []string
+	env     []string // added to the server's environment
 	logPath string
 
 	mu     sync.Mutex
@@ -63,12 +64,20 @@ func newServer(t *testing.T, flags ...string) *server {
 // know the address before the server starts.
 func newServerAt(t *testing.T, addr string, flags ...string) *server {
 	t.Helper()
+	return newServerEnv(t, addr, nil, flags...)
+}
+
+// newServerEnv is newServerAt with env added to the server's environment
+// (an emulator's endpoint and credentials, say).
+func newServerEnv(t *testing.T, addr string, env []string, flags ...string) *server {
+	t.Helper()
 	base := t.TempDir()
 	s := &server{
 		t:       t,
 		data:    filepath.Join(base, "data"),
 		addr:    addr,
 		flags:   flags,
+		env:     env,
 		logPath: filepath.Join(base, "server.log"),
 	}
 	// Registered after TempDir, so it runs before the directory is removed.
@@ -131,7 +140,7 @@ func (s *server) startOnce() (string, error) {
 	cmd := exec.Command(droverBin, args...)
 	cmd.Stdout = pw
 	cmd.Stderr = logf
-	cmd.Env = cleanEnv()
+	cmd.Env = append(cleanEnv(), s.env...)
 	if err := cmd.Start(); err != nil {
 		_ = pr.Close()
 		_ = pw.Close()

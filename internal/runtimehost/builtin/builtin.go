@@ -4,10 +4,14 @@
 package builtin
 
 import (
+	"context"
+
 	"github.com/drover-dev/drover/internal/config"
+	"github.com/drover-dev/drover/internal/ecsspec"
 	"github.com/drover-dev/drover/internal/runtimehost"
 	"github.com/drover-dev/drover/internal/runtimes"
 	"github.com/drover-dev/drover/internal/runtimes/custom"
+	"github.com/drover-dev/drover/internal/runtimes/ecs"
 	"github.com/drover-dev/drover/internal/runtimes/fake"
 	"github.com/drover-dev/drover/internal/runtimes/kubernetes"
 	"github.com/drover-dev/drover/internal/runtimes/terraform"
@@ -20,7 +24,25 @@ func Registry() runtimehost.Registry {
 		"custom":          custom.Factory,
 		"terraformRunner": terraform.Factory,
 		"kubernetes":      kubernetesWithChecks,
+		ecsspec.Kind:      ecsWithChecks,
 	}
+}
+
+// ecsWithChecks builds an ECS runtime whose release channels' protection
+// and extension commands run on this host, through a custom runtime of
+// the same name (ECS has no place to run them).
+func ecsWithChecks(cfg *config.Runtime, opts runtimes.Options) (runtimes.Runtime, error) {
+	e, err := ecs.New(context.Background(), cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	local, err := custom.New(&config.Runtime{Name: cfg.Name, Custom: &config.CustomRuntime{}}, opts)
+	if err != nil {
+		_ = e.Close()
+		return nil, err
+	}
+	e.SetCheckRunner(local)
+	return e, nil
 }
 
 // kubernetesWithChecks builds a Kubernetes runtime whose release channels'
