@@ -147,7 +147,8 @@ type RuntimeInfo struct {
 	// Agent is the connection state of a linked runtime's agent.
 	Agent *AgentInfo `json:"agent,omitempty"`
 	// Via is the runtime whose agent or cluster runs this runtime's
-	// commands (a custom or terraformRunner runtime's proxyRuntime).
+	// commands or API calls (a custom, terraformRunner or awsEcs runtime's
+	// proxyRuntime).
 	Via string `json:"via,omitempty"`
 }
 

@@ -26,6 +26,7 @@ import (
 
 	"github.com/drover-dev/drover/internal/compiler"
 	"github.com/drover-dev/drover/internal/config"
+	"github.com/drover-dev/drover/internal/ecsspec"
 	"github.com/drover-dev/drover/internal/runtimehost"
 	"github.com/drover-dev/drover/internal/runtimes"
 	"github.com/drover-dev/drover/internal/runtimes/remote"
@@ -284,6 +285,12 @@ func (a *agent) buildLocked(ref remote.RuntimeRef) (*built, error) {
 		// The agent's own credentials, never the server's.
 		k.Kubeconfig, k.Context = a.cfg.Kubeconfig, a.cfg.Context
 		cfg.Kubernetes = &k
+	case ecsspec.Kind:
+		// The ECS API is called from here, with this environment's
+		// credentials (or the config's access key), in either mode.
+		e := *cfg.AwsEcs
+		e.ProxyRuntime = nil
+		cfg.AwsEcs = &e
 	case "custom", "terraformRunner":
 		if a.cfg.Mode == remote.ModeKubernetes {
 			jobs := a.cfg.Jobs[kind]

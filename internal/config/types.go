@@ -630,7 +630,10 @@ type Runtime struct {
 // config, instance or task role: inheritRoleFromRuntimeEnv, the default),
 // or a static access key.
 type AwsEcsRuntime struct {
-	ProxyRuntime              Unsupported   `json:"proxyRuntime,omitzero"`
+	// ProxyRuntime names the linked runtime whose agent calls the ECS API
+	// (with its own environment's credentials): the server then holds
+	// none.
+	ProxyRuntime              *ProxyRuntime `json:"proxyRuntime,omitempty"`
 	Region                    string        `json:"region"`
 	EcsCluster                string        `json:"ecsCluster"`
 	AccessKey                 *AwsAccessKey `json:"accessKey,omitempty"`

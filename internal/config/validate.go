@@ -848,6 +848,7 @@ func (v *validator) runtime(src *Source, rt *Runtime) {
 	}
 	if e := rt.AwsEcs; e != nil {
 		p := "runtime.awsEcs"
+		v.proxy(src, p+".proxyRuntime", e.ProxyRuntime)
 		if e.Region == "" {
 			v.add(src, p+".region", "region is required (like us-east-1)")
 		} else if !awsRegionRE.MatchString(e.Region) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/drover-dev/drover/internal/compiler"
 	"github.com/drover-dev/drover/internal/config"
+	"github.com/drover-dev/drover/internal/ecsspec"
 	"github.com/drover-dev/drover/internal/runtimes"
 	"github.com/drover-dev/drover/internal/store"
 )
@@ -290,6 +291,8 @@ func (h *Host) build(name string, linked bool, obj store.ConfigObject, cfg *conf
 		agent = cfg.Custom.ProxyRuntime.Runtime
 	case kind == "terraformRunner" && cfg.TerraformRunner.ProxyRuntime != nil:
 		agent = cfg.TerraformRunner.ProxyRuntime.Runtime
+	case kind == ecsspec.Kind && cfg.AwsEcs.ProxyRuntime != nil:
+		agent = cfg.AwsEcs.ProxyRuntime.Runtime
 	}
 	if agent == "" {
 		return h.registry.New(kind, cfg, h.opts)

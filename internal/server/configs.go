@@ -405,6 +405,8 @@ func (s *Server) listRuntimes(ctx context.Context) (*apiv1.RuntimeList, error) {
 				info.Via = rt.Custom.ProxyRuntime.Runtime
 			case rt.TerraformRunner != nil && rt.TerraformRunner.ProxyRuntime != nil:
 				info.Via = rt.TerraformRunner.ProxyRuntime.Runtime
+			case rt.AwsEcs != nil && rt.AwsEcs.ProxyRuntime != nil:
+				info.Via = rt.AwsEcs.ProxyRuntime.Runtime
 			}
 			for _, l := range f.Runtime.Labels {
 				if info.Labels == nil {

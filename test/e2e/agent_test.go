@@ -30,6 +30,7 @@ type agentProc struct {
 	t       *testing.T
 	name    string
 	args    []string
+	env     []string // added to the agent's environment
 	logPath string
 
 	mu     sync.Mutex
@@ -41,7 +42,13 @@ type agentProc struct {
 // startAgent runs `drover agent args...` until the test ends.
 func startAgent(t *testing.T, name string, args ...string) *agentProc {
 	t.Helper()
-	a := &agentProc{t: t, name: name, args: args, logPath: filepath.Join(t.TempDir(), "agent-"+name+".log")}
+	return startAgentEnv(t, name, nil, args...)
+}
+
+// startAgentEnv is startAgent with env added to the agent's environment.
+func startAgentEnv(t *testing.T, name string, env []string, args ...string) *agentProc {
+	t.Helper()
+	a := &agentProc{t: t, name: name, args: args, env: env, logPath: filepath.Join(t.TempDir(), "agent-"+name+".log")}
 	a.start()
 	t.Cleanup(func() {
 		a.stop()
@@ -60,7 +67,7 @@ func (a *agentProc) start() {
 		a.t.Fatal(err)
 	}
 	cmd := exec.Command(droverBin, append([]string{"agent", "--log-level", "debug"}, a.args...)...)
-	cmd.Env = cleanEnv()
+	cmd.Env = append(cleanEnv(), a.env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		a.t.Fatal(err)

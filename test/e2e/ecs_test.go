@@ -16,12 +16,17 @@ import (
 // approval, each on an ECS cluster of its own; the service's ECS service
 // definition is chosen per release channel by a templated subPath, its
 // task definition takes the image parameter, and its desired count a
-// constant of the release channel.
-func ecsTree(t *testing.T) string {
+// constant of the release channel. With proxy, the ECS runtimes are
+// reached through that linked runtime's agent.
+func ecsTree(t *testing.T, proxy string) string {
 	t.Helper()
 	dir := t.TempDir()
 	runtime := func(name, cluster string) string {
-		return fmt.Sprintf("runtime:\n  name: %s\n  awsEcs:\n    region: us-east-1\n    ecsCluster: %s\n    pollInterval: 1s\n    steadyStatePollInterval: 5s\n", name, cluster)
+		text := fmt.Sprintf("runtime:\n  name: %s\n  awsEcs:\n    region: us-east-1\n    ecsCluster: %s\n    pollInterval: 1s\n    steadyStatePollInterval: 5s\n", name, cluster)
+		if proxy != "" {
+			text += "    proxyRuntime:\n      runtime: " + proxy + "\n"
+		}
+		return text
 	}
 	writeTree(t, dir, map[string]string{
 		"runtimes/ecs-staging.pvn.yaml": runtime("ecs-staging", "staging"),
@@ -110,7 +115,7 @@ func TestECSMultiClusters(t *testing.T) {
 		}
 	}
 	s := newServerEnv(t, freeAddr(t), proxy.Env())
-	dir := ecsTree(t)
+	dir := ecsTree(t, "")
 	s.ok("alice", "apply", dir+"/...")
 	pushed := time.Now()
 	v1, _ := s.push("alice", "fleet", "nginx", "image=1.27")
@@ -165,5 +170,39 @@ func TestECSMultiClusters(t *testing.T) {
 	}
 	if !drift {
 		t.Errorf("no drift event for production: %s", dump(eventKeys(s.events("fleet", "nginx"))))
+	}
+}
+
+// TestECSThroughAgent: the ECS runtimes' proxyRuntime is a linked runtime
+// whose agent has the AWS endpoint and credentials in its environment;
+// the server has none, and the service is released all the same.
+func TestECSThroughAgent(t *testing.T) {
+	requireE2E(t)
+	moto := mototest.Start(t, "MOTO_ECS_SERVICE_RUNNING=1")
+	for _, cluster := range []string{"staging", "production"} {
+		if code, body := mototest.Call(t, moto.URL(), "ecs", mototest.ECSTarget+"CreateCluster", fmt.Sprintf(`{"clusterName":%q}`, cluster)); code != 200 {
+			t.Fatalf("create cluster %s: %d %s", cluster, code, body)
+		}
+	}
+	// The server's AWS settings lead nowhere: were it to call ECS itself,
+	// nothing would converge.
+	s := newServerEnv(t, freeAddr(t), []string{"AWS_ENDPOINT_URL=http://127.0.0.1:9", "AWS_ACCESS_KEY_ID=server-has-none", "AWS_SECRET_ACCESS_KEY=none", "AWS_EC2_METADATA_DISABLED=true"},
+		"--agent-listen", freeAddr(t))
+	resp, tok := link(t, s, "aws-account")
+	startAgentEnv(t, "aws-account", moto.Env(), agentArgs(resp, tok, "--mode", "commands")...)
+	waitAgent(t, s, "aws-account", "connected")
+	s.ok("alice", "apply", ecsTree(t, "aws-account")+"/...")
+	v1, _ := s.push("alice", "fleet", "nginx", "image=1.27")
+	s.waitStatus("fleet", "nginx", 60*time.Second, "staging converged through the agent", func(st *apiv1.ServiceStatus) bool {
+		c := findChannel(st, "staging")
+		return c.Status == "CONVERGED" && c.Version == v1
+	})
+	s.ok("bob", "approve", "nginx", "--app", "fleet", "--release-channel", "production")
+	s.waitStatus("fleet", "nginx", 60*time.Second, "production converged through the agent", converged(v1))
+	if svc := ecsService(t, moto.URL(), "production", "nginx"); svc["desiredCount"] != float64(1) {
+		t.Errorf("production's ECS service: %v", svc)
+	}
+	if info := runtimeInfo(t, s, "ecs-prod"); info.Via != "aws-account" {
+		t.Errorf("ecs-prod as the server lists it: %+v", info)
 	}
 }
