@@ -44,4 +44,8 @@ func (v *validator) runtimeIntervals(src *Source, rt *Runtime) {
 		v.retryPolicy(src, p+".fetchRetryPolicy", t.FetchRetryPolicy)
 		v.retryPolicy(src, p+".applyRetryPolicy", t.ApplyRetryPolicy)
 	}
+	if e := rt.AwsEcs; e != nil {
+		v.interval(src, "runtime.awsEcs.pollInterval", e.PollInterval)
+		v.interval(src, "runtime.awsEcs.steadyStatePollInterval", e.SteadyStatePollInterval)
+	}
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"maps"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -686,6 +687,88 @@ func TestValidateHintIsDeterministic(t *testing.T) {
 	for range 5 {
 		if got := validateTree(t, changes); !reflect.DeepEqual(got, want) {
 			t.Fatalf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+}
+
+// An ECS runtime needs a region and a cluster, one kind of credentials,
+// and polls no faster than once a second; a service's ECS definitions
+// are templates.
+func TestValidateECS(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, text string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("rt.pvn.yaml", `runtime:
+  name: ecs
+  awsEcs:
+    region: mars-1
+    pollInterval: 100ms
+    accessKey:
+      awsAccessKeyId: AKIA
+      awsSecretAccessKey:
+        secret: {key: aws}
+    inheritRoleFromRuntimeEnv: {}
+`)
+	write("svc.pvn.yaml", `service:
+  name: web
+  application: shop
+  awsEcs:
+    taskDefinition:
+      inlined: '{"family": "{{.Params.image"}'
+`)
+	write("app.pvn.yaml", "application:\n  name: shop\n  releaseChannels:\n    - name: prod\n      runtimes:\n        - runtime: ecs\n")
+	sources, errs, err := LoadPartial([]string{dir + "/..."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sources) > 0 {
+		set, serrs := NewSet(sources)
+		errs = append(errs, serrs...)
+		if set != nil {
+			errs = append(errs, set.Validate()...)
+		}
+	}
+	got := errs.Err().Error()
+	for _, want := range []string{
+		`runtime.awsEcs.accessKey.awsSecretAccessKey.secret: not supported yet: secret`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("errors lack %q:\n%s", want, got)
+		}
+	}
+	// Without the unsupported reference, the rest is checked.
+	write("rt.pvn.yaml", `runtime:
+  name: ecs
+  awsEcs:
+    region: mars-1
+    pollInterval: 100ms
+    accessKey:
+      awsAccessKeyId: AKIA
+      awsSecretAccessKey: {}
+    inheritRoleFromRuntimeEnv: {}
+`)
+	sources, err = Load([]string{dir + "/..."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, serrs := NewSet(sources)
+	errs = append(ErrorList{}, serrs...)
+	errs = append(errs, set.Validate()...)
+	got = errs.Err().Error()
+	for _, want := range []string{
+		`runtime.awsEcs.region: "mars-1" is not an AWS region`,
+		`runtime.awsEcs.ecsCluster: ecsCluster is required`,
+		`runtime.awsEcs: set only one of accessKey and inheritRoleFromRuntimeEnv`,
+		`runtime.awsEcs.accessKey.awsSecretAccessKey: rawSecret is required`,
+		`runtime.awsEcs.pollInterval: `,
+		`service.awsEcs.taskDefinition.inlined: `,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("errors lack %q:\n%s", want, got)
 		}
 	}
 }

@@ -322,7 +322,9 @@ func (r *Runtime) due() ([]*instance, time.Duration) {
 			every = r.steady
 		}
 		wait := every - now.Sub(in.fetchedAt)
-		if !in.have || wait <= 0 {
+		// Those due within a quarter interval go along: instances fall
+		// into step, and share DescribeServices calls.
+		if !in.have || wait <= every/4 {
 			out = append(out, in)
 			wait = every
 		}
@@ -460,11 +462,15 @@ func (r *Runtime) observe(ctx context.Context, in seen, svc *types.Service) (run
 	}
 	obj.Version = st.Version
 	var primary *types.Deployment
-	primaries := 0
+	primaries, draining := 0, 0
 	for i := range svc.Deployments {
-		if aws.ToString(svc.Deployments[i].Status) == "PRIMARY" {
-			primary = &svc.Deployments[i]
+		d := &svc.Deployments[i]
+		switch {
+		case aws.ToString(d.Status) == "PRIMARY":
+			primary = d
 			primaries++
+		case d.RunningCount+d.PendingCount > 0:
+			draining++ // an older deployment's tasks still run
 		}
 	}
 	rollout := ""
@@ -482,7 +488,7 @@ func (r *Runtime) observe(ctx context.Context, in seen, svc *types.Service) (run
 		st.Failed = true
 		obj.Status = runtimes.ObjectFailed
 		st.Message = fmt.Sprintf("%s: rollout failed: %s (%s)", st.Version, aws.ToString(primary.RolloutStateReason), counts)
-	case primaries == 1 && (rollout == string(types.DeploymentRolloutStateCompleted) || rollout == "") &&
+	case primaries == 1 && draining == 0 && (rollout == string(types.DeploymentRolloutStateCompleted) || rollout == "") &&
 		svc.RunningCount == svc.DesiredCount && svc.PendingCount == 0:
 		st.Converged = true
 		obj.Status = runtimes.ObjectSucceeded

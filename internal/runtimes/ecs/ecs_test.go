@@ -307,9 +307,10 @@ func TestSteadyStateCalls(t *testing.T) {
 	describes := calls[mototest.ECSTarget+"DescribeServices"]
 	perServicePerMinute := float64(proxy.Count()) / n / window.Minutes() * (r.steady.Minutes() / DefaultSteadyPollInterval.Minutes())
 	t.Logf("steady state, %d services, %s: %v; %.2f calls per service per minute at the default 1m interval", n, window, calls, perServicePerMinute)
-	// Five steady intervals of 1s: at most two batches of ten per interval
-	// (and one more interval for timing).
-	if describes > 2*6 || proxy.Count() != describes {
+	// Steady intervals of 1s (a poll takes along those due within a
+	// quarter of one, so polls are at least 0.75s apart): at most two
+	// batches of ten per poll, and one more poll for timing.
+	if polls := int(window/(750*time.Millisecond)) + 1; describes > 2*polls || proxy.Count() != describes {
 		t.Errorf("steady state calls: %v", calls)
 	}
 }
