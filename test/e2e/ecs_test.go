@@ -3,6 +3,8 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -114,8 +116,20 @@ func TestECSMultiClusters(t *testing.T) {
 			t.Fatalf("create cluster %s: %d %s", cluster, code, body)
 		}
 	}
-	s := newServerEnv(t, freeAddr(t), proxy.Env())
+	s := newServerEnv(t, freeAddr(t), proxy.Env(), "--log-level", "debug")
 	dir := ecsTree(t, "")
+	// production's runtime has a static key of its own: it must show
+	// nowhere (status, events, compiled config, the server's log).
+	const secretKey = "e2e-aws-secret-key-do-not-show"
+	prodRuntime := filepath.Join(dir, "runtimes", "ecs-prod.pvn.yaml")
+	text, err := os.ReadFile(prodRuntime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text = append(text, []byte("    accessKey:\n      awsAccessKeyId: AKIAE2E\n      awsSecretAccessKey:\n        rawSecret: "+secretKey+"\n")...)
+	if err := os.WriteFile(prodRuntime, text, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	s.ok("alice", "apply", dir+"/...")
 	pushed := time.Now()
 	v1, _ := s.push("alice", "fleet", "nginx", "image=1.27")
@@ -152,6 +166,19 @@ func TestECSMultiClusters(t *testing.T) {
 		window, proxy.Calls(), float64(calls)/2/window.Minutes(), float64(calls)/2/window.Minutes()*5/60)
 	if calls > 2*int(window/(5*time.Second))+4 {
 		t.Errorf("steady state: %d calls in %s for 2 services: %v", calls, window, proxy.Calls())
+	}
+
+	var raw []byte
+	if err := s.getJSON("/v1/apps/fleet/services/nginx", &raw); err != nil {
+		t.Fatal(err)
+	}
+	compiled := s.ok("alice", "compiled", "nginx", "--app", "fleet", "-o", "json").stdout
+	events, _ := json.Marshal(s.events("fleet", "nginx"))
+	logText, _ := os.ReadFile(s.logPath)
+	for what, text := range map[string]string{"status": string(raw), "compiled": compiled, "events": string(events), "server log": string(logText)} {
+		if strings.Contains(text, secretKey) {
+			t.Errorf("the %s shows the runtime's secret key", what)
+		}
 	}
 
 	// Drift: production's desired count changed by hand is put back.
