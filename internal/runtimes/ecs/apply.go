@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -71,9 +72,8 @@ func (r *Runtime) apply(ctx context.Context, t runtimes.Target, o ecsspec.Object
 	if err != nil {
 		return res, runtimes.Permanent(fmt.Errorf("%s: task definition: %w", t.InstanceKey, err))
 	}
-	ours := []types.Tag{{Key: aws.String(TagInstance), Value: aws.String(t.String())}, {Key: aws.String(TagVersion), Value: aws.String(t.Version)},
-		{Key: aws.String(TagSpec), Value: aws.String(specHash(o.TaskDefinition))}}
-	reg.Tags = withTags(reg.Tags, ours)
+	spec := specHash(o.TaskDefinition)
+	reg.Tags = withTags(reg.Tags, []types.Tag{tag(TagInstance, t.String()), tag(TagVersion, t.Version), tag(TagSpec, spec)})
 
 	out, err := r.client.DescribeServices(ctx, &ecs.DescribeServicesInput{Cluster: aws.String(r.cluster), Services: []string{o.ServiceName},
 		Include: []types.ServiceField{types.ServiceFieldTags}})
@@ -86,19 +86,25 @@ func (r *Runtime) apply(ctx context.Context, t runtimes.Target, o ecsspec.Object
 			svc = &out.Services[i]
 		}
 	}
-	if svc != nil {
+	switch {
+	case svc != nil && aws.ToString(svc.Status) == "DRAINING":
+		// Being deleted: it can be created again once it is gone.
+		return res, fmt.Errorf("ECS service %s in cluster %s is draining (being deleted); retrying", o.ServiceName, r.cluster)
+	case svc != nil:
 		if why := owner(t.InstanceKey, o, tagMap(svc.Tags)); why != "" {
 			return res, runtimes.Permanent(fmt.Errorf("%s: not changed", why))
 		}
-	} else if o.UpdateTaskDefinitionOnly {
+	case o.UpdateTaskDefinitionOnly:
 		return res, runtimes.Permanent(fmt.Errorf("ECS service %s does not exist in cluster %s, and updateTaskDefinitionOnly only updates one that does", o.ServiceName, r.cluster))
 	}
 
-	arn, action, err := r.taskDefinitionFor(ctx, t, reg, svc)
+	arn, action, err := r.taskDefinitionFor(ctx, t, o, reg, spec, svc)
 	if err != nil {
 		return res, err
 	}
 	res.Changes = append(res.Changes, runtimes.Change{Object: "TaskDefinition " + short(arn), Action: action})
+	// The service records what drover deployed to it, once asked for.
+	mark := []types.Tag{tag(TagInstance, t.String()), tag(TagVersion, t.Version), tag(TagTaskDef, arn)}
 
 	if svc == nil {
 		in, err := ecsspec.Service(o.ServiceDefinition)
@@ -106,7 +112,7 @@ func (r *Runtime) apply(ctx context.Context, t runtimes.Target, o ecsspec.Object
 			return res, runtimes.Permanent(fmt.Errorf("%s: service definition: %w", t.InstanceKey, err))
 		}
 		in.ServiceName, in.Cluster, in.TaskDefinition = aws.String(o.ServiceName), aws.String(r.cluster), aws.String(arn)
-		in.Tags = withTags(in.Tags, ours[:1])
+		in.Tags = withTags(in.Tags, mark)
 		if in.PropagateTags == "" {
 			in.PropagateTags = types.PropagateTagsTaskDefinition
 		}
@@ -118,18 +124,19 @@ func (r *Runtime) apply(ctx context.Context, t runtimes.Target, o ecsspec.Object
 	}
 
 	up := &ecs.UpdateServiceInput{Cluster: aws.String(r.cluster), Service: aws.String(o.ServiceName), TaskDefinition: aws.String(arn)}
+	var set map[string]any
 	if !o.UpdateTaskDefinitionOnly && len(o.ServiceDefinition) > 0 {
 		in, err := ecsspec.Service(o.ServiceDefinition)
 		if err != nil {
 			return res, runtimes.Permanent(fmt.Errorf("%s: service definition: %w", t.InstanceKey, err))
 		}
-		updatable(up, in)
-	}
-	if up.PropagateTags == "" && !o.UpdateTaskDefinitionOnly {
-		up.PropagateTags = types.PropagateTagsTaskDefinition
+		if err := json.Unmarshal(o.ServiceDefinition, &set); err != nil {
+			return res, runtimes.Permanent(fmt.Errorf("%s: service definition: %w", t.InstanceKey, err))
+		}
+		updatable(up, in, set)
 	}
 	action = runtimes.ActionConfigured
-	if aws.ToString(svc.TaskDefinition) == arn && !needsUpdate(up, svc) {
+	if aws.ToString(svc.TaskDefinition) == arn && !needsUpdate(set, svc) {
 		action = runtimes.ActionUnchanged
 	}
 	if action != runtimes.ActionUnchanged {
@@ -137,32 +144,41 @@ func (r *Runtime) apply(ctx context.Context, t runtimes.Target, o ecsspec.Object
 			return res, permanent(fmt.Errorf("update ECS service %s in cluster %s: %w", o.ServiceName, r.cluster, err))
 		}
 	}
-	if tagMap(svc.Tags)[TagInstance] != t.String() {
-		// Adopted: from now on the service is this instance's.
-		if _, err := r.client.TagResource(ctx, &ecs.TagResourceInput{ResourceArn: svc.ServiceArn, Tags: ours[:1]}); err != nil {
-			return res, permanent(fmt.Errorf("tag ECS service %s as drover's: %w", o.ServiceName, err))
+	if stags := tagMap(svc.Tags); stags[TagInstance] != t.String() || stags[TagVersion] != t.Version || stags[TagTaskDef] != arn {
+		if _, err := r.client.TagResource(ctx, &ecs.TagResourceInput{ResourceArn: svc.ServiceArn, Tags: mark}); err != nil {
+			return res, permanent(fmt.Errorf("tag ECS service %s with what drover deployed: %w", o.ServiceName, err))
 		}
-		action = runtimes.ActionConfigured
+		if stags[TagInstance] != t.String() {
+			action = runtimes.ActionConfigured // adopted
+		}
 	}
 	res.Changes = append(res.Changes, runtimes.Change{Object: "Service " + o.ServiceName, Action: action})
 	return res, nil
 }
 
-// taskDefinitionFor returns the ARN of a task definition identical to reg:
-// the service's current one, one of the family's latest tagged for this
-// instance and version, or a new one it registers. A reused one is tagged
-// with the instance and version.
-func (r *Runtime) taskDefinitionFor(ctx context.Context, t runtimes.Target, reg *ecs.RegisterTaskDefinitionInput, svc *types.Service) (string, runtimes.Action, error) {
-	candidates := []string{}
+func tag(k, v string) types.Tag { return types.Tag{Key: aws.String(k), Value: aws.String(v)} }
+
+// taskDefinitionFor returns the ARN of a task definition to deploy: one
+// drover registered for this instance with the same spec (the service's
+// current one, or one of the family's latest), or, for a service being
+// adopted, its current task definition when it has exactly the settings
+// of the rendered one (tagged as drover's then); else a new one it
+// registers.
+func (r *Runtime) taskDefinitionFor(ctx context.Context, t runtimes.Target, o ecsspec.Object, reg *ecs.RegisterTaskDefinitionInput, spec string, svc *types.Service) (string, runtimes.Action, error) {
+	current := ""
 	if svc != nil {
-		candidates = append(candidates, aws.ToString(svc.TaskDefinition))
+		current = aws.ToString(svc.TaskDefinition)
 	}
 	list, err := r.client.ListTaskDefinitions(ctx, &ecs.ListTaskDefinitionsInput{FamilyPrefix: reg.Family, Sort: types.SortOrderDesc,
 		MaxResults: aws.Int32(reuseScan), Status: types.TaskDefinitionStatusActive})
 	if err != nil {
 		return "", "", permanent(fmt.Errorf("list task definitions of family %s: %w", aws.ToString(reg.Family), err))
 	}
-	candidates = append(candidates, list.TaskDefinitionArns...)
+	active := map[string]bool{}
+	for _, arn := range list.TaskDefinitionArns {
+		active[arn] = true
+	}
+	candidates := append([]string{current}, list.TaskDefinitionArns...)
 	seen := map[string]bool{}
 	for _, arn := range candidates {
 		if arn == "" || seen[arn] {
@@ -173,28 +189,23 @@ func (r *Runtime) taskDefinitionFor(ctx context.Context, t runtimes.Target, reg 
 		if err != nil {
 			return "", "", permanent(fmt.Errorf("describe task definition %s: %w", short(arn), err))
 		}
-		// One drover registered is the same if its spec is; another
-		// (registered by hand, or by Prodvana) if its fields are.
-		spec, ok := td.tags[TagSpec]
+		if td.def != nil && td.def.Status == types.TaskDefinitionStatusInactive {
+			continue
+		}
 		switch {
-		case ok && spec != specOf(reg):
-			continue
-		case !ok && !sameTaskDefinition(reg, td.def):
-			continue
-		}
-		if td.tags[TagInstance] == t.String() && td.tags[TagVersion] == t.Version {
+		case td.tags[TagInstance] == t.String() && td.tags[TagSpec] == spec:
 			return arn, runtimes.ActionUnchanged, nil
+		case arn == current && o.Adopt && td.tags[TagInstance] == "" && sameTaskDefinition(o.TaskDefinition, td.def):
+			// A service being adopted keeps its task definition (no
+			// redeploy) when it is exactly what drover would register.
+			if _, err := r.client.TagResource(ctx, &ecs.TagResourceInput{ResourceArn: aws.String(arn), Tags: reg.Tags}); err != nil {
+				return "", "", permanent(fmt.Errorf("tag task definition %s: %w", short(arn), err))
+			}
+			if _, err := r.taskDefinition(ctx, arn, true); err != nil {
+				return "", "", permanent(err)
+			}
+			return arn, runtimes.ActionConfigured, nil
 		}
-		if owner := td.tags[TagInstance]; owner != "" && owner != t.String() {
-			continue // another instance's: it keeps its tags
-		}
-		if _, err := r.client.TagResource(ctx, &ecs.TagResourceInput{ResourceArn: aws.String(arn), Tags: reg.Tags}); err != nil {
-			return "", "", permanent(fmt.Errorf("tag task definition %s: %w", short(arn), err))
-		}
-		if _, err := r.taskDefinition(ctx, arn, true); err != nil {
-			return "", "", permanent(err)
-		}
-		return arn, runtimes.ActionConfigured, nil
 	}
 	out, err := r.client.RegisterTaskDefinition(ctx, reg)
 	if err != nil {
@@ -214,9 +225,6 @@ func specHash(doc []byte) string {
 	return hex.EncodeToString(sum[:12])
 }
 
-// specOf is the spec tag reg carries.
-func specOf(reg *ecs.RegisterTaskDefinitionInput) string { return tagMap(reg.Tags)[TagSpec] }
-
 // withTags is tags with ours set (replacing the same keys).
 func withTags(tags, ours []types.Tag) []types.Tag {
 	out := make([]types.Tag, 0, len(tags)+len(ours))
@@ -235,16 +243,87 @@ func withTags(tags, ours []types.Tag) []types.Tag {
 }
 
 // sameTaskDefinition reports whether def, a task definition drover did
-// not register, is what reg would register: every field reg sets has the
-// same value in def. Fields reg leaves unset (or zero) are not compared,
-// as ECS fills in defaults (the network mode, a container's cpu).
-func sameTaskDefinition(reg *ecs.RegisterTaskDefinitionInput, def *types.TaskDefinition) bool {
+// not register, has exactly the settings of the rendered one (doc): every
+// setting doc has, with the same value; and no setting doc leaves out,
+// beyond what ECS fills in itself.
+func sameTaskDefinition(doc []byte, def *types.TaskDefinition) bool {
 	if def == nil {
 		return false
 	}
-	want := asTree(reg)
-	delete(want, "Tags")
-	return subset(want, asTree(def))
+	var want map[string]any
+	if err := json.Unmarshal(doc, &want); err != nil {
+		return false
+	}
+	delete(want, "tags")
+	got := lowerKeys(asTree(def)).(map[string]any)
+	for _, k := range []string{"taskDefinitionArn", "revision", "status", "requiresAttributes", "compatibilities", "registeredAt",
+		"registeredBy", "deregisteredAt", "deleteRequestedAt"} {
+		delete(got, k) // what ECS reports of every task definition
+	}
+	return same(want, got, defaults)
+}
+
+// defaults are values ECS reports for settings a definition leaves out.
+var defaults = map[string]any{"networkMode": "bridge", "cpu": float64(0)}
+
+// same compares a definition's settings (want) with what ECS reports
+// (got): equal where want has a setting; where it has none, got's value
+// must be empty or ECS's default.
+func same(want, got any, defs map[string]any) bool {
+	switch w := want.(type) {
+	case map[string]any:
+		g, ok := got.(map[string]any)
+		if !ok {
+			return got == nil && len(w) == 0
+		}
+		for k, v := range w {
+			if !same(v, g[k], defs) {
+				return false
+			}
+		}
+		for k, v := range g {
+			if _, set := w[k]; !set && !empty(v) && !reflect.DeepEqual(defs[k], v) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		g, ok := got.([]any)
+		if !ok || len(g) != len(w) {
+			return len(w) == 0 && empty(got)
+		}
+		for i := range w {
+			if !same(w[i], g[i], defs) {
+				return false
+			}
+		}
+		return true
+	}
+	return reflect.DeepEqual(want, got)
+}
+
+// empty reports whether v is an unset value as JSON shows it.
+func empty(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return true
+	case string:
+		return x == ""
+	case bool:
+		return !x
+	case float64:
+		return x == 0
+	case []any:
+		return len(x) == 0
+	case map[string]any:
+		for _, e := range x {
+			if !empty(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 func asTree(v any) map[string]any {
@@ -254,55 +333,32 @@ func asTree(v any) map[string]any {
 	return m
 }
 
-// subset reports whether every set value of want is in got.
-func subset(want, got any) bool {
-	switch w := want.(type) {
-	case nil:
-		return true
+// lowerKeys writes the keys of a tree made from the SDK's types (Go field
+// names: AwsvpcConfiguration) as the API's JSON does (awsvpcConfiguration).
+func lowerKeys(v any) any {
+	switch x := v.(type) {
 	case map[string]any:
-		g, ok := got.(map[string]any)
-		if !ok {
-			return len(w) == 0 || allZero(w)
-		}
-		for k, v := range w {
-			if !subset(v, g[k]) {
-				return false
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			if k != "" {
+				k = strings.ToLower(k[:1]) + k[1:]
 			}
+			out[k] = lowerKeys(e)
 		}
-		return true
+		return out
 	case []any:
-		g, ok := got.([]any)
-		if !ok || len(g) != len(w) {
-			return len(w) == 0 && got == nil
-		}
-		for i := range w {
-			if !subset(w[i], g[i]) {
-				return false
-			}
-		}
-		return true
-	case string:
-		return w == "" || reflect.DeepEqual(want, got)
-	case bool:
-		return !w || reflect.DeepEqual(want, got)
-	case float64:
-		return w == 0 || reflect.DeepEqual(want, got)
-	}
-	return reflect.DeepEqual(want, got)
-}
-
-func allZero(m map[string]any) bool {
-	for _, v := range m {
-		if !subset(v, nil) {
-			return false
+		for i := range x {
+			x[i] = lowerKeys(x[i])
 		}
 	}
-	return true
+	return v
 }
 
-// updatable copies what UpdateService can change from a service
-// definition.
-func updatable(up *ecs.UpdateServiceInput, in *ecs.CreateServiceInput) {
+// updatable copies into up what the service definition sets (set holds
+// its JSON) among what UpdateService can change; what it leaves out is
+// left as it is.
+func updatable(up *ecs.UpdateServiceInput, in *ecs.CreateServiceInput, set map[string]any) {
+	has := func(k string) bool { _, ok := set[k]; return ok }
 	up.DesiredCount = in.DesiredCount
 	up.CapacityProviderStrategy = in.CapacityProviderStrategy
 	up.DeploymentConfiguration = in.DeploymentConfiguration
@@ -311,26 +367,71 @@ func updatable(up *ecs.UpdateServiceInput, in *ecs.CreateServiceInput) {
 	up.PlacementStrategy = in.PlacementStrategy
 	up.PlatformVersion = in.PlatformVersion
 	up.HealthCheckGracePeriodSeconds = in.HealthCheckGracePeriodSeconds
-	up.EnableExecuteCommand = aws.Bool(in.EnableExecuteCommand)
-	up.EnableECSManagedTags = aws.Bool(in.EnableECSManagedTags)
+	if has("enableExecuteCommand") {
+		up.EnableExecuteCommand = aws.Bool(in.EnableExecuteCommand)
+	}
+	if has("enableECSManagedTags") {
+		up.EnableECSManagedTags = aws.Bool(in.EnableECSManagedTags)
+	}
 	up.LoadBalancers = in.LoadBalancers
 	up.ServiceRegistries = in.ServiceRegistries
 	up.ServiceConnectConfiguration = in.ServiceConnectConfiguration
 	up.VolumeConfigurations = in.VolumeConfigurations
 	up.PropagateTags = in.PropagateTags
 	up.AvailabilityZoneRebalancing = in.AvailabilityZoneRebalancing
+	up.DeploymentController = in.DeploymentController
+	up.VpcLatticeConfigurations = in.VpcLatticeConfigurations
 }
 
 // needsUpdate reports whether the service's settings differ from what
-// the update sets (beyond the task definition, compared by the caller).
-// Settings the service does not report back are always sent again.
-func needsUpdate(up *ecs.UpdateServiceInput, svc *types.Service) bool {
-	if up.ServiceConnectConfiguration != nil || len(up.VolumeConfigurations) > 0 || up.AvailabilityZoneRebalancing != "" {
+// the service definition (set: its JSON) says; settings it leaves out are
+// not compared, and those the service does not report back (Service
+// Connect, volumes, VPC Lattice) are always sent.
+func needsUpdate(set map[string]any, svc *types.Service) bool {
+	got := lowerKeys(asTree(svc)).(map[string]any)
+	for k, v := range set {
+		switch k {
+		case "serviceConnectConfiguration", "volumeConfigurations", "vpcLatticeConfigurations", "availabilityZoneRebalancing":
+			return true
+		case "launchType", "schedulingStrategy", "role", "clientToken", "tags", "serviceName", "cluster", "taskDefinition":
+			continue // fixed at creation, or drover's
+		}
+		if !covers(v, got[k]) {
+			return true
+		}
+	}
+	return false
+}
+
+// covers reports whether got has every setting want has, with its value
+// (false, 0 and empty lists included).
+func covers(want, got any) bool {
+	switch w := want.(type) {
+	case map[string]any:
+		g, ok := got.(map[string]any)
+		if !ok {
+			return len(w) == 0 && got == nil
+		}
+		for k, v := range w {
+			if !covers(v, g[k]) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		g, ok := got.([]any)
+		if !ok {
+			return len(w) == 0 && got == nil
+		}
+		if len(g) != len(w) {
+			return false
+		}
+		for i := range w {
+			if !covers(w[i], g[i]) {
+				return false
+			}
+		}
 		return true
 	}
-	want := asTree(up)
-	for _, k := range []string{"Cluster", "Service", "TaskDefinition", "ForceNewDeployment", "ServiceConnectConfiguration", "VolumeConfigurations", "AvailabilityZoneRebalancing"} {
-		delete(want, k)
-	}
-	return !subset(want, asTree(svc))
+	return reflect.DeepEqual(want, got)
 }

@@ -36,6 +36,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -57,9 +58,12 @@ import (
 // Tags drover puts on the task definitions it registers and the ECS
 // services it creates; Prodvana's, read for brownfield services.
 const (
-	TagInstance   = "drover:instance"
-	TagVersion    = "drover:version"
-	TagSpec       = "drover:spec"
+	TagInstance = "drover:instance"
+	TagVersion  = "drover:version"
+	TagSpec     = "drover:spec"
+	// TagTaskDef, on an ECS service, is the task definition drover last
+	// deployed to it (with TagVersion, its version).
+	TagTaskDef    = "drover:task-definition"
 	TagPvnID      = "pvn:id"
 	TagPvnVersion = "pvn:version"
 )
@@ -215,7 +219,7 @@ func parse(t *runtimes.Target) (ecsspec.Object, error) {
 // (another version or object) drops the cached state.
 func (r *Runtime) touch(t runtimes.Target, o ecsspec.Object) (*instance, error) {
 	var desired *int32
-	if len(o.ServiceDefinition) > 0 {
+	if len(o.ServiceDefinition) > 0 && !o.UpdateTaskDefinitionOnly {
 		in, err := ecsspec.Service(o.ServiceDefinition)
 		if err != nil {
 			return nil, runtimes.Permanent(fmt.Errorf("%s: service definition: %w", t.InstanceKey, err))
@@ -256,10 +260,19 @@ func (r *Runtime) Fetch(ctx context.Context, t runtimes.Target) (runtimes.State,
 		return st, err
 	}
 	r.mu.Unlock()
-	r.describe(ctx, []*instance{in})
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return in.state, in.err
+	for range 3 {
+		r.describe(ctx, []*instance{in})
+		if err := ctx.Err(); err != nil {
+			return runtimes.State{}, err
+		}
+		r.mu.Lock()
+		if in.have {
+			defer r.mu.Unlock()
+			return in.state, in.err
+		}
+		r.mu.Unlock() // an apply changed the target meanwhile: again
+	}
+	return runtimes.State{}, fmt.Errorf("ECS service %s: its target kept changing while it was described; retrying", o.ServiceName)
 }
 
 // Info returns the latest deployments and service events of the instance.
@@ -354,22 +367,36 @@ func (r *Runtime) describe(ctx context.Context, ins []*instance) {
 	sort.Slice(snaps, func(i, j int) bool { return snaps[i].obj.ServiceName < snaps[j].obj.ServiceName })
 	for start := 0; start < len(snaps); start += describeBatch {
 		batch := snaps[start:min(start+describeBatch, len(snaps))]
-		names := make([]string, len(batch))
-		for i, sn := range batch {
-			names[i] = sn.obj.ServiceName
+		var names []string
+		for _, sn := range batch {
+			if !slices.Contains(names, sn.obj.ServiceName) {
+				names = append(names, sn.obj.ServiceName)
+			}
 		}
 		out, err := r.client.DescribeServices(ctx, &ecs.DescribeServicesInput{Cluster: aws.String(r.cluster), Services: names,
 			Include: []types.ServiceField{types.ServiceFieldTags}})
+		if ctx.Err() != nil {
+			return // canceled: what the caller saw is no observation
+		}
 		found := map[string]*types.Service{}
+		failed := map[string]string{}
 		if err == nil {
 			for i := range out.Services {
 				found[aws.ToString(out.Services[i].ServiceName)] = &out.Services[i]
+			}
+			for _, f := range out.Failures {
+				if reason := aws.ToString(f.Reason); reason != "MISSING" {
+					failed[short(aws.ToString(f.Arn))] = reason + " " + aws.ToString(f.Detail)
+				}
 			}
 		}
 		for _, sn := range batch {
 			var st runtimes.State
 			var info []runtimes.InfoOutput
 			ferr := err
+			if why, bad := failed[sn.obj.ServiceName]; bad && ferr == nil {
+				ferr = errors.New(strings.TrimSpace(why))
+			}
 			if ferr == nil {
 				st, info, ferr = r.observe(ctx, sn, found[sn.obj.ServiceName])
 			}
@@ -433,8 +460,11 @@ func owner(key runtimes.InstanceKey, o ecsspec.Object, tags map[string]string) s
 // observe turns a described ECS service into the instance's state.
 func (r *Runtime) observe(ctx context.Context, in seen, svc *types.Service) (runtimes.State, []runtimes.InfoOutput, error) {
 	obj := runtimes.Object{ObjectType: "ECS", Name: in.obj.ServiceName, Status: runtimes.ObjectPending}
-	if svc == nil || aws.ToString(svc.Status) == "INACTIVE" {
+	switch {
+	case svc == nil || aws.ToString(svc.Status) == "INACTIVE":
 		return runtimes.State{Message: fmt.Sprintf("ECS service %s does not exist in cluster %s", in.obj.ServiceName, r.cluster), Objects: []runtimes.Object{obj}}, nil, nil
+	case aws.ToString(svc.Status) == "DRAINING":
+		return runtimes.State{Message: fmt.Sprintf("ECS service %s in cluster %s is being deleted (draining)", in.obj.ServiceName, r.cluster), Objects: []runtimes.Object{obj}}, nil, nil
 	}
 	stags := tagMap(svc.Tags)
 	if stags[TagPvnID] != "" && stags[TagPvnVersion] == "" {
@@ -447,18 +477,25 @@ func (r *Runtime) observe(ctx context.Context, in seen, svc *types.Service) (run
 		return runtimes.State{Message: why, Objects: []runtimes.Object{obj}}, nil, nil
 	}
 	obj.Replicas, obj.AvailableReplicas, obj.TargetReplicas = svc.RunningCount+svc.PendingCount, svc.RunningCount, svc.DesiredCount
-	td, err := r.taskDefinition(ctx, aws.ToString(svc.TaskDefinition), false)
-	if err != nil {
-		return runtimes.State{}, nil, err
-	}
+	running := aws.ToString(svc.TaskDefinition)
 	st := runtimes.State{}
 	switch {
-	case td.tags[TagInstance] == in.key.String():
-		st.Version = td.tags[TagVersion]
-	case td.tags[TagPvnID] != "":
-		st.Message = fmt.Sprintf("runs task definition %s, deployed by Prodvana (pvn:version %s)", short(aws.ToString(svc.TaskDefinition)), td.tags[TagPvnVersion])
+	case running == "":
+		st.Message = fmt.Sprintf("ECS service %s has no task definition (deployment controller %s)", in.obj.ServiceName, controller(svc))
+	case stags[TagTaskDef] == running:
+		// What drover deployed last, recorded on the service once the
+		// deployment was asked for.
+		st.Version = stags[TagVersion]
 	default:
-		st.Message = fmt.Sprintf("runs task definition %s, which drover did not register for %s", short(aws.ToString(svc.TaskDefinition)), in.key)
+		td, err := r.taskDefinition(ctx, running, false)
+		if err != nil {
+			return runtimes.State{}, nil, err
+		}
+		if td.tags[TagPvnID] != "" {
+			st.Message = fmt.Sprintf("runs task definition %s, deployed by Prodvana (pvn:version %s)", short(running), td.tags[TagPvnVersion])
+		} else {
+			st.Message = fmt.Sprintf("runs task definition %s, which drover did not deploy for %s", short(running), in.key)
+		}
 	}
 	obj.Version = st.Version
 	var primary *types.Deployment
@@ -477,6 +514,20 @@ func (r *Runtime) observe(ctx context.Context, in seen, svc *types.Service) (run
 	if primary != nil {
 		rollout = string(primary.RolloutState)
 	}
+	// A rollout the circuit breaker failed and rolled back is no longer
+	// the primary deployment: the failure is the deployment's that ran
+	// the task definition drover deployed.
+	var failed *types.Deployment
+	for i := range svc.Deployments {
+		d := &svc.Deployments[i]
+		if d.RolloutState == types.DeploymentRolloutStateFailed && (d == primary || aws.ToString(d.TaskDefinition) == stags[TagTaskDef]) {
+			failed = d
+		}
+	}
+	if failed != nil && stags[TagTaskDef] != "" && st.Version == "" {
+		st.Version = stags[TagVersion]
+		st.Message = ""
+	}
 	counts := fmt.Sprintf("%d/%d tasks running", svc.RunningCount, svc.DesiredCount)
 	if svc.PendingCount > 0 {
 		counts += fmt.Sprintf(", %d pending", svc.PendingCount)
@@ -484,10 +535,10 @@ func (r *Runtime) observe(ctx context.Context, in seen, svc *types.Service) (run
 	switch {
 	case st.Version == "":
 		// Not ours to judge: the engine applies the target.
-	case rollout == string(types.DeploymentRolloutStateFailed):
+	case failed != nil:
 		st.Failed = true
 		obj.Status = runtimes.ObjectFailed
-		st.Message = fmt.Sprintf("%s: rollout failed: %s (%s)", st.Version, aws.ToString(primary.RolloutStateReason), counts)
+		st.Message = fmt.Sprintf("%s: rollout failed: %s (%s)", st.Version, aws.ToString(failed.RolloutStateReason), counts)
 	case primaries == 1 && draining == 0 && (rollout == string(types.DeploymentRolloutStateCompleted) || rollout == "") &&
 		svc.RunningCount == svc.DesiredCount && svc.PendingCount == 0:
 		st.Converged = true
@@ -581,12 +632,37 @@ func (r *Runtime) taskDefinition(ctx context.Context, arn string, fresh bool) (*
 // server errors were already retried by the SDK.
 func permanent(err error) error {
 	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		switch ae.ErrorCode() {
-		case "InvalidParameterException", "ClientException", "ClusterNotFoundException", "AccessDeniedException",
-			"UnsupportedFeatureException", "PlatformUnknownException", "PlatformTaskDefinitionIncompatibilityException":
-			return runtimes.Permanent(err)
+	if !errors.As(err, &ae) {
+		return err
+	}
+	msg := strings.ToLower(ae.ErrorMessage())
+	for _, transient := range transientMessages {
+		if strings.Contains(msg, transient) {
+			return err // a refusal that passes: the engine retries with backoff
 		}
 	}
+	switch ae.ErrorCode() {
+	case "InvalidParameterException", "ClientException", "ClusterNotFoundException", "AccessDeniedException",
+		"UnsupportedFeatureException", "PlatformUnknownException", "PlatformTaskDefinitionIncompatibilityException":
+		return runtimes.Permanent(err)
+	}
 	return err
+}
+
+// transientMessages are ECS refusals, under permanent-looking codes, that
+// go away by themselves (lowercase).
+var transientMessages = []string{
+	"too many concurrent attempts", // registering revisions of one family at once
+	"unable to assume the service linked role",
+	"still draining",
+	"does not have an associated load balancer", // a target group being attached
+	"rate exceeded",
+}
+
+// controller names a service's deployment controller.
+func controller(svc *types.Service) string {
+	if svc.DeploymentController == nil {
+		return "ECS"
+	}
+	return string(svc.DeploymentController.Type)
 }

@@ -124,11 +124,11 @@ func TestApplyRegistersReusesAndUpdates(t *testing.T) {
 		t.Errorf("object: %+v", o)
 	}
 	svc := describe(t, c, r.cluster, "web-prod")
-	if tagMap(svc.Tags)[TagInstance] != "shop/web/prod" || svc.PropagateTags != types.PropagateTagsTaskDefinition {
+	if tags := tagMap(svc.Tags); tags[TagInstance] != "shop/web/prod" || tags[TagVersion] != "v1" || svc.PropagateTags != types.PropagateTagsTaskDefinition {
 		t.Errorf("service tags %v, propagate %q", svc.Tags, svc.PropagateTags)
 	}
 	td := describeTD(t, c, aws.ToString(svc.TaskDefinition))
-	if td.tags[TagInstance] != "shop/web/prod" || td.tags[TagVersion] != "v1" {
+	if td.tags[TagInstance] != "shop/web/prod" || td.tags[TagVersion] != "v1" || td.tags[TagSpec] == "" {
 		t.Errorf("task definition tags: %v", td.tags)
 	}
 	if got := actions(apply(t, r, v1)); got != "TaskDefinition unchanged, Service unchanged" {
@@ -145,15 +145,15 @@ func TestApplyRegistersReusesAndUpdates(t *testing.T) {
 	}
 	// v3 is v1's task definition again: revision 1 is reused, retagged.
 	v3 := target(k, "v3", "nginx:1.27", false)
-	if got := actions(apply(t, r, v3)); got != "TaskDefinition configured, Service configured" {
+	if got := actions(apply(t, r, v3)); got != "TaskDefinition unchanged, Service configured" {
 		t.Errorf("v3 (v1's content): %s", got)
 	}
 	svc = describe(t, c, r.cluster, "web-prod")
 	if !strings.HasSuffix(aws.ToString(svc.TaskDefinition), ":1") {
 		t.Errorf("v3 runs %s, want revision 1 reused", aws.ToString(svc.TaskDefinition))
 	}
-	if td := describeTD(t, c, aws.ToString(svc.TaskDefinition)); td.tags[TagVersion] != "v3" {
-		t.Errorf("reused task definition's tags: %v", td.tags)
+	if tags := tagMap(svc.Tags); tags[TagVersion] != "v3" || tags[TagTaskDef] != aws.ToString(svc.TaskDefinition) {
+		t.Errorf("the service's tags after v3: %v", tags)
 	}
 	waitState(t, r, v3, "v3 converged", func(s runtimes.State) bool { return runtimestest.Converged(s, "v3") })
 	list, err := c.ListTaskDefinitions(t.Context(), &ecs.ListTaskDefinitionsInput{FamilyPrefix: aws.String("web-prod")})
@@ -192,7 +192,7 @@ func TestDriftHealed(t *testing.T) {
 		t.Fatal(err)
 	}
 	st = waitState(t, r, v1, "the hand-made task definition seen", func(s runtimes.State) bool { return s.Version == "" })
-	if !strings.Contains(st.Message, "which drover did not register for shop/api/prod") {
+	if !strings.Contains(st.Message, "which drover did not deploy for shop/api/prod") {
 		t.Errorf("state after a hand deploy: %+v", st)
 	}
 	if got := actions(apply(t, r, v1)); got != "TaskDefinition unchanged, Service configured" {

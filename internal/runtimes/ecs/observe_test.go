@@ -1,6 +1,7 @@
 package ecs
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -24,12 +25,20 @@ func TestObserveMapping(t *testing.T) {
 	svc := func(running, pending int32, deps ...types.Deployment) *types.Service {
 		return &types.Service{ServiceName: aws.String("web"), Status: aws.String("ACTIVE"), TaskDefinition: aws.String(arn),
 			DesiredCount: 2, RunningCount: running, PendingCount: pending, Deployments: deps,
-			Tags: []types.Tag{{Key: aws.String(TagInstance), Value: aws.String(k.String())}}}
+			Tags: []types.Tag{tag(TagInstance, k.String()), tag(TagVersion, "v7"), tag(TagTaskDef, arn)}}
 	}
 	primary := func(state types.DeploymentRolloutState, reason string, failed int32) types.Deployment {
 		return types.Deployment{Status: aws.String("PRIMARY"), TaskDefinition: aws.String(arn), RolloutState: state, RolloutStateReason: aws.String(reason), FailedTasks: failed}
 	}
-	old := types.Deployment{Status: aws.String("ACTIVE"), TaskDefinition: aws.String("arn:aws:ecs:us-east-1:123456789012:task-definition/web:6"), RunningCount: 1}
+	const before = "arn:aws:ecs:us-east-1:123456789012:task-definition/web:6"
+	old := types.Deployment{Status: aws.String("ACTIVE"), TaskDefinition: aws.String(before), RunningCount: 1}
+	// The circuit breaker rolled back: a new primary deployment runs the
+	// task definition from before; the failed one is no longer primary.
+	rolledBack := svc(2, 0, types.Deployment{Status: aws.String("PRIMARY"), TaskDefinition: aws.String(before), RolloutState: types.DeploymentRolloutStateInProgress},
+		types.Deployment{Status: aws.String("ACTIVE"), TaskDefinition: aws.String(arn), RolloutState: types.DeploymentRolloutStateFailed,
+			RolloutStateReason: aws.String("ECS deployment circuit breaker: rolling back to deploymentId ecs-svc/1."), FailedTasks: 4})
+	rolledBack.TaskDefinition = aws.String(before)
+	r.taskDefs[before] = &taskDef{def: &types.TaskDefinition{}, tags: map[string]string{TagInstance: k.String(), TagVersion: "v6"}}
 	for _, c := range []struct {
 		name      string
 		svc       *types.Service
@@ -43,6 +52,7 @@ func TestObserveMapping(t *testing.T) {
 		{"tasks failing", svc(0, 2, primary(types.DeploymentRolloutStateInProgress, "", 3)), false, false, "3 tasks failed to start"},
 		{"circuit breaker", svc(0, 0, primary(types.DeploymentRolloutStateFailed, "ECS deployment circuit breaker: tasks failed to start.", 5), old), false, true,
 			"v7: rollout failed: ECS deployment circuit breaker: tasks failed to start. (0/2 tasks running)"},
+		{"circuit breaker rolled back", rolledBack, false, true, "v7: rollout failed: ECS deployment circuit breaker: rolling back"},
 	} {
 		st, info, err := r.observe(t.Context(), sn, c.svc)
 		if err != nil {
@@ -51,12 +61,66 @@ func TestObserveMapping(t *testing.T) {
 		if st.Version != "v7" || st.Converged != c.converged || st.Failed != c.failed || !strings.Contains(st.Message, c.msg) {
 			t.Errorf("%s: %+v", c.name, st)
 		}
-		if len(info) == 0 || !strings.Contains(info[0].Text, "PRIMARY web:7") {
+		if len(info) == 0 || !strings.Contains(info[0].Text, "PRIMARY web:") {
 			t.Errorf("%s: info %+v", c.name, info)
 		}
 	}
 	st, _, _ := r.observe(t.Context(), sn, nil)
 	if st.Version != "" || !strings.Contains(st.Message, "ECS service web does not exist in cluster main") {
 		t.Errorf("missing: %+v", st)
+	}
+}
+
+// A task definition drover did not register is reused (when adopting a
+// service) only if it has exactly the rendered settings.
+func TestSameTaskDefinition(t *testing.T) {
+	t.Parallel()
+	doc := []byte(`{"family":"web","containerDefinitions":[{"name":"web","image":"nginx:1","essential":false,"memory":128}]}`)
+	base := func() *types.TaskDefinition {
+		return &types.TaskDefinition{Family: aws.String("web"), NetworkMode: types.NetworkModeBridge, Revision: 3, Status: types.TaskDefinitionStatusActive,
+			ContainerDefinitions: []types.ContainerDefinition{{Name: aws.String("web"), Image: aws.String("nginx:1"), Essential: aws.Bool(false), Memory: aws.Int32(128)}}}
+	}
+	if !sameTaskDefinition(doc, base()) {
+		t.Error("the same settings (and ECS's own fields) differ")
+	}
+	for name, change := range map[string]func(*types.TaskDefinition){
+		"essential":  func(d *types.TaskDefinition) { d.ContainerDefinitions[0].Essential = aws.Bool(true) },
+		"privileged": func(d *types.TaskDefinition) { d.ContainerDefinitions[0].Privileged = aws.Bool(true) },
+		"task role":  func(d *types.TaskDefinition) { d.TaskRoleArn = aws.String("arn:aws:iam::1:role/x") },
+		"environment": func(d *types.TaskDefinition) {
+			d.ContainerDefinitions[0].Environment = []types.KeyValuePair{{Name: aws.String("A"), Value: aws.String("1")}}
+		},
+		"image":   func(d *types.TaskDefinition) { d.ContainerDefinitions[0].Image = aws.String("nginx:2") },
+		"network": func(d *types.TaskDefinition) { d.NetworkMode = types.NetworkModeAwsvpc },
+	} {
+		d := base()
+		change(d)
+		if sameTaskDefinition(doc, d) {
+			t.Errorf("%s: a different task definition counts as the same", name)
+		}
+	}
+}
+
+// An update is sent for every setting the service definition has that
+// the service does not: zero counts and false flags included.
+func TestNeedsUpdate(t *testing.T) {
+	t.Parallel()
+	svc := &types.Service{DesiredCount: 2, EnableExecuteCommand: true}
+	for def, want := range map[string]bool{
+		`{"desiredCount": 2}`:                  false,
+		`{"desiredCount": 0}`:                  true,
+		`{"enableExecuteCommand": false}`:      true,
+		`{"enableExecuteCommand": true}`:       false,
+		`{"launchType": "FARGATE"}`:            false,
+		`{"volumeConfigurations": []}`:         true,
+		`{"healthCheckGracePeriodSeconds": 5}`: true,
+	} {
+		var set map[string]any
+		if err := json.Unmarshal([]byte(def), &set); err != nil {
+			t.Fatal(err)
+		}
+		if got := needsUpdate(set, svc); got != want {
+			t.Errorf("%s: needsUpdate %v, want %v", def, got, want)
+		}
 	}
 }
