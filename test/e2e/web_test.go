@@ -355,7 +355,10 @@ func TestWebUIRunsAndBypass(t *testing.T) {
 	b.do("open the service", chromedp.Navigate(s.url+"/#/apps/"+app+"/services/api"))
 	b.waitFor("prod blocked, with the check's words", hasText("#ch-prod .badge", "Blocked")+` && `+hasText("#ch-prod", "migrations pending on orders"))
 	b.waitFor("the runs", hasText("h2", "Runs")+` && document.querySelector('.runs details') !== null`)
-	b.do("open the newest run", chromedp.Click(chromedp.CSS(".runs details summary")))
+	b.waitFor("a run of the check", hasText(".runs summary", "check in prod"))
+	if _, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](`(() => { [...document.querySelectorAll('.runs details summary')].find(s => s.textContent.includes('check in prod')).click(); return true })()`)); err != nil {
+		t.Fatalf("open the newest run of the check: %v", err)
+	}
 	b.waitFor("its output", hasText(".runs pre", "migrations pending on orders"))
 	if text := b.pageText(); strings.Contains(text, "null") || strings.Contains(text, "undefined") {
 		t.Errorf("the page shows null or undefined:\n%s", text)

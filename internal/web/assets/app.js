@@ -377,7 +377,8 @@ function reason(c, runtimes, byName, nested) {
       if (k.state === 'notEvaluated') return `held by ${name}: drover does not evaluate it yet (bypass to go on)`;
       return `waiting for ${name} to run${next}`;
     });
-    if (words.length) return [...parts, ...words].join('; ');
+    // One line per protection, not per phase it holds in.
+    if (words.length) return [...parts, ...new Set(words)].join('; ');
   }
   if (c.reason === 'RELEASE_CHANNEL_DEPENDENCY_UNMET' && byName && !nested) {
     // The channels it waits for, each with its own reason in brief.
