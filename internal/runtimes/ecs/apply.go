@@ -260,16 +260,17 @@ func sameTaskDefinition(doc []byte, def *types.TaskDefinition) bool {
 		"registeredBy", "deregisteredAt", "deleteRequestedAt"} {
 		delete(got, k) // what ECS reports of every task definition
 	}
-	return same(want, got, defaults)
+	return same(want, got, true)
 }
 
 // defaults are values ECS reports for settings a definition leaves out.
 var defaults = map[string]any{"networkMode": "bridge", "cpu": float64(0)}
 
 // same compares a definition's settings (want) with what ECS reports
-// (got): equal where want has a setting; where it has none, got's value
-// must be empty or ECS's default.
-func same(want, got any, defs map[string]any) bool {
+// (got): equal wherever want has a setting (false, 0 and empty lists
+// included). With exact, got may have no other setting either, beyond
+// empty values and ECS's defaults.
+func same(want, got any, exact bool) bool {
 	switch w := want.(type) {
 	case map[string]any:
 		g, ok := got.(map[string]any)
@@ -277,23 +278,25 @@ func same(want, got any, defs map[string]any) bool {
 			return got == nil && len(w) == 0
 		}
 		for k, v := range w {
-			if !same(v, g[k], defs) {
+			if !same(v, g[k], exact) {
 				return false
 			}
 		}
-		for k, v := range g {
-			if _, set := w[k]; !set && !empty(v) && !reflect.DeepEqual(defs[k], v) {
-				return false
+		if exact {
+			for k, v := range g {
+				if _, set := w[k]; !set && !empty(v) && !reflect.DeepEqual(defaults[k], v) {
+					return false
+				}
 			}
 		}
 		return true
 	case []any:
 		g, ok := got.([]any)
 		if !ok || len(g) != len(w) {
-			return len(w) == 0 && empty(got)
+			return len(w) == 0 && (got == nil || exact && empty(got))
 		}
 		for i := range w {
-			if !same(w[i], g[i], defs) {
+			if !same(w[i], g[i], exact) {
 				return false
 			}
 		}
@@ -396,42 +399,9 @@ func needsUpdate(set map[string]any, svc *types.Service) bool {
 		case "launchType", "schedulingStrategy", "role", "clientToken", "tags", "serviceName", "cluster", "taskDefinition":
 			continue // fixed at creation, or drover's
 		}
-		if !covers(v, got[k]) {
+		if !same(v, got[k], false) {
 			return true
 		}
 	}
 	return false
-}
-
-// covers reports whether got has every setting want has, with its value
-// (false, 0 and empty lists included).
-func covers(want, got any) bool {
-	switch w := want.(type) {
-	case map[string]any:
-		g, ok := got.(map[string]any)
-		if !ok {
-			return len(w) == 0 && got == nil
-		}
-		for k, v := range w {
-			if !covers(v, g[k]) {
-				return false
-			}
-		}
-		return true
-	case []any:
-		g, ok := got.([]any)
-		if !ok {
-			return len(w) == 0 && got == nil
-		}
-		if len(g) != len(w) {
-			return false
-		}
-		for i := range w {
-			if !covers(w[i], g[i]) {
-				return false
-			}
-		}
-		return true
-	}
-	return reflect.DeepEqual(want, got)
 }
