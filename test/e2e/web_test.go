@@ -79,6 +79,27 @@ func (b *browserTest) waitFor(what, expr string) {
 	b.do("wait for "+what, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(45*time.Second)))
 }
 
+// waitAcrossNavigations is waitFor for a page that navigates meanwhile
+// (redirects): it evaluates expr again until it is true, taking an error
+// (the page changing under the evaluation) as "not yet".
+func (b *browserTest) waitAcrossNavigations(what, expr string) {
+	b.t.Helper()
+	deadline := time.Now().Add(45 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
+		cancel()
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.shot("failed-" + strings.ReplaceAll(what, " ", "-"))
+			b.t.Fatalf("wait for %s: not true within 45s (last error %v)\npage text:\n%s", what, err, b.pageText())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 // hasText is an expression: some element matching css contains text.
 func hasText(css, text string) string {
 	return `[...document.querySelectorAll(` + strconv.Quote(css) + `)].some(e => e.textContent.includes(` + strconv.Quote(text) + `))`
@@ -505,10 +526,14 @@ func TestWebUIOIDC(t *testing.T) {
 	b.do("open the sign-in page", chromedp.Navigate(s.url+"/#/signin"))
 	b.waitFor("the provider's link", hasText("a", "Sign in with your identity provider"))
 	b.do("follow it", chromedp.Click(chromedp.CSS("a.button")))
+	b.waitAcrossNavigations("the provider's login page", `document.querySelector('#username') !== null`)
 	b.do("sign in at the provider", chromedp.WaitVisible(chromedp.ID("username")),
 		chromedp.SendKeys(chromedp.ID("username"), "ann"), chromedp.SendKeys(chromedp.ID("password"), "ann-secret-pw"),
 		chromedp.Submit(chromedp.ID("password")))
-	b.waitFor("back in drover, signed in as ann", hasText(".who", "ann@example.com (approver@shop)"))
+	// The form's submit goes through the provider's redirects and drover's
+	// callback: a poll across those navigations fails, so each try is a
+	// fresh evaluation.
+	b.waitAcrossNavigations("back in drover, signed in as ann", hasText(".who", "ann@example.com (approver@shop)"))
 	b.do("open the service", chromedp.Navigate(s.url+"/#/apps/shop/services/web"))
 	b.click("Approve prod…")
 	b.click("Approve prod")
