@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/ecs"
 )
@@ -20,6 +21,11 @@ import (
 // Kind is the kind of a compiled ECS object (Object.Kind), and the backend
 // of a compiled channel that runs on ECS.
 const Kind = "awsEcs"
+
+// ConvergenceGrace is how long after an apply an ECS service may still not
+// show the new task definition before the engine applies again: ECS
+// answers at once, so a minute (runtimes.GraceReporter).
+const ConvergenceGrace = time.Minute
 
 // Object is what the ECS runtime applies for one service instance.
 type Object struct {

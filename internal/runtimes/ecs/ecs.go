@@ -200,8 +200,8 @@ func (r *Runtime) Watch(ctx context.Context, notify func(runtimes.InstanceKey)) 
 }
 
 // ConvergenceGrace is how long after an apply the service may still not
-// show the new task definition: ECS answers at once, so a minute.
-func (r *Runtime) ConvergenceGrace() time.Duration { return time.Minute }
+// show the new task definition (ecsspec.ConvergenceGrace).
+func (r *Runtime) ConvergenceGrace() time.Duration { return ecsspec.ConvergenceGrace }
 
 // parse reads the target's one ECS object.
 func parse(t *runtimes.Target) (ecsspec.Object, error) {

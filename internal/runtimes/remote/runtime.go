@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/drover-dev/drover/internal/ecsspec"
 	"github.com/drover-dev/drover/internal/runtimes"
 )
 
@@ -33,11 +34,26 @@ var (
 // runtime also describes its cluster (runtimes.Discoverer).
 func (h *Hub) Runtime(agent, kind, name string, version int64, config []byte) runtimes.Runtime {
 	r := &Runtime{hub: h, agent: agent, ref: RuntimeRef{Name: name, Version: version, Config: config}}
-	if kind == "kubernetes" {
+	switch kind {
+	case "kubernetes":
 		return cluster{r}
+	case ecsspec.Kind:
+		// The engine's grace after an apply is the ECS runtime's, as
+		// when the server reaches ECS itself.
+		return graced{r, ecsspec.ConvergenceGrace}
 	}
 	return r
 }
+
+// graced is a runtime served by an agent whose convergence grace is known
+// from its kind.
+type graced struct {
+	*Runtime
+	grace time.Duration
+}
+
+// ConvergenceGrace implements runtimes.GraceReporter.
+func (g graced) ConvergenceGrace() time.Duration { return g.grace }
 
 // cluster is a Kubernetes runtime served by an agent.
 type cluster struct{ *Runtime }
