@@ -17,8 +17,8 @@
 // # Fetch
 //
 // A poller per runtime describes the instances' ECS services, ten per
-// DescribeServices call, every pollInterval (10s) while an instance is not
-// converged and every steadyStatePollInterval (1m) once it is; Fetch returns
+// DescribeServices call: those not converged every pollInterval (10s), all
+// of them every steadyStatePollInterval (1m), on the cluster's beat; Fetch returns
 // the latest result (describing at once the first time, and after an
 // apply). Task definitions are immutable: each is described once, with its
 // tags. The version is the drover:version tag of the service's task
@@ -94,6 +94,8 @@ type Runtime struct {
 
 	mu    sync.Mutex
 	insts map[runtimes.InstanceKey]*instance
+	// polledAt and steadyAt are the poller's last beats (due).
+	polledAt, steadyAt time.Time
 	// taskDefs caches described task definitions by ARN (immutable; tags
 	// are refreshed when drover tags one).
 	taskDefs map[string]*taskDef
@@ -317,32 +319,35 @@ func (r *Runtime) poller() {
 const forgetAfter = 15 * time.Minute
 
 // due returns the instances to describe now, and how long until the next
-// one is due. Instances nobody fetched for forgetAfter (or three steady
-// intervals, if longer) are forgotten.
+// poll. The cluster is polled on two beats: every pollInterval, the
+// instances not converged; every steadyStatePollInterval, all of them;
+// so the instances of a beat share DescribeServices calls, ten to a call.
+// An instance not described yet goes at once. Instances nobody fetched
+// for forgetAfter (or three steady intervals, if longer) are forgotten.
 func (r *Runtime) due() ([]*instance, time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.now()
-	next := r.steady
+	pollBeat := now.Sub(r.polledAt) >= r.poll
+	steadyBeat := now.Sub(r.steadyAt) >= r.steady
+	if pollBeat {
+		r.polledAt = now
+	}
+	if steadyBeat {
+		r.steadyAt, r.polledAt = now, now
+	}
 	var out []*instance
 	for k, in := range r.insts {
 		if now.Sub(in.usedAt) > max(3*r.steady, forgetAfter) {
 			delete(r.insts, k)
 			continue
 		}
-		every := r.poll
-		if in.have && in.err == nil && in.state.Converged {
-			every = r.steady
-		}
-		wait := every - now.Sub(in.fetchedAt)
-		// Those due within a quarter interval go along: instances fall
-		// into step, and share DescribeServices calls.
-		if !in.have || wait <= every/4 {
+		converged := in.have && in.err == nil && in.state.Converged
+		if !in.have || steadyBeat || pollBeat && !converged {
 			out = append(out, in)
-			wait = every
 		}
-		next = min(next, wait)
 	}
+	next := min(r.poll-now.Sub(r.polledAt), r.steady-now.Sub(r.steadyAt))
 	return out, max(next, 100*time.Millisecond)
 }
 

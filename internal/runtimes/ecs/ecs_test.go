@@ -20,8 +20,6 @@ import (
 	"github.com/drover-dev/drover/internal/testing/mototest"
 )
 
-func TestMain(m *testing.M) { mototest.Main(m) }
-
 // moto's ECS services report as running the count its server was started
 // with (MOTO_ECS_SERVICE_RUNNING), and their one deployment completed when
 // that covers the desired count: the tests' services want 2.
@@ -307,10 +305,9 @@ func TestSteadyStateCalls(t *testing.T) {
 	describes := calls[mototest.ECSTarget+"DescribeServices"]
 	perServicePerMinute := float64(proxy.Count()) / n / window.Minutes() * (r.steady.Minutes() / DefaultSteadyPollInterval.Minutes())
 	t.Logf("steady state, %d services, %s: %v; %.2f calls per service per minute at the default 1m interval", n, window, calls, perServicePerMinute)
-	// Steady intervals of 1s (a poll takes along those due within a
-	// quarter of one, so polls are at least 0.75s apart): at most two
-	// batches of ten per poll, and one more poll for timing.
-	if polls := int(window/(750*time.Millisecond)) + 1; describes > 2*polls || proxy.Count() != describes {
+	// The cluster's steady beat is 1s: two batches of ten per beat, and
+	// one more beat for timing.
+	if beats := int(window/time.Second) + 1; describes > 2*beats || proxy.Count() != describes {
 		t.Errorf("steady state calls: %v", calls)
 	}
 }
