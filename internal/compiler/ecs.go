@@ -18,7 +18,9 @@ import (
 func (c *rcCompiler) awsEcs(field string, e *config.AwsEcsConfig, rt *config.Runtime, data *Data) *ecsspec.Object {
 	obj := &ecsspec.Object{Kind: ecsspec.Kind, Runtime: rt.Name, UpdateTaskDefinitionOnly: e.UpdateTaskDefinitionOnly, Adopt: e.Adopt}
 	obj.ServiceName = c.in.Service.Name
+	nameField := "service.name"
 	if e.EcsServiceNameOverride != "" {
+		nameField = field + ".ecsServiceNameOverride"
 		name, ok := c.renderField(field+".ecsServiceNameOverride", e.EcsServiceNameOverride, data)
 		if !ok {
 			return nil
@@ -26,7 +28,7 @@ func (c *rcCompiler) awsEcs(field string, e *config.AwsEcsConfig, rt *config.Run
 		obj.ServiceName = strings.TrimSpace(name)
 	}
 	if !ecsNameRE.MatchString(obj.ServiceName) {
-		c.fail(Error{Object: c.serviceObject(), Field: field + ".ecsServiceNameOverride", Msg: fmt.Sprintf("%q is not an ECS service name (1 to 255 letters, digits, - and _)", obj.ServiceName)})
+		c.fail(Error{Object: c.serviceObject(), Field: nameField, Msg: fmt.Sprintf("%q is not an ECS service name (1 to 255 letters, digits, - and _)", obj.ServiceName)})
 		return nil
 	}
 	if e.TaskDefinition == nil {
@@ -69,6 +71,9 @@ func (c *rcCompiler) awsEcs(field string, e *config.AwsEcsConfig, rt *config.Run
 // it returns the document as canonical JSON.
 func (c *rcCompiler) ecsDocument(field string, spec *config.EcsSpec, data *Data, check func([]byte) error) ([]byte, bool) {
 	text, file, where := spec.Inlined, spec.File, field+".inlined"
+	if spec.File != "" {
+		where = field + ".local" // read from local.path
+	}
 	if spec.Tree != nil {
 		sub, ok := c.renderField(field+".local.subPath", spec.Tree.SubPath, data)
 		if !ok {
@@ -82,9 +87,6 @@ func (c *rcCompiler) ecsDocument(field string, spec *config.EcsSpec, data *Data,
 			return nil, false
 		}
 		text, where = content, field+".local"
-	}
-	if spec.File != "" || spec.Tree != nil {
-		where = field + ".local"
 	}
 	fail := func(line int, msg string) {
 		e := Error{Object: c.serviceObject(), Field: where, Msg: msg}

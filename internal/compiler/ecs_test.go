@@ -2,6 +2,7 @@ package compiler_test
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -38,20 +39,12 @@ func compileECS(t *testing.T, dir, app, svc string, params ...string) *compiler.
 	res, err := compiler.Compile(in)
 	if err != nil {
 		var cerrs compiler.Errors
-		if ok := asErrors(err, &cerrs); ok {
+		if errors.As(err, &cerrs) {
 			t.Fatal(compiler.Locate(set, cerrs).Err())
 		}
 		t.Fatal(err)
 	}
 	return res
-}
-
-func asErrors(err error, out *compiler.Errors) bool {
-	e, ok := err.(compiler.Errors) //nolint:errorlint // Compile returns the list itself
-	if ok {
-		*out = e
-	}
-	return ok
 }
 
 func ecsObject(t *testing.T, ch *compiler.CompiledReleaseChannel) ecsspec.Object {

@@ -48,9 +48,10 @@ func (s *Server) preview(ctx context.Context, app, svc string, req apiv1.PushReq
 		observed[o.ReleaseChannel] = o
 	}
 	out := &apiv1.PreviewResponse{BundleVersion: res.BundleVersion, BundleName: res.BundleName, Channels: []apiv1.ChannelPreview{}}
+	was := s.paramsOf(ctx)
 	for _, ch := range form.Channels {
 		ech := engine.Channel{Channel: ch, Version: form.Version}
-		p := s.channelPreview(ctx, app, ech, insts[ch.Name], observed[ch.Name], redactParams(in, req.Params))
+		p := s.channelPreview(ctx, app, ech, insts[ch.Name], observed[ch.Name], redactParams(in, req.Params), was)
 		p.Gates = s.gates(app, ech, freezes)
 		out.Channels = append(out.Channels, p)
 	}
@@ -61,16 +62,11 @@ func (s *Server) preview(ctx context.Context, app, svc string, req apiv1.PushReq
 // was last applied to it (inst's target).
 // A Terraform runner's last plan of the version, where it made one, is
 // read from the engine's observation o.
-// params are the push's parameter values (secrets redacted).
-func (s *Server) channelPreview(ctx context.Context, app string, ch engine.Channel, inst store.Instance, o store.Observation, params []apiv1.Param) apiv1.ChannelPreview {
+// params are the push's parameter values (secrets redacted); paramsWas reads
+// those of the desired state last applied (paramsOf).
+func (s *Server) channelPreview(ctx context.Context, app string, ch engine.Channel, inst store.Instance, o store.Observation, params []apiv1.Param, paramsWas func(id string) []apiv1.Param) apiv1.ChannelPreview {
 	p := apiv1.ChannelPreview{Name: ch.Name, Runtime: ch.Runtime, From: inst.TargetVersion, To: ch.Version}
-	if inst.TargetStateID != "" {
-		if rec, err := s.store.GetDesiredState(ctx, inst.TargetStateID); err == nil {
-			p.Params = paramChanges(decodeParams(rec.Params), params, ch.Name)
-		}
-	} else {
-		p.Params = paramChanges(nil, params, ch.Name)
-	}
+	p.Params = paramChanges(paramsWas(inst.TargetStateID), params, ch.Name)
 	if ch.RuntimeKind == "terraformRunner" && o.TargetVersion == ch.Version && o.Error == "" {
 		p.Plan = o.Message
 		if o.Message == "" && o.Converged {
@@ -151,6 +147,27 @@ func (s *Server) channelPreview(ctx context.Context, app string, ch engine.Chann
 	}
 	p.Unchanged = unchanged && len(p.Env) == 0 && before != nil
 	return p
+}
+
+// paramsOf returns a reader of desired states' recorded parameter values,
+// by id ("" or an unreadable one: none), that reads each state once: the
+// channels of a service mostly share the state they last got.
+func (s *Server) paramsOf(ctx context.Context) func(id string) []apiv1.Param {
+	read := map[string][]apiv1.Param{}
+	return func(id string) []apiv1.Param {
+		if id == "" {
+			return nil
+		}
+		if ps, ok := read[id]; ok {
+			return ps
+		}
+		var ps []apiv1.Param
+		if rec, err := s.store.GetDesiredState(ctx, id); err == nil {
+			ps = decodeParams(rec.Params)
+		}
+		read[id] = ps
+		return ps
+	}
 }
 
 // decodeParams reads a desired state's recorded parameter values (none

@@ -166,6 +166,7 @@ func (s *Server) buildStatus(ctx context.Context, rec store.DesiredState, list [
 		insts[i.ReleaseChannel] = i
 	}
 	out := &apiv1.ServiceStatus{Application: rec.Application, Service: rec.Service, DesiredStateID: rec.ID, DesiredVersion: rec.Version, ReleaseChannels: []apiv1.ChannelStatus{}}
+	var was func(string) []apiv1.Param // previews' parameters before, read once per state
 	for _, ch := range d.Channels {
 		inst, ok := insts[ch.Name]
 		cs := apiv1.ChannelStatus{Name: ch.Name, DesiredVersion: ch.Version, Runtime: ch.Runtime, Status: string(ds.StatusPending), Message: "waiting for the engine",
@@ -206,7 +207,10 @@ func (s *Server) buildStatus(ctx context.Context, rec store.DesiredState, list [
 		}
 		if ok && detail && inst.Status == ds.StatusWaitingManualApproval && inst.DesiredStateID == rec.ID {
 			// What approving it would roll out there.
-			p := s.channelPreview(ctx, rec.Application, ch, inst, observed[ch.Name], decodeParams(rec.Params))
+			if was == nil {
+				was = s.paramsOf(ctx)
+			}
+			p := s.channelPreview(ctx, rec.Application, ch, inst, observed[ch.Name], decodeParams(rec.Params), was)
 			cs.Preview = &p
 		}
 		if o, seen := observed[ch.Name]; seen {

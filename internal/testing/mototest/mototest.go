@@ -134,16 +134,6 @@ func Env(endpoint string) []string {
 	}
 }
 
-// Setenv sets Env(endpoint) in this process for the rest of t (t.Setenv), for code under test
-// that loads the AWS configuration in-process. Like t.Setenv, it cannot be used in parallel tests.
-func Setenv(t testing.TB, endpoint string) {
-	t.Helper()
-	for _, kv := range Env(endpoint) {
-		k, v, _ := strings.Cut(kv, "=")
-		t.Setenv(k, v)
-	}
-}
-
 // Start starts a moto_server of t's own, with env (KEY=VALUE, e.g. "MOTO_ECS_SERVICE_RUNNING=1")
 // added to this process's environment, and kills it when t ends. If t fails, the tail of the
 // server's output is logged. Without moto_server, t is skipped (see RequireEnv).
@@ -372,15 +362,6 @@ func NewProxy(t testing.TB, target string, opts ...ProxyOption) *Proxy {
 	}))
 	t.Cleanup(p.srv.Close)
 	return p
-}
-
-// Throttle starts a Proxy to target that throttles the first n requests (NewProxy with
-// ThrottleFirst(n)), and returns its URL and a func counting the requests it received (all,
-// throttled or forwarded).
-func Throttle(t testing.TB, target string, n int) (string, func() int) {
-	t.Helper()
-	p := NewProxy(t, target, ThrottleFirst(n))
-	return p.URL(), p.Count
 }
 
 // count records a request with X-Amz-Target target and reports whether to throttle it.

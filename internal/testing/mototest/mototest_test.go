@@ -127,7 +127,8 @@ func TestStartEnvAndStop(t *testing.T) {
 // TestThrottle: the first n requests get the AWS JSON protocol's ThrottlingException, the
 // rest reach moto; all are counted.
 func TestThrottle(t *testing.T) {
-	proxy, count := Throttle(t, Shared(t).URL(), 2)
+	p := NewProxy(t, Shared(t).URL(), ThrottleFirst(2))
+	proxy, count := p.URL(), p.Count
 	for i := range 2 {
 		if code, out := Call(t, proxy, "ecs", ECSTarget+"ListClusters", ""); code != http.StatusBadRequest || string(out) != ThrottlingBody {
 			t.Fatalf("request %d: %d %s, want 400 %s", i+1, code, out, ThrottlingBody)
