@@ -206,6 +206,7 @@ func linkedTree(t *testing.T, c *kubetest.Cluster) string {
 func TestAgentTwoClusters(t *testing.T) {
 	requireE2E(t)
 	c1 := k8sCluster(t)
+	lockK8sShop(t) // staging on the shared cluster, as TestKubernetesJourney's
 	c2 := kubetest.Start(t)
 	k8sCreateNamespace(t, c2, k8sProdNS)
 	s := newServer(t, append(k8sServerFlags, "--agent-listen", freeAddr(t))...)

@@ -67,6 +67,18 @@ func k8sCluster(t testing.TB) *kubetest.Cluster {
 	return kubetest.Shared(t)
 }
 
+// k8sShop is held by each test that deploys the k8sApp application to the
+// shared cluster (its staging namespace, drover-kshop-staging, is the
+// same for all): two at once would prune and overwrite each other's
+// objects.
+var k8sShop sync.Mutex
+
+// lockK8sShop holds k8sShop until t ends.
+func lockK8sShop(t testing.TB) {
+	k8sShop.Lock()
+	t.Cleanup(k8sShop.Unlock)
+}
+
 // k8sDo makes a request to the apiserver as the admin user and returns the
 // status code and the body.
 func k8sDo(t testing.TB, c *kubetest.Cluster, method, path, contentType string, body []byte) (int, []byte) {
@@ -419,6 +431,7 @@ func (j *k8sJourney) drift(t *testing.T, version, what string, change func(), he
 func TestKubernetesJourney(t *testing.T) {
 	requireE2E(t)
 	c := k8sCluster(t)
+	lockK8sShop(t)
 	began := time.Now()
 	k8sCreateNamespace(t, c, k8sProdNS)
 	var prodNS k8sObject
