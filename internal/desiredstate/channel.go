@@ -252,6 +252,12 @@ func Encode(c *Compiled) ([]byte, error) {
 // Decode reads a stored desired state: the form Encode writes, or the
 // compiler result drover stored before (see legacy.go).
 func Decode(raw []byte) (*Compiled, error) {
+	// The current form is read in one pass; only another (older, newer, or
+	// undecodable) looks at the format first.
+	var c Compiled
+	if err := json.Unmarshal(raw, &c); err == nil && c.Format > 0 && c.Format <= Format {
+		return &c, nil
+	}
 	var head struct {
 		Format int `json:"format"`
 	}
@@ -264,7 +270,7 @@ func Decode(raw []byte) (*Compiled, error) {
 	case head.Format > Format:
 		return nil, fmt.Errorf("decode desired state: format %d is newer than this drover reads (%d); upgrade drover", head.Format, Format)
 	}
-	var c Compiled
+	c = Compiled{}
 	if err := json.Unmarshal(raw, &c); err != nil {
 		return nil, fmt.Errorf("decode desired state: %w", err)
 	}

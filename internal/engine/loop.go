@@ -502,7 +502,18 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (Result, error) {
 		b.Tasks = append(b.Tasks, store.Task{Key: key, Instance: a.taskInstance(), Kind: taskKind(a), Payload: payload})
 	}
 	if len(b.Instances) > 0 || len(b.Events) > 0 || len(b.Tasks) > 0 || len(b.Observations) > 0 {
+		// With a free slot for each, the tasks are enqueued claimed by this
+		// loop and carried out as soon as they are committed: no claim of
+		// their own, nor a wait for the dispatcher.
+		reserved := l.reserveSlots(len(b.Tasks))
+		if reserved > 0 {
+			b.Claim = &store.TaskClaim{Owner: l.owner, TTL: l.taskTTL}
+		}
+		claimed := time.Now()
 		err := l.store.Write(ctx, b)
+		if err != nil {
+			l.releaseSlots(reserved)
+		}
 		switch {
 		case errors.Is(err, store.ErrConflict):
 			return Result{Requeue: true}, nil // changed under us (an API call); plan again
@@ -517,7 +528,12 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (Result, error) {
 			l.rememberObservations(key, seen, b.Observations)
 		}
 		l.written()
-		if len(b.Tasks) > 0 {
+		switch {
+		case reserved > 0:
+			for _, task := range b.Tasks {
+				l.start(task, claimed)
+			}
+		case len(b.Tasks) > 0:
 			l.kick()
 		}
 	}

@@ -90,13 +90,41 @@ func (l *Loop) dispatch(ctx context.Context) {
 		}
 		failures = 0
 		for _, task := range tasks {
-			l.tasks.Add(1)
-			go func() {
-				defer l.tasks.Done()
-				defer func() { <-l.slots }()
-				l.runTask(task, claimed)
-			}()
+			l.start(task, claimed)
 		}
+	}
+}
+
+// start carries out a claimed task, for which a slot is taken, on a
+// goroutine of its own; the slot is freed when it ends.
+func (l *Loop) start(task store.Task, claimed time.Time) {
+	l.tasks.Add(1)
+	go func() {
+		defer l.tasks.Done()
+		defer func() { <-l.slots }()
+		l.runTask(task, claimed)
+	}()
+}
+
+// reserveSlots takes a slot for each of n tasks a pass is about to enqueue,
+// if that many are free now, and returns how many it took: n or 0. The
+// pass then enqueues them claimed and starts them itself (start frees each
+// slot); when its write fails, releaseSlots gives them back.
+func (l *Loop) reserveSlots(n int) int {
+	for i := range n {
+		select {
+		case l.slots <- struct{}{}:
+		default:
+			l.releaseSlots(i)
+			return 0
+		}
+	}
+	return n
+}
+
+func (l *Loop) releaseSlots(n int) {
+	for range n {
+		<-l.slots
 	}
 }
 

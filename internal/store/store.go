@@ -273,8 +273,21 @@ type Batch struct {
 	// set in b). A task for a Key and Instance that has an open task fails
 	// the batch with ErrConflict.
 	Tasks []Task
+	// Claim, when set, enqueues Tasks already claimed: running, owned by
+	// Claim.Owner for Claim.TTL, with Token and Attempts 1, as if
+	// ClaimTasks had given them to that owner in the same transaction (an
+	// engine that has room carries out what it decides at once, without a
+	// claim of its own). Nil enqueues them pending.
+	Claim *TaskClaim
 	// Observations replace the stored observation of their instance.
 	Observations []Observation
+}
+
+// TaskClaim is who claims a Batch's tasks as they are enqueued, and for how
+// long.
+type TaskClaim struct {
+	Owner string
+	TTL   time.Duration
 }
 
 // Change is what a Feed reports: something was committed to the store.
@@ -550,6 +563,12 @@ func (b *Batch) Committed(seqs, taskIDs []int64, t time.Time) {
 		task := &b.Tasks[i]
 		task.ID, task.Status, task.CreatedAt = taskIDs[i], TaskPending, t
 		task.Owner, task.Token, task.Attempts = "", 0, 0
+		if c := b.Claim; c != nil {
+			// Expires is by this host's clock (a shared store times the
+			// claim by its own).
+			task.Status, task.Owner, task.Token, task.Attempts = TaskRunning, c.Owner, 1, 1
+			task.ClaimedAt, task.Expires = t, t.Add(c.TTL)
+		}
 	}
 }
 

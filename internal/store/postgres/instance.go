@@ -94,6 +94,9 @@ func (s *Store) Write(ctx context.Context, b *store.Batch) error {
 
 // validateBatch checks what can be checked before a transaction.
 func validateBatch(b *store.Batch) error {
+	if c := b.Claim; c != nil && len(b.Tasks) > 0 && (c.Owner == "" || c.TTL <= 0) {
+		return errors.New("claim of the tasks: an owner and a positive ttl are required")
+	}
 	for _, in := range b.Instances {
 		if in.Application == "" || in.Service == "" || in.ReleaseChannel == "" {
 			return fmt.Errorf("instance %s/%s/%s: application, service and release channel are required",
@@ -129,7 +132,7 @@ func applyBatch(ctx context.Context, tx pgx.Tx, b *store.Batch, t time.Time) (se
 			return nil, nil, err
 		}
 	}
-	if ids, err = insertTasks(ctx, tx, b.Tasks, t); err != nil {
+	if ids, err = insertTasks(ctx, tx, b.Tasks, b.Claim, t); err != nil {
 		return nil, nil, err
 	}
 	if err := putObservations(ctx, tx, b.Observations, t); err != nil {

@@ -130,14 +130,26 @@ func scanTask(row scanner) (store.Task, error) {
 const insertTask = `INSERT INTO tasks (key, instance, kind, payload, status, created_at) VALUES ($1, $2, $3, $4, 'pending', $5)
 	ON CONFLICT (key, instance) WHERE status IN ('pending', 'running') DO NOTHING RETURNING id`
 
-// insertTasks enqueues tasks as pending, refusing a second open task for one
-// key and instance with store.ErrConflict; ids are set in tasks after the
-// commit by the caller.
-func insertTasks(ctx context.Context, tx pgx.Tx, tasks []store.Task, t time.Time) ([]int64, error) {
+// insertClaimedTask is insertTask for a task claimed as it is enqueued, by
+// owner $6 for $7 nanoseconds from the database's clock (as ClaimTasks).
+const insertClaimedTask = `INSERT INTO tasks (key, instance, kind, payload, status, created_at, owner, token, attempts, expires, claimed_at)
+	VALUES ($1, $2, $3, $4, 'running', $5, $6, 1, 1, ` + dbNow + ` + $7, ` + dbNow + `)
+	ON CONFLICT (key, instance) WHERE status IN ('pending', 'running') DO NOTHING RETURNING id`
+
+// insertTasks enqueues tasks as pending, or claimed by claim (may be nil),
+// refusing a second open task for one key and instance with
+// store.ErrConflict; ids are set in tasks after the commit by the caller.
+func insertTasks(ctx context.Context, tx pgx.Tx, tasks []store.Task, claim *store.TaskClaim, t time.Time) ([]int64, error) {
 	ids := make([]int64, 0, len(tasks))
 	for _, task := range tasks {
 		var id int64
-		err := tx.QueryRow(ctx, insertTask, task.Key, task.Instance, task.Kind, task.Payload, nanos(t)).Scan(&id)
+		var err error
+		if claim == nil {
+			err = tx.QueryRow(ctx, insertTask, task.Key, task.Instance, task.Kind, task.Payload, nanos(t)).Scan(&id)
+		} else {
+			err = tx.QueryRow(ctx, insertClaimedTask, task.Key, task.Instance, task.Kind, task.Payload, nanos(t),
+				claim.Owner, claim.TTL.Nanoseconds()).Scan(&id)
+		}
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, openTaskConflict(ctx, tx, task)
 		}

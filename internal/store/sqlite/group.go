@@ -188,6 +188,7 @@ func (s *Store) commitGroup(reqs []*writeReq) {
 		}
 		return
 	}
+	s.ckpt.committed()
 	for i, r := range live {
 		r.finish(s.health.wrote(errs[i]))
 	}

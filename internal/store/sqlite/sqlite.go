@@ -57,6 +57,9 @@ type Store struct {
 	group group
 	// instances caches each service's instances (see instcache.go).
 	instances instanceCache
+	// ckpt checkpoints the WAL beside the writer (see checkpoint.go; nil
+	// for MemoryPath).
+	ckpt *checkpointer
 	// keepSuperseded is the retention bound of CreateDesiredState (see
 	// retention.go); negative keeps everything.
 	keepSuperseded int
@@ -134,7 +137,7 @@ func open(ctx context.Context, path string, ms []migration.Migration) (*Store, e
 		// tasks, their indexes): a larger page cache than the default 2 MiB
 		// saves reading them back from the OS at each transaction.
 		fmt.Sprintf("_pragma=cache_size(%d)", -writeCacheKiB),
-		"_pragma=wal_autocheckpoint(10000)",
+		fmt.Sprintf("_pragma=wal_autocheckpoint(%d)", backstopCheckpointPages),
 		"_txlock=immediate",
 	)
 	write, err := sql.Open("sqlite", name+"?"+strings.Join(writeParams, "&"))
@@ -168,6 +171,10 @@ func open(ctx context.Context, path string, ms []migration.Migration) (*Store, e
 		return nil, err
 	}
 	if err := s.adoptFiles(path); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	if s.ckpt, err = startCheckpointer(name + "?" + strings.Join(params, "&")); err != nil {
 		_ = s.Close()
 		return nil, err
 	}
@@ -228,7 +235,7 @@ func (s *Store) Close() error {
 	if s.read != nil && s.read != s.write {
 		err = s.read.Close()
 	}
-	err = errors.Join(err, s.wstmts.close())
+	err = errors.Join(err, s.wstmts.close(), s.ckpt.close())
 	// The write pool closes last: closing the last connection checkpoints the
 	// WAL into the database file.
 	if s.write != nil {

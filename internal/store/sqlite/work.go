@@ -124,9 +124,10 @@ func scanTask(row interface{ Scan(...any) error }) (store.Task, error) {
 	return t, err
 }
 
-// insertTasks enqueues tasks as pending, refusing a second open task for one
-// key and instance; ids are set in tasks after the commit by the caller.
-func insertTasks(ctx context.Context, tx *wtx, tasks []store.Task, t time.Time) ([]int64, error) {
+// insertTasks enqueues tasks as pending, or claimed by claim (may be nil),
+// refusing a second open task for one key and instance; ids are set in tasks
+// after the commit by the caller.
+func insertTasks(ctx context.Context, tx *wtx, tasks []store.Task, claim *store.TaskClaim, t time.Time) ([]int64, error) {
 	ids := make([]int64, 0, len(tasks))
 	for _, task := range tasks {
 		if task.Key == "" || task.Kind == "" {
@@ -134,8 +135,18 @@ func insertTasks(ctx context.Context, tx *wtx, tasks []store.Task, t time.Time) 
 		}
 		// The unique index of open tasks refuses a second one for the
 		// instance; only then is the open one looked up, to name it.
-		res, err := tx.ExecContext(ctx, "INSERT INTO tasks (key, instance, kind, payload, status, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-			task.Key, task.Instance, task.Kind, dbBytes(task.Payload), store.TaskPending, dbTime(t))
+		var (
+			res sql.Result
+			err error
+		)
+		if claim == nil {
+			res, err = tx.ExecContext(ctx, "INSERT INTO tasks (key, instance, kind, payload, status, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+				task.Key, task.Instance, task.Kind, dbBytes(task.Payload), store.TaskPending, dbTime(t))
+		} else {
+			res, err = tx.ExecContext(ctx, `INSERT INTO tasks (key, instance, kind, payload, status, owner, token, attempts, expires, created_at, claimed_at)
+				VALUES (?1, ?2, ?3, ?4, 'running', ?5, 1, 1, ?6, ?7, ?7)`,
+				task.Key, task.Instance, task.Kind, dbBytes(task.Payload), claim.Owner, dbTime(t.Add(claim.TTL)), dbTime(t))
+		}
 		var se *sqlite3.Error
 		if errors.As(err, &se) && se.Code() == sqlitelib.SQLITE_CONSTRAINT_UNIQUE {
 			var open int64
@@ -232,9 +243,12 @@ func (s *Store) CompleteTask(ctx context.Context, task store.Task, status store.
 		if err := claimHeld(res, err, task); err != nil {
 			return err
 		}
+		// Older than the newest ones kept: one step down the index of the
+		// instance's tasks (nothing when fewer are kept so far), rather than
+		// the list of those kept to compare every task with.
 		_, err = tx.ExecContext(ctx, `DELETE FROM tasks WHERE key = ?1 AND instance = ?2 AND status IN ('succeeded', 'failed')
-			AND id NOT IN (SELECT id FROM tasks WHERE key = ?1 AND instance = ?2 AND status IN ('succeeded', 'failed') ORDER BY id DESC LIMIT ?3)`,
-			task.Key, task.Instance, store.KeepFinishedTasks)
+			AND id < (SELECT id FROM tasks WHERE key = ?1 AND instance = ?2 AND status IN ('succeeded', 'failed') ORDER BY id DESC LIMIT 1 OFFSET ?3)`,
+			task.Key, task.Instance, store.KeepFinishedTasks-1)
 		return err
 	})
 }

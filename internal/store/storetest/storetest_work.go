@@ -22,6 +22,8 @@ var workTests = []struct {
 	{"Lease/ConcurrentClaimsOneWinner", testLeaseConcurrent},
 	{"Task/EnqueueClaimComplete", testTaskLifecycle},
 	{"Task/ExpiredClaimTakenOver", testTaskExpiry},
+	{"Task/EnqueuedClaimed", testTaskEnqueuedClaimed},
+	{"Task/FinishedKeptNewest", testTaskRetention},
 	{"Task/ConcurrentClaimsEachOnce", testTaskConcurrentClaims},
 	{"Task/ReleaseHandsOver", testTaskRelease},
 	{"Work/TwoEnginesTwoRunners", testTwoEnginesTwoRunners},
@@ -269,6 +271,93 @@ func testTaskExpiry(t *testing.T, s store.Store) {
 		t.Errorf("a fenced-out completion wrote its batch: %v", err)
 	}
 	must(t, s.CompleteTask(ctx, b, store.TaskSucceeded, "done", nil))
+}
+
+// testTaskEnqueuedClaimed: a batch's tasks enqueued already claimed are
+// running under the claim (heartbeats and completion hold it), no other
+// runner gets them while it holds, and one whose claim lapses is taken over
+// like any other.
+func testTaskEnqueuedClaimed(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	if err := s.Write(ctx, &store.Batch{Tasks: []store.Task{{Key: "shop/web", Instance: "prod", Kind: "apply"}},
+		Claim: &store.TaskClaim{Owner: "runner-a"}}); err == nil {
+		t.Fatal("a claim without a ttl was accepted")
+	}
+	b := &store.Batch{Tasks: []store.Task{
+		{Key: "shop/web", Instance: "prod", Kind: "apply", Payload: []byte(`{"version":"v1"}`)},
+		{Key: "shop/web", Instance: "staging", Kind: "apply"},
+	}, Claim: &store.TaskClaim{Owner: "runner-a", TTL: time.Minute}}
+	must(t, s.Write(ctx, b))
+	a := b.Tasks[0]
+	if a.ID == 0 || a.Status != store.TaskRunning || a.Owner != "runner-a" || a.Token != 1 || a.Attempts != 1 ||
+		a.ClaimedAt.IsZero() || time.Until(a.Expires) < 50*time.Second {
+		t.Fatalf("enqueued claimed as %+v", a)
+	}
+	got, err := s.GetTask(ctx, a.ID)
+	must(t, err)
+	if got.Status != store.TaskRunning || got.Owner != "runner-a" || got.Token != 1 || got.Attempts != 1 ||
+		got.ClaimedAt.IsZero() || time.Until(got.Expires) < 50*time.Second || string(got.Payload) != `{"version":"v1"}` {
+		t.Fatalf("stored as %+v", got)
+	}
+	if _, err := claimOne(ctx, s, "runner-b", time.Minute); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("another runner claimed a task enqueued claimed: %v", err)
+	}
+	// A second open task for the instance is refused, claimed or not.
+	wantErr(t, s.Write(ctx, &store.Batch{Tasks: []store.Task{{Key: "shop/web", Instance: "prod", Kind: "apply"}},
+		Claim: &store.TaskClaim{Owner: "runner-b", TTL: time.Minute}}), store.ErrConflict, "a second open task, claimed")
+	hb, err := s.HeartbeatTask(ctx, a, time.Minute)
+	must(t, err)
+	must(t, s.CompleteTask(ctx, hb, store.TaskSucceeded, "applied v1", nil))
+	if got, err := s.GetTask(ctx, a.ID); err != nil || got.Status != store.TaskSucceeded {
+		t.Fatalf("completed claimed task is %+v (%v)", got, err)
+	}
+	// One whose claim lapses goes to the next runner, as a second attempt.
+	short := &store.Batch{Tasks: []store.Task{{Key: "shop/web", Instance: "canary", Kind: "apply"}},
+		Claim: &store.TaskClaim{Owner: "runner-a", TTL: 50 * time.Millisecond}}
+	must(t, s.Write(ctx, short))
+	var taken store.Task
+	eventually(t, "the enqueued claim to lapse", func() bool {
+		// staging's task is still claimed by runner-a for a minute.
+		taken, err = claimOne(ctx, s, "runner-b", time.Minute)
+		return err == nil
+	})
+	if taken.ID != short.Tasks[0].ID || taken.Attempts != 2 || taken.Token <= 1 || taken.Owner != "runner-b" {
+		t.Fatalf("taken over as %+v", taken)
+	}
+	wantErr(t, s.CompleteTask(ctx, short.Tasks[0], store.TaskSucceeded, "late", nil), store.ErrFenced, "completion of a lapsed enqueued claim")
+}
+
+// testTaskRetention: completing a task deletes the instance's finished
+// tasks beyond the newest store.KeepFinishedTasks, and no other's.
+func testTaskRetention(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	run := func(instance string) int64 {
+		b := &store.Batch{Tasks: []store.Task{{Key: "shop/web", Instance: instance, Kind: "apply"}},
+			Claim: &store.TaskClaim{Owner: "runner-a", TTL: time.Minute}}
+		must(t, s.Write(ctx, b))
+		must(t, s.CompleteTask(ctx, b.Tasks[0], store.TaskSucceeded, "done", nil))
+		return b.Tasks[0].ID
+	}
+	other := run("staging")
+	var ids []int64
+	for range store.KeepFinishedTasks + 3 {
+		ids = append(ids, run("prod"))
+		all, err := s.ListTasks(ctx, store.TaskFilter{Key: "shop/web"})
+		must(t, err)
+		var kept []int64
+		for _, task := range all {
+			if task.Instance == "prod" {
+				kept = append(kept, task.ID)
+			}
+		}
+		want := ids[max(0, len(ids)-store.KeepFinishedTasks):]
+		if fmt.Sprint(kept) != fmt.Sprint(want) {
+			t.Fatalf("after %d completions prod keeps tasks %v, want %v", len(ids), kept, want)
+		}
+		if all[0].ID != other {
+			t.Fatalf("staging's finished task %d was deleted with prod's: %+v", other, all)
+		}
+	}
 }
 
 func testTaskConcurrentClaims(t *testing.T, s store.Store) {
