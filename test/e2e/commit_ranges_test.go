@@ -53,7 +53,7 @@ func TestCommitDenylistRanges(t *testing.T) {
           lifecycle:
             - deployment: {}
 `, app),
-		"bad.pvn.yaml": fmt.Sprintf("protection:\n  name: bad-commits\n  pollInterval: 1s\n  builtin:\n    commitDenylist:\n      repository: %s\n      commits:\n        - range: {startCommit: %s, endCommit: %s}\n", repoDir, c[0][:8], c[2][:8]),
+		"bad.pvn.yaml": fmt.Sprintf("protection:\n  name: bad-commits\n  pollInterval: 1s\n  builtin:\n    commitDenylist:\n      repository: %s\n      commits:\n        - range: {startCommit: %q, endCommit: %q}\n", repoDir, c[0][:8], c[2][:8]),
 		"api.pvn.yaml": fmt.Sprintf(`service:
   name: api
   application: %s

@@ -47,10 +47,7 @@ func startCheckpointer(dsn string) (*checkpointer, error) {
 	if err != nil {
 		return nil, err
 	}
-	db.SetMaxOpenConns(1)
-	db.SetMaxIdleConns(1)
-	db.SetConnMaxLifetime(0)
-	db.SetConnMaxIdleTime(0)
+	oneConnection(db)
 	ctx, stop := context.WithCancel(context.Background())
 	c := &checkpointer{db: db, nudge: make(chan struct{}, 1), stop: stop}
 	c.done.Go(func() { c.run(ctx) })

@@ -144,10 +144,7 @@ func open(ctx context.Context, path string, ms []migration.Migration) (*Store, e
 	if err != nil {
 		return nil, err
 	}
-	write.SetMaxOpenConns(1)
-	write.SetMaxIdleConns(1)
-	write.SetConnMaxLifetime(0)
-	write.SetConnMaxIdleTime(0)
+	oneConnection(write)
 	s := &Store{write: write, read: write, reads: &stmtCache{db: write}}
 	if err := s.init(ctx, memory, ms); err != nil {
 		_ = s.Close()
@@ -179,6 +176,14 @@ func open(ctx context.Context, path string, ms []migration.Migration) (*Store, e
 		return nil, err
 	}
 	return s, nil
+}
+
+// oneConnection keeps db to one connection, open for as long as db is.
+func oneConnection(db *sql.DB) {
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
 }
 
 // init checks the write connection's settings and migrates the schema.
