@@ -515,15 +515,23 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (Result, error) {
 	if len(b.Instances) > 0 || len(b.Events) > 0 || len(b.Tasks) > 0 || len(b.Observations) > 0 {
 		// With a free slot for each, the tasks are enqueued claimed by this
 		// loop and carried out as soon as they are committed: no claim of
-		// their own, nor a wait for the dispatcher.
-		reserved := l.reserveSlots(len(b.Tasks))
+		// their own, nor a wait for the dispatcher. (Not once the loop is
+		// stopping: it starts no new work then.)
+		reserved := 0
+		if ctx.Err() == nil {
+			reserved = l.reserveSlots(len(b.Tasks))
+		}
 		if reserved > 0 {
 			b.Claim = &store.TaskClaim{Owner: l.owner, TTL: l.taskTTL}
 		}
+		// Slots neither handed to a task nor released are freed however
+		// the pass ends (a panic included).
+		defer func() { l.releaseSlots(reserved) }()
 		claimed := time.Now()
 		err := l.store.Write(ctx, b)
-		if err != nil {
-			l.releaseSlots(reserved)
+		if err == nil && reserved > 0 {
+			l.startClaimed(ctx, b.Tasks, claimed)
+			reserved = 0
 		}
 		switch {
 		case errors.Is(err, store.ErrConflict):
@@ -539,12 +547,7 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (Result, error) {
 			l.rememberObservations(key, seen, b.Observations)
 		}
 		l.written()
-		switch {
-		case reserved > 0:
-			for _, task := range b.Tasks {
-				l.start(task, claimed)
-			}
-		case len(b.Tasks) > 0:
+		if b.Claim == nil && len(b.Tasks) > 0 {
 			l.kick()
 		}
 	}

@@ -106,6 +106,27 @@ func (l *Loop) start(task store.Task, claimed time.Time) {
 	}()
 }
 
+// startClaimed starts tasks a pass enqueued claimed by this loop, one slot
+// taken for each. If the loop began to stop meanwhile (its write commits
+// regardless), it starts none: each is handed back, pending for the next
+// runner, and its slot freed.
+func (l *Loop) startClaimed(ctx context.Context, tasks []store.Task, claimed time.Time) {
+	if ctx.Err() == nil {
+		for _, task := range tasks {
+			l.start(task, claimed)
+		}
+		return
+	}
+	rctx, cancel := recordContext(context.Background())
+	defer cancel()
+	for _, task := range tasks {
+		if err := l.store.ReleaseTask(rctx, task, "not started: the engine was stopping", nil); err != nil && !errors.Is(err, store.ErrFenced) {
+			l.log.Error("hand back a task enqueued while stopping", "task", task.ID, "error", err)
+		}
+		<-l.slots
+	}
+}
+
 // reserveSlots takes a slot for each of n tasks a pass is about to enqueue,
 // if that many are free now, and returns how many it took: n or 0. The
 // pass then enqueues them claimed and starts them itself (start frees each
