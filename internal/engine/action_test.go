@@ -132,13 +132,7 @@ func (r failingRuntime) Apply(context.Context, runtimes.Target) (runtimes.ApplyR
 // now (an agent away) never makes the instance give up.
 func TestApplyOutcomeAttempts(t *testing.T) {
 	st := openStore(t)
-	compiled, err := ds.Encode(&ds.Compiled{Application: "app", Service: "svc", Version: "v1", Channels: []ds.Channel{{Name: "prod", Runtime: "rt"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.CreateDesiredState(t.Context(), store.DesiredState{ID: "ds-1", Application: "app", Service: "svc", Version: "v1", Compiled: compiled}); err != nil {
-		t.Fatal(err)
-	}
+	pushOneChannel(t, st, "ds-1")
 	settings := DefaultSettings()
 	limit := settings.MaxApplyAttempts
 	for _, tc := range []struct {

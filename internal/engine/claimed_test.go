@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	ds "github.com/drover-dev/drover/internal/desiredstate"
 	"github.com/drover-dev/drover/internal/store"
 )
 
@@ -25,13 +24,7 @@ func (c cancelOnWrite) Write(ctx context.Context, b *store.Batch) error {
 func newClaimFixture(t *testing.T) store.Store {
 	t.Helper()
 	st := openStore(t)
-	compiled, err := ds.Encode(&ds.Compiled{Application: "app", Service: "svc", Version: "v1", Channels: []ds.Channel{{Name: "prod", Runtime: "rt"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.CreateDesiredState(t.Context(), store.DesiredState{ID: "ds-claim", Application: "app", Service: "svc", Version: "v1", Compiled: compiled}); err != nil {
-		t.Fatal(err)
-	}
+	pushOneChannel(t, st, "ds-claim")
 	return st
 }
 

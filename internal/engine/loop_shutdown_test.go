@@ -47,6 +47,19 @@ func openStore(t *testing.T) store.Store {
 	return st
 }
 
+// pushOneChannel stores desired state id of app/svc at version v1: one
+// release channel, prod, on runtime rt.
+func pushOneChannel(t *testing.T, st store.Store, id string) {
+	t.Helper()
+	compiled, err := ds.Encode(&ds.Compiled{Application: "app", Service: "svc", Version: "v1", Channels: []ds.Channel{{Name: "prod", Runtime: "rt"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CreateDesiredState(t.Context(), store.DesiredState{ID: id, Application: "app", Service: "svc", Version: "v1", Compiled: compiled}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // shutdownFixture is a loop with one instance whose apply blocks.
 type shutdownFixture struct {
 	st   store.Store
@@ -59,13 +72,7 @@ func newShutdownFixture(t *testing.T, grace time.Duration) *shutdownFixture {
 	t.Helper()
 	ctx := t.Context()
 	st := openStore(t)
-	compiled, err := ds.Encode(&ds.Compiled{Application: "app", Service: "svc", Version: "v1", Channels: []ds.Channel{{Name: "prod", Runtime: "rt"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.CreateDesiredState(ctx, store.DesiredState{ID: "ds-shutdown", Application: "app", Service: "svc", Version: "v1", Compiled: compiled}); err != nil {
-		t.Fatal(err)
-	}
+	pushOneChannel(t, st, "ds-shutdown")
 	b := &store.Batch{Instances: []store.Instance{{
 		Application: "app", Service: "svc", ReleaseChannel: "prod", DesiredStateID: "ds-shutdown",
 		TargetStateID: "ds-shutdown", TargetVersion: "v1", Status: "CONVERGING", ApplyAttempts: 1, LastApplyAt: time.Now(),
