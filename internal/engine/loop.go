@@ -69,6 +69,10 @@ type Loop struct {
 	// context ends; applyCtx is what they run under (see loop_shutdown.go).
 	shutdownGrace time.Duration
 	applyCtx      context.Context
+	// quit is closed once Run's context ends (nil before Run).
+	quit chan struct{}
+	// outcomes wait for the next pass over their service (outcomes.go).
+	outcomes outcomes
 
 	// onWrite, when set, is called after each durable write (tests, SSE).
 	onWrite func()
@@ -285,6 +289,10 @@ func (l *Loop) Run(ctx context.Context) error {
 		return fmt.Errorf("engine: list desired states: %w", err)
 	}
 	stopApplies := l.startApplyContext(ctx)
+	quit := make(chan struct{})
+	l.mu.Lock()
+	l.quit = quit
+	l.mu.Unlock()
 	for _, d := range active {
 		l.Enqueue(d.Application, d.Service)
 	}
@@ -297,6 +305,7 @@ func (l *Loop) Run(ctx context.Context) error {
 	}
 	wg.Go(func() { l.dispatch(ctx) })
 	<-ctx.Done()
+	close(quit)
 	l.queue.Close()
 	wg.Wait()
 	l.drain(stopApplies)
@@ -412,6 +421,11 @@ func (l *Loop) safeReconcile(ctx context.Context, key string) (res Result, err e
 // start the actions. Its Result says when the service wants another pass.
 func (l *Loop) Reconcile(ctx context.Context, app, svc string) (Result, error) {
 	key := serviceKey(app, svc)
+	// Outcomes of actions that ended since are recorded with this pass's
+	// write, and planned with (outcomes.go). A pass that writes nothing
+	// hands them back to their runners at once.
+	waiting := l.outcomes.take(key)
+	defer func() { settleOutcomes(waiting, false) }()
 	lease, err := l.lease(ctx, key)
 	if errors.Is(err, store.ErrLeaseHeld) {
 		// Another engine plans this service; take it over if its lease lapses.
@@ -453,6 +467,9 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (Result, error) {
 	for _, inst := range list {
 		instances[inst.ReleaseChannel] = inst
 	}
+	// The instances the outcomes change are written even if the plan
+	// changes nothing more.
+	done, doneEvents, doneChanged := applyOutcomes(waiting, l.now(), instances, applying)
 	var approvals []store.Approval
 	if cs.gated {
 		if approvals, err = l.store.ListApprovals(ctx, rec.ID); err != nil {
@@ -505,6 +522,18 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (Result, error) {
 	now := l.now()
 	plan := PlanService(PlanInput{Now: now, Desired: desired, Instances: instances, Observed: observed, Approvals: approvals, Freezes: frozen, Running: applying, Settings: l.settings})
 	b := &store.Batch{Fence: &store.Fence{Key: leaseKey(key), Token: lease.Token}, Instances: plan.Instances, Events: plan.Events, Observations: newObs}
+	if len(done) > 0 {
+		b.Complete = done
+		b.Events = append(doneEvents, plan.Events...)
+		for _, in := range plan.Instances {
+			delete(doneChanged, in.ReleaseChannel)
+		}
+		for _, ch := range cs.desired.Channels {
+			if doneChanged[ch.Name] {
+				b.Instances = append(b.Instances, instances[ch.Name])
+			}
+		}
+	}
 	for _, a := range plan.Actions {
 		payload, err := json.Marshal(a)
 		if err != nil {
@@ -512,7 +541,7 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (Result, error) {
 		}
 		b.Tasks = append(b.Tasks, store.Task{Key: key, Instance: a.taskInstance(), Kind: taskKind(a), Payload: payload})
 	}
-	if len(b.Instances) > 0 || len(b.Events) > 0 || len(b.Tasks) > 0 || len(b.Observations) > 0 {
+	if len(b.Instances) > 0 || len(b.Events) > 0 || len(b.Tasks) > 0 || len(b.Observations) > 0 || len(b.Complete) > 0 {
 		// With a free slot for each, the tasks are enqueued claimed by this
 		// loop and carried out as soon as they are committed: no claim of
 		// their own, nor a wait for the dispatcher. (Not once the loop is
@@ -529,6 +558,8 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (Result, error) {
 		defer func() { l.releaseSlots(reserved) }()
 		claimed := time.Now()
 		err := l.store.Write(ctx, b)
+		settleOutcomes(waiting, err == nil)
+		waiting = nil
 		if err == nil && reserved > 0 {
 			l.startClaimed(ctx, b.Tasks, claimed)
 			reserved = 0

@@ -9,13 +9,19 @@ import (
 // queue is a level-triggered work queue of keys, in the manner of client-go's
 // workqueue: a key is queued at most once; a key added while it is being
 // processed is processed again afterwards (never concurrently); AddAfter
-// schedules a key for later, keeping only the earliest time.
+// schedules a key for later, keeping only the earliest time; AddFirst
+// queues a key ahead of the others.
 type queue struct {
-	mu         sync.Mutex
-	cond       *sync.Cond
+	mu   sync.Mutex
+	cond *sync.Cond
+	// first and ready are the keys queued, first taken before ready. A
+	// key queued in both, or taken already, has entries in them that
+	// are passed over (queued says which keys are queued).
+	first      []string
 	ready      []string
 	queued     map[string]bool
 	processing map[string]bool
+	// dirty are the keys added while processed: true for AddFirst.
 	dirty      map[string]bool
 	delayed    delayHeap
 	delayedAt  map[string]time.Time
@@ -42,7 +48,9 @@ func (q *queue) addLocked(key string) {
 		return
 	}
 	if q.processing[key] {
-		q.dirty[key] = true
+		if _, ok := q.dirty[key]; !ok {
+			q.dirty[key] = false // keeps an AddFirst's true
+		}
 		return
 	}
 	if q.queued[key] {
@@ -50,6 +58,23 @@ func (q *queue) addLocked(key string) {
 	}
 	q.queued[key] = true
 	q.ready = append(q.ready, key)
+	q.cond.Signal()
+}
+
+// AddFirst queues key now, ahead of the keys Add queued: a pass has work
+// waiting for it (an outcome to record).
+func (q *queue) AddFirst(key string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return
+	}
+	if q.processing[key] {
+		q.dirty[key] = true
+		return
+	}
+	q.queued[key] = true // an entry in ready, if any, is passed over
+	q.first = append(q.first, key)
 	q.cond.Signal()
 }
 
@@ -121,17 +146,26 @@ func (q *queue) fire() {
 func (q *queue) Get() (string, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for len(q.ready) == 0 && !q.closed {
-		q.cond.Wait()
+	for {
+		for len(q.first) == 0 && len(q.ready) == 0 && !q.closed {
+			q.cond.Wait()
+		}
+		if q.closed {
+			return "", false
+		}
+		var key string
+		if len(q.first) > 0 {
+			key, q.first = q.first[0], q.first[1:]
+		} else {
+			key, q.ready = q.ready[0], q.ready[1:]
+		}
+		if !q.queued[key] {
+			continue // taken from the other list already
+		}
+		delete(q.queued, key)
+		q.processing[key] = true
+		return key, true
 	}
-	if q.closed {
-		return "", false
-	}
-	key := q.ready[0]
-	q.ready = q.ready[1:]
-	delete(q.queued, key)
-	q.processing[key] = true
-	return key, true
 }
 
 // Done marks key processed; if it was added meanwhile it is queued again.
@@ -139,17 +173,25 @@ func (q *queue) Done(key string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	delete(q.processing, key)
-	if q.dirty[key] {
-		delete(q.dirty, key)
-		q.addLocked(key)
+	first, ok := q.dirty[key]
+	if !ok {
+		return
 	}
+	delete(q.dirty, key)
+	if first {
+		q.first = append(q.first, key)
+		q.queued[key] = true
+		q.cond.Signal()
+		return
+	}
+	q.addLocked(key)
 }
 
 // Len is the number of keys ready to be processed.
 func (q *queue) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.ready)
+	return len(q.queued)
 }
 
 // Close wakes every Get and drops pending work.

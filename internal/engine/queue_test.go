@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -26,5 +27,48 @@ func TestQueueAddIfIdle(t *testing.T) {
 	q.AddIfIdle("b")
 	if q.Len() != 0 {
 		t.Fatal("a key scheduled for later was queued now")
+	}
+}
+
+// TestQueueAddFirst: AddFirst queues a key ahead of those Add queued, once
+// (whether it was queued already or not), and a key AddFirst marks while it
+// is processed comes first again once done.
+func TestQueueAddFirst(t *testing.T) {
+	t.Parallel()
+	q := newQueue(time.Now)
+	defer q.Close()
+	for _, k := range []string{"a", "b", "c"} {
+		q.Add(k)
+	}
+	q.AddFirst("c")
+	q.AddFirst("d")
+	q.AddFirst("d")
+	if q.Len() != 4 {
+		t.Fatalf("%d keys ready, want 4", q.Len())
+	}
+	var got []string
+	for q.Len() > 0 {
+		k, _ := q.Get()
+		got = append(got, k)
+		q.Done(k)
+	}
+	if want := "c d a b"; strings.Join(got, " ") != want {
+		t.Fatalf("keys came as %q, want %q", got, want)
+	}
+	q.Add("a")
+	q.Add("b")
+	k, _ := q.Get() // a, processed
+	q.AddFirst(k)
+	q.Add(k)
+	q.Add("c")
+	q.Done(k)
+	got = got[:0]
+	for q.Len() > 0 {
+		k, _ := q.Get()
+		got = append(got, k)
+		q.Done(k)
+	}
+	if want := "a b c"; strings.Join(got, " ") != want {
+		t.Fatalf("after AddFirst while processed, keys came as %q, want %q", got, want)
 	}
 }

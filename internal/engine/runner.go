@@ -150,7 +150,9 @@ func (l *Loop) releaseSlots(n int) {
 }
 
 // runTask carries out one claimed task and completes it. claimed is when
-// the claim was asked for, by this host's clock.
+// the claim was asked for, by this host's clock. The task keeps its slot
+// until its outcome is recorded: the slots bound the actions carried out
+// and not yet recorded, which a crash would have done again.
 func (l *Loop) runTask(task store.Task, claimed time.Time) {
 	app, svc, _ := strings.Cut(task.Key, "/")
 	log := l.log.With("task", task.ID, "service", task.Key, "release_channel", task.Instance, "attempt", task.Attempts)
@@ -203,12 +205,20 @@ func (l *Loop) runTask(task store.Task, claimed time.Time) {
 			out.Change = func(i *store.Instance) { i.Reason, i.Message = ds.ReasonApplyFailed, msg }
 		}
 	}
-	l.completeTask(task, a, out, log)
+	recorded := l.recordInPass(task, a, out)
+	if !recorded {
+		l.completeTask(task, a, out, log)
+	}
 	outcome := "succeeded"
 	if out.Failed {
 		outcome = "failed"
 	}
 	l.observer.TaskDone(string(a.Kind), outcome, time.Since(began))
+	if recorded && err == nil && out.Result.RequeueAfter <= 0 {
+		// The pass asked for has run, and recorded it.
+		l.forgetFailures(task.Key)
+		return
+	}
 	l.settle(task.Key, string(a.Kind), out.Result, err)
 }
 

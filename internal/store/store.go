@@ -281,6 +281,20 @@ type Batch struct {
 	Claim *TaskClaim
 	// Observations replace the stored observation of their instance.
 	Observations []Observation
+	// Complete ends claimed tasks as CompleteTask does, in the batch's
+	// transaction, before its other writes: a claim no longer held fails
+	// the batch with ErrFenced (an engine records the outcome of an
+	// action it carried out with the pass that follows it, one write).
+	Complete []TaskDone
+}
+
+// TaskDone is the outcome of a claimed task, for Batch.Complete.
+type TaskDone struct {
+	// Task is the claim as held: ID, Key, Instance, Owner and Token.
+	Task Task
+	// Status is TaskSucceeded or TaskFailed.
+	Status  TaskStatus
+	Message string
 }
 
 // TaskClaim is who claims a Batch's tasks as they are enqueued, and for how

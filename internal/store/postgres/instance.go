@@ -117,15 +117,25 @@ func validateBatch(b *store.Batch) error {
 			return fmt.Errorf("task %s of %q: key and kind are required", task.Kind, task.Key)
 		}
 	}
+	for _, d := range b.Complete {
+		if err := validateDone(d); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
-// applyBatch writes b inside tx: fence, instances, tasks, observations and,
-// last, events (whose lock is then held the shortest time). It returns the
-// events' sequence numbers and the tasks' ids.
+// applyBatch writes b inside tx: fence, completed tasks, instances, tasks,
+// observations and, last, events (whose lock is then held the shortest
+// time). It returns the events' sequence numbers and the tasks' ids.
 func applyBatch(ctx context.Context, tx pgx.Tx, b *store.Batch, t time.Time) (seqs, ids []int64, err error) {
 	if err := checkFence(ctx, tx, b.Fence); err != nil {
 		return nil, nil, err
+	}
+	for _, d := range b.Complete {
+		if err := finishTask(ctx, tx, d, t); err != nil {
+			return nil, nil, err
+		}
 	}
 	for _, in := range b.Instances {
 		if err := putInstance(ctx, tx, in, t); err != nil {

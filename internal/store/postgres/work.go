@@ -218,25 +218,42 @@ func (s *Store) HeartbeatTask(ctx context.Context, task store.Task, ttl time.Dur
 
 // CompleteTask implements store.Store.
 func (s *Store) CompleteTask(ctx context.Context, task store.Task, status store.TaskStatus, message string, b *store.Batch) error {
-	if status != store.TaskSucceeded && status != store.TaskFailed {
-		return fmt.Errorf("complete task %d: status must be %s or %s, not %q", task.ID, store.TaskSucceeded, store.TaskFailed, status)
+	done := store.TaskDone{Task: task, Status: status, Message: message}
+	if err := validateDone(done); err != nil {
+		return err
 	}
 	return s.endClaim(ctx, "complete", task, b, func(tx pgx.Tx, t time.Time) error {
-		tag, err := tx.Exec(ctx, `UPDATE tasks SET status = $1, message = $2, finished_at = $3, expires = NULL
-			WHERE id = $4 AND status = 'running' AND owner = $5 AND token = $6`,
-			status, text(message), nanos(t), task.ID, task.Owner, task.Token)
-		if err := claimHeld(tag, err, task); err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, `DELETE FROM tasks WHERE key = $1 AND instance = $2 AND status IN ('succeeded', 'failed')
-			AND id NOT IN (SELECT id FROM tasks WHERE key = $1 AND instance = $2 AND status IN ('succeeded', 'failed')
-				ORDER BY id DESC LIMIT $3)`,
-			task.Key, task.Instance, store.KeepFinishedTasks)
-		if err != nil {
-			return fmt.Errorf("delete old tasks of %s/%s: %w", task.Key, task.Instance, err)
-		}
-		return nil
+		return finishTask(ctx, tx, done, t)
 	})
+}
+
+// validateDone checks a task outcome's status.
+func validateDone(d store.TaskDone) error {
+	if d.Status != store.TaskSucceeded && d.Status != store.TaskFailed {
+		return fmt.Errorf("complete task %d: status must be %s or %s, not %q", d.Task.ID, store.TaskSucceeded, store.TaskFailed, d.Status)
+	}
+	return nil
+}
+
+// finishTask ends the claim d.Task with d's outcome (store.ErrFenced when
+// it is no longer held) and deletes the instance's finished tasks beyond
+// the newest ones kept.
+func finishTask(ctx context.Context, tx pgx.Tx, d store.TaskDone, t time.Time) error {
+	task := d.Task
+	tag, err := tx.Exec(ctx, `UPDATE tasks SET status = $1, message = $2, finished_at = $3, expires = NULL
+		WHERE id = $4 AND status = 'running' AND owner = $5 AND token = $6`,
+		d.Status, text(d.Message), nanos(t), task.ID, task.Owner, task.Token)
+	if err := claimHeld(tag, err, task); err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, `DELETE FROM tasks WHERE key = $1 AND instance = $2 AND status IN ('succeeded', 'failed')
+		AND id NOT IN (SELECT id FROM tasks WHERE key = $1 AND instance = $2 AND status IN ('succeeded', 'failed')
+			ORDER BY id DESC LIMIT $3)`,
+		task.Key, task.Instance, store.KeepFinishedTasks)
+	if err != nil {
+		return fmt.Errorf("delete old tasks of %s/%s: %w", task.Key, task.Instance, err)
+	}
+	return nil
 }
 
 // ReleaseTask implements store.Store.

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/drover-dev/drover/internal/store"
@@ -20,26 +21,54 @@ func scanEvent(row interface{ Scan(...any) error }) (store.Event, error) {
 const insertEvent = "INSERT INTO events (time, application, service, release_channel, desired_state_id, type, actor, message, data)" +
 	" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
+// eventsPerInsert is the most events one INSERT carries: a batch's events
+// go in as few statements as that allows (a statement is most of the cost
+// of a row here).
+const eventsPerInsert = 8
+
+// insertEventRows[n] inserts n events (insertEventRows[1] is insertEvent).
+var insertEventRows = func() [eventsPerInsert + 1]string {
+	var qs [eventsPerInsert + 1]string
+	for n := 1; n <= eventsPerInsert; n++ {
+		qs[n] = insertEvent + strings.Repeat(", (?, ?, ?, ?, ?, ?, ?, ?, ?)", n-1)
+	}
+	return qs
+}()
+
 // insertEvents appends events in tx and returns their sequence numbers. A
-// zero Time is stored as t.
+// statement's rows take consecutive sequence numbers in their order, the
+// last one its LastInsertId: seq is AUTOINCREMENT, and the writer is alone.
 func (s *Store) insertEvents(ctx context.Context, tx *wtx, events []store.Event, t time.Time) ([]int64, error) {
 	if len(events) == 0 {
 		return nil, nil
 	}
 	seqs := make([]int64, len(events))
-	for i, e := range events {
-		at := e.Time
-		if at.IsZero() {
-			at = t
+	args := make([]any, 0, 9*min(len(events), eventsPerInsert))
+	for first := 0; first < len(events); first += eventsPerInsert {
+		chunk := events[first:min(first+eventsPerInsert, len(events))]
+		args = args[:0]
+		for _, e := range chunk {
+			at := e.Time
+			if at.IsZero() {
+				at = t
+			}
+			args = append(args, dbTime(at), e.Application, e.Service, e.ReleaseChannel, e.DesiredStateID,
+				e.Type, e.Actor, e.Message, dbBytes(e.Data))
 		}
-		res, err := tx.ExecContext(ctx, insertEvent, dbTime(at), e.Application, e.Service, e.ReleaseChannel, e.DesiredStateID,
-			e.Type, e.Actor, e.Message, dbBytes(e.Data))
-		if err != nil {
-			return nil, fmt.Errorf("event %d (%s): %w", i, e.Type, err)
+		res, err := tx.ExecContext(ctx, insertEventRows[len(chunk)], args...)
+		if err == nil {
+			var last int64
+			if last, err = res.LastInsertId(); err == nil {
+				for i := range chunk {
+					seqs[first+i] = last - int64(len(chunk)-1-i)
+				}
+				continue
+			}
 		}
-		if seqs[i], err = res.LastInsertId(); err != nil {
-			return nil, fmt.Errorf("event %d (%s): %w", i, e.Type, err)
+		if len(chunk) == 1 {
+			return nil, fmt.Errorf("event %d (%s): %w", first, chunk[0].Type, err)
 		}
+		return nil, fmt.Errorf("events %d-%d: %w", first, first+len(chunk)-1, err)
 	}
 	return seqs, nil
 }

@@ -182,6 +182,7 @@ func (s *Store) commitGroup(reqs []*writeReq) {
 	s.instances.committing(&wt.inst)
 	err = s.health.wrote(tx.Commit())
 	s.instances.done(&wt.inst, err == nil)
+	s.reuse(wt)
 	if err != nil {
 		for _, r := range live {
 			r.finish(err)

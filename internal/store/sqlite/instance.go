@@ -128,14 +128,24 @@ func validateBatch(b *store.Batch) error {
 			return fmt.Errorf("instance %s/%s/%s: negative revision %d", in.Application, in.Service, in.ReleaseChannel, in.Revision)
 		}
 	}
+	for _, d := range b.Complete {
+		if err := validateDone(d); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
-// applyBatch writes b inside tx: fence, instances, events, tasks. It
-// returns the events' sequence numbers and the tasks' ids.
+// applyBatch writes b inside tx: fence, completed tasks, instances, events,
+// tasks. It returns the events' sequence numbers and the tasks' ids.
 func (s *Store) applyBatch(ctx context.Context, tx *wtx, b *store.Batch, t time.Time) (seqs, ids []int64, err error) {
 	if err := checkFence(ctx, tx, b.Fence); err != nil {
 		return nil, nil, err
+	}
+	for _, d := range b.Complete {
+		if err := finishTask(ctx, tx, d, t); err != nil {
+			return nil, nil, err
+		}
 	}
 	for _, in := range b.Instances {
 		if err := s.putInstance(ctx, tx, in, t); err != nil {

@@ -57,6 +57,9 @@ type Store struct {
 	group group
 	// instances caches each service's instances (see instcache.go).
 	instances instanceCache
+	// instBuf are the instance write lists of the last group's
+	// transaction, kept for the next (see reuse).
+	instBuf instWrites
 	// ckpt checkpoints the WAL beside the writer (see checkpoint.go; nil
 	// for MemoryPath).
 	ckpt *checkpointer

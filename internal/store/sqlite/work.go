@@ -233,24 +233,41 @@ func (s *Store) HeartbeatTask(ctx context.Context, task store.Task, ttl time.Dur
 
 // CompleteTask implements store.Store.
 func (s *Store) CompleteTask(ctx context.Context, task store.Task, status store.TaskStatus, message string, b *store.Batch) error {
-	if status != store.TaskSucceeded && status != store.TaskFailed {
-		return fmt.Errorf("complete task %d: status must be %s or %s, not %q", task.ID, store.TaskSucceeded, store.TaskFailed, status)
+	done := store.TaskDone{Task: task, Status: status, Message: message}
+	if err := validateDone(done); err != nil {
+		return err
 	}
 	return s.endClaim(ctx, "complete", task, b, func(tx *wtx, t time.Time) error {
-		res, err := tx.ExecContext(ctx, `UPDATE tasks SET status = ?, message = ?, finished_at = ?, expires = NULL
-			WHERE id = ? AND status = 'running' AND owner = ? AND token = ?`,
-			status, message, dbTime(t), task.ID, task.Owner, task.Token)
-		if err := claimHeld(res, err, task); err != nil {
-			return err
-		}
-		// Older than the newest ones kept: one step down the index of the
-		// instance's tasks (nothing when fewer are kept so far), rather than
-		// the list of those kept to compare every task with.
-		_, err = tx.ExecContext(ctx, `DELETE FROM tasks WHERE key = ?1 AND instance = ?2 AND status IN ('succeeded', 'failed')
-			AND id < (SELECT id FROM tasks WHERE key = ?1 AND instance = ?2 AND status IN ('succeeded', 'failed') ORDER BY id DESC LIMIT 1 OFFSET ?3)`,
-			task.Key, task.Instance, store.KeepFinishedTasks-1)
-		return err
+		return finishTask(ctx, tx, done, t)
 	})
+}
+
+// validateDone checks a task outcome's status.
+func validateDone(d store.TaskDone) error {
+	if d.Status != store.TaskSucceeded && d.Status != store.TaskFailed {
+		return fmt.Errorf("complete task %d: status must be %s or %s, not %q", d.Task.ID, store.TaskSucceeded, store.TaskFailed, d.Status)
+	}
+	return nil
+}
+
+// finishTask ends the claim d.Task with d's outcome (store.ErrFenced when
+// it is no longer held) and deletes the instance's finished tasks older
+// than the newest ones kept.
+func finishTask(ctx context.Context, tx *wtx, d store.TaskDone, t time.Time) error {
+	task := d.Task
+	res, err := tx.ExecContext(ctx, `UPDATE tasks SET status = ?, message = ?, finished_at = ?, expires = NULL
+		WHERE id = ? AND status = 'running' AND owner = ? AND token = ?`,
+		d.Status, d.Message, dbTime(t), task.ID, task.Owner, task.Token)
+	if err := claimHeld(res, err, task); err != nil {
+		return err
+	}
+	// Older than the newest ones kept: one step down the index of the
+	// instance's tasks (nothing when fewer are kept so far), rather than
+	// the list of those kept to compare every task with.
+	_, err = tx.ExecContext(ctx, `DELETE FROM tasks WHERE key = ?1 AND instance = ?2 AND status IN ('succeeded', 'failed')
+		AND id < (SELECT id FROM tasks WHERE key = ?1 AND instance = ?2 AND status IN ('succeeded', 'failed') ORDER BY id DESC LIMIT 1 OFFSET ?3)`,
+		task.Key, task.Instance, store.KeepFinishedTasks-1)
+	return err
 }
 
 // ReleaseTask implements store.Store.

@@ -40,7 +40,21 @@ type writeStmts struct {
 }
 
 func (s *Store) newWtx(ctx context.Context, tx *sql.Tx) *wtx {
-	return &wtx{ctx: ctx, tx: tx, stmts: &s.wstmts}
+	t := &wtx{ctx: ctx, tx: tx, stmts: &s.wstmts}
+	t.inst.written, t.inst.touched = s.instBuf.written[:0], s.instBuf.touched[:0]
+	return t
+}
+
+// reuse keeps t's instance write lists for the next group's transaction
+// (groups commit one at a time), once the cache has taken their rows.
+func (s *Store) reuse(t *wtx) {
+	if cap(t.inst.written) > 4096 || cap(t.inst.touched) > 4096 {
+		s.instBuf = instWrites{} // an import's: not kept
+		return
+	}
+	clear(t.inst.written) // holds no slice of the rows any longer
+	clear(t.inst.touched)
+	s.instBuf.written, s.instBuf.touched = t.inst.written[:0], t.inst.touched[:0]
 }
 
 // stmt returns q bound to the transaction, or nil when q is not prepared yet

@@ -1620,6 +1620,22 @@ func testAppendEvents(t *testing.T, s store.Store) {
 		t.Errorf("later append got seq %d, not after %d", more[0].Seq, evs[2].Seq)
 	}
 	same(t, events(t, s, store.EventFilter{}), append(slices.Clone(evs), more...), "ListEvents after a second append")
+
+	// Many at once, as one write: each gets its own seq, in order, and
+	// reads back as itself.
+	var many []store.Event
+	for i := range 21 {
+		e := ev("shop", fmt.Sprint("svc", i%4), fmt.Sprint("e", i))
+		e.Time = ts(i)
+		many = append(many, e)
+	}
+	must(t, s.AppendEvents(ctx, many...))
+	for i := range many {
+		if i > 0 && many[i].Seq <= many[i-1].Seq {
+			t.Fatalf("seqs of one append = %v, want increasing", seqs(many))
+		}
+	}
+	same(t, events(t, s, store.EventFilter{AfterSeq: more[0].Seq}), many, "ListEvents after appending many at once")
 }
 
 func testEventFilter(t *testing.T, s store.Store) {

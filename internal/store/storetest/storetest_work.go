@@ -24,6 +24,7 @@ var workTests = []struct {
 	{"Task/ExpiredClaimTakenOver", testTaskExpiry},
 	{"Task/EnqueuedClaimed", testTaskEnqueuedClaimed},
 	{"Task/FinishedKeptNewest", testTaskRetention},
+	{"Task/CompletedInBatch", testTaskCompletedInBatch},
 	{"Task/ConcurrentClaimsEachOnce", testTaskConcurrentClaims},
 	{"Task/ReleaseHandsOver", testTaskRelease},
 	{"Work/TwoEnginesTwoRunners", testTwoEnginesTwoRunners},
@@ -325,6 +326,77 @@ func testTaskEnqueuedClaimed(t *testing.T, s store.Store) {
 		t.Fatalf("taken over as %+v", taken)
 	}
 	wantErr(t, s.CompleteTask(ctx, short.Tasks[0], store.TaskSucceeded, "late", nil), store.ErrFenced, "completion of a lapsed enqueued claim")
+}
+
+// testTaskCompletedInBatch: a batch ends claimed tasks with the rest of its
+// writes, all or nothing: a claim no longer held, or an outcome that is not
+// one, fails the whole batch and writes nothing of it.
+func testTaskCompletedInBatch(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	lease, err := s.ClaimLease(ctx, "service/shop/web", "engine-a", time.Minute)
+	must(t, err)
+	fence := &store.Fence{Key: lease.Key, Token: lease.Token}
+	first := &store.Batch{Fence: fence, Tasks: []store.Task{{Key: "shop/web", Instance: "staging", Kind: "apply"}},
+		Claim: &store.TaskClaim{Owner: "engine-a", TTL: time.Minute}}
+	must(t, s.Write(ctx, first))
+	done := first.Tasks[0]
+	events := func() int {
+		evs, err := s.ListEvents(ctx, store.EventFilter{Application: "shop", Service: "web"})
+		must(t, err)
+		return len(evs)
+	}
+	before := events()
+	for _, bad := range []struct {
+		what string
+		d    store.TaskDone
+		want error
+	}{
+		{"an outcome that is not one", store.TaskDone{Task: done, Status: store.TaskRunning}, nil},
+		{"a claim held by nobody of that token", store.TaskDone{Task: func() store.Task { x := done; x.Token++; return x }(), Status: store.TaskSucceeded}, store.ErrFenced},
+		{"a claim of another owner", store.TaskDone{Task: func() store.Task { x := done; x.Owner = "engine-b"; return x }(), Status: store.TaskSucceeded}, store.ErrFenced},
+	} {
+		err := s.Write(ctx, &store.Batch{Fence: fence, Complete: []store.TaskDone{bad.d},
+			Instances: []store.Instance{instance("shop", "web", "staging")}, Events: []store.Event{ev("shop", "web", "applied")}})
+		switch {
+		case err == nil:
+			t.Fatalf("%s: the batch was written", bad.what)
+		case bad.want != nil:
+			wantErr(t, err, bad.want, bad.what)
+		}
+		if _, err := s.GetInstance(ctx, "shop", "web", "staging"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("%s: the batch's instance was written (%v)", bad.what, err)
+		}
+		if n := events(); n != before {
+			t.Fatalf("%s: %d events were appended", bad.what, n-before)
+		}
+		if got, err := s.GetTask(ctx, done.ID); err != nil || got.Status != store.TaskRunning {
+			t.Fatalf("%s: the task is %+v (%v)", bad.what, got, err)
+		}
+	}
+	next := &store.Batch{Fence: fence,
+		Complete:  []store.TaskDone{{Task: done, Status: store.TaskSucceeded, Message: "applied v1"}},
+		Instances: []store.Instance{instance("shop", "web", "staging")},
+		Events:    []store.Event{ev("shop", "web", "applied")},
+		Tasks:     []store.Task{{Key: "shop/web", Instance: "prod", Kind: "apply"}},
+		Claim:     &store.TaskClaim{Owner: "engine-a", TTL: time.Minute}}
+	must(t, s.Write(ctx, next))
+	got, err := s.GetTask(ctx, done.ID)
+	must(t, err)
+	if got.Status != store.TaskSucceeded || got.Message != "applied v1" || got.FinishedAt.IsZero() || !got.Expires.IsZero() {
+		t.Fatalf("completed in a batch as %+v", got)
+	}
+	if _, err := s.GetInstance(ctx, "shop", "web", "staging"); err != nil {
+		t.Fatalf("the batch's instance: %v", err)
+	}
+	if n := events(); n != before+1 {
+		t.Fatalf("%d events appended, want 1", n-before)
+	}
+	if next.Tasks[0].Status != store.TaskRunning {
+		t.Fatalf("the batch's new task is %+v", next.Tasks[0])
+	}
+	// Completed once: a second completion of the claim is fenced.
+	wantErr(t, s.Write(ctx, &store.Batch{Complete: []store.TaskDone{{Task: done, Status: store.TaskFailed}}}), store.ErrFenced, "a second completion")
+	wantErr(t, s.CompleteTask(ctx, done, store.TaskFailed, "again", nil), store.ErrFenced, "CompleteTask after a completion in a batch")
 }
 
 // testTaskRetention: completing a task deletes the instance's finished
