@@ -22,12 +22,12 @@ type queue struct {
 	queued     map[string]bool
 	processing map[string]bool
 	// dirty are the keys added while processed: true for AddFirst.
-	dirty      map[string]bool
-	delayed    delayHeap
-	delayedAt  map[string]time.Time
-	timer      *time.Timer
-	closed     bool
-	now        func() time.Time
+	dirty     map[string]bool
+	delayed   delayHeap
+	delayedAt map[string]time.Time
+	timer     *time.Timer
+	closed    bool
+	now       func() time.Time
 }
 
 func newQueue(now func() time.Time) *queue {
