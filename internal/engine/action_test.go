@@ -54,7 +54,8 @@ func TestSettleFollowsTheRetryContract(t *testing.T) {
 		if delayed {
 			after = at.Sub(now)
 		}
-		return l.queue.queued[key], after
+		_, ready = l.queue.queued[key]
+		return ready, after
 	}
 	failures := func(key string) int {
 		l.failMu.Lock()

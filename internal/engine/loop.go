@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -528,10 +530,9 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (Result, error) {
 		for _, in := range plan.Instances {
 			delete(doneChanged, in.ReleaseChannel)
 		}
-		for _, ch := range cs.desired.Channels {
-			if doneChanged[ch.Name] {
-				b.Instances = append(b.Instances, instances[ch.Name])
-			}
+		// Sorted (a channel the desired state no longer has included).
+		for _, rc := range slices.Sorted(maps.Keys(doneChanged)) {
+			b.Instances = append(b.Instances, instances[rc])
 		}
 	}
 	for _, a := range plan.Actions {
@@ -567,6 +568,11 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (Result, error) {
 		switch {
 		case errors.Is(err, store.ErrConflict):
 			return Result{Requeue: true}, nil // changed under us (an API call); plan again
+		case errors.Is(err, store.ErrFenced) && len(b.Complete) > 0:
+			// The lease, or a task's claim, was lost: the runners record
+			// their outcomes themselves (their claims, if lost, refuse it),
+			// and the next pass finds out which.
+			return Result{Requeue: true}, nil
 		case errors.Is(err, store.ErrFenced):
 			l.forgetLease(key) // another engine took the service over
 			l.forgetObservations(key)

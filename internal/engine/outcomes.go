@@ -18,7 +18,8 @@ import (
 // The runner records the outcome itself, as before, when this loop does
 // not hold the service's lease (another engine plans it), when the pass
 // does not write (it failed, or lost the lease), when no pass took it
-// within a third of the claim's ttl, or once the loop is stopping.
+// within a third of the claim's ttl (or the pass that took it did not
+// answer within another third), or once the loop is stopping.
 
 // pending is an outcome waiting for a pass.
 type pending struct {
@@ -100,7 +101,17 @@ func (l *Loop) recordInPass(task store.Task, a Action, out Outcome) bool {
 	if l.outcomes.withdraw(task.Key, p) {
 		return false
 	}
-	return <-p.recorded // a pass has it: its answer comes
+	// A pass has it: its answer comes, unless the pass is held up (a
+	// runtime slow to answer its fetch). Then the runner records the
+	// outcome itself: whichever of the two writes second finds the claim
+	// ended and is refused (store.ErrFenced), so it is recorded once.
+	wait.Reset(l.taskTTL / 3)
+	select {
+	case ok := <-p.recorded:
+		return ok
+	case <-wait.C:
+		return false
+	}
 }
 
 // holdsLease says whether this loop holds the lease on a service key, by

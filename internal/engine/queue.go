@@ -14,12 +14,13 @@ import (
 type queue struct {
 	mu   sync.Mutex
 	cond *sync.Cond
-	// first and ready are the keys queued, first taken before ready. A
-	// key queued in both, or taken already, has entries in them that
-	// are passed over (queued says which keys are queued).
-	first      []string
-	ready      []string
-	queued     map[string]bool
+	// first and ready are the keys queued, first taken before ready.
+	// queued has each queued key's current entry (its number): the
+	// others (a key moved ahead by AddFirst) are passed over.
+	first      []entry
+	ready      []entry
+	queued     map[string]uint64
+	entries    uint64
 	processing map[string]bool
 	// dirty are the keys added while processed: true for AddFirst.
 	dirty     map[string]bool
@@ -30,8 +31,14 @@ type queue struct {
 	now       func() time.Time
 }
 
+// entry is a key in first or ready.
+type entry struct {
+	key string
+	n   uint64
+}
+
 func newQueue(now func() time.Time) *queue {
-	q := &queue{queued: map[string]bool{}, processing: map[string]bool{}, dirty: map[string]bool{}, delayedAt: map[string]time.Time{}, now: now}
+	q := &queue{queued: map[string]uint64{}, processing: map[string]bool{}, dirty: map[string]bool{}, delayedAt: map[string]time.Time{}, now: now}
 	q.cond = sync.NewCond(&q.mu)
 	return q
 }
@@ -53,12 +60,18 @@ func (q *queue) addLocked(key string) {
 		}
 		return
 	}
-	if q.queued[key] {
+	if _, ok := q.queued[key]; ok {
 		return
 	}
-	q.queued[key] = true
-	q.ready = append(q.ready, key)
+	q.ready = append(q.ready, q.newEntry(key))
 	q.cond.Signal()
+}
+
+// newEntry makes key's current entry.
+func (q *queue) newEntry(key string) entry {
+	q.entries++
+	q.queued[key] = q.entries
+	return entry{key, q.entries}
 }
 
 // AddFirst queues key now, ahead of the keys Add queued: a pass has work
@@ -73,8 +86,7 @@ func (q *queue) AddFirst(key string) {
 		q.dirty[key] = true
 		return
 	}
-	q.queued[key] = true // an entry in ready, if any, is passed over
-	q.first = append(q.first, key)
+	q.first = append(q.first, q.newEntry(key)) // one in ready is passed over
 	q.cond.Signal()
 }
 
@@ -83,7 +95,7 @@ func (q *queue) AddFirst(key string) {
 func (q *queue) AddIfIdle(key string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.queued[key] || q.processing[key] {
+	if _, ok := q.queued[key]; ok || q.processing[key] {
 		return
 	}
 	if _, ok := q.delayedAt[key]; ok {
@@ -153,14 +165,15 @@ func (q *queue) Get() (string, bool) {
 		if q.closed {
 			return "", false
 		}
-		var key string
+		var e entry
 		if len(q.first) > 0 {
-			key, q.first = q.first[0], q.first[1:]
+			e, q.first = q.first[0], q.first[1:]
 		} else {
-			key, q.ready = q.ready[0], q.ready[1:]
+			e, q.ready = q.ready[0], q.ready[1:]
 		}
-		if !q.queued[key] {
-			continue // taken from the other list already
+		key := e.key
+		if n, ok := q.queued[key]; !ok || n != e.n {
+			continue // not the key's current entry
 		}
 		delete(q.queued, key)
 		q.processing[key] = true
@@ -179,8 +192,7 @@ func (q *queue) Done(key string) {
 	}
 	delete(q.dirty, key)
 	if first {
-		q.first = append(q.first, key)
-		q.queued[key] = true
+		q.first = append(q.first, q.newEntry(key))
 		q.cond.Signal()
 		return
 	}

@@ -71,4 +71,27 @@ func TestQueueAddFirst(t *testing.T) {
 	if want := "a b c"; strings.Join(got, " ") != want {
 		t.Fatalf("after AddFirst while processed, keys came as %q, want %q", got, want)
 	}
+	// Entries a key left behind (queued twice, or moved ahead) do not
+	// move it ahead when it is queued again later.
+	for _, first := range [][]string{{"a", "a"}, {"a"}} {
+		if len(first) == 1 {
+			q.Add("a")
+		}
+		for _, k := range first {
+			q.AddFirst(k)
+		}
+		k, _ := q.Get()
+		q.Done(k)
+		q.Add("b")
+		q.Add("a")
+		got = got[:0]
+		for q.Len() > 0 {
+			k, _ := q.Get()
+			got = append(got, k)
+			q.Done(k)
+		}
+		if want := "b a"; strings.Join(got, " ") != want {
+			t.Fatalf("after AddFirst %v, keys came as %q, want %q", first, got, want)
+		}
+	}
 }

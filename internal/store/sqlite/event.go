@@ -36,7 +36,7 @@ var insertEventRows = func() [eventsPerInsert + 1]string {
 }()
 
 // insertEvents appends events in tx and returns their sequence numbers. A
-// statement's rows take consecutive sequence numbers in their order, the
+// zero Time is stored as t. A statement's rows take consecutive sequence numbers in their order, the
 // last one its LastInsertId: seq is AUTOINCREMENT, and the writer is alone.
 func (s *Store) insertEvents(ctx context.Context, tx *wtx, events []store.Event, t time.Time) ([]int64, error) {
 	if len(events) == 0 {

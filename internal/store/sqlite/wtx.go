@@ -52,8 +52,9 @@ func (s *Store) reuse(t *wtx) {
 		s.instBuf = instWrites{} // an import's: not kept
 		return
 	}
-	clear(t.inst.written) // holds no slice of the rows any longer
-	clear(t.inst.touched)
+	// Up to their capacity: rows a savepoint rolled back lie beyond len.
+	clear(t.inst.written[:cap(t.inst.written)]) // holds no row's slices any longer
+	clear(t.inst.touched[:cap(t.inst.touched)])
 	s.instBuf.written, s.instBuf.touched = t.inst.written[:0], t.inst.touched[:0]
 }
 
