@@ -157,7 +157,10 @@ func applyOutcomes(ps []*pending, now time.Time, instances map[string]store.Inst
 		}
 		rc := p.a.ReleaseChannel
 		inst, ok := instances[rc]
-		if !ok || !(p.a.Kind == ActionRunCheck || inst.TargetStateID == p.a.StateID && inst.TargetVersion == p.a.Version) {
+		// A check's result names the desired state it ran for; an apply's
+		// change holds while the instance targets what it applied.
+		forIt := p.a.Kind == ActionRunCheck || inst.TargetStateID == p.a.StateID && inst.TargetVersion == p.a.Version
+		if !ok || !forIt {
 			continue
 		}
 		p.out.Change(&inst)

@@ -214,7 +214,7 @@ func (l *Loop) runTask(task store.Task, claimed time.Time) {
 		outcome = "failed"
 	}
 	l.observer.TaskDone(string(a.Kind), outcome, time.Since(began))
-	if recorded && err == nil && out.Result.RequeueAfter <= 0 {
+	if recorded && err == nil && out.RequeueAfter <= 0 {
 		// The pass asked for has run, and recorded it.
 		l.forgetFailures(task.Key)
 		return
