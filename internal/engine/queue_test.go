@@ -46,13 +46,7 @@ func TestQueueAddFirst(t *testing.T) {
 	if q.Len() != 4 {
 		t.Fatalf("%d keys ready, want 4", q.Len())
 	}
-	var got []string
-	for q.Len() > 0 {
-		k, _ := q.Get()
-		got = append(got, k)
-		q.Done(k)
-	}
-	if want := "c d a b"; strings.Join(got, " ") != want {
+	if got, want := drain(q), "c d a b"; got != want {
 		t.Fatalf("keys came as %q, want %q", got, want)
 	}
 	q.Add("a")
@@ -62,13 +56,7 @@ func TestQueueAddFirst(t *testing.T) {
 	q.Add(k)
 	q.Add("c")
 	q.Done(k)
-	got = got[:0]
-	for q.Len() > 0 {
-		k, _ := q.Get()
-		got = append(got, k)
-		q.Done(k)
-	}
-	if want := "a b c"; strings.Join(got, " ") != want {
+	if got, want := drain(q), "a b c"; got != want {
 		t.Fatalf("after AddFirst while processed, keys came as %q, want %q", got, want)
 	}
 	// Entries a key left behind (queued twice, or moved ahead) do not
@@ -84,14 +72,19 @@ func TestQueueAddFirst(t *testing.T) {
 		q.Done(k)
 		q.Add("b")
 		q.Add("a")
-		got = got[:0]
-		for q.Len() > 0 {
-			k, _ := q.Get()
-			got = append(got, k)
-			q.Done(k)
-		}
-		if want := "b a"; strings.Join(got, " ") != want {
+		if got, want := drain(q), "b a"; got != want {
 			t.Fatalf("after AddFirst %v, keys came as %q, want %q", first, got, want)
 		}
 	}
+}
+
+// drain processes the keys ready in q and returns them in order.
+func drain(q *queue) string {
+	var got []string
+	for q.Len() > 0 {
+		k, _ := q.Get()
+		got = append(got, k)
+		q.Done(k)
+	}
+	return strings.Join(got, " ")
 }
