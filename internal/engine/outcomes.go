@@ -145,11 +145,7 @@ func settleOutcomes(ps []*pending, recorded bool) {
 // channels whose instance they changed.
 func applyOutcomes(ps []*pending, now time.Time, instances map[string]store.Instance, running map[string]bool) (done []store.TaskDone, events []store.Event, changed map[string]bool) {
 	for _, p := range ps {
-		status := store.TaskSucceeded
-		if p.out.Failed {
-			status = store.TaskFailed
-		}
-		done = append(done, store.TaskDone{Task: p.task, Status: status, Message: p.out.Message})
+		done = append(done, store.TaskDone{Task: p.task, Status: p.out.taskStatus(), Message: p.out.Message})
 		events = append(events, p.out.Events...)
 		delete(running, p.task.Instance)
 		if p.out.Change == nil {
@@ -157,10 +153,7 @@ func applyOutcomes(ps []*pending, now time.Time, instances map[string]store.Inst
 		}
 		rc := p.a.ReleaseChannel
 		inst, ok := instances[rc]
-		// A check's result names the desired state it ran for; an apply's
-		// change holds while the instance targets what it applied.
-		forIt := p.a.Kind == ActionRunCheck || inst.TargetStateID == p.a.StateID && inst.TargetVersion == p.a.Version
-		if !ok || !forIt {
+		if !ok || !p.a.changes(inst) {
 			continue
 		}
 		p.out.Change(&inst)

@@ -300,6 +300,21 @@ func (l *Loop) heartbeat(ctx context.Context, task store.Task, claimed time.Time
 	}
 }
 
+// taskStatus is the status of the task whose outcome out is.
+func (out Outcome) taskStatus() store.TaskStatus {
+	if out.Failed {
+		return store.TaskFailed
+	}
+	return store.TaskSucceeded
+}
+
+// changes says whether the action's instance change (Outcome.Change)
+// applies to inst as it is now: a check's result names the desired state it
+// ran for; an apply's holds while the instance targets what it applied.
+func (a Action) changes(inst store.Instance) bool {
+	return a.Kind == ActionRunCheck || inst.TargetStateID == a.StateID && inst.TargetVersion == a.Version
+}
+
 // completeTask records out for the claim task: the task's status, the
 // instance change (when the instance still targets what the action was for)
 // and the events, in one transaction. Passes may have rewritten the instance
@@ -323,10 +338,7 @@ func (l *Loop) completeTask(task store.Task, a Action, out Outcome, log interfac
 	ctx, cancel := recordContext(context.Background())
 	defer cancel()
 	app, svc, _ := strings.Cut(task.Key, "/")
-	status := store.TaskSucceeded
-	if out.Failed {
-		status = store.TaskFailed
-	}
+	status := out.taskStatus()
 	for attempt := 0; ; attempt++ {
 		b := &store.Batch{Events: append([]store.Event(nil), out.Events...)}
 		if out.Change != nil {
@@ -335,8 +347,7 @@ func (l *Loop) completeTask(task store.Task, a Action, out Outcome, log interfac
 			case err != nil && !errors.Is(err, store.ErrNotFound):
 				log.Error("record task outcome failed", "error", err)
 				return
-			case err == nil && (a.Kind == ActionRunCheck || inst.TargetStateID == a.StateID && inst.TargetVersion == a.Version):
-				// A check's result names the desired state it ran for.
+			case err == nil && a.changes(inst):
 				out.Change(&inst)
 				inst.UpdatedAt = l.now()
 				b.Instances = []store.Instance{inst}

@@ -11,6 +11,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	ds "github.com/drover-dev/drover/internal/desiredstate"
@@ -295,6 +296,15 @@ type TaskDone struct {
 	// Status is TaskSucceeded or TaskFailed.
 	Status  TaskStatus
 	Message string
+}
+
+// Check says whether d's status is an outcome (for implementations of
+// Store).
+func (d TaskDone) Check() error {
+	if d.Status != TaskSucceeded && d.Status != TaskFailed {
+		return fmt.Errorf("complete task %d: status must be %s or %s, not %q", d.Task.ID, TaskSucceeded, TaskFailed, d.Status)
+	}
+	return nil
 }
 
 // TaskClaim is who claims a Batch's tasks as they are enqueued, and for how

@@ -118,7 +118,7 @@ func validateBatch(b *store.Batch) error {
 		}
 	}
 	for _, d := range b.Complete {
-		if err := validateDone(d); err != nil {
+		if err := d.Check(); err != nil {
 			return err
 		}
 	}

@@ -36,8 +36,9 @@ var insertEventRows = func() [eventsPerInsert + 1]string {
 }()
 
 // insertEvents appends events in tx and returns their sequence numbers. A
-// zero Time is stored as t. A statement's rows take consecutive sequence numbers in their order, the
-// last one its LastInsertId: seq is AUTOINCREMENT, and the writer is alone.
+// zero Time is stored as t. A statement's rows take consecutive sequence
+// numbers in their order, the last one its LastInsertId: seq is
+// AUTOINCREMENT, and the writer is alone.
 func (s *Store) insertEvents(ctx context.Context, tx *wtx, events []store.Event, t time.Time) ([]int64, error) {
 	if len(events) == 0 {
 		return nil, nil

@@ -234,20 +234,12 @@ func (s *Store) HeartbeatTask(ctx context.Context, task store.Task, ttl time.Dur
 // CompleteTask implements store.Store.
 func (s *Store) CompleteTask(ctx context.Context, task store.Task, status store.TaskStatus, message string, b *store.Batch) error {
 	done := store.TaskDone{Task: task, Status: status, Message: message}
-	if err := validateDone(done); err != nil {
+	if err := done.Check(); err != nil {
 		return err
 	}
 	return s.endClaim(ctx, "complete", task, b, func(tx *wtx, t time.Time) error {
 		return finishTask(ctx, tx, done, t)
 	})
-}
-
-// validateDone checks a task outcome's status.
-func validateDone(d store.TaskDone) error {
-	if d.Status != store.TaskSucceeded && d.Status != store.TaskFailed {
-		return fmt.Errorf("complete task %d: status must be %s or %s, not %q", d.Task.ID, store.TaskSucceeded, store.TaskFailed, d.Status)
-	}
-	return nil
 }
 
 // finishTask ends the claim d.Task with d's outcome (store.ErrFenced when
