@@ -323,10 +323,13 @@ func (c *Client) Rollback(ctx context.Context, app, svc string, req apiv1.Channe
 }
 
 // Events returns a service's events after seq.
-func (c *Client) Events(ctx context.Context, app, svc string, after int64, limit int) (*apiv1.EventList, error) {
+func (c *Client) Events(ctx context.Context, app, svc string, after int64, limit int, types ...string) (*apiv1.EventList, error) {
 	var out apiv1.EventList
-	q := "?after=" + strconv.FormatInt(after, 10) + "&limit=" + strconv.Itoa(limit)
-	return &out, c.do(ctx, http.MethodGet, servicePath(app, svc)+"/events"+q, nil, &out)
+	q := url.Values{"after": {strconv.FormatInt(after, 10)}, "limit": {strconv.Itoa(limit)}}
+	if len(types) > 0 {
+		q.Set("type", strings.Join(types, ","))
+	}
+	return &out, c.do(ctx, http.MethodGet, servicePath(app, svc)+"/events?"+q.Encode(), nil, &out)
 }
 
 // Runs lists a service's runtime command runs, newest first.
@@ -346,8 +349,13 @@ func (c *Client) Run(ctx context.Context, id int64) (*apiv1.Run, error) {
 // after seq, calling fn for each, until ctx ends or fn returns an error.
 // It reconnects after transient failures.
 func (c *Client) Watch(ctx context.Context, app, svc string, after int64, fn func(apiv1.Event) error) error {
+	return c.WatchTypes(ctx, app, svc, after, nil, fn)
+}
+
+// WatchTypes is Watch for the events of the given types only (none: all).
+func (c *Client) WatchTypes(ctx context.Context, app, svc string, after int64, types []string, fn func(apiv1.Event) error) error {
 	for {
-		err := c.watchOnce(ctx, app, svc, &after, fn)
+		err := c.watchOnce(ctx, app, svc, types, &after, fn)
 		var stop *stopError
 		switch {
 		case ctx.Err() != nil:
@@ -367,8 +375,11 @@ type stopError struct{ err error }
 
 func (e *stopError) Error() string { return e.err.Error() }
 
-func (c *Client) watchOnce(ctx context.Context, app, svc string, after *int64, fn func(apiv1.Event) error) error {
+func (c *Client) watchOnce(ctx context.Context, app, svc string, types []string, after *int64, fn func(apiv1.Event) error) error {
 	q := url.Values{"app": {app}, "service": {svc}, "after": {strconv.FormatInt(*after, 10)}}
+	if len(types) > 0 {
+		q.Set("type", strings.Join(types, ","))
+	}
 	// A server that accepts and never answers, or a stream that falls silent
 	// (the server sends a heartbeat every 15s), ends this attempt; Watch
 	// connects again.

@@ -433,12 +433,14 @@ func newEventsCmd(g *globals) *cobra.Command {
 		app, output string
 		follow      bool
 		limit       int
+		types       []string
 	)
 	cmd := &cobra.Command{
 		Use:   "events SERVICE --app APP",
 		Short: "Show a service's history: pushes, approvals, applies, failures, rollbacks",
 		Example: `  drover events web --app quickstart
-  drover events web --app quickstart --follow`,
+  drover events web --app quickstart --follow
+  drover events web --app quickstart --type failed,rollback`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := outputFormat(output, "text", "json"); err != nil {
@@ -460,7 +462,7 @@ func newEventsCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(w, "%s  %-17s %s%s\n", e.Time.Local().Format("2006-01-02 15:04:05"), clean(e.Type), clean(e.Message), actor)
 				return nil
 			}
-			list, err := c.Events(cmd.Context(), app, args[0], 0, limit)
+			list, err := c.Events(cmd.Context(), app, args[0], 0, limit, types...)
 			if err != nil {
 				return apiErr(err)
 			}
@@ -476,7 +478,7 @@ func newEventsCmd(g *globals) *cobra.Command {
 			}
 			ctx, cancel := signalContext(cmd.Context())
 			defer cancel()
-			err = c.Watch(ctx, app, args[0], last, printEvent)
+			err = c.WatchTypes(ctx, app, args[0], last, types, printEvent)
 			if errors.Is(err, context.Canceled) {
 				return nil
 			}
@@ -487,6 +489,7 @@ func newEventsCmd(g *globals) *cobra.Command {
 	f.StringVar(&app, "app", "", "application of the service (required)")
 	f.BoolVarP(&follow, "follow", "f", false, "keep printing new events")
 	f.IntVar(&limit, "limit", 0, "show at most this many past events (0 = all)")
+	f.StringSliceVar(&types, "type", nil, "show only events of these types (repeat the flag or separate with commas), e.g. failed,rollback")
 	f.StringVarP(&output, "output", "o", "text", "output format: text or json (one event per line)")
 	return cmd
 }

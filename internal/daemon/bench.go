@@ -70,21 +70,10 @@ runtimes), with the pushes spread over them.`,
 				defer func() { _ = os.RemoveAll(dir) }()
 				data = dir
 			}
-			if cpuProfile != "" {
-				f, err := os.Create(cpuProfile)
-				if err != nil {
-					return err
-				}
-				defer func() { _ = f.Close() }()
-				if err := pprof.StartCPUProfile(f); err != nil {
-					return err
-				}
-				defer pprof.StopCPUProfile()
-			}
 			if replicas < 1 || (replicas > 1 && database == "") {
 				return cli.UsageErrorf("invalid --replicas %d: at least 1, and more than 1 only with --database", replicas)
 			}
-			res, err := runBench(cmd.Context(), benchSetup{data: data, database: database, replicas: replicas, memProfile: memProfile}, services, channels, workers, timeout)
+			res, err := runBench(cmd.Context(), benchSetup{data: data, database: database, replicas: replicas, cpuProfile: cpuProfile, memProfile: memProfile}, services, channels, workers, timeout)
 			if err != nil {
 				return err
 			}
@@ -104,9 +93,25 @@ runtimes), with the pushes spread over them.`,
 	f.IntVar(&replicas, "replicas", 1, "servers sharing --database (the pushes are spread over them)")
 	f.DurationVar(&timeout, "timeout", 10*time.Minute, "give up after this long")
 	f.StringVarP(&output, "output", "o", "text", "output format: text or json")
-	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile to this file")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of what is measured (the first push until everything converged) to this file")
 	f.StringVar(&memProfile, "memprofile", "", "write a heap profile (allocations of the whole run, and what the servers hold once everything converged) to this file")
 	return cmd
+}
+
+// startCPUProfile starts writing a CPU profile to path; stop ends it.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }
 
 // writeHeapProfile writes the heap profile after a garbage collection, so
@@ -193,6 +198,9 @@ spec:
 type benchSetup struct {
 	data, database string
 	replicas       int
+	// cpuProfile is where to write the CPU profile of what is measured,
+	// from the first push until every instance converged ("" = none).
+	cpuProfile string
 	// memProfile is where to write the heap profile once every instance
 	// converged, with the servers still running ("" = none).
 	memProfile string
@@ -299,6 +307,13 @@ func runBench(ctx context.Context, setup benchSetup, services, channels, workers
 	defer stopWatch()
 	allConverged := followConverged(watchCtx, c, res.Instances)
 
+	if setup.cpuProfile != "" {
+		stopProfile, err := startCPUProfile(setup.cpuProfile)
+		if err != nil {
+			return nil, err
+		}
+		defer stopProfile()
+	}
 	cpu0 := cpuTime()
 	pushStart := time.Now()
 	var (
@@ -332,6 +347,7 @@ func runBench(ctx context.Context, setup benchSetup, services, channels, workers
 	stopWatch()
 	res.ConvergeSeconds = time.Since(pushStart).Seconds()
 	res.CPUSeconds = (cpuTime() - cpu0).Seconds()
+	pprof.StopCPUProfile() // what is measured ends here (stopping again is a no-op)
 	if setup.memProfile != "" {
 		if err := writeHeapProfile(setup.memProfile); err != nil {
 			return nil, err
@@ -356,10 +372,7 @@ func followConverged(ctx context.Context, c *client.Client, instances int) <-cha
 		defer close(done)
 		seen := make(map[[2]string]struct{}, instances)
 		errEnough := errors.New("every instance converged")
-		_ = c.Watch(ctx, "", "", 0, func(e apiv1.Event) error {
-			if e.Type != "converged" {
-				return nil
-			}
+		_ = c.WatchTypes(ctx, "", "", 0, []string{"converged"}, func(e apiv1.Event) error {
 			seen[[2]string{e.Service, e.ReleaseChannel}] = struct{}{}
 			if len(seen) >= instances {
 				return errEnough

@@ -30,3 +30,13 @@ const (
 	EventUnfrozen         EventType = "unfrozen"
 	EventLeftoverEnded    EventType = "leftover-ended"
 )
+
+// EventTypes lists every event type, in the order above.
+func EventTypes() []EventType {
+	return []EventType{
+		EventConfigured, EventPushed, EventReplaced, EventApproved, EventRejected, EventBypassed,
+		EventCheckPassed, EventCheckFailed, EventStarted, EventApplying, EventApplied, EventApplyFailed,
+		EventApplyInterrupted, EventConverged, EventFailed, EventDrift, EventRollback, EventPaused,
+		EventResumed, EventFrozen, EventUnfrozen, EventLeftoverEnded,
+	}
+}

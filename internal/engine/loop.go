@@ -453,13 +453,13 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (Result, error) {
 	// Open tasks are read before the instances: a check that ends between
 	// the two reads is then seen as running (and its result as well), not
 	// as neither, which would run it again.
-	open, err := l.store.ListTasks(ctx, store.TaskFilter{Key: key, Open: true})
+	open, err := l.store.OpenTaskInstances(ctx, key)
 	if err != nil {
 		return Result{}, err
 	}
 	applying := make(map[string]bool, len(open))
-	for _, t := range open {
-		applying[t.Instance] = true
+	for _, inst := range open {
+		applying[inst] = true
 	}
 	list, err := l.store.ListInstances(ctx, app, svc)
 	if err != nil {

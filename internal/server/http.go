@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -160,11 +162,16 @@ func (s *Server) routeTable() []route {
 				out, err := s.compiled(r.Context(), app(r), svc(r), q.Get("desiredStateId"), q.Get("releaseChannel"))
 				reply(w, s, out, err)
 			}},
-		{method: "GET", path: "/v1/apps/{app}/services/{svc}/events", perm: auth.PermRead, scope: scopeApp, resp: apiv1.EventList{}, query: []queryParam{{"after", "integer", "only events after this sequence number"}, {"limit", "integer", "at most this many events"}}, summary: "A service's events",
+		{method: "GET", path: "/v1/apps/{app}/services/{svc}/events", perm: auth.PermRead, scope: scopeApp, resp: apiv1.EventList{}, query: []queryParam{{"after", "integer", "only events after this sequence number"}, {"limit", "integer", "at most this many events"}, typeParam}, summary: "A service's events",
 			handler: func(w http.ResponseWriter, r *http.Request) {
 				after, _ := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
 				limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
-				out, err := s.events(r.Context(), store.EventFilter{Application: app(r), Service: svc(r), AfterSeq: after, Limit: limit})
+				types, err := eventTypes(r.URL.Query())
+				if err != nil {
+					writeError(w, s, err)
+					return
+				}
+				out, err := s.events(r.Context(), store.EventFilter{Application: app(r), Service: svc(r), AfterSeq: after, Types: types, Limit: limit})
 				reply(w, s, out, err)
 			}},
 		{method: "GET", path: "/v1/apps/{app}/services/{svc}/runs", perm: auth.PermRead, scope: scopeApp, resp: apiv1.RunList{}, query: []queryParam{{"releaseChannel", "string", "only this release channel's runs"}, {"kind", "string", "only runs of this kind"}, {"limit", "integer", "at most this many runs"}}, summary: "A service's task runs (checks, extensions)",
@@ -253,7 +260,7 @@ func (s *Server) routeTable() []route {
 				}
 				s.edgeCfg.Metrics.Handler().ServeHTTP(w, r)
 			}},
-		{method: "GET", path: "/v1/watch", perm: auth.PermRead, scope: scopeSome, query: []queryParam{{"app", "string", "only this application's events"}, {"service", "string", "only this service's events"}, {"after", "integer", "only events after this sequence number (or the Last-Event-ID header)"}}, summary: "Server-sent events (of the applications the caller may read)",
+		{method: "GET", path: "/v1/watch", perm: auth.PermRead, scope: scopeSome, query: []queryParam{{"app", "string", "only this application's events"}, {"service", "string", "only this service's events"}, {"after", "integer", "only events after this sequence number (or the Last-Event-ID header)"}, typeParam}, summary: "Server-sent events (of the applications the caller may read)",
 			handler: s.watch},
 	}
 }
@@ -478,7 +485,12 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 	if lastID := r.Header.Get("Last-Event-ID"); lastID != "" {
 		after, _ = strconv.ParseInt(lastID, 10, 64)
 	}
-	f := store.EventFilter{Application: q.Get("app"), Service: q.Get("service"), AfterSeq: after, Limit: 500}
+	types, err := eventTypes(q)
+	if err != nil {
+		writeError(w, s, err)
+		return
+	}
+	f := store.EventFilter{Application: q.Get("app"), Service: q.Get("service"), AfterSeq: after, Types: types, Limit: 500}
 	if f.Application != "" && !visible(r.Context(), f.Application) {
 		writeError(w, s, allow(r.Context(), auth.PermRead, f.Application, ""))
 		return
@@ -505,6 +517,15 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 		if !stillValid() {
 			return
 		}
+		// With a type filter, the stream moves past the events of other
+		// types up to the newest one, rather than reading them again at
+		// every wake.
+		var last int64
+		if len(f.Types) > 0 {
+			if last, err = s.store.LastEventSeq(r.Context()); err != nil {
+				return
+			}
+		}
 		evs, err := s.store.ListEvents(r.Context(), f)
 		if err != nil {
 			return
@@ -528,6 +549,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 		if len(evs) == f.Limit {
 			continue
 		}
+		f.AfterSeq = max(f.AfterSeq, last)
 		select {
 		case <-r.Context().Done():
 			return
@@ -540,6 +562,34 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 			flusher.Flush()
 		}
 	}
+}
+
+// typeParam is the query parameter of the event routes that keeps only
+// some types of events.
+var typeParam = queryParam{"type", "string", "only events of these types (comma-separated, or the parameter repeated)"}
+
+// eventTypes reads the type parameters of an events request.
+func eventTypes(q url.Values) ([]ds.EventType, error) {
+	var out []ds.EventType
+	for _, v := range q["type"] {
+		for t := range strings.SplitSeq(v, ",") {
+			t = strings.TrimSpace(t)
+			if t == "" {
+				continue
+			}
+			if !slices.Contains(ds.EventTypes(), ds.EventType(t)) {
+				known := make([]string, 0, len(ds.EventTypes()))
+				for _, k := range ds.EventTypes() {
+					known = append(known, string(k))
+				}
+				return nil, errorf("invalid_argument", "unknown event type %q: one of %s", t, strings.Join(known, ", "))
+			}
+			if !slices.Contains(out, ds.EventType(t)) {
+				out = append(out, ds.EventType(t))
+			}
+		}
+	}
+	return out, nil
 }
 
 // rootCause is the innermost error of err's chain.

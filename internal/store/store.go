@@ -259,6 +259,8 @@ type EventFilter struct {
 	Application string
 	Service     string
 	AfterSeq    int64
+	// Types keeps only events of these types (none: every type).
+	Types []ds.EventType
 	// Limit caps the number returned (0 = no limit); events come oldest first.
 	Limit int
 }
@@ -856,11 +858,19 @@ type Store interface {
 	GetTask(ctx context.Context, id int64) (Task, error)
 	// ListTasks returns tasks matching f, oldest first.
 	ListTasks(ctx context.Context, f TaskFilter) ([]Task, error)
+	// OpenTaskInstances returns the instances of key's open (pending or
+	// running) tasks, in no particular order: what a pass needs to know
+	// of its service's tasks, read from an index alone.
+	OpenTaskInstances(ctx context.Context, key string) ([]string, error)
 
 	// AppendEvents appends events, assigning Seq (and Time when zero).
 	AppendEvents(ctx context.Context, events ...Event) error
 	// ListEvents returns events matching f, oldest first.
 	ListEvents(ctx context.Context, f EventFilter) ([]Event, error)
+	// LastEventSeq returns the Seq of the newest event (0: none yet).
+	// Every event with a lower Seq is committed: a reader that filters
+	// events by type may move its AfterSeq up to it.
+	LastEventSeq(ctx context.Context) (int64, error)
 
 	// Check reports the store's health: nil when it can read and write;
 	// otherwise an error that says what is wrong (its files were removed or

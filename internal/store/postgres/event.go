@@ -113,6 +113,14 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]store.Ev
 		args = append(args, f.Service)
 		where = append(where, fmt.Sprintf("service = $%d", len(args)))
 	}
+	if len(f.Types) > 0 {
+		types := make([]string, len(f.Types))
+		for i, t := range f.Types {
+			types[i] = string(t)
+		}
+		args = append(args, types)
+		where = append(where, fmt.Sprintf("type = ANY($%d)", len(args)))
+	}
 	args = append(args, limitArg(f.Limit))
 	q := fmt.Sprintf("SELECT %s FROM events WHERE %s ORDER BY seq LIMIT $%d", eventColumns, strings.Join(where, " AND "), len(args))
 	out, err := queryAll(ctx, s.pool, q, args, scanEvent)
@@ -120,4 +128,17 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]store.Ev
 		return nil, fmt.Errorf("list events: %w", err)
 	}
 	return out, nil
+}
+
+// LastEventSeq implements store.Store. Appends take eventsLock before their
+// seqs and hold it to their commit: every lower seq is committed.
+func (s *Store) LastEventSeq(ctx context.Context) (int64, error) {
+	var seq *int64
+	if err := s.pool.QueryRow(ctx, "SELECT max(seq) FROM events").Scan(&seq); err != nil {
+		return 0, fmt.Errorf("last event: %w", err)
+	}
+	if seq == nil {
+		return 0, nil
+	}
+	return *seq, nil
 }

@@ -339,6 +339,19 @@ func (s *Store) GetTask(ctx context.Context, id int64) (store.Task, error) {
 }
 
 // ListTasks implements store.Store.
+// OpenTaskInstances implements store.Store (tasks_open_instance covers it).
+func (s *Store) OpenTaskInstances(ctx context.Context, key string) ([]string, error) {
+	out, err := queryAll(ctx, s.pool, "SELECT instance FROM tasks WHERE key = $1 AND status IN ('pending', 'running')", []any{key},
+		func(r scanner) (string, error) {
+			var inst string
+			return inst, r.Scan(&inst)
+		})
+	if err != nil {
+		return nil, fmt.Errorf("list open tasks of %s: %w", key, err)
+	}
+	return out, nil
+}
+
 func (s *Store) ListTasks(ctx context.Context, f store.TaskFilter) ([]store.Task, error) {
 	q := "SELECT " + taskColumns + " FROM tasks WHERE true"
 	var args []any

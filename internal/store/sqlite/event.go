@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strings"
 	"time"
@@ -117,10 +118,26 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]store.Ev
 		q += " AND service = ?"
 		args = append(args, f.Service)
 	}
+	if len(f.Types) > 0 {
+		q += " AND type IN (?" + strings.Repeat(", ?", len(f.Types)-1) + ")"
+		for _, t := range f.Types {
+			args = append(args, string(t))
+		}
+	}
 	q += " ORDER BY seq" + limitClause(f.Limit)
 	out, err := queryAll(ctx, s.reads, q, args, scanEvent)
 	if err != nil {
 		return nil, fmt.Errorf("list events: %w", err)
 	}
 	return out, nil
+}
+
+// LastEventSeq implements store.Store. There is one writer, and a seq is
+// taken at insert: every lower seq is committed.
+func (s *Store) LastEventSeq(ctx context.Context) (int64, error) {
+	var seq sql.NullInt64
+	if err := s.reads.QueryRowContext(ctx, "SELECT max(seq) FROM events").Scan(&seq); err != nil {
+		return 0, fmt.Errorf("last event: %w", err)
+	}
+	return seq.Int64, nil
 }

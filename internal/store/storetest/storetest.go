@@ -1598,6 +1598,9 @@ func testAppendEvents(t *testing.T, s store.Store) {
 	if evs := events(t, s, store.EventFilter{}); len(evs) != 0 {
 		t.Fatalf("ListEvents of an empty store = %v", evs)
 	}
+	if last, err := s.LastEventSeq(ctx); err != nil || last != 0 {
+		t.Errorf("LastEventSeq of an empty store = %d, %v; want 0", last, err)
+	}
 
 	evs := []store.Event{ev("shop", "web", "configured"), ev("shop", "web", "pushed"), ev("", "", "started")}
 	evs[0].Time = ts(1) // kept as given (in UTC)
@@ -1675,8 +1678,15 @@ func testEventFilter(t *testing.T, s store.Store) {
 		{store.EventFilter{Limit: 100}, all},
 		{store.EventFilter{Application: "shop", AfterSeq: all[1].Seq, Limit: 2}, pick(4, 6)},
 		{store.EventFilter{Application: "shop", Service: "web", AfterSeq: all[0].Seq, Limit: 5}, pick(4, 7)},
+		{store.EventFilter{Types: []ds.EventType{"e1", "e4", "e9"}}, pick(1, 4, 9)},
+		{store.EventFilter{Types: []ds.EventType{"e1", "e4", "e9"}, AfterSeq: all[1].Seq, Limit: 1}, pick(4)},
+		{store.EventFilter{Application: "shop", Types: []ds.EventType{"e2", "e6", "e7"}}, pick(6, 7)},
+		{store.EventFilter{Types: []ds.EventType{"none"}}, nil},
 	} {
 		same(t, events(t, s, tc.f), tc.want, fmt.Sprintf("ListEvents(%+v)", tc.f))
+	}
+	if last, err := s.LastEventSeq(ctx); err != nil || last != all[9].Seq {
+		t.Errorf("LastEventSeq = %d, %v; want %d, the newest event's", last, err, all[9].Seq)
 	}
 }
 

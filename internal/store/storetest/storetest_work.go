@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -240,6 +241,15 @@ func testTaskLifecycle(t *testing.T, s store.Store) {
 	must(t, err)
 	if len(open) != 1 || open[0].Instance != "prod" || open[0].Status != store.TaskPending {
 		t.Errorf("open tasks %+v", open)
+	}
+	must(t, s.Write(ctx, &store.Batch{Tasks: []store.Task{{Key: "shop/api", Instance: "prod", Kind: "apply"}}}))
+	insts, err := s.OpenTaskInstances(ctx, "shop/web")
+	must(t, err)
+	if !slices.Equal(insts, []string{"prod"}) {
+		t.Errorf("instances of the open tasks of shop/web: %q, want [prod] (its finished tasks and shop/api's are not)", insts)
+	}
+	if insts, err := s.OpenTaskInstances(ctx, "shop/none"); err != nil || len(insts) != 0 {
+		t.Errorf("instances of the open tasks of a key without tasks: %q, %v", insts, err)
 	}
 	all, err := s.ListTasks(ctx, store.TaskFilter{Key: "shop/web"})
 	must(t, err)
