@@ -33,10 +33,7 @@ import (
 //   - Applies are retried with exponential backoff; the instance fails after
 //     Settings.MaxApplyAttempts.
 func PlanService(in PlanInput) Plan {
-	p := &planner{in: in, next: map[string]store.Instance{}, started: map[string]bool{}}
-	for k, v := range in.Instances {
-		p.next[k] = v
-	}
+	p := &planner{in: in, next: make(map[string]*store.Instance, len(in.Desired.Channels)), started: map[string]bool{}}
 	for _, ch := range in.Desired.Channels {
 		p.channel(ch)
 	}
@@ -44,11 +41,23 @@ func PlanService(in PlanInput) Plan {
 }
 
 type planner struct {
-	in   PlanInput
-	next map[string]store.Instance
+	in PlanInput
+	// next holds the instances of the channels planned so far as this
+	// plan leaves them (see instance).
+	next map[string]*store.Instance
 	plan Plan
 	// started holds the task instances of the checks this plan runs.
 	started map[string]bool
+}
+
+// instance returns release channel name's instance as the plan has it so
+// far: as planned if its channel came before, else as stored.
+func (p *planner) instance(name string) (store.Instance, bool) {
+	if inst, ok := p.next[name]; ok {
+		return *inst, true
+	}
+	inst, ok := p.in.Instances[name]
+	return inst, ok
 }
 
 // requeue asks for another pass within d (the smallest request wins).
@@ -101,7 +110,7 @@ func (p *planner) channel(ch Channel) {
 			inst.UpdatedAt = p.in.Now
 			p.plan.Instances = append(p.plan.Instances, inst)
 		}
-		p.next[ch.Name] = inst
+		p.next[ch.Name] = &inst
 	}()
 
 	if inst.DesiredStateID != d.ID {
@@ -170,7 +179,7 @@ func (p *planner) gate(s *step) {
 		// A condition met for this version stays met, even if the desired
 		// state carrying it was replaced (a re-push of the same version).
 		met := dep + "@" + ch.Version
-		di, ok := p.next[dep]
+		di, ok := p.instance(dep)
 		switch di.Status {
 		case ds.StatusFailed, ds.StatusRollingBack, ds.StatusRolledBack, ds.StatusFailedRollback:
 			// It was stable once, but no longer runs the version.
@@ -384,12 +393,19 @@ func (p *planner) lastResult(s *step, chk ds.Check) *store.CheckResult {
 	if chk.Shared == "" {
 		return res
 	}
-	for name, inst := range p.next {
-		if name == s.ch.Name {
-			continue
-		}
+	newer := func(inst store.Instance) {
 		if r := lastResult(inst, s.ch, chk); r != nil && (res == nil || r.At.After(res.At)) {
 			res = r
+		}
+	}
+	for name, inst := range p.next {
+		if name != s.ch.Name {
+			newer(*inst)
+		}
+	}
+	for name, inst := range p.in.Instances {
+		if _, planned := p.next[name]; !planned && name != s.ch.Name {
+			newer(inst)
 		}
 	}
 	return res

@@ -22,6 +22,11 @@ import (
 // release channel or the object it acted on, known only from the body.
 type auditNote struct {
 	releaseChannel, target string
+	// ok builds the record of the request as answered with 200. A
+	// handler that writes it itself, with the change it records, in one
+	// transaction, sets written: the record is then not written again.
+	ok      func() store.AuditRecord
+	written bool
 }
 
 type auditKey struct{}
@@ -38,6 +43,24 @@ func noteAudit(ctx context.Context, target string) {
 func noteAuditChannel(ctx context.Context, rc string) {
 	if n, ok := ctx.Value(auditKey{}).(*auditNote); ok {
 		n.releaseChannel = rc
+	}
+}
+
+// auditOK returns the audit record of ctx's request as answered with 200,
+// for a handler that writes it with its change (then calling auditWritten),
+// and false outside an audited request.
+func auditOK(ctx context.Context) (store.AuditRecord, bool) {
+	n, ok := ctx.Value(auditKey{}).(*auditNote)
+	if !ok || n.ok == nil {
+		return store.AuditRecord{}, false
+	}
+	return n.ok(), true
+}
+
+// auditWritten says the handler wrote its request's audit record.
+func auditWritten(ctx context.Context) {
+	if n, ok := ctx.Value(auditKey{}).(*auditNote); ok {
+		n.written = true
 	}
 }
 
@@ -69,6 +92,22 @@ func (w *auditWriter) Write(p []byte) (int, error) {
 func (s *Server) audited(rt route, w http.ResponseWriter, r *http.Request, h http.HandlerFunc) {
 	note := &auditNote{}
 	r = r.WithContext(context.WithValue(r.Context(), auditKey{}, note))
+	record := func(status int) store.AuditRecord {
+		id, _ := auth.FromContext(r.Context())
+		rec := store.AuditRecord{
+			Time: s.now(), Identity: id.Name, IdentityKind: id.Kind, Source: r.RemoteAddr, Action: rt.method + " " + rt.path,
+			Application: r.PathValue("app"), Service: r.PathValue("svc"), ReleaseChannel: note.releaseChannel, Target: note.target,
+			Status: status, Outcome: "ok",
+		}
+		if rt.path == "/v1/runtimes/{name}:rotateToken" || rt.path == "/v1/runtimes/{name}:unlink" {
+			rec.Target = "runtime " + r.PathValue("name")
+		}
+		if rec.Identity == "" {
+			rec.Identity = "anonymous"
+		}
+		return rec
+	}
+	note.ok = func() store.AuditRecord { return record(http.StatusOK) }
 	// The body's read deadline is lifted by writes through the real
 	// writer (bodyRead); the buffered answer goes through it.
 	aw := &auditWriter{header: w.Header()}
@@ -76,15 +115,13 @@ func (s *Server) audited(rt route, w http.ResponseWriter, r *http.Request, h htt
 	if aw.status == 0 {
 		aw.status = http.StatusOK
 	}
-	id, _ := auth.FromContext(r.Context())
-	rec := store.AuditRecord{
-		Time: s.now(), Identity: id.Name, IdentityKind: id.Kind, Source: r.RemoteAddr, Action: rt.method + " " + rt.path,
-		Application: r.PathValue("app"), Service: r.PathValue("svc"), ReleaseChannel: note.releaseChannel, Target: note.target,
-		Status: aw.status, Outcome: "ok",
+	if note.written {
+		// Written with the change: the handler succeeded.
+		w.WriteHeader(aw.status)
+		_, _ = w.Write(aw.body.Bytes())
+		return
 	}
-	if rt.path == "/v1/runtimes/{name}:rotateToken" || rt.path == "/v1/runtimes/{name}:unlink" {
-		rec.Target = "runtime " + r.PathValue("name")
-	}
+	rec := record(aw.status)
 	if aw.status >= 400 {
 		var e apiv1.ErrorResponse
 		if json.Unmarshal(aw.body.Bytes(), &e) == nil && e.Error.Code != "" {
@@ -92,9 +129,6 @@ func (s *Server) audited(rt route, w http.ResponseWriter, r *http.Request, h htt
 		} else {
 			rec.Outcome = http.StatusText(aw.status)
 		}
-	}
-	if rec.Identity == "" {
-		rec.Identity = "anonymous"
 	}
 	// The request's context may be gone (the client left): the record is
 	// written all the same.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -98,5 +99,41 @@ func TestEventsOfSomeTypes(t *testing.T) {
 	cancel()
 	if err := <-watchErr; !errors.Is(err, context.Canceled) {
 		t.Errorf("watch: %v", err)
+	}
+}
+
+// A push's audit record is written with the push (once); a refused push
+// gets its record as every other request.
+func TestPushAuditedOnce(t *testing.T) {
+	t.Parallel()
+	addr := startServer(t, server.EdgeConfig{})
+	c := client.New("http://"+addr, client.WithToken(testToken))
+	ctx := t.Context()
+	if _, err := c.ApplyConfigs(ctx, apiv1.ApplyConfigsRequest{Configs: []apiv1.Config{
+		{Source: "rt.pvn.yaml", Body: json.RawMessage(`{"runtime":{"name":"rt","fake":{}}}`)},
+		{Source: "shop.pvn.yaml", Body: json.RawMessage(`{"application":{"name":"shop","releaseChannels":[{"name":"one","runtimes":[{"runtime":"rt"}]}]}}`)},
+		{Source: "web.pvn.yaml", Body: json.RawMessage(`{"service":{"name":"web","application":"shop","kubernetesConfig":{"type":"KUBERNETES",` +
+			`"inlined":"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n"}}}`)},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Push(ctx, "shop", "web", apiv1.PushRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Push(ctx, "shop", "nope", apiv1.PushRequest{}); err == nil {
+		t.Fatal("push of an unknown service: no error")
+	}
+	log, err := c.Audit(ctx, client.AuditQuery{Application: "shop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pushes []string
+	for _, r := range log.Records {
+		if strings.HasSuffix(r.Action, ":push") {
+			pushes = append(pushes, fmt.Sprintf("%s %s %d %s", r.Service, r.Identity, r.Status, r.Outcome))
+		}
+	}
+	if want := []string{"web local 200 ok", "nope local 404 not_found"}; !slices.Equal(pushes, want) {
+		t.Errorf("audit records of the pushes: %q, want %q", pushes, want)
 	}
 }

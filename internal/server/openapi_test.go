@@ -184,7 +184,11 @@ func TestClientFollowsOpenAPI(t *testing.T) {
 		mu.Lock()
 		current = m.Name
 		mu.Unlock()
-		out := cv.Method(i).Call(args)
+		call := cv.Method(i).Call
+		if mt.IsVariadic() {
+			call = cv.Method(i).CallSlice // the last argument is the slice
+		}
+		out := call(args)
 		cancel()
 		mu.Lock()
 		rt, ok := reached[m.Name]

@@ -86,7 +86,14 @@ func (s *Server) push(ctx context.Context, app, svc string, req apiv1.PushReques
 		msg += ", replacing " + replaced
 	}
 	ev := store.Event{Time: now, Application: app, Service: svc, DesiredStateID: rec.ID, Type: ds.EventPushed, Actor: req.User, Message: msg}
-	if err := s.store.CreateDesiredState(ctx, rec, ev); err != nil {
+	if audit, ok := auditOK(ctx); ok {
+		// The push and its audit record are written together: one
+		// durable commit rather than two in a row.
+		if _, err := s.store.PushDesiredState(ctx, rec, audit, ev); err != nil {
+			return nil, err
+		}
+		auditWritten(ctx)
+	} else if err := s.store.CreateDesiredState(ctx, rec, ev); err != nil {
 		return nil, err
 	}
 	s.engine.Enqueue(app, svc)

@@ -453,6 +453,15 @@ type AuditRecord struct {
 	Message string `json:"message,omitempty"`
 }
 
+// Check reports a record AppendAudit refuses: one without an Action,
+// Identity or Outcome.
+func (r AuditRecord) Check() error {
+	if r.Action == "" || r.Identity == "" || r.Outcome == "" {
+		return errors.New("append audit record: action, identity and outcome are required")
+	}
+	return nil
+}
+
 // AuditFilter selects audit records: every one matching all the fields
 // set, oldest first.
 type AuditFilter struct {
@@ -641,6 +650,11 @@ type Store interface {
 	// equals the active one's may share its stored copy; reads return the
 	// same bytes either way.
 	CreateDesiredState(ctx context.Context, ds DesiredState, events ...Event) error
+	// PushDesiredState is CreateDesiredState with the audit record of the
+	// request that made ds, appended (as AppendAudit does) in the same
+	// transaction: one commit makes both durable, or neither is written.
+	// It returns the record's Seq.
+	PushDesiredState(ctx context.Context, ds DesiredState, audit AuditRecord, events ...Event) (int64, error)
 	// GetDesiredState returns a desired state by id, or ErrNotFound.
 	GetDesiredState(ctx context.Context, id string) (DesiredState, error)
 	// ActiveDesiredState returns the service's newest desired state (the one

@@ -38,14 +38,34 @@ func scanDesiredState(row scanner) (store.DesiredState, error) {
 // zero ds.CreatedAt is set to the current time; ds.ReplacedBy and
 // ds.PrunedAt are ignored. An existing ds.ID fails with store.ErrConflict.
 func (s *Store) CreateDesiredState(ctx context.Context, ds store.DesiredState, events ...store.Event) error {
+	_, err := s.createDesiredState(ctx, ds, nil, events)
+	return err
+}
+
+// PushDesiredState implements store.Store.
+func (s *Store) PushDesiredState(ctx context.Context, ds store.DesiredState, audit store.AuditRecord, events ...store.Event) (int64, error) {
+	if err := audit.Check(); err != nil {
+		return 0, err
+	}
+	return s.createDesiredState(ctx, ds, &audit, events)
+}
+
+// createDesiredState stores ds with its events and, unless nil, the audit
+// record of the request that made it (whose seq it returns). The audit
+// log's lock is taken before the events' (which come last): no transaction
+// takes them the other way round.
+func (s *Store) createDesiredState(ctx context.Context, ds store.DesiredState, audit *store.AuditRecord, events []store.Event) (int64, error) {
 	if ds.ID == "" || ds.Application == "" || ds.Service == "" {
-		return fmt.Errorf("create desired state %q of %s/%s: id, application and service are required", ds.ID, ds.Application, ds.Service)
+		return 0, fmt.Errorf("create desired state %q of %s/%s: id, application and service are required", ds.ID, ds.Application, ds.Service)
 	}
 	t := now()
 	if ds.CreatedAt.IsZero() {
 		ds.CreatedAt = t
 	}
-	var seqs []int64
+	var (
+		seqs     []int64
+		auditSeq int64
+	)
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		if err := lockName(ctx, tx, "desired-state", ds.Application, ds.Service); err != nil {
 			return err
@@ -57,14 +77,19 @@ func (s *Store) CreateDesiredState(ctx context.Context, ds store.DesiredState, e
 			return err
 		}
 		var err error
+		if audit != nil {
+			if auditSeq, err = appendAudit(ctx, tx, *audit); err != nil {
+				return err
+			}
+		}
 		seqs, err = insertEvents(ctx, tx, events, t)
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("create desired state %s of %s/%s: %w", ds.ID, ds.Application, ds.Service, err)
+		return 0, fmt.Errorf("create desired state %s of %s/%s: %w", ds.ID, ds.Application, ds.Service, err)
 	}
 	setSeqs(events, seqs, t)
-	return nil
+	return auditSeq, nil
 }
 
 // insertDesiredState stores ds as the service's active desired state in tx,

@@ -168,33 +168,40 @@ const (
 // another, as events do: a reader that sees a record sees every record with
 // a smaller seq. The lock and the insert go in one round trip.
 func (s *Store) AppendAudit(ctx context.Context, r store.AuditRecord) (int64, error) {
-	if r.Action == "" || r.Identity == "" || r.Outcome == "" {
-		return 0, errors.New("append audit record: action, identity and outcome are required")
-	}
-	if r.Time.IsZero() {
-		r.Time = now()
+	if err := r.Check(); err != nil {
+		return 0, err
 	}
 	var seq int64
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		batch := &pgx.Batch{}
-		batch.Queue("SELECT pg_advisory_xact_lock($1)", auditLock)
-		batch.Queue(insertAudit, auditArgs(r)...)
-		res := tx.SendBatch(ctx, batch)
-		_, err := res.Exec()
-		if err != nil {
-			err = fmt.Errorf("lock the audit log: %w", err)
-		} else {
-			err = res.QueryRow().Scan(&seq)
-		}
-		if cerr := res.Close(); err == nil && cerr != nil {
-			err = cerr
-		}
+	err := s.tx(ctx, func(tx pgx.Tx) (err error) {
+		seq, err = appendAudit(ctx, tx, r)
 		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("append audit record of %s: %w", r.Action, err)
 	}
 	return seq, nil
+}
+
+// appendAudit appends r (checked) in tx and returns its seq; a zero Time is
+// the current time. It takes auditLock, which tx then holds to its end, so
+// that seqs commit in order.
+func appendAudit(ctx context.Context, tx pgx.Tx, r store.AuditRecord) (seq int64, err error) {
+	if r.Time.IsZero() {
+		r.Time = now()
+	}
+	batch := &pgx.Batch{}
+	batch.Queue("SELECT pg_advisory_xact_lock($1)", auditLock)
+	batch.Queue(insertAudit, auditArgs(r)...)
+	res := tx.SendBatch(ctx, batch)
+	if _, err = res.Exec(); err != nil {
+		err = fmt.Errorf("lock the audit log: %w", err)
+	} else {
+		err = res.QueryRow().Scan(&seq)
+	}
+	if cerr := res.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	return seq, err
 }
 
 // ListAudit implements store.Store. The names filtered on are made text as

@@ -47,14 +47,29 @@ func scanDesiredState(row interface{ Scan(...any) error }) (store.DesiredState, 
 // the current time; ds.ReplacedBy is ignored (a new desired state is active).
 // An existing ds.ID fails with store.ErrConflict.
 func (s *Store) CreateDesiredState(ctx context.Context, ds store.DesiredState, events ...store.Event) error {
+	_, err := s.createDesiredState(ctx, ds, nil, events)
+	return err
+}
+
+// PushDesiredState implements store.Store.
+func (s *Store) PushDesiredState(ctx context.Context, ds store.DesiredState, audit store.AuditRecord, events ...store.Event) (int64, error) {
+	if err := audit.Check(); err != nil {
+		return 0, err
+	}
+	return s.createDesiredState(ctx, ds, &audit, events)
+}
+
+// createDesiredState stores ds with its events and, unless nil, the audit
+// record of the request that made it (whose seq it returns).
+func (s *Store) createDesiredState(ctx context.Context, ds store.DesiredState, audit *store.AuditRecord, events []store.Event) (int64, error) {
 	if ds.ID == "" || ds.Application == "" || ds.Service == "" {
-		return fmt.Errorf("create desired state %q of %s/%s: id, application and service are required", ds.ID, ds.Application, ds.Service)
+		return 0, fmt.Errorf("create desired state %q of %s/%s: id, application and service are required", ds.ID, ds.Application, ds.Service)
 	}
 	var channels any
 	if len(ds.ReleaseChannels) > 0 {
 		b, err := json.Marshal(ds.ReleaseChannels)
 		if err != nil {
-			return fmt.Errorf("create desired state %s: %w", ds.ID, err)
+			return 0, fmt.Errorf("create desired state %s: %w", ds.ID, err)
 		}
 		channels = string(b)
 	}
@@ -62,7 +77,10 @@ func (s *Store) CreateDesiredState(ctx context.Context, ds store.DesiredState, e
 	if ds.CreatedAt.IsZero() {
 		ds.CreatedAt = t
 	}
-	var seqs []int64
+	var (
+		seqs     []int64
+		auditSeq int64
+	)
 	err := s.writeTx(ctx, func(tx *wtx) error {
 		var exists int
 		err := tx.QueryRowContext(ctx, "SELECT 1 FROM desired_states WHERE id = ?", ds.ID).Scan(&exists)
@@ -112,14 +130,19 @@ func (s *Store) CreateDesiredState(ctx context.Context, ds store.DesiredState, e
 		if err := s.pruneSuperseded(ctx, tx, ds.Application, ds.Service, t); err != nil {
 			return err
 		}
+		if audit != nil {
+			if auditSeq, err = insertAudit(ctx, tx, *audit); err != nil {
+				return err
+			}
+		}
 		seqs, err = s.insertEvents(ctx, tx, events, t)
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("create desired state %s of %s/%s: %w", ds.ID, ds.Application, ds.Service, err)
+		return 0, fmt.Errorf("create desired state %s of %s/%s: %w", ds.ID, ds.Application, ds.Service, err)
 	}
 	setSeqs(events, seqs, t)
-	return nil
+	return auditSeq, nil
 }
 
 // GetDesiredState implements store.Store.

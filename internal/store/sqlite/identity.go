@@ -128,26 +128,32 @@ func scanAudit(row interface{ Scan(...any) error }) (store.AuditRecord, error) {
 
 // AppendAudit implements store.Store.
 func (s *Store) AppendAudit(ctx context.Context, r store.AuditRecord) (int64, error) {
-	if r.Action == "" || r.Identity == "" || r.Outcome == "" {
-		return 0, fmt.Errorf("append audit record: action, identity and outcome are required")
-	}
-	if r.Time.IsZero() {
-		r.Time = now()
+	if err := r.Check(); err != nil {
+		return 0, err
 	}
 	var seq int64
-	err := s.writeTx(ctx, func(tx *wtx) error {
-		res, err := tx.ExecContext(ctx, "INSERT INTO audit (time, identity, identity_kind, source, action, application, service, release_channel, target, status, outcome, message) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-			dbTime(r.Time), r.Identity, r.IdentityKind, r.Source, r.Action, r.Application, r.Service, r.ReleaseChannel, r.Target, r.Status, r.Outcome, r.Message)
-		if err != nil {
-			return err
-		}
-		seq, err = res.LastInsertId()
+	err := s.writeTx(ctx, func(tx *wtx) (err error) {
+		seq, err = insertAudit(ctx, tx, r)
 		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("append audit record: %w", err)
 	}
 	return seq, nil
+}
+
+// insertAudit appends r (checked) in tx and returns its seq; a zero Time is
+// the current time.
+func insertAudit(ctx context.Context, tx *wtx, r store.AuditRecord) (int64, error) {
+	if r.Time.IsZero() {
+		r.Time = now()
+	}
+	res, err := tx.ExecContext(ctx, "INSERT INTO audit (time, identity, identity_kind, source, action, application, service, release_channel, target, status, outcome, message) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		dbTime(r.Time), r.Identity, r.IdentityKind, r.Source, r.Action, r.Application, r.Service, r.ReleaseChannel, r.Target, r.Status, r.Outcome, r.Message)
+	if err != nil {
+		return 0, err
+	}
+	return res.LastInsertId()
 }
 
 // ListAudit implements store.Store.

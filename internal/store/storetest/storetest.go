@@ -47,6 +47,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"DesiredState/NotFound", testDesiredStateNotFound},
 		{"DesiredState/ReplacedChain", testDesiredStateChain},
 		{"DesiredState/DuplicateID", testDesiredStateDuplicate},
+		{"DesiredState/PushWithAudit", testDesiredStatePush},
 		{"DesiredState/Invalid", testDesiredStateInvalid},
 		{"DesiredState/Concurrent", testDesiredStateConcurrent},
 		{"Approval/AddList", testApprovals},
@@ -676,6 +677,48 @@ func testDesiredStateChain(t *testing.T, s store.Store) {
 	}
 	if want := []string{"pushed", "pushed", "replaced", "pushed", "replaced"}; !slices.Equal(types, want) {
 		t.Errorf("events of the pushes = %v, want %v", types, want)
+	}
+}
+
+// PushDesiredState writes the desired state, its events and the audit
+// record together, or none of them.
+func testDesiredStatePush(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	before, err := s.AppendAudit(ctx, auditRecord("shop", "bob", 0))
+	must(t, err)
+	rec := auditRecord("shop", "bob", 1)
+	evs := []store.Event{ev("shop", "web", "pushed")}
+	seq, err := s.PushDesiredState(ctx, desiredState("ds-1", "shop", "web", 1), rec, evs...)
+	must(t, err)
+	if seq <= before || evs[0].Seq == 0 {
+		t.Errorf("audit seq %d after %d, event seq %d: want both assigned", seq, before, evs[0].Seq)
+	}
+	got, err := s.ActiveDesiredState(ctx, "shop", "web")
+	must(t, err)
+	same(t, got, head(desiredState("ds-1", "shop", "web", 1)), "active desired state after a push")
+	records, err := s.ListAudit(ctx, store.AuditFilter{})
+	must(t, err)
+	rec.Seq = seq
+	if len(records) != 2 {
+		t.Fatalf("%d audit records, want 2", len(records))
+	}
+	same(t, records[1], rec, "the push's audit record")
+
+	// A push that fails writes no audit record either; nor does a record
+	// that is not one write the push.
+	_, err = s.PushDesiredState(ctx, desiredState("ds-1", "shop", "web", 2), auditRecord("shop", "bob", 2), ev("shop", "web", "pushed"))
+	wantErr(t, err, store.ErrConflict, "PushDesiredState with an existing id")
+	if _, err := s.PushDesiredState(ctx, desiredState("ds-2", "shop", "web", 2), store.AuditRecord{Identity: "bob"}); err == nil {
+		t.Error("PushDesiredState with an audit record without action or outcome: no error")
+	}
+	if records, err := s.ListAudit(ctx, store.AuditFilter{}); err != nil || len(records) != 2 {
+		t.Errorf("audit records after failed pushes: %d (%v), want 2", len(records), err)
+	}
+	if got, err := s.ActiveDesiredState(ctx, "shop", "web"); err != nil || got.ID != "ds-1" {
+		t.Errorf("active desired state after failed pushes: %s (%v), want ds-1", got.ID, err)
+	}
+	if evs := events(t, s, store.EventFilter{}); len(evs) != 1 {
+		t.Errorf("events after failed pushes = %d, want 1", len(evs))
 	}
 }
 
