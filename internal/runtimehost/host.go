@@ -26,7 +26,7 @@ type Store interface {
 	RemoveProcess(ctx context.Context, id int64) error
 	ListProcesses(ctx context.Context) ([]store.Process, error)
 	AppendEvents(ctx context.Context, events ...store.Event) error
-	ListConfigs(ctx context.Context, kind string) ([]store.ConfigObject, error)
+	ListConfigs(ctx context.Context, kinds ...string) ([]store.ConfigObject, error)
 	PutRuntimeFacts(ctx context.Context, f store.RuntimeFacts) error
 	GetLinkedRuntime(ctx context.Context, name string) (store.LinkedRuntime, error)
 	ListLinkedRuntimes(ctx context.Context) ([]store.LinkedRuntime, error)

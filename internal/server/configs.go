@@ -1,12 +1,14 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -93,9 +95,10 @@ func (c *decodeCache) len() int {
 	return len(c.m)
 }
 
-// storedSources returns the latest version of every stored config of kind ("" = all).
-func (s *Server) storedSources(ctx context.Context, kind string) ([]*config.Source, map[string]int64, error) {
-	objs, err := s.store.ListConfigs(ctx, kind)
+// storedSources returns the latest version of every stored config of the
+// given kinds (none: of every kind).
+func (s *Server) storedSources(ctx context.Context, kinds ...string) ([]*config.Source, map[string]int64, error) {
+	objs, err := s.store.ListConfigs(ctx, kinds...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -109,7 +112,7 @@ func (s *Server) storedSources(ctx context.Context, kind string) ([]*config.Sour
 		out = append(out, src)
 		versions[obj.Kind+"/"+obj.Name] = obj.Version
 	}
-	if kind == "" || kind == "runtime" {
+	if len(kinds) == 0 || slices.Contains(kinds, "runtime") {
 		if out, err = s.linkedSources(ctx, out); err != nil {
 			return nil, nil, err
 		}
@@ -174,7 +177,7 @@ func (s *Server) applyConfigs(ctx context.Context, req apiv1.ApplyConfigsRequest
 			return nil, fmt.Errorf("%s %s (%s): %w", src.Kind(), src.Name(), src.Path, err)
 		}
 	}
-	stored, _, err := s.storedSources(ctx, "")
+	stored, _, err := s.storedSources(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -278,7 +281,11 @@ func toDetails(err error) []apiv1.ConfigError {
 }
 
 func (s *Server) listConfigs(ctx context.Context, kind string) (*apiv1.ConfigList, error) {
-	objs, err := s.store.ListConfigs(ctx, kind)
+	var kinds []string
+	if kind != "" {
+		kinds = append(kinds, kind)
+	}
+	objs, err := s.store.ListConfigs(ctx, kinds...)
 	if err != nil {
 		return nil, err
 	}
@@ -337,16 +344,19 @@ func (s *Server) compileInput(ctx context.Context, app, svc string) (compiler.In
 		}
 		srcs = append(srcs, src)
 	}
-	for _, kind := range config.KindNames() {
-		if kind == "application" || kind == "service" {
-			continue // the service's own, read above
-		}
-		more, _, err := s.storedSources(ctx, kind)
-		if err != nil {
-			return compiler.Input{}, 0, err
-		}
-		srcs = append(srcs, more...)
+	// The configs of every other kind, with one query, in the order of
+	// config.KindNames (linked runtimes after the configured ones), as
+	// the compiler has always been given them.
+	kinds := config.KindNames()
+	others := slices.DeleteFunc(slices.Clone(kinds), func(k string) bool { return k == "application" || k == "service" })
+	more, _, err := s.storedSources(ctx, others...)
+	if err != nil {
+		return compiler.Input{}, 0, err
 	}
+	slices.SortStableFunc(more, func(a, b *config.Source) int {
+		return cmp.Compare(slices.Index(kinds, a.Kind()), slices.Index(kinds, b.Kind()))
+	})
+	srcs = append(srcs, more...)
 	set, errs := config.NewSet(srcs)
 	if len(errs) > 0 {
 		return compiler.Input{}, 0, &validationError{details: toDetails(errs.Err())}

@@ -631,9 +631,9 @@ type Store interface {
 	GetConfig(ctx context.Context, kind, name string) (ConfigObject, error)
 	// GetConfigVersion returns one version of a config, or ErrNotFound.
 	GetConfigVersion(ctx context.Context, kind, name string, version int64) (ConfigObject, error)
-	// ListConfigs returns the latest version of every config of kind ("" = all
-	// kinds), ordered by kind and name.
-	ListConfigs(ctx context.Context, kind string) ([]ConfigObject, error)
+	// ListConfigs returns the latest version of every config of the given
+	// kinds (none: of every kind), ordered by kind and name.
+	ListConfigs(ctx context.Context, kinds ...string) ([]ConfigObject, error)
 
 	// CreateDesiredState stores ds and, in the same transaction, sets
 	// ReplacedBy on the service's previous active desired state and appends

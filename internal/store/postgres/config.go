@@ -95,17 +95,17 @@ func (s *Store) GetConfigVersion(ctx context.Context, kind, name string, version
 }
 
 // ListConfigs implements store.Store.
-func (s *Store) ListConfigs(ctx context.Context, kind string) ([]store.ConfigObject, error) {
+func (s *Store) ListConfigs(ctx context.Context, kinds ...string) ([]store.ConfigObject, error) {
 	q := "SELECT DISTINCT ON (kind, name) " + configColumns + " FROM configs"
 	var args []any
-	if kind != "" {
-		q += " WHERE kind = $1"
-		args = append(args, kind)
+	if len(kinds) > 0 {
+		q += " WHERE kind = ANY($1)"
+		args = append(args, kinds)
 	}
 	q += " ORDER BY kind, name, version DESC"
 	out, err := queryAll(ctx, s.pool, q, args, scanConfig)
 	if err != nil {
-		return nil, fmt.Errorf("list configs %q: %w", kind, err)
+		return nil, fmt.Errorf("list configs %q: %w", kinds, err)
 	}
 	return store.UnsealAll(out, s.openConfig)
 }

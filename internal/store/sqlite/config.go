@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/drover-dev/drover/internal/store"
 )
@@ -79,17 +80,19 @@ func (s *Store) GetConfigVersion(ctx context.Context, kind, name string, version
 }
 
 // ListConfigs implements store.Store.
-func (s *Store) ListConfigs(ctx context.Context, kind string) ([]store.ConfigObject, error) {
+func (s *Store) ListConfigs(ctx context.Context, kinds ...string) ([]store.ConfigObject, error) {
 	q := "SELECT " + configColumns + " FROM configs c WHERE version = (SELECT MAX(version) FROM configs WHERE kind = c.kind AND name = c.name)"
 	var args []any
-	if kind != "" {
-		q += " AND kind = ?"
-		args = append(args, kind)
+	if len(kinds) > 0 {
+		q += " AND kind IN (?" + strings.Repeat(", ?", len(kinds)-1) + ")"
+		for _, k := range kinds {
+			args = append(args, k)
+		}
 	}
 	q += " ORDER BY kind, name"
 	out, err := queryAll(ctx, s.reads, q, args, scanConfig)
 	if err != nil {
-		return nil, fmt.Errorf("list configs %q: %w", kind, err)
+		return nil, fmt.Errorf("list configs %q: %w", kinds, err)
 	}
 	return store.UnsealAll(out, s.openConfig)
 }

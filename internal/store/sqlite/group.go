@@ -130,11 +130,17 @@ func (s *Store) commitGroup(reqs []*writeReq) {
 	}
 	defer func() { _ = conn.Close() }()
 	// synchronous applies per connection and may change between
-	// transactions; set it every time, as a replaced connection starts at
-	// the DSN's FULL.
-	if _, err := conn.ExecContext(ctx, "PRAGMA synchronous="+mode); err != nil {
-		failAll(err)
-		return
+	// transactions: set it when it changes, and on a replaced connection,
+	// which starts at the DSN's FULL.
+	var driverConn any
+	_ = conn.Raw(func(dc any) error { driverConn = dc; return nil })
+	if driverConn != s.syncConn || mode != s.syncMode {
+		s.syncConn, s.syncMode = nil, ""
+		if _, err := conn.ExecContext(ctx, "PRAGMA synchronous="+mode); err != nil {
+			failAll(err)
+			return
+		}
+		s.syncConn, s.syncMode = driverConn, mode
 	}
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {

@@ -60,6 +60,11 @@ type Store struct {
 	// instBuf are the instance write lists of the last group's
 	// transaction, kept for the next (see reuse).
 	instBuf instWrites
+	// syncConn and syncMode are the write connection (its driver
+	// connection) and the synchronous mode the last group set on it: a
+	// group in the same mode on the same connection need not set it again.
+	syncConn any
+	syncMode string
 	// ckpt checkpoints the WAL beside the writer (see checkpoint.go; nil
 	// for MemoryPath).
 	ckpt *checkpointer

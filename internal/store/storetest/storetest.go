@@ -442,7 +442,7 @@ func testConfigInvalid(t *testing.T, s store.Store) {
 			t.Errorf("PutConfig %+v created a version", o)
 		}
 	}
-	list, err := s.ListConfigs(ctx, "")
+	list, err := s.ListConfigs(ctx)
 	must(t, err)
 	if len(list) != 0 {
 		t.Errorf("invalid configs were stored: %v", list)
@@ -473,9 +473,9 @@ func testListConfigs(t *testing.T, s store.Store) {
 		version    int64
 		hash       string
 	}
-	check := func(kind string, want []key) {
+	check := func(kinds []string, want []key) {
 		t.Helper()
-		list, err := s.ListConfigs(ctx, kind)
+		list, err := s.ListConfigs(ctx, kinds...)
 		must(t, err)
 		var got []key
 		for _, c := range list {
@@ -485,10 +485,10 @@ func testListConfigs(t *testing.T, s store.Store) {
 			same(t, c, latest, "ListConfigs entry")
 		}
 		if !slices.Equal(got, want) {
-			t.Errorf("ListConfigs(%q):\n got  %v\n want %v", kind, got, want)
+			t.Errorf("ListConfigs(%q):\n got  %v\n want %v", kinds, got, want)
 		}
 	}
-	check("", []key{
+	check(nil, []key{
 		{"application", "blog", 1, "h1"},
 		{"application", "shop", 1, "h1"},
 		{"runtime", "k8s", 3, "h3"},
@@ -496,13 +496,18 @@ func testListConfigs(t *testing.T, s store.Store) {
 		{"service", "shop/api", 1, "h1"},
 		{"service", "shop/web", 2, "h2"},
 	})
-	check("service", []key{
+	check([]string{"service"}, []key{
 		{"service", "blog/web", 1, "h1"},
 		{"service", "shop/api", 1, "h1"},
 		{"service", "shop/web", 2, "h2"},
 	})
-	check("runtime", []key{{"runtime", "k8s", 3, "h3"}})
-	check("protection", nil)
+	check([]string{"runtime"}, []key{{"runtime", "k8s", 3, "h3"}})
+	check([]string{"protection"}, nil)
+	check([]string{"runtime", "protection", "application"}, []key{
+		{"application", "blog", 1, "h1"},
+		{"application", "shop", 1, "h1"},
+		{"runtime", "k8s", 3, "h3"},
+	})
 }
 
 func testConfigConcurrent(t *testing.T, s store.Store) {

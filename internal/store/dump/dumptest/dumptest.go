@@ -291,7 +291,7 @@ func Snapshot(t testing.TB, s store.Store) State {
 		}
 	}
 	var st State
-	latest, err := s.ListConfigs(ctx, "")
+	latest, err := s.ListConfigs(ctx)
 	must(err)
 	for _, c := range latest {
 		for v := int64(1); v <= c.Version; v++ {
