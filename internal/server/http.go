@@ -512,11 +512,13 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 	flusher.Flush()
 	heartbeat := time.NewTicker(15 * time.Second)
 	defer heartbeat.Stop()
+	var read time.Time
 	for {
 		wake := s.changed.wait()
 		if !stillValid() {
 			return
 		}
+		read = time.Now()
 		// With a type filter, the stream moves past the events of other
 		// types up to the newest one, rather than reading them again at
 		// every wake.
@@ -554,6 +556,16 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 			return
 		case <-wake:
+			// Writes come in bursts (a busy engine commits hundreds of
+			// times a second): the stream reads the store at most once
+			// per streamBatch, taking what a burst wrote in one read.
+			if d := streamBatch - time.Since(read); d > 0 {
+				select {
+				case <-r.Context().Done():
+					return
+				case <-time.After(d):
+				}
+			}
 		case <-heartbeat.C:
 			_ = rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
 			if _, err := fmt.Fprint(w, ": ping\n\n"); err != nil {

@@ -33,6 +33,10 @@ const (
 	// streamRecheck is how often an event stream's credential is checked
 	// again (at its next batch or heartbeat, 15 s at most apart).
 	streamRecheck = 5 * time.Second
+	// streamBatch is the least time between two reads of the store by one
+	// event stream: a delay no one watching notices, which spares the
+	// store a read per stream at every commit.
+	streamBatch = 25 * time.Millisecond
 )
 
 // limiter holds the per-identity limits.
