@@ -88,6 +88,15 @@ type DesiredState struct {
 	PrunedAt time.Time `json:"prunedAt,omitzero"`
 }
 
+// Check reports a desired state CreateDesiredState refuses: one without an
+// ID, Application or Service.
+func (ds DesiredState) Check() error {
+	if ds.ID == "" || ds.Application == "" || ds.Service == "" {
+		return fmt.Errorf("create desired state %q of %s/%s: id, application and service are required", ds.ID, ds.Application, ds.Service)
+	}
+	return nil
+}
+
 // DefaultKeepSuperseded is how many superseded desired states per service
 // keep their compiled copy by default, besides those instances reference
 // (see CreateDesiredState).

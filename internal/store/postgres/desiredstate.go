@@ -55,8 +55,8 @@ func (s *Store) PushDesiredState(ctx context.Context, ds store.DesiredState, aud
 // log's lock is taken before the events' (which come last): no transaction
 // takes them the other way round.
 func (s *Store) createDesiredState(ctx context.Context, ds store.DesiredState, audit *store.AuditRecord, events []store.Event) (int64, error) {
-	if ds.ID == "" || ds.Application == "" || ds.Service == "" {
-		return 0, fmt.Errorf("create desired state %q of %s/%s: id, application and service are required", ds.ID, ds.Application, ds.Service)
+	if err := ds.Check(); err != nil {
+		return 0, err
 	}
 	t := now()
 	if ds.CreatedAt.IsZero() {

@@ -62,8 +62,8 @@ func (s *Store) PushDesiredState(ctx context.Context, ds store.DesiredState, aud
 // createDesiredState stores ds with its events and, unless nil, the audit
 // record of the request that made it (whose seq it returns).
 func (s *Store) createDesiredState(ctx context.Context, ds store.DesiredState, audit *store.AuditRecord, events []store.Event) (int64, error) {
-	if ds.ID == "" || ds.Application == "" || ds.Service == "" {
-		return 0, fmt.Errorf("create desired state %q of %s/%s: id, application and service are required", ds.ID, ds.Application, ds.Service)
+	if err := ds.Check(); err != nil {
+		return 0, err
 	}
 	var channels any
 	if len(ds.ReleaseChannels) > 0 {
