@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	ds "github.com/drover-dev/drover/internal/desiredstate"
@@ -86,6 +87,15 @@ type DesiredState struct {
 	// superseded desired state; zero while it is kept. Its record,
 	// approvals and events stay.
 	PrunedAt time.Time `json:"prunedAt,omitzero"`
+}
+
+// CheckKinds refuses an empty kind among the kinds ListConfigs is given
+// (every kind is asked for with none).
+func CheckKinds(kinds []string) error {
+	if slices.Contains(kinds, "") {
+		return errors.New("list configs: an empty kind (to list every kind, give none)")
+	}
+	return nil
 }
 
 // Check reports a desired state CreateDesiredState refuses: one without an
@@ -641,7 +651,8 @@ type Store interface {
 	// GetConfigVersion returns one version of a config, or ErrNotFound.
 	GetConfigVersion(ctx context.Context, kind, name string, version int64) (ConfigObject, error)
 	// ListConfigs returns the latest version of every config of the given
-	// kinds (none: of every kind), ordered by kind and name.
+	// kinds (none: of every kind; an empty kind is refused), ordered by kind
+	// and name.
 	ListConfigs(ctx context.Context, kinds ...string) ([]ConfigObject, error)
 
 	// CreateDesiredState stores ds and, in the same transaction, sets

@@ -96,6 +96,9 @@ func (s *Store) GetConfigVersion(ctx context.Context, kind, name string, version
 
 // ListConfigs implements store.Store.
 func (s *Store) ListConfigs(ctx context.Context, kinds ...string) ([]store.ConfigObject, error) {
+	if err := store.CheckKinds(kinds); err != nil {
+		return nil, err
+	}
 	q := "SELECT DISTINCT ON (kind, name) " + configColumns + " FROM configs"
 	var args []any
 	if len(kinds) > 0 {

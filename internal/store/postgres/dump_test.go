@@ -172,7 +172,7 @@ func TestImportWritesAllOrNothing(t *testing.T) {
 	if evs, err := s.ListEvents(ctx, store.EventFilter{}); err != nil || len(evs) != 0 {
 		t.Errorf("%d events after failed imports (%v); want none", len(evs), err)
 	}
-	if cs, err := s.ListConfigs(ctx, ""); err != nil || len(cs) != 0 {
+	if cs, err := s.ListConfigs(ctx); err != nil || len(cs) != 0 {
 		t.Errorf("configs after failed imports: %v, %v; want none", cs, err)
 	}
 	if err := s.PutRuntimeFacts(ctx, store.RuntimeFacts{Runtime: "k8s"}); err != nil {

@@ -81,6 +81,9 @@ func (s *Store) GetConfigVersion(ctx context.Context, kind, name string, version
 
 // ListConfigs implements store.Store.
 func (s *Store) ListConfigs(ctx context.Context, kinds ...string) ([]store.ConfigObject, error) {
+	if err := store.CheckKinds(kinds); err != nil {
+		return nil, err
+	}
 	q := "SELECT " + configColumns + " FROM configs c WHERE version = (SELECT MAX(version) FROM configs WHERE kind = c.kind AND name = c.name)"
 	var args []any
 	if len(kinds) > 0 {

@@ -172,7 +172,7 @@ func TestImportWritesAllOrNothing(t *testing.T) {
 	if !errors.Is(err, broken) {
 		t.Errorf("import of a broken input: %v, want its error", err)
 	}
-	if cs, err := s.ListConfigs(ctx, ""); err != nil || len(cs) != 0 {
+	if cs, err := s.ListConfigs(ctx); err != nil || len(cs) != 0 {
 		t.Errorf("configs after failed imports: %v, %v; want none", cs, err)
 	}
 	if _, err := s.AddProcess(ctx, store.Process{Kind: "apply", Handle: []byte("{}")}); err != nil {

@@ -503,6 +503,9 @@ func testListConfigs(t *testing.T, s store.Store) {
 	})
 	check([]string{"runtime"}, []key{{"runtime", "k8s", 3, "h3"}})
 	check([]string{"protection"}, nil)
+	if _, err := s.ListConfigs(ctx, "runtime", ""); err == nil {
+		t.Error("ListConfigs with an empty kind: no error (every kind is asked for with none)")
+	}
 	check([]string{"runtime", "protection", "application"}, []key{
 		{"application", "blog", 1, "h1"},
 		{"application", "shop", 1, "h1"},
