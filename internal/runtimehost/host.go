@@ -91,6 +91,10 @@ type Host struct {
 	// checked marks runtimes whose config was read since the last
 	// Invalidate, so the hot path does not query the store every time.
 	checked map[string]bool
+	// stopDiscover ends the discovery loop Start began; discoverDone is
+	// closed once it has returned (both nil before Start).
+	stopDiscover context.CancelFunc
+	discoverDone chan struct{}
 }
 
 type entry struct {
@@ -139,7 +143,12 @@ func (h *Host) Start(ctx context.Context, notify func(runtimes.InstanceKey)) err
 	if notify != nil {
 		h.notify = notify
 	}
-	go h.discoverLoop(ctx)
+	dctx, stop := context.WithCancel(ctx)
+	h.stopDiscover, h.discoverDone = stop, make(chan struct{})
+	go func(done chan struct{}) {
+		defer close(done)
+		h.discoverLoop(dctx)
+	}(h.discoverDone)
 	return nil
 }
 
@@ -348,9 +357,18 @@ func (e *entry) close() {
 	}
 }
 
-// Close stops every watch and closes every runtime. Call it once nothing
-// applies any more; a later Runtime builds anew.
+// Close stops discovery and waits for it to end (so it builds no runtime
+// after Close), then stops every watch and closes every runtime. Call it
+// once nothing applies any more; a later Runtime builds anew.
 func (h *Host) Close() {
+	h.mu.Lock()
+	stop, done := h.stopDiscover, h.discoverDone
+	h.stopDiscover, h.discoverDone = nil, nil
+	h.mu.Unlock()
+	if stop != nil {
+		stop()
+		<-done
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, e := range h.entries {

@@ -268,3 +268,52 @@ func TestHostDiscovers(t *testing.T) {
 	h.Invalidate()
 	waitFacts("cluster", "edge")
 }
+
+// slowConfigs is a store whose config reads of runtime slow wait for
+// release (a slow query in flight), saying so on reading.
+type slowConfigs struct {
+	store.Store
+	reading chan struct{}
+	release chan struct{}
+}
+
+func (s slowConfigs) GetConfig(ctx context.Context, kind, name string) (store.ConfigObject, error) {
+	if name == "slow" {
+		s.reading <- struct{}{}
+		<-s.release
+	}
+	return s.Store.GetConfig(ctx, kind, name)
+}
+
+// Close waits for a discovery round in flight, and closes what it built:
+// nothing is built, nor writes in the data directory, after Close.
+func TestHostCloseWaitsForDiscovery(t *testing.T) {
+	t.Parallel()
+	st := slowConfigs{Store: newStore(t), reading: make(chan struct{}, 1), release: make(chan struct{})}
+	putRuntime(t, st, "slow", "1")
+	var b builds
+	h := runtimehost.New(runtimehost.Config{Store: st, Registry: b.registry(), DiscoverEvery: time.Hour})
+	if err := h.Start(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, st.reading, "discovery reading the config")
+	closed := make(chan struct{})
+	go func() { h.Close(); close(closed) }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while discovery was still building a runtime")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(st.release)
+	waitClosed(t, closed, "Close")
+	// The round, cancelled, may have built the runtime or given up.
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, r := range b.all {
+		select {
+		case <-r.closed:
+		default:
+			t.Errorf("runtime %s, built by discovery, is not closed", r.name)
+		}
+	}
+}
