@@ -77,11 +77,21 @@ func (s *Store) createDesiredState(ctx context.Context, ds store.DesiredState, a
 	if ds.CreatedAt.IsZero() {
 		ds.CreatedAt = t
 	}
+	// Encoded before the transaction, outside the single writer's turn.
+	params, err := s.seal(ds.Params)
+	if err != nil {
+		return 0, fmt.Errorf("create desired state %s: %w", ds.ID, err)
+	}
+	compiled, err := s.seal(ds.Compiled)
+	if err != nil {
+		return 0, fmt.Errorf("create desired state %s: %w", ds.ID, err)
+	}
+	rows := encodeEvents(events, t)
 	var (
 		seqs     []int64
 		auditSeq int64
 	)
-	err := s.writeTx(ctx, func(tx *wtx) error {
+	err = s.writeTx(ctx, func(tx *wtx) error {
 		var exists int
 		err := tx.QueryRowContext(ctx, "SELECT 1 FROM desired_states WHERE id = ?", ds.ID).Scan(&exists)
 		if err == nil {
@@ -92,14 +102,6 @@ func (s *Store) createDesiredState(ctx context.Context, ds store.DesiredState, a
 		}
 		// A push identical to the active desired state shares its copy.
 		origin, err := s.sharedCopy(ctx, tx, ds.Application, ds.Service, ds.Compiled)
-		if err != nil {
-			return err
-		}
-		params, err := s.seal(ds.Params)
-		if err != nil {
-			return err
-		}
-		compiled, err := s.seal(ds.Compiled)
 		if err != nil {
 			return err
 		}
@@ -135,7 +137,7 @@ func (s *Store) createDesiredState(ctx context.Context, ds store.DesiredState, a
 				return err
 			}
 		}
-		seqs, err = s.insertEvents(ctx, tx, events, t)
+		seqs, err = s.insertEvents(ctx, tx, rows)
 		return err
 	})
 	if err != nil {
@@ -253,7 +255,7 @@ func (s *Store) AddApproval(ctx context.Context, desiredStateID string, decide s
 		} else if n == 0 {
 			return fmt.Errorf("%s of topic %q: %w", a.User, a.Topic, store.ErrDuplicate)
 		}
-		seqs, err = s.insertEvents(ctx, tx, events, t)
+		seqs, err = s.insertEvents(ctx, tx, encodeEvents(events, t))
 		return err
 	})
 	if err != nil {

@@ -341,6 +341,7 @@ func (im *importer) put(ctx context.Context, tx *wtx, rec dump.Record) error {
 		if err != nil {
 			return fmt.Errorf("lease %s: %w", r.Key, err)
 		}
+		tx.noteLease(r.Key, r.Token)
 	case dump.RuntimeFacts:
 		body, err := json.Marshal(factsBody{KubeVersion: r.KubeVersion, APIVersions: r.APIVersions})
 		if err == nil {

@@ -36,41 +36,55 @@ var insertEventRows = func() [eventsPerInsert + 1]string {
 	return qs
 }()
 
-// insertEvents appends events in tx and returns their sequence numbers. A
-// zero Time is stored as t. A statement's rows take consecutive sequence
-// numbers in their order, the last one its LastInsertId: seq is
-// AUTOINCREMENT, and the writer is alone.
-func (s *Store) insertEvents(ctx context.Context, tx *wtx, events []store.Event, t time.Time) ([]int64, error) {
+// eventRows are events encoded for insertEvents (nine arguments each), a
+// zero Time as t. They are encoded before the write transaction, by the
+// caller's goroutine rather than in the single writer's turn.
+type eventRows []any
+
+const eventArgs = 9
+
+func encodeEvents(events []store.Event, t time.Time) eventRows {
 	if len(events) == 0 {
+		return nil
+	}
+	args := make(eventRows, 0, eventArgs*len(events))
+	for _, e := range events {
+		at := e.Time
+		if at.IsZero() {
+			at = t
+		}
+		args = append(args, dbTime(at), e.Application, e.Service, e.ReleaseChannel, e.DesiredStateID,
+			e.Type, e.Actor, e.Message, dbBytes(e.Data))
+	}
+	return args
+}
+
+// insertEvents appends the events of rows in tx and returns their sequence
+// numbers. A statement's rows take consecutive sequence numbers in their
+// order, the last one its LastInsertId: seq is AUTOINCREMENT, and the
+// writer is alone.
+func (s *Store) insertEvents(ctx context.Context, tx *wtx, rows eventRows) ([]int64, error) {
+	n := len(rows) / eventArgs
+	if n == 0 {
 		return nil, nil
 	}
-	seqs := make([]int64, len(events))
-	args := make([]any, 0, 9*min(len(events), eventsPerInsert))
-	for first := 0; first < len(events); first += eventsPerInsert {
-		chunk := events[first:min(first+eventsPerInsert, len(events))]
-		args = args[:0]
-		for _, e := range chunk {
-			at := e.Time
-			if at.IsZero() {
-				at = t
-			}
-			args = append(args, dbTime(at), e.Application, e.Service, e.ReleaseChannel, e.DesiredStateID,
-				e.Type, e.Actor, e.Message, dbBytes(e.Data))
-		}
-		res, err := tx.ExecContext(ctx, insertEventRows[len(chunk)], args...)
+	seqs := make([]int64, n)
+	for first := 0; first < n; first += eventsPerInsert {
+		count := min(eventsPerInsert, n-first)
+		res, err := tx.ExecContext(ctx, insertEventRows[count], rows[first*eventArgs:(first+count)*eventArgs]...)
 		if err == nil {
 			var last int64
 			if last, err = res.LastInsertId(); err == nil {
-				for i := range chunk {
-					seqs[first+i] = last - int64(len(chunk)-1-i)
+				for i := range count {
+					seqs[first+i] = last - int64(count-1-i)
 				}
 				continue
 			}
 		}
-		if len(chunk) == 1 {
-			return nil, fmt.Errorf("event %d (%s): %w", first, chunk[0].Type, err)
+		if count == 1 {
+			return nil, fmt.Errorf("event %d (%s): %w", first, rows[first*eventArgs+5], err)
 		}
-		return nil, fmt.Errorf("events %d-%d: %w", first, first+len(chunk)-1, err)
+		return nil, fmt.Errorf("events %d-%d: %w", first, first+count-1, err)
 	}
 	return seqs, nil
 }
@@ -93,10 +107,11 @@ func (s *Store) AppendEvents(ctx context.Context, events ...store.Event) error {
 		return nil
 	}
 	t := now()
+	rows := encodeEvents(events, t)
 	var seqs []int64
 	err := s.writeTxMode(ctx, crashSafe, func(tx *wtx) error {
 		var err error
-		seqs, err = s.insertEvents(ctx, tx, events, t)
+		seqs, err = s.insertEvents(ctx, tx, rows)
 		return err
 	})
 	if err != nil {

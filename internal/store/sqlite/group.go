@@ -155,10 +155,11 @@ func (s *Store) commitGroup(reqs []*writeReq) {
 			failAll(err)
 			return
 		}
-		mark := wt.inst.mark()
+		mark, leaseMark := wt.inst.mark(), len(wt.leases)
 		errs[i] = runFn(r.fn, wt)
 		if errs[i] != nil {
 			wt.inst.rollback(mark)
+			wt.leases = wt.leases[:leaseMark]
 			// SQLite rolls a whole transaction back on some errors (a full
 			// disk, I/O): then the savepoint is gone with what the group
 			// wrote so far, and the group fails.
@@ -188,6 +189,11 @@ func (s *Store) commitGroup(reqs []*writeReq) {
 	s.instances.committing(&wt.inst)
 	err = s.health.wrote(tx.Commit())
 	s.instances.done(&wt.inst, err == nil)
+	if err == nil {
+		s.leases.committed(wt.leases)
+	} else {
+		s.leases.forget(wt.leases)
+	}
 	s.reuse(wt)
 	if err != nil {
 		for _, r := range live {

@@ -101,10 +101,14 @@ func (s *Store) Write(ctx context.Context, b *store.Batch) error {
 		return fmt.Errorf("write: %w", err)
 	}
 	t := now()
+	rows, err := prepareBatch(b, t)
+	if err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
 	var seqs, ids []int64
-	err := s.writeTxMode(ctx, crashSafe, func(tx *wtx) error {
+	err = s.writeTxMode(ctx, crashSafe, func(tx *wtx) error {
 		var err error
-		seqs, ids, err = s.applyBatch(ctx, tx, b, t)
+		seqs, ids, err = s.applyBatch(ctx, tx, b, rows, t)
 		return err
 	})
 	if err != nil {
@@ -136,9 +140,44 @@ func validateBatch(b *store.Batch) error {
 	return nil
 }
 
+// batchRows is a batch encoded for its transaction (prepareBatch).
+type batchRows struct {
+	instances    []instanceRow
+	events       eventRows
+	observations []observationRow
+}
+
+// instanceRow is an instance to write, with its UpdatedAt set, and as the
+// file will hold it once written.
+type instanceRow struct {
+	in, stored store.Instance
+}
+
+// prepareBatch encodes b's rows, written at t, before its transaction: the
+// caller's goroutine does it beside the others' rather than the single
+// writer in its turn (group.go).
+func prepareBatch(b *store.Batch, t time.Time) (*batchRows, error) {
+	rows := &batchRows{instances: make([]instanceRow, len(b.Instances)), events: encodeEvents(b.Events, t)}
+	for i, in := range b.Instances {
+		if in.UpdatedAt.IsZero() {
+			in.UpdatedAt = t
+		}
+		stored, err := storedInstance(in, in.UpdatedAt)
+		if err != nil {
+			return nil, fmt.Errorf("instance %s/%s/%s: %w", in.Application, in.Service, in.ReleaseChannel, err)
+		}
+		rows.instances[i] = instanceRow{in: in, stored: stored}
+	}
+	var err error
+	if rows.observations, err = encodeObservations(b.Observations, t); err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
 // applyBatch writes b inside tx: fence, completed tasks, instances, events,
 // tasks. It returns the events' sequence numbers and the tasks' ids.
-func (s *Store) applyBatch(ctx context.Context, tx *wtx, b *store.Batch, t time.Time) (seqs, ids []int64, err error) {
+func (s *Store) applyBatch(ctx context.Context, tx *wtx, b *store.Batch, rows *batchRows, t time.Time) (seqs, ids []int64, err error) {
 	if err := checkFence(ctx, tx, b.Fence); err != nil {
 		return nil, nil, err
 	}
@@ -147,18 +186,18 @@ func (s *Store) applyBatch(ctx context.Context, tx *wtx, b *store.Batch, t time.
 			return nil, nil, err
 		}
 	}
-	for _, in := range b.Instances {
-		if err := s.putInstance(ctx, tx, in, t); err != nil {
+	for i := range rows.instances {
+		if err := s.putInstance(ctx, tx, &rows.instances[i]); err != nil {
 			return nil, nil, err
 		}
 	}
-	if seqs, err = s.insertEvents(ctx, tx, b.Events, t); err != nil {
+	if seqs, err = s.insertEvents(ctx, tx, rows.events); err != nil {
 		return nil, nil, err
 	}
 	if ids, err = insertTasks(ctx, tx, b.Tasks, b.Claim, t); err != nil {
 		return nil, nil, err
 	}
-	if err := putObservations(ctx, tx, b.Observations, t); err != nil {
+	if err := putObservations(ctx, tx, rows.observations); err != nil {
 		return nil, nil, err
 	}
 	return seqs, ids, nil
@@ -285,17 +324,14 @@ func changedUpdate(old, stored, in *store.Instance) (string, []any) {
 
 var changedUpdates sync.Map // column mask -> UPDATE statement
 
-// putInstance creates (Revision 0) or updates (Revision = the stored one) in.
-func (s *Store) putInstance(ctx context.Context, tx *wtx, in store.Instance, t time.Time) error {
-	updatedAt := in.UpdatedAt
-	if updatedAt.IsZero() {
-		updatedAt = t
-	}
-	stored, err := storedInstance(in, updatedAt)
-	if err != nil {
-		return err
-	}
-	var res sql.Result
+// putInstance creates (Revision 0) or updates (Revision = the stored one)
+// the instance of row.
+func (s *Store) putInstance(ctx context.Context, tx *wtx, row *instanceRow) error {
+	in, stored, updatedAt := &row.in, &row.stored, row.in.UpdatedAt
+	var (
+		res sql.Result
+		err error
+	)
 	tx.inst.touched = append(tx.inst.touched, svcKey{in.Application, in.Service})
 	var (
 		old    store.Instance
@@ -306,17 +342,17 @@ func (s *Store) putInstance(ctx context.Context, tx *wtx, in store.Instance, t t
 	}
 	switch {
 	case in.Revision == 0:
-		res, err = tx.ExecContext(ctx, insertInstance, instanceArgs(in, updatedAt, 1)...)
+		res, err = tx.ExecContext(ctx, insertInstance, instanceArgs(*in, updatedAt, 1)...)
 	case cached:
 		// The row as stored (the cache is the file's): set what changed.
 		// If the file moved on meanwhile, the revision check refuses it
 		// as any update.
-		next := in
+		next := *in
 		next.UpdatedAt, next.Revision = updatedAt, in.Revision+1
-		q, args := changedUpdate(&old, &stored, &next)
+		q, args := changedUpdate(&old, stored, &next)
 		res, err = tx.ExecContext(ctx, q, append(args, in.Revision)...)
 	default:
-		res, err = tx.ExecContext(ctx, updateInstance, append(instanceArgs(in, updatedAt, in.Revision+1), in.Revision)...)
+		res, err = tx.ExecContext(ctx, updateInstance, append(instanceArgs(*in, updatedAt, in.Revision+1), in.Revision)...)
 	}
 	if err != nil {
 		return fmt.Errorf("instance %s/%s/%s: %w", in.Application, in.Service, in.ReleaseChannel, err)
@@ -326,7 +362,7 @@ func (s *Store) putInstance(ctx context.Context, tx *wtx, in store.Instance, t t
 		return err
 	}
 	if n == 1 {
-		tx.inst.written = append(tx.inst.written, stored)
+		tx.inst.written = append(tx.inst.written, *stored)
 		return nil
 	}
 	var storedRev int64

@@ -85,8 +85,13 @@ func TestInstanceCacheMatchesTheFile(t *testing.T) {
 				if r.IntN(5) == 0 {
 					// A write that fails after writing rolls back to its
 					// savepoint: the cache must not take its rows in.
+					at := now()
+					rows, err := prepareBatch(b, at)
+					if err != nil {
+						t.Fatal(err)
+					}
 					err = s.writeTxMode(ctx, crashSafe, func(tx *wtx) error {
-						if _, _, err := s.applyBatch(ctx, tx, b, now()); err != nil {
+						if _, _, err := s.applyBatch(ctx, tx, b, rows, at); err != nil {
 							return err
 						}
 						return errFail

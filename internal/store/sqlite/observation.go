@@ -11,25 +11,47 @@ import (
 
 // putObservations replaces the stored observations of b's instances; a zero
 // Since is set to t.
-func putObservations(ctx context.Context, tx *wtx, obs []store.Observation, t time.Time) error {
-	for _, o := range obs {
+// observationRow is an observation encoded for putObservations.
+type observationRow struct {
+	application, service, releaseChannel string
+	body                                 []byte
+	since                                any
+}
+
+// encodeObservations encodes obs for putObservations (a zero Since as t),
+// before the write transaction.
+func encodeObservations(obs []store.Observation, t time.Time) ([]observationRow, error) {
+	if len(obs) == 0 {
+		return nil, nil
+	}
+	rows := make([]observationRow, len(obs))
+	for i, o := range obs {
 		if o.Application == "" || o.Service == "" || o.ReleaseChannel == "" {
-			return fmt.Errorf("observation %s/%s/%s: application, service and release channel are required",
+			return nil, fmt.Errorf("observation %s/%s/%s: application, service and release channel are required",
 				o.Application, o.Service, o.ReleaseChannel)
 		}
 		body, err := json.Marshal(o)
 		if err != nil {
-			return fmt.Errorf("encode observation of %s/%s/%s: %w", o.Application, o.Service, o.ReleaseChannel, err)
+			return nil, fmt.Errorf("encode observation of %s/%s/%s: %w", o.Application, o.Service, o.ReleaseChannel, err)
 		}
 		since := o.Since
 		if since.IsZero() {
 			since = t
 		}
+		rows[i] = observationRow{application: o.Application, service: o.Service, releaseChannel: o.ReleaseChannel, body: body, since: dbTime(since)}
+	}
+	return rows, nil
+}
+
+// putObservations stores the observations of rows, each replacing the one
+// of its instance.
+func putObservations(ctx context.Context, tx *wtx, rows []observationRow) error {
+	for _, o := range rows {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO observations (application, service, release_channel, body, since)
 			VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT (application, service, release_channel) DO UPDATE SET body = excluded.body, since = excluded.since`,
-			o.Application, o.Service, o.ReleaseChannel, body, dbTime(since)); err != nil {
-			return fmt.Errorf("put observation of %s/%s/%s: %w", o.Application, o.Service, o.ReleaseChannel, err)
+			o.application, o.service, o.releaseChannel, o.body, o.since); err != nil {
+			return fmt.Errorf("put observation of %s/%s/%s: %w", o.application, o.service, o.releaseChannel, err)
 		}
 	}
 	return nil

@@ -60,6 +60,11 @@ type Store struct {
 	// instBuf are the instance write lists of the last group's
 	// transaction, kept for the next (see reuse).
 	instBuf instWrites
+	// leases caches the committed lease tokens for fence checks, and
+	// leaseBuf is the last group's list of notes, kept for the next (see
+	// leasecache.go).
+	leases   leaseCache
+	leaseBuf []leaseToken
 	// syncConn and syncMode are the write connection (its driver
 	// connection) and the synchronous mode the last group set on it: a
 	// group in the same mode on the same connection need not set it again.

@@ -38,6 +38,9 @@ func (s *Store) ClaimLease(ctx context.Context, key, owner string, ttl time.Dura
 		_, err = tx.ExecContext(ctx, `INSERT INTO leases (key, owner, token, expires) VALUES (?, ?, ?, ?)
 			ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, token = excluded.token, expires = excluded.expires`,
 			out.Key, out.Owner, out.Token, dbTime(out.Expires))
+		if err == nil {
+			tx.noteLease(out.Key, out.Token)
+		}
 		return err
 	})
 	if err != nil {
@@ -107,12 +110,21 @@ func checkFence(ctx context.Context, tx *wtx, f *store.Fence) error {
 	if f == nil {
 		return nil
 	}
-	var token int64
-	err := tx.QueryRowContext(ctx, "SELECT token FROM leases WHERE key = ?", f.Key).Scan(&token)
-	if errors.Is(err, sql.ErrNoRows) || (err == nil && token != f.Token) {
+	token, ok := tx.leaseToken(f.Key)
+	if !ok {
+		err := tx.QueryRowContext(ctx, "SELECT token FROM leases WHERE key = ?", f.Key).Scan(&token)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("lease %s with token %d is no longer held: %w", f.Key, f.Token, store.ErrFenced)
+		case err != nil:
+			return err
+		}
+		tx.noteLease(f.Key, token)
+	}
+	if token != f.Token {
 		return fmt.Errorf("lease %s with token %d is no longer held: %w", f.Key, f.Token, store.ErrFenced)
 	}
-	return err
+	return nil
 }
 
 const taskColumns = "id, key, instance, kind, payload, status, owner, token, attempts, expires, created_at, claimed_at, finished_at, message"
@@ -283,13 +295,17 @@ func (s *Store) endClaim(ctx context.Context, verb string, task store.Task, b *s
 		return fmt.Errorf("%s task %d: %w", verb, task.ID, err)
 	}
 	t := now()
+	rows, err := prepareBatch(b, t)
+	if err != nil {
+		return fmt.Errorf("%s task %d: %w", verb, task.ID, err)
+	}
 	var seqs, ids []int64
-	err := s.writeTxMode(ctx, crashSafe, func(tx *wtx) error {
+	err = s.writeTxMode(ctx, crashSafe, func(tx *wtx) error {
 		if err := end(tx, t); err != nil {
 			return err
 		}
 		var err error
-		seqs, ids, err = s.applyBatch(ctx, tx, b, t)
+		seqs, ids, err = s.applyBatch(ctx, tx, b, rows, t)
 		return err
 	})
 	if err != nil {
@@ -314,6 +330,7 @@ func claimHeld(res sql.Result, err error, task store.Task) error {
 // ResetClaims implements store.Store.
 func (s *Store) ResetClaims(ctx context.Context, events ...store.Event) error {
 	t := now()
+	rows := encodeEvents(events, t)
 	var seqs []int64
 	err := s.writeTx(ctx, func(tx *wtx) error {
 		past := dbTime(t.Add(-time.Nanosecond))
@@ -324,7 +341,7 @@ func (s *Store) ResetClaims(ctx context.Context, events ...store.Event) error {
 			return err
 		}
 		var err error
-		seqs, err = s.insertEvents(ctx, tx, events, t)
+		seqs, err = s.insertEvents(ctx, tx, rows)
 		return err
 	})
 	if err != nil {

@@ -30,6 +30,10 @@ type wtx struct {
 	bound map[string]*sql.Stmt
 	// inst are the instance writes, for the cache once committed.
 	inst instWrites
+	// leases are the lease tokens written or read, for leaseCache once
+	// committed.
+	leases     []leaseToken
+	leaseCache *leaseCache
 }
 
 // writeStmts are the statements prepared on the write connection.
@@ -40,7 +44,7 @@ type writeStmts struct {
 }
 
 func (s *Store) newWtx(ctx context.Context, tx *sql.Tx) *wtx {
-	t := &wtx{ctx: ctx, tx: tx, stmts: &s.wstmts}
+	t := &wtx{ctx: ctx, tx: tx, stmts: &s.wstmts, leaseCache: &s.leases, leases: s.leaseBuf[:0]}
 	t.inst.written, t.inst.touched = s.instBuf.written[:0], s.instBuf.touched[:0]
 	return t
 }
@@ -48,6 +52,10 @@ func (s *Store) newWtx(ctx context.Context, tx *sql.Tx) *wtx {
 // reuse keeps t's instance write lists for the next group's transaction
 // (groups commit one at a time), once the cache has taken their rows.
 func (s *Store) reuse(t *wtx) {
+	if cap(t.leases) <= 4096 {
+		clear(t.leases[:cap(t.leases)])
+		s.leaseBuf = t.leases[:0]
+	}
 	if cap(t.inst.written) > 4096 || cap(t.inst.touched) > 4096 {
 		s.instBuf = instWrites{} // an import's: not kept
 		return
