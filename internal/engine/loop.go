@@ -465,9 +465,10 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	instances := make(map[string]store.Instance, len(list))
-	for _, inst := range list {
-		instances[inst.ReleaseChannel] = inst
+	// The instances are the list's: the outcomes change them there.
+	instances := make(map[string]*store.Instance, len(list))
+	for i := range list {
+		instances[list[i].ReleaseChannel] = &list[i]
 	}
 	// The instances the outcomes change are written even if the plan
 	// changes nothing more.
@@ -532,7 +533,7 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (Result, error) {
 		}
 		// Sorted (a channel the desired state no longer has included).
 		for _, rc := range slices.Sorted(maps.Keys(doneChanged)) {
-			b.Instances = append(b.Instances, instances[rc])
+			b.Instances = append(b.Instances, *instances[rc])
 		}
 	}
 	for _, a := range plan.Actions {
@@ -659,10 +660,10 @@ func (l *Loop) releaseLeases() {
 }
 
 // targetFor is what to fetch for a channel: the instance's current target
-// when it has one, else the desired channel.
-func (l *Loop) targetFor(ctx context.Context, cs *compiledState, ch Channel, inst store.Instance) (runtimes.Target, error) {
+// when it has one (inst may be nil), else the desired channel.
+func (l *Loop) targetFor(ctx context.Context, cs *compiledState, ch Channel, inst *store.Instance) (runtimes.Target, error) {
 	stateID := ch.StateID
-	if inst.TargetStateID != "" {
+	if inst != nil && inst.TargetStateID != "" {
 		stateID = inst.TargetStateID
 	}
 	return l.target(ctx, cs, stateID, ch.Name)

@@ -158,7 +158,9 @@ func DefaultSettings() Settings {
 type PlanInput struct {
 	Now       time.Time
 	Desired   *Desired
-	Instances map[string]store.Instance
+	// Instances are the stored instances by release channel; the planner
+	// does not change them.
+	Instances map[string]*store.Instance
 	Observed  map[string]Observation
 	Approvals []store.Approval
 	// Freezes are the freezes in force (drover freeze); the planner

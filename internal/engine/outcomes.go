@@ -143,7 +143,7 @@ func settleOutcomes(ps []*pending, recorded bool) {
 // instance still targets what the action was for (as completeTask does).
 // It returns the store's record of them, their events, and the release
 // channels whose instance they changed.
-func applyOutcomes(ps []*pending, now time.Time, instances map[string]store.Instance, running map[string]bool) (done []store.TaskDone, events []store.Event, changed map[string]bool) {
+func applyOutcomes(ps []*pending, now time.Time, instances map[string]*store.Instance, running map[string]bool) (done []store.TaskDone, events []store.Event, changed map[string]bool) {
 	for _, p := range ps {
 		done = append(done, store.TaskDone{Task: p.task, Status: p.out.taskStatus(), Message: p.out.Message})
 		events = append(events, p.out.Events...)
@@ -153,12 +153,11 @@ func applyOutcomes(ps []*pending, now time.Time, instances map[string]store.Inst
 		}
 		rc := p.a.ReleaseChannel
 		inst, ok := instances[rc]
-		if !ok || !p.a.changes(inst) {
+		if !ok || !p.a.changes(*inst) {
 			continue
 		}
-		p.out.Change(&inst)
+		p.out.Change(inst)
 		inst.UpdatedAt = now
-		instances[rc] = inst
 		if changed == nil {
 			changed = map[string]bool{}
 		}

@@ -33,9 +33,11 @@ import (
 //   - Applies are retried with exponential backoff; the instance fails after
 //     Settings.MaxApplyAttempts.
 func PlanService(in PlanInput) Plan {
-	p := &planner{in: in, next: make(map[string]*store.Instance, len(in.Desired.Channels)), started: map[string]bool{}}
-	for _, ch := range in.Desired.Channels {
-		p.channel(ch)
+	n := len(in.Desired.Channels)
+	p := &planner{in: in, next: make(map[string]*store.Instance, n), started: map[string]bool{},
+		insts: make([]store.Instance, n), steps: make([]step, n)}
+	for i, ch := range in.Desired.Channels {
+		p.channel(i, ch)
 	}
 	return p.plan
 }
@@ -48,6 +50,10 @@ type planner struct {
 	plan Plan
 	// started holds the task instances of the checks this plan runs.
 	started map[string]bool
+	// insts and steps hold each channel's instance and step while it is
+	// planned (one allocation for all).
+	insts []store.Instance
+	steps []step
 }
 
 // instance returns release channel name's instance as the plan has it so
@@ -56,8 +62,10 @@ func (p *planner) instance(name string) (store.Instance, bool) {
 	if inst, ok := p.next[name]; ok {
 		return *inst, true
 	}
-	inst, ok := p.in.Instances[name]
-	return inst, ok
+	if inst, ok := p.in.Instances[name]; ok {
+		return *inst, true
+	}
+	return store.Instance{}, false
 }
 
 // requeue asks for another pass within d (the smallest request wins).
@@ -97,25 +105,31 @@ func (s *step) set(status ds.Status, reason ds.Reason, format string, args ...an
 	s.inst.Message = fmt.Sprintf(format, args...)
 }
 
-func (p *planner) channel(ch Channel) {
+func (p *planner) channel(i int, ch Channel) {
 	d := p.in.Desired
-	old, exists := p.in.Instances[ch.Name]
-	inst := old
-	if !exists {
-		inst = store.Instance{Application: d.Application, Service: d.Service, ReleaseChannel: ch.Name, Status: ds.StatusPending}
+	var old store.Instance
+	stored, exists := p.in.Instances[ch.Name]
+	if exists {
+		old = *stored
 	}
-	s := &step{inst: &inst, ch: ch}
+	inst := &p.insts[i]
+	*inst = old
+	if !exists {
+		*inst = store.Instance{Application: d.Application, Service: d.Service, ReleaseChannel: ch.Name, Status: ds.StatusPending}
+	}
+	s := &p.steps[i]
+	*s = step{inst: inst, ch: ch}
 	defer func() {
-		if !exists || instanceChanged(old, inst) {
+		if !exists || instanceChanged(old, *inst) {
 			inst.UpdatedAt = p.in.Now
-			p.plan.Instances = append(p.plan.Instances, inst)
+			p.plan.Instances = append(p.plan.Instances, *inst)
 		}
-		p.next[ch.Name] = &inst
+		p.next[ch.Name] = inst
 	}()
 
 	if inst.DesiredStateID != d.ID {
 		if inst.DesiredStateID != "" && !inst.Status.Terminal() && inst.Status != ds.StatusPaused {
-			p.event(&inst, ds.EventReplaced, "desired state %s replaced by %s (version %s)", inst.DesiredStateID, d.ID, d.Version)
+			p.event(inst, ds.EventReplaced, "desired state %s replaced by %s (version %s)", inst.DesiredStateID, d.ID, d.Version)
 		}
 		inst.DesiredStateID = d.ID
 		inst.ApplyAttempts = 0
@@ -405,7 +419,7 @@ func (p *planner) lastResult(s *step, chk ds.Check) *store.CheckResult {
 	}
 	for name, inst := range p.in.Instances {
 		if _, planned := p.next[name]; !planned && name != s.ch.Name {
-			newer(inst)
+			newer(*inst)
 		}
 	}
 	return res

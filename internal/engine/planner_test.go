@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -47,7 +48,7 @@ func newWorld(t *testing.T, d *Desired) *world {
 }
 
 func (w *world) plan() Plan {
-	p := PlanService(PlanInput{Now: w.now, Desired: w.desired, Instances: w.instances, Observed: w.observed, Approvals: w.approvals, Running: w.running, Freezes: w.freezes, Settings: w.settings})
+	p := PlanService(PlanInput{Now: w.now, Desired: w.desired, Instances: refs(w.instances), Observed: w.observed, Approvals: w.approvals, Running: w.running, Freezes: w.freezes, Settings: w.settings})
 	for _, inst := range p.Instances {
 		w.instances[inst.ReleaseChannel] = inst
 	}
@@ -302,7 +303,7 @@ func randomInput(r *rand.Rand) PlanInput {
 		d.Channels = append(d.Channels, ch)
 	}
 	statuses := []ds.Status{ds.StatusPending, ds.StatusConverging, ds.StatusConverged, ds.StatusFailed, ds.StatusWaitingPreconditions, ds.StatusWaitingManualApproval, ds.StatusRollingBack, ds.StatusRolledBack}
-	in := PlanInput{Now: t0.Add(time.Duration(r.IntN(3600)) * time.Second), Desired: d, Instances: map[string]store.Instance{}, Observed: map[string]Observation{}, Settings: DefaultSettings()}
+	in := PlanInput{Now: t0.Add(time.Duration(r.IntN(3600)) * time.Second), Desired: d, Instances: map[string]*store.Instance{}, Observed: map[string]Observation{}, Settings: DefaultSettings()}
 	for _, ch := range d.Channels {
 		if r.IntN(4) > 0 {
 			inst := store.Instance{Application: "a", Service: "s", ReleaseChannel: ch.Name, DesiredStateID: fmt.Sprintf("ds%d", r.IntN(3)),
@@ -317,7 +318,7 @@ func randomInput(r *rand.Rand) PlanInput {
 				// Conditions met earlier, for some version.
 				inst.Satisfied = []string{fmt.Sprintf("c%d@%s", r.IntN(3), versions[r.IntN(3)])}
 			}
-			in.Instances[ch.Name] = inst
+			in.Instances[ch.Name] = &inst
 		}
 		if r.IntN(5) > 0 {
 			in.Observed[ch.Name] = Observation{State: runtimes.State{Version: []string{"", "v1", "v2", "v3"}[r.IntN(4)], Converged: r.IntN(2) == 0, Failed: r.IntN(6) == 0, Drifted: r.IntN(6) == 0}}
@@ -329,6 +330,23 @@ func randomInput(r *rand.Rand) PlanInput {
 	return in
 }
 
+// refs is m as PlanInput takes it (pointers to copies).
+func refs(m map[string]store.Instance) map[string]*store.Instance {
+	out := make(map[string]*store.Instance, len(m))
+	for k, v := range m {
+		out[k] = &v
+	}
+	return out
+}
+
+// valueOf is *inst, or the zero instance for nil.
+func valueOf(inst *store.Instance) store.Instance {
+	if inst == nil {
+		return store.Instance{}
+	}
+	return *inst
+}
+
 // TestPropertyNoVersionBeforePreconditions: whenever the planner applies the
 // desired version to a channel that was not already targeting it, every
 // channel it depends on runs that version converged and its approvals are in.
@@ -337,7 +355,17 @@ func TestPropertyNoVersionBeforePreconditions(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for i := range 20000 {
 		in := randomInput(r)
+		before := make(map[string]store.Instance, len(in.Instances))
+		for k, v := range in.Instances {
+			before[k] = *v
+		}
 		p := PlanService(in)
+		for k, v := range in.Instances {
+			// The planner reads the stored instances; its changes go to the plan.
+			if !reflect.DeepEqual(*v, before[k]) {
+				t.Fatalf("case %d: the planner changed its input instance %s:\nbefore %+v\nafter  %+v", i, k, before[k], *v)
+			}
+		}
 		for _, a := range p.Actions {
 			var ch Channel
 			for _, c := range in.Desired.Channels {
@@ -345,12 +373,12 @@ func TestPropertyNoVersionBeforePreconditions(t *testing.T) {
 					ch = c
 				}
 			}
-			old := in.Instances[ch.Name]
+			old := valueOf(in.Instances[ch.Name])
 			if a.Version != ch.Version || a.Rollback || (old.TargetVersion == ch.Version && old.TargetStateID == ch.StateID) {
 				continue // re-applying its existing target, or rolling back
 			}
 			for _, dep := range ch.DependsOn {
-				di := in.Instances[dep]
+				di := valueOf(in.Instances[dep])
 				metBefore := slices.Contains(old.Satisfied, dep+"@"+ch.Version)
 				if (di.Status != ds.StatusConverged || di.CurrentVersion != ch.Version) && !dependencyConvergedInPlan(p, dep, ch.Version) && !metBefore {
 					t.Fatalf("case %d: %s received %s while %s is %s at %q\ninput: %+v", i, ch.Name, ch.Version, dep, di.Status, di.CurrentVersion, in)
@@ -399,12 +427,12 @@ func TestPropertyReplanAfterEffects(t *testing.T) {
 			continue
 		}
 		next := in
-		next.Instances = map[string]store.Instance{}
+		next.Instances = map[string]*store.Instance{}
 		for k, v := range in.Instances {
 			next.Instances[k] = v
 		}
 		for _, inst := range p.Instances {
-			next.Instances[inst.ReleaseChannel] = inst
+			next.Instances[inst.ReleaseChannel] = &inst
 		}
 		next.Observed = map[string]Observation{}
 		for k, v := range in.Observed {
@@ -418,7 +446,7 @@ func TestPropertyReplanAfterEffects(t *testing.T) {
 			t.Fatalf("case %d: re-planning after the effects applies again: first %+v then %+v\ninput %+v", i, p.Actions, p2.Actions, in)
 		}
 		for _, inst := range p2.Instances {
-			next.Instances[inst.ReleaseChannel] = inst
+			next.Instances[inst.ReleaseChannel] = &inst
 		}
 		if p3 := PlanService(next); len(p3.Actions) != 0 || len(p3.Instances) != 0 {
 			t.Fatalf("case %d: no fixpoint: %+v", i, p3)
