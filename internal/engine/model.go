@@ -156,8 +156,8 @@ func DefaultSettings() Settings {
 
 // PlanInput is everything the planner decides from.
 type PlanInput struct {
-	Now       time.Time
-	Desired   *Desired
+	Now     time.Time
+	Desired *Desired
 	// Instances are the stored instances by release channel; the planner
 	// does not change them.
 	Instances map[string]*store.Instance
