@@ -334,6 +334,9 @@ func (im *importer) put(ctx context.Context, tx *wtx, rec dump.Record) error {
 		if err != nil {
 			return fmt.Errorf("task %d: %w", r.ID, err)
 		}
+		if r.Status.Open() {
+			tx.noteTask(r.Key, r.Instance, r.ID, true)
+		}
 		im.maxTask = max(im.maxTask, r.ID)
 	case dump.Lease:
 		_, err := tx.ExecContext(ctx, "INSERT INTO leases (key, owner, token, expires) VALUES (?, ?, ?, ?)",

@@ -148,6 +148,13 @@ func (s *Store) commitGroup(reqs []*writeReq) {
 		return
 	}
 	wt = s.newWtx(ctx, tx)
+	// An invalid open-task cache is loaded in this transaction, so that
+	// it and the notes of the requests below agree; a failed load leaves
+	// it invalid.
+	var loaded map[string][]openTask
+	if s.openTasks.needsLoad() {
+		loaded, _ = s.openTasks.load(ctx, wt)
+	}
 	errs := make([]error, len(live))
 	for i, r := range live {
 		if _, err := wt.ExecContext(ctx, "SAVEPOINT w"); err != nil {
@@ -155,11 +162,11 @@ func (s *Store) commitGroup(reqs []*writeReq) {
 			failAll(err)
 			return
 		}
-		mark, leaseMark := wt.inst.mark(), len(wt.leases)
+		mark, leaseMark, taskMark := wt.inst.mark(), len(wt.leases), len(wt.tasks)
 		errs[i] = runFn(r.fn, wt)
 		if errs[i] != nil {
 			wt.inst.rollback(mark)
-			wt.leases = wt.leases[:leaseMark]
+			wt.leases, wt.tasks = wt.leases[:leaseMark], wt.tasks[:taskMark]
 			// SQLite rolls a whole transaction back on some errors (a full
 			// disk, I/O): then the savepoint is gone with what the group
 			// wrote so far, and the group fails.
@@ -191,8 +198,10 @@ func (s *Store) commitGroup(reqs []*writeReq) {
 	s.instances.done(&wt.inst, err == nil)
 	if err == nil {
 		s.leases.committed(wt.leases)
+		s.openTasks.committed(loaded, wt.tasks)
 	} else {
 		s.leases.forget(wt.leases)
+		s.openTasks.invalidate()
 	}
 	s.reuse(wt)
 	if err != nil {

@@ -34,6 +34,9 @@ type wtx struct {
 	// committed.
 	leases     []leaseToken
 	leaseCache *leaseCache
+	// tasks are the tasks opened and finished, for openTasks once
+	// committed.
+	tasks []taskNote
 }
 
 // writeStmts are the statements prepared on the write connection.
