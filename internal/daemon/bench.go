@@ -341,7 +341,7 @@ func runBench(ctx context.Context, setup benchSetup, services, channels, workers
 		return nil, cli.APIError(err)
 	}
 	res.PushSeconds = time.Since(pushStart).Seconds()
-	if err := waitConverged(ctx, c, services, allConverged); err != nil {
+	if err := waitConverged(ctx, c, services, channels, allConverged); err != nil {
 		return nil, err
 	}
 	stopWatch()
@@ -384,22 +384,23 @@ func followConverged(ctx context.Context, c *client.Client, instances int) <-cha
 }
 
 // waitConverged waits for the events to say every instance converged, then
-// polls the service list until it shows every service CONVERGED.
-func waitConverged(ctx context.Context, c *client.Client, services int, events <-chan struct{}) error {
+// polls the list of services in brief (the web UI's) until it shows every
+// service CONVERGED, with each of its channels converged.
+func waitConverged(ctx context.Context, c *client.Client, services, channels int, events <-chan struct{}) error {
 	select {
 	case <-events:
 	case <-ctx.Done():
 	}
 	for {
-		converged := 0
-		err := c.EachService(ctx, func(st *apiv1.ServiceStatus) error {
-			if st.Status == "CONVERGED" {
-				converged++
-			}
-			return nil
-		})
+		list, err := c.ServiceSummaries(ctx)
 		if err != nil {
 			return cli.APIError(err)
+		}
+		converged := 0
+		for _, st := range list.Services {
+			if st.Status == "CONVERGED" && st.Channels == channels && st.Converged == channels {
+				converged++
+			}
 		}
 		if converged == services {
 			return nil

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net"
@@ -141,5 +142,26 @@ func TestAPITLSChoice(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// drover bench runs end to end on a few services: every instance converges
+// (the events, then the list in brief, say so) and the figures are there.
+func TestBenchSmallRun(t *testing.T) {
+	t.Parallel()
+	data := filepath.Join(t.TempDir(), "data")
+	code, stdout, stderr := runMain("bench", "--services", "4", "--channels", "3", "--data", data, "-o", "json", "--timeout", "2m")
+	if code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
+	}
+	var res struct {
+		Services, Channels, Instances int
+		PushSeconds, ConvergeSeconds  float64
+	}
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+		t.Fatalf("output: %v\n%s", err, stdout)
+	}
+	if res.Services != 4 || res.Channels != 3 || res.Instances != 12 || res.PushSeconds <= 0 || res.ConvergeSeconds < res.PushSeconds {
+		t.Errorf("result %+v", res)
 	}
 }

@@ -484,7 +484,7 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (Result, error) {
 		return Result{}, err
 	}
 	var newObs []store.Observation
-	observed := map[string]Observation{}
+	observed := make(map[string]Observation, len(cs.desired.Channels))
 	desired := l.withGraces(ctx, cs)
 	for _, ch := range cs.desired.Channels {
 		if applying[ch.Name] {

@@ -83,18 +83,37 @@ func (c *openTasks) committed(loaded map[string][]openTask, notes []taskNote) {
 		return
 	}
 	for _, n := range notes {
-		list := c.byKey[n.key]
 		if n.open {
-			c.byKey[n.key] = append(list, openTask{id: n.id, instance: n.instance})
+			c.byKey[n.key] = append(c.byKey[n.key], openTask{id: n.id, instance: n.instance})
 			continue
 		}
-		list = slices.DeleteFunc(list, func(t openTask) bool { return t.id == n.id })
-		if len(list) == 0 {
-			delete(c.byKey, n.key)
-		} else {
-			c.byKey[n.key] = list
+		// A finished task is found by its id: under its note's key, else
+		// (a caller's copy naming another key) under any.
+		if !c.removeLocked(n.key, n.id) {
+			for key := range c.byKey {
+				if c.removeLocked(key, n.id) {
+					break
+				}
+			}
 		}
 	}
+}
+
+// removeLocked removes task id from key's open tasks, reporting whether it
+// was there.
+func (c *openTasks) removeLocked(key string, id int64) bool {
+	list := c.byKey[key]
+	i := slices.IndexFunc(list, func(t openTask) bool { return t.id == id })
+	if i < 0 {
+		return false
+	}
+	list = slices.Delete(list, i, i+1)
+	if len(list) == 0 {
+		delete(c.byKey, key)
+	} else {
+		c.byKey[key] = list
+	}
+	return true
 }
 
 // invalidate makes reads go to the file until a commit loads the cache

@@ -12,7 +12,8 @@ import (
 
 // The open-task cache answers as the file does after any sequence of
 // enqueues (claimed or not, refused as duplicates), claims, releases,
-// completions (in a batch or alone, by the right claim or a stale one) and
+// completions (in a batch or alone, by the right claim or a stale one, from
+// a copy naming another key) and
 // claim resets, and after the store is reopened.
 func TestOpenTasksCacheMatchesFile(t *testing.T) {
 	s, path := openTemp(t)
@@ -77,6 +78,10 @@ func TestOpenTasksCacheMatchesFile(t *testing.T) {
 			i := r.IntN(len(held))
 			task := held[i]
 			status := []store.TaskStatus{store.TaskSucceeded, store.TaskFailed}[r.IntN(2)]
+			if r.IntN(4) == 0 {
+				// A caller's copy naming another key: the task is its id.
+				task.Key = keys[(slices.Index(keys, task.Key)+1)%len(keys)]
+			}
 			var err error
 			if r.IntN(2) == 0 {
 				err = s.Write(ctx, &store.Batch{Complete: []store.TaskDone{{Task: task, Status: status}}})

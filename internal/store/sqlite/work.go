@@ -260,25 +260,21 @@ func (s *Store) CompleteTask(ctx context.Context, task store.Task, status store.
 // than the newest ones kept.
 func finishTask(ctx context.Context, tx *wtx, d store.TaskDone, t time.Time) error {
 	task := d.Task
-	// The key and instance are the row's (for the open-task cache and the
-	// pruning below), whatever the caller's copy says.
-	var key, instance string
-	err := tx.QueryRowContext(ctx, `UPDATE tasks SET status = ?, message = ?, finished_at = ?, expires = NULL
-		WHERE id = ? AND status = 'running' AND owner = ? AND token = ? RETURNING key, instance`,
-		d.Status, d.Message, dbTime(t), task.ID, task.Owner, task.Token).Scan(&key, &instance)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return fmt.Errorf("task %d is no longer claimed by %s (token %d): %w", task.ID, task.Owner, task.Token, store.ErrFenced)
-	case err != nil:
+	res, err := tx.ExecContext(ctx, `UPDATE tasks SET status = ?, message = ?, finished_at = ?, expires = NULL
+		WHERE id = ? AND status = 'running' AND owner = ? AND token = ?`,
+		d.Status, d.Message, dbTime(t), task.ID, task.Owner, task.Token)
+	if err := claimHeld(res, err, task); err != nil {
 		return err
 	}
-	tx.noteTask(key, instance, task.ID, false)
+	// The cache finds the task by its id, whatever key the caller's copy
+	// names.
+	tx.noteTask(task.Key, task.Instance, task.ID, false)
 	// Older than the newest ones kept: one step down the index of the
 	// instance's tasks (nothing when fewer are kept so far), rather than
 	// the list of those kept to compare every task with.
 	_, err = tx.ExecContext(ctx, `DELETE FROM tasks WHERE key = ?1 AND instance = ?2 AND status IN ('succeeded', 'failed')
 		AND id < (SELECT id FROM tasks WHERE key = ?1 AND instance = ?2 AND status IN ('succeeded', 'failed') ORDER BY id DESC LIMIT 1 OFFSET ?3)`,
-		key, instance, store.KeepFinishedTasks-1)
+		task.Key, task.Instance, store.KeepFinishedTasks-1)
 	return err
 }
 
