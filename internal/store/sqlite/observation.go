@@ -9,8 +9,6 @@ import (
 	"github.com/drover-dev/drover/internal/store"
 )
 
-// putObservations replaces the stored observations of b's instances; a zero
-// Since is set to t.
 // observationRow is an observation encoded for putObservations.
 type observationRow struct {
 	application, service, releaseChannel string

@@ -364,8 +364,8 @@ func (s *Store) GetTask(ctx context.Context, id int64) (store.Task, error) {
 	return t, nil
 }
 
-// ListTasks implements store.Store.
-// OpenTaskInstances implements store.Store (tasks_open_instance covers it).
+// OpenTaskInstances implements store.Store: from the writer's cache of open
+// tasks (opentasks.go), or while it is invalid from tasks_open_instance.
 func (s *Store) OpenTaskInstances(ctx context.Context, key string) ([]string, error) {
 	if out, ok := s.openTasks.instances(key); ok {
 		return out, nil
@@ -381,6 +381,7 @@ func (s *Store) OpenTaskInstances(ctx context.Context, key string) ([]string, er
 	return out, nil
 }
 
+// ListTasks implements store.Store.
 func (s *Store) ListTasks(ctx context.Context, f store.TaskFilter) ([]store.Task, error) {
 	q := "SELECT " + taskColumns + " FROM tasks WHERE 1 = 1"
 	var args []any
