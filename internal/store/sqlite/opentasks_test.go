@@ -13,8 +13,8 @@ import (
 // The open-task cache answers as the file does after any sequence of
 // enqueues (claimed or not, refused as duplicates), claims, releases,
 // completions (in a batch or alone, by the right claim or a stale one, from
-// a copy naming another key) and
-// claim resets, and after the store is reopened.
+// a copy naming another key) and claim resets, and after the store is
+// reopened.
 func TestOpenTasksCacheMatchesFile(t *testing.T) {
 	s, path := openTemp(t)
 	ctx := t.Context()
