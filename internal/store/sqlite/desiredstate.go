@@ -91,7 +91,7 @@ func (s *Store) createDesiredState(ctx context.Context, ds store.DesiredState, a
 		seqs     []int64
 		auditSeq int64
 	)
-	err = s.writeTx(ctx, func(tx *wtx) error {
+	err = s.writeTxRerun(ctx, durable, func(tx *wtx) error {
 		var exists int
 		err := tx.QueryRowContext(ctx, "SELECT 1 FROM desired_states WHERE id = ?", ds.ID).Scan(&exists)
 		if err == nil {

@@ -109,7 +109,7 @@ func (s *Store) AppendEvents(ctx context.Context, events ...store.Event) error {
 	t := now()
 	rows := encodeEvents(events, t)
 	var seqs []int64
-	err := s.writeTxMode(ctx, crashSafe, func(tx *wtx) error {
+	err := s.writeTxRerun(ctx, crashSafe, func(tx *wtx) error {
 		var err error
 		seqs, err = s.insertEvents(ctx, tx, rows)
 		return err

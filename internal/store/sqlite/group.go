@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"sync"
 )
 
@@ -31,6 +32,8 @@ type writeReq struct {
 	done chan struct{}
 	// lead tells a queued request that it leads the next group.
 	lead chan struct{}
+	// rerun says fn may run again (see writeTxRerun).
+	rerun bool
 }
 
 // group is the queue of write requests.
@@ -95,29 +98,68 @@ func (r *writeReq) finish(err error) {
 }
 
 // commitGroup runs the requests in one transaction and ends each.
+//
+// A savepoint for each request, so that one can fail alone, costs SQLite a
+// copy of every page the request changes first (the savepoint's journal),
+// and three statements. The requests that may run again (writeTxRerun)
+// therefore run first, with no savepoint: should one of them fail, the
+// transaction is rolled back and the group runs again with a savepoint for
+// every request. A group of one request needs none either: if it fails,
+// the transaction is rolled back and that is its answer.
 func (s *Store) commitGroup(reqs []*writeReq) {
 	live := reqs[:0:0]
-	mode := "NORMAL"
 	for _, r := range reqs {
 		if err := r.ctx.Err(); err != nil {
 			r.finish(err) // canceled while queued: nothing was written
 			continue
 		}
 		live = append(live, r)
-		if r.d == durable {
-			mode = "FULL"
-		}
 	}
 	if len(live) == 0 {
 		return
 	}
+	// Requests of one group are concurrent (none has been answered), so
+	// any order of them is one they could have committed in.
+	slices.SortStableFunc(live, func(a, b *writeReq) int {
+		switch {
+		case a.rerun == b.rerun:
+			return 0
+		case a.rerun:
+			return -1
+		default:
+			return 1
+		}
+	})
+	bare := 0
+	for bare < len(live) && live[bare].rerun {
+		bare++
+	}
+	if len(live) == 1 {
+		bare = 1
+	}
+	if bare > 0 && s.runGroup(live, bare) {
+		return
+	}
+	s.runGroup(live, 0)
+}
+
+// runGroup runs live in one transaction, the first bare of them without a
+// savepoint, and ends each. It returns false, having ended none and written
+// nothing, when one of the bare requests of a group of several failed: the
+// caller then runs the group again with a savepoint for each.
+func (s *Store) runGroup(live []*writeReq, bare int) bool {
+	mode := "NORMAL"
+	if slices.ContainsFunc(live, func(r *writeReq) bool { return r.d == durable }) {
+		mode = "FULL"
+	}
 	var wt *wtx
-	failAll := func(err error) {
+	failAll := func(err error) bool {
 		// The transaction is rolled back: the cache never saw its rows.
 		err = s.health.wrote(err)
 		for _, r := range live {
 			r.finish(err)
 		}
+		return true
 	}
 	// The group outlives any one caller's context, and its statements run
 	// under the group's (see wtx): a request canceled before its group
@@ -125,8 +167,7 @@ func (s *Store) commitGroup(reqs []*writeReq) {
 	ctx := context.Background()
 	conn, err := s.write.Conn(ctx)
 	if err != nil {
-		failAll(err)
-		return
+		return failAll(err)
 	}
 	defer func() { _ = conn.Close() }()
 	// synchronous applies per connection and may change between
@@ -137,15 +178,13 @@ func (s *Store) commitGroup(reqs []*writeReq) {
 	if driverConn != s.syncConn || mode != s.syncMode {
 		s.syncConn, s.syncMode = nil, ""
 		if _, err := conn.ExecContext(ctx, "PRAGMA synchronous="+mode); err != nil {
-			failAll(err)
-			return
+			return failAll(err)
 		}
 		s.syncConn, s.syncMode = driverConn, mode
 	}
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
-		failAll(err)
-		return
+		return failAll(err)
 	}
 	wt = s.newWtx(ctx, tx)
 	// An invalid open-task cache is loaded in this transaction, so that
@@ -157,10 +196,22 @@ func (s *Store) commitGroup(reqs []*writeReq) {
 	}
 	errs := make([]error, len(live))
 	for i, r := range live {
+		if i < bare {
+			if errs[i] = runFn(r.fn, wt); errs[i] != nil {
+				// Nothing of the transaction is kept, nor any of its notes.
+				_ = tx.Rollback()
+				s.reuse(wt)
+				if len(live) > 1 {
+					return false
+				}
+				r.finish(s.health.wrote(errs[i]))
+				return true
+			}
+			continue
+		}
 		if _, err := wt.ExecContext(ctx, "SAVEPOINT w"); err != nil {
 			_ = tx.Rollback()
-			failAll(err)
-			return
+			return failAll(err)
 		}
 		mark, leaseMark, taskMark := wt.inst.mark(), len(wt.leases), len(wt.tasks)
 		errs[i] = runFn(r.fn, wt)
@@ -172,14 +223,12 @@ func (s *Store) commitGroup(reqs []*writeReq) {
 			// wrote so far, and the group fails.
 			if _, err := wt.ExecContext(ctx, "ROLLBACK TO w"); err != nil {
 				_ = tx.Rollback()
-				failAll(errors.Join(errs[i], err))
-				return
+				return failAll(errors.Join(errs[i], err))
 			}
 		}
 		if _, err := wt.ExecContext(ctx, "RELEASE w"); err != nil {
 			_ = tx.Rollback()
-			failAll(errors.Join(errs[i], err))
-			return
+			return failAll(errors.Join(errs[i], err))
 		}
 	}
 	// Refuse to acknowledge a write into a database file that was removed
@@ -189,7 +238,7 @@ func (s *Store) commitGroup(reqs []*writeReq) {
 		for _, r := range live {
 			r.finish(err)
 		}
-		return
+		return true
 	}
 	// From the commit until the cache has its rows, reads of the services
 	// it writes go to the file.
@@ -208,12 +257,13 @@ func (s *Store) commitGroup(reqs []*writeReq) {
 		for _, r := range live {
 			r.finish(err)
 		}
-		return
+		return true
 	}
 	s.ckpt.committed()
 	for i, r := range live {
 		r.finish(s.health.wrote(errs[i]))
 	}
+	return true
 }
 
 // runFn runs one request's function, turning a panic into its error (it

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 	"strings"
 	"sync"
@@ -101,12 +102,12 @@ func (s *Store) Write(ctx context.Context, b *store.Batch) error {
 		return fmt.Errorf("write: %w", err)
 	}
 	t := now()
-	rows, err := prepareBatch(b, t)
+	rows, err := s.prepareBatch(b, t)
 	if err != nil {
 		return fmt.Errorf("write: %w", err)
 	}
 	var seqs, ids []int64
-	err = s.writeTxMode(ctx, crashSafe, func(tx *wtx) error {
+	err = s.writeTxRerun(ctx, crashSafe, func(tx *wtx) error {
 		var err error
 		seqs, ids, err = s.applyBatch(ctx, tx, b, rows, t)
 		return err
@@ -151,12 +152,20 @@ type batchRows struct {
 // file will hold it once written.
 type instanceRow struct {
 	in, stored store.Instance
+	// changed and args, when args is set, are the columns that differ from
+	// the cached row at in.Revision and the arguments of their UPDATE
+	// (changedUpdate), the revision last. That row is the file's as long as
+	// the file holds the revision, which the UPDATE checks, and no import
+	// replaced the rows since imports was read.
+	changed uint64
+	args    []any
+	imports uint64
 }
 
 // prepareBatch encodes b's rows, written at t, before its transaction: the
 // caller's goroutine does it beside the others' rather than the single
 // writer in its turn (group.go).
-func prepareBatch(b *store.Batch, t time.Time) (*batchRows, error) {
+func (s *Store) prepareBatch(b *store.Batch, t time.Time) (*batchRows, error) {
 	rows := &batchRows{instances: make([]instanceRow, len(b.Instances)), events: encodeEvents(b.Events, t)}
 	for i, in := range b.Instances {
 		if in.UpdatedAt.IsZero() {
@@ -166,7 +175,9 @@ func prepareBatch(b *store.Batch, t time.Time) (*batchRows, error) {
 		if err != nil {
 			return nil, fmt.Errorf("instance %s/%s/%s: %w", in.Application, in.Service, in.ReleaseChannel, err)
 		}
-		rows.instances[i] = instanceRow{in: in, stored: stored}
+		row := &rows.instances[i]
+		*row = instanceRow{in: in, stored: stored}
+		s.changedColumns(row)
 	}
 	var err error
 	if rows.observations, err = encodeObservations(b.Observations, t); err != nil {
@@ -285,44 +296,63 @@ var updatedColumns = []instanceColumn{
 	column("revision", func(i *store.Instance) *int64 { return &i.Revision }, plain),
 }
 
-// changedUpdate is the UPDATE of the columns in which old and stored (both
-// as stored) differ, with its arguments taken from in: a write usually
-// changes a few of the 26 columns, and binding all of them costs more
-// than the rest of the statement. Statements are kept per set of columns
-// (a few dozen occur).
-func changedUpdate(old, stored, in *store.Instance) (string, []any) {
-	// in carries the new revision; the WHERE clause takes the one given,
-	// appended by the caller.
+// changedUpdate returns the set of columns in which old and stored (both
+// as stored) differ, and the arguments of their UPDATE (changedQuery), taken
+// from in: a write usually changes a few of the 26 columns, and binding all
+// of them costs more than the rest of the statement.
+func changedUpdate(old, stored, in *store.Instance, revision int64) (uint64, []any) {
+	// in carries the new revision; the WHERE clause takes the one given.
 	var mask uint64
 	for i, c := range updatedColumns {
 		if !c.same(old, stored) {
 			mask |= 1 << i
 		}
 	}
-	q, ok := changedUpdates.Load(mask)
-	if !ok {
-		var set []string
-		n := 3
-		for i, c := range updatedColumns {
-			if mask&(1<<i) != 0 {
-				n++
-				set = append(set, fmt.Sprintf("%s = ?%d", c.name, n))
-			}
-		}
-		q, _ = changedUpdates.LoadOrStore(mask, fmt.Sprintf("UPDATE instances SET %s WHERE application = ?1 AND service = ?2 AND release_channel = ?3 AND revision = ?%d",
-			strings.Join(set, ", "), n+1))
-	}
-	args := make([]any, 0, 12)
+	args := make([]any, 0, 4+bits.OnesCount64(mask))
 	args = append(args, in.Application, in.Service, in.ReleaseChannel)
 	for i, c := range updatedColumns {
 		if mask&(1<<i) != 0 {
 			args = append(args, c.arg(in))
 		}
 	}
-	return q.(string), args
+	return mask, append(args, revision)
+}
+
+// changedQuery is the UPDATE of the columns of mask (see changedUpdate).
+// Statements are kept per set of columns (a few dozen occur).
+func changedQuery(mask uint64) string {
+	if q, ok := changedUpdates.Load(mask); ok {
+		return q.(string)
+	}
+	var set []string
+	n := 3
+	for i, c := range updatedColumns {
+		if mask&(1<<i) != 0 {
+			n++
+			set = append(set, fmt.Sprintf("%s = ?%d", c.name, n))
+		}
+	}
+	q, _ := changedUpdates.LoadOrStore(mask, fmt.Sprintf("UPDATE instances SET %s WHERE application = ?1 AND service = ?2 AND release_channel = ?3 AND revision = ?%d",
+		strings.Join(set, ", "), n+1))
+	return q.(string)
 }
 
 var changedUpdates sync.Map // column mask -> UPDATE statement
+
+// changedColumns sets row's update of the changed columns when the cache
+// holds the row it updates, and clears it when not.
+func (s *Store) changedColumns(row *instanceRow) {
+	in := &row.in
+	row.changed, row.args, row.imports = 0, nil, s.instances.imports.Load()
+	if in.Revision == 0 {
+		return
+	}
+	if old, ok := s.instances.at(in.Application, in.Service, in.ReleaseChannel, in.Revision); ok {
+		next := *in
+		next.Revision = in.Revision + 1
+		row.changed, row.args = changedUpdate(&old, &row.stored, &next, in.Revision)
+	}
+}
 
 // putInstance creates (Revision 0) or updates (Revision = the stored one)
 // the instance of row.
@@ -333,24 +363,17 @@ func (s *Store) putInstance(ctx context.Context, tx *wtx, row *instanceRow) erro
 		err error
 	)
 	tx.inst.touched = append(tx.inst.touched, svcKey{in.Application, in.Service})
-	var (
-		old    store.Instance
-		cached bool
-	)
-	if in.Revision > 0 {
-		old, cached = s.instances.at(in.Application, in.Service, in.ReleaseChannel, in.Revision)
+	if row.args == nil || row.imports != s.instances.imports.Load() {
+		s.changedColumns(row)
 	}
 	switch {
 	case in.Revision == 0:
 		res, err = tx.ExecContext(ctx, insertInstance, instanceArgs(*in, updatedAt, 1)...)
-	case cached:
+	case row.args != nil:
 		// The row as stored (the cache is the file's): set what changed.
 		// If the file moved on meanwhile, the revision check refuses it
 		// as any update.
-		next := *in
-		next.UpdatedAt, next.Revision = updatedAt, in.Revision+1
-		q, args := changedUpdate(&old, stored, &next)
-		res, err = tx.ExecContext(ctx, q, append(args, in.Revision)...)
+		res, err = tx.ExecContext(ctx, changedQuery(row.changed), row.args...)
 	default:
 		res, err = tx.ExecContext(ctx, updateInstance, append(instanceArgs(*in, updatedAt, in.Revision+1), in.Revision)...)
 	}

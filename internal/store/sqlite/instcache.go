@@ -3,6 +3,7 @@ package sqlite
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/drover-dev/drover/internal/store"
@@ -37,6 +38,10 @@ type instanceCache struct {
 	// importing counts commits under way that may change any service (an
 	// import): until they end, every read goes to the file.
 	importing int
+	// imports changes whenever such a commit begins or ends: a row read
+	// from the cache before it changed may not be the file's any longer,
+	// even at the same revision.
+	imports atomic.Uint64
 }
 
 type svcKey struct{ app, svc string }
@@ -188,6 +193,7 @@ func (c *instanceCache) committing(w *instWrites) {
 	}
 	if w.all {
 		c.importing++
+		c.imports.Add(1)
 	}
 }
 
@@ -212,6 +218,7 @@ func (c *instanceCache) done(w *instWrites, committed bool) {
 	}
 	if w.all {
 		c.importing--
+		c.imports.Add(1)
 		for _, e := range c.svcs {
 			e.gen++
 			c.dropLocked(e)

@@ -86,7 +86,7 @@ func TestInstanceCacheMatchesTheFile(t *testing.T) {
 					// A write that fails after writing rolls back to its
 					// savepoint: the cache must not take its rows in.
 					at := now()
-					rows, err := prepareBatch(b, at)
+					rows, err := s.prepareBatch(b, at)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -334,5 +334,54 @@ func TestCacheDuringCommit(t *testing.T) {
 	}
 	if c.held != 0 {
 		t.Errorf("%d instances counted as held with none cached", c.held)
+	}
+}
+
+// TestPreparedUpdateFollowsImports: a write prepares the UPDATE of the
+// columns it changes against the cached row, before its transaction. A
+// commit that replaces every row meanwhile (an import, which keeps
+// revisions) makes it write the whole row instead: the file then holds
+// exactly what was written, not a mix of the two.
+func TestPreparedUpdateFollowsImports(t *testing.T) {
+	t.Parallel()
+	s, _ := openTemp(t)
+	t.Cleanup(func() { _ = s.Close() })
+	ctx := t.Context()
+	in := store.Instance{Application: "app", Service: "web", ReleaseChannel: "prod", DesiredStateID: "d1", TargetVersion: "v1", Status: ds.StatusConverging}
+	if err := s.Write(ctx, &store.Batch{Instances: []store.Instance{in}}); err != nil {
+		t.Fatal(err)
+	}
+	list, err := s.ListInstances(ctx, "app", "web")
+	if err != nil || len(list) != 1 {
+		t.Fatalf("instances %v, %v", list, err)
+	}
+	next := list[0]
+	next.Status, next.Message = ds.StatusConverged, "done"
+	b := &store.Batch{Instances: []store.Instance{next}}
+	at := now()
+	rows, err := s.prepareBatch(b, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows.instances[0].args == nil {
+		t.Fatal("the update of the changed columns was not prepared from the cache")
+	}
+	// As an import does: every row may change, revisions kept.
+	if err := s.writeTx(ctx, func(tx *wtx) error {
+		tx.inst.all = true
+		_, err := tx.ExecContext(ctx, "UPDATE instances SET target_version = 'v9', desired_state_id = 'd9'")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.writeTxRerun(ctx, crashSafe, func(tx *wtx) error {
+		_, _, err := s.applyBatch(ctx, tx, b, rows, at)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got := s.fromFile(t, "app", "web")
+	if len(got) != 1 || got[0].TargetVersion != "v1" || got[0].DesiredStateID != "d1" || got[0].Status != ds.StatusConverged || got[0].Message != "done" {
+		t.Errorf("file holds %+v, want what was written", got)
 	}
 }

@@ -297,6 +297,15 @@ func (s *Store) writeTxMode(ctx context.Context, d durability, fn func(tx *wtx) 
 	return s.group.run(ctx, s, &writeReq{ctx: ctx, d: d, fn: fn})
 }
 
+// writeTxRerun is writeTxMode for an fn that may run more than once, in
+// transactions rolled back but the last: fn then writes only through tx
+// (the notes of tx included) and sets each of its results afresh at every
+// run. Such a request commits with no savepoint of its own (see
+// commitGroup), which is what the engine's writes need most.
+func (s *Store) writeTxRerun(ctx context.Context, d durability, fn func(tx *wtx) error) error {
+	return s.group.run(ctx, s, &writeReq{ctx: ctx, d: d, fn: fn, rerun: true})
+}
+
 // now is the store's clock, truncated to what the store keeps.
 func now() time.Time { return time.Now().UTC().Round(0) }
 

@@ -19,7 +19,7 @@ func (s *Store) ClaimLease(ctx context.Context, key, owner string, ttl time.Dura
 		return store.Lease{}, fmt.Errorf("claim lease: key, owner and a positive ttl are required")
 	}
 	var out store.Lease
-	err := s.writeTxMode(ctx, crashSafe, func(tx *wtx) error {
+	err := s.writeTxRerun(ctx, crashSafe, func(tx *wtx) error {
 		t := now()
 		cur, err := scanLease(tx.QueryRowContext(ctx, "SELECT key, owner, token, expires FROM leases WHERE key = ?", key))
 		switch {
@@ -58,7 +58,7 @@ func (s *Store) RenewLease(ctx context.Context, l store.Lease, ttl time.Duration
 		return store.Lease{}, fmt.Errorf("renew lease %s: a positive ttl is required", l.Key)
 	}
 	out := l
-	err := s.writeTxMode(ctx, crashSafe, func(tx *wtx) error {
+	err := s.writeTxRerun(ctx, crashSafe, func(tx *wtx) error {
 		out.Expires = now().Add(ttl)
 		res, err := tx.ExecContext(ctx, "UPDATE leases SET expires = ? WHERE key = ? AND owner = ? AND token = ?",
 			dbTime(out.Expires), l.Key, l.Owner, l.Token)
@@ -78,7 +78,7 @@ func (s *Store) RenewLease(ctx context.Context, l store.Lease, ttl time.Duration
 
 // ReleaseLease implements store.Store.
 func (s *Store) ReleaseLease(ctx context.Context, l store.Lease) error {
-	err := s.writeTxMode(ctx, crashSafe, func(tx *wtx) error {
+	err := s.writeTxRerun(ctx, crashSafe, func(tx *wtx) error {
 		// The row stays with its token, expired, so later claims get higher tokens.
 		_, err := tx.ExecContext(ctx, "UPDATE leases SET expires = ? WHERE key = ? AND owner = ? AND token = ?",
 			dbTime(now().Add(-time.Nanosecond)), l.Key, l.Owner, l.Token)
@@ -187,7 +187,7 @@ func (s *Store) ClaimTasks(ctx context.Context, owner string, ttl time.Duration,
 		return nil, fmt.Errorf("claim tasks: owner, a positive ttl and a limit of at least 1 are required")
 	}
 	var out []store.Task
-	err := s.writeTxMode(ctx, crashSafe, func(tx *wtx) error {
+	err := s.writeTxRerun(ctx, crashSafe, func(tx *wtx) error {
 		out = out[:0]
 		t := now()
 		// The IN term lets SQLite use the partial index of open tasks
@@ -232,7 +232,7 @@ func (s *Store) HeartbeatTask(ctx context.Context, task store.Task, ttl time.Dur
 		return store.Task{}, fmt.Errorf("heartbeat task %d: a positive ttl is required", task.ID)
 	}
 	out := task
-	err := s.writeTxMode(ctx, crashSafe, func(tx *wtx) error {
+	err := s.writeTxRerun(ctx, crashSafe, func(tx *wtx) error {
 		out.Expires = now().Add(ttl)
 		res, err := tx.ExecContext(ctx, "UPDATE tasks SET expires = ? WHERE id = ? AND status = 'running' AND owner = ? AND token = ?",
 			dbTime(out.Expires), task.ID, task.Owner, task.Token)
@@ -299,12 +299,12 @@ func (s *Store) endClaim(ctx context.Context, verb string, task store.Task, b *s
 		return fmt.Errorf("%s task %d: %w", verb, task.ID, err)
 	}
 	t := now()
-	rows, err := prepareBatch(b, t)
+	rows, err := s.prepareBatch(b, t)
 	if err != nil {
 		return fmt.Errorf("%s task %d: %w", verb, task.ID, err)
 	}
 	var seqs, ids []int64
-	err = s.writeTxMode(ctx, crashSafe, func(tx *wtx) error {
+	err = s.writeTxRerun(ctx, crashSafe, func(tx *wtx) error {
 		if err := end(tx, t); err != nil {
 			return err
 		}
