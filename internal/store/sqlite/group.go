@@ -11,11 +11,12 @@ import (
 
 // Group commit: write transactions that arrive while one commits are queued
 // and committed together, as one SQLite transaction, by the first of them
-// (the leader). Each keeps its own all-or-nothing meaning: it runs inside a
-// savepoint, and one that fails is rolled back to it alone and gets its
-// error, while the others commit. A commit that fails fails every request of
-// the group (none of them is written). The group commits with
-// synchronous=FULL when any of its requests is durable.
+// (the leader). Each keeps its own all-or-nothing meaning: one that fails is
+// rolled back alone and gets its error, while the others commit (see
+// commitGroup for how: a savepoint each, or a rerun of the group). A commit
+// that fails fails every request of the group (none of them is written).
+// The group commits with synchronous=FULL when any of its requests is
+// durable.
 //
 // The cost of a commit (BEGIN, the WAL frames of the pages touched, the
 // file checks, COMMIT, an fsync for durable writes) is paid once per group:
