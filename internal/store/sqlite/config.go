@@ -27,6 +27,7 @@ func (s *Store) PutConfig(ctx context.Context, obj store.ConfigObject) (store.Co
 		out     store.ConfigObject
 		created bool
 	)
+	written := s.configs.writing()
 	err := s.writeTx(ctx, func(tx *wtx) error {
 		latest, err := scanConfig(tx.QueryRowContext(ctx,
 			"SELECT "+configColumns+" FROM configs WHERE kind = ? AND name = ? ORDER BY version DESC LIMIT 1",
@@ -53,6 +54,7 @@ func (s *Store) PutConfig(ctx context.Context, obj store.ConfigObject) (store.Co
 		out, created = obj, true
 		return nil
 	})
+	written(&out, err)
 	if err != nil {
 		return store.ConfigObject{}, false, fmt.Errorf("put config %s/%s: %w", obj.Kind, obj.Name, err)
 	}
@@ -61,6 +63,13 @@ func (s *Store) PutConfig(ctx context.Context, obj store.ConfigObject) (store.Co
 
 // GetConfig implements store.Store.
 func (s *Store) GetConfig(ctx context.Context, kind, name string) (store.ConfigObject, error) {
+	s.loadConfigs(ctx)
+	if obj, found, known := s.configs.get(kind, name); known {
+		if !found {
+			return store.ConfigObject{}, fmt.Errorf("get config %s/%s: %w", kind, name, store.ErrNotFound)
+		}
+		return obj, nil
+	}
 	c, err := scanConfig(s.reads.QueryRowContext(ctx,
 		"SELECT "+configColumns+" FROM configs WHERE kind = ? AND name = ? ORDER BY version DESC LIMIT 1", kind, name))
 	if err != nil {
@@ -84,6 +93,26 @@ func (s *Store) ListConfigs(ctx context.Context, kinds ...string) ([]store.Confi
 	if err := store.CheckKinds(kinds); err != nil {
 		return nil, err
 	}
+	s.loadConfigs(ctx)
+	if out, ok := s.configs.list(kinds); ok {
+		return out, nil
+	}
+	return s.listConfigsFile(ctx, kinds)
+}
+
+// loadConfigs loads the config cache when it is empty (see configCache). A
+// load that fails leaves it empty: reads go to the file, which reports.
+func (s *Store) loadConfigs(ctx context.Context) {
+	gen, load := s.configs.startLoad()
+	if !load {
+		return
+	}
+	all, err := s.listConfigsFile(ctx, nil)
+	s.configs.endLoad(gen, all, err)
+}
+
+// listConfigsFile is ListConfigs from the file.
+func (s *Store) listConfigsFile(ctx context.Context, kinds []string) ([]store.ConfigObject, error) {
 	q := "SELECT " + configColumns + " FROM configs c WHERE version = (SELECT MAX(version) FROM configs WHERE kind = c.kind AND name = c.name)"
 	var args []any
 	if len(kinds) > 0 {

@@ -194,6 +194,7 @@ var dumpTables = []struct {
 // (sqlite_sequence) of events, task_runs, tasks, api_tokens and audit are
 // raised to the largest imported id, so later inserts continue after it.
 func (s *Store) Import(ctx context.Context, next func() (dump.Record, error)) error {
+	written := s.configs.writing()
 	err := s.writeTx(ctx, func(tx *wtx) error {
 		if err := checkEmpty(ctx, tx); err != nil {
 			return err
@@ -230,6 +231,7 @@ func (s *Store) Import(ctx context.Context, next func() (dump.Record, error)) er
 		}
 		return nil
 	})
+	written(nil, err)
 	return err
 }
 

@@ -57,6 +57,8 @@ type Store struct {
 	group group
 	// instances caches each service's instances (see instcache.go).
 	instances instanceCache
+	// configs caches the latest version of every config (configcache.go).
+	configs configCache
 	// instBuf are the instance write lists of the last group's
 	// transaction, kept for the next (see reuse).
 	instBuf instWrites

@@ -101,7 +101,7 @@ func (t *wtx) ExecContext(_ context.Context, q string, args ...any) (sql.Result,
 	if st := t.stmt(q); st != nil {
 		return st.ExecContext(t.ctx, args...)
 	}
-	return t.tx.ExecContext(t.ctx, q, args...)
+	return t.tx.ExecContext(t.ctx, q, args...) //nolint:gosec // G701: q is one of the store's own statements (see wtx), never request input
 }
 
 // QueryContext is sql.Tx.QueryContext through the prepared statement of q,
