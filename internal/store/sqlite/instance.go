@@ -339,8 +339,8 @@ func changedQuery(mask uint64) string {
 
 var changedUpdates sync.Map // column mask -> UPDATE statement
 
-// changedColumns sets row's update of the changed columns when the cache
-// holds the row it updates, and clears it when not.
+// changedColumns sets row's changed columns and the arguments of their
+// UPDATE when the cache holds the row it updates, and clears them when not.
 func (s *Store) changedColumns(row *instanceRow) {
 	in := &row.in
 	row.changed, row.args, row.imports = 0, nil, s.instances.imports.Load()
