@@ -13,7 +13,8 @@ import (
 // every other kind (runtimes, release channels, …), and reading them from
 // the file meant a query with a sub-select per config and opening each
 // sealed body again, a quarter of a push's CPU time. Configs change only
-// through this process (PutConfig, Import), which keeps the cache exact:
+// through this process (PutConfig, Import; Reseal changes how bodies are
+// sealed, not what they hold), which keeps the cache exact:
 //
 //   - while a write of configs is under way (pending), reads go to the file,
 //     which may already hold it;

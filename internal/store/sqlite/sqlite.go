@@ -67,7 +67,7 @@ type Store struct {
 	// leasecache.go).
 	leases   leaseCache
 	leaseBuf []leaseToken
-	// open caches the open tasks of each key (see opentasks.go).
+	// openTasks caches the open tasks of each key (see opentasks.go).
 	openTasks openTasks
 	// syncConn and syncMode are the write connection (its driver
 	// connection) and the synchronous mode the last group set on it: a
