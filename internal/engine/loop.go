@@ -66,7 +66,9 @@ type Loop struct {
 	mu    sync.Mutex
 	tasks sync.WaitGroup
 	slots chan struct{}
-	wake  chan struct{}
+	// idle hands a task to a runner goroutine waiting for one (runner).
+	idle chan claimedTask
+	wake chan struct{}
 	// shutdownGrace is how long Run lets applies in flight finish once its
 	// context ends; applyCtx is what they run under (see loop_shutdown.go).
 	shutdownGrace time.Duration
@@ -221,7 +223,7 @@ func NewLoop(cfg Config) *Loop {
 		log: cfg.Log, workers: cfg.Workers, queue: newQueue(cfg.Now), onWrite: cfg.OnWrite,
 		owner: cfg.Owner, leaseTTL: cfg.LeaseTTL, taskTTL: cfg.TaskTTL, taskPoll: cfg.TaskPoll,
 		exclusive: cfg.Exclusive, resync: max(cfg.Resync, 0), leases: map[string]store.Lease{}, leaseUntil: map[string]time.Time{}, observed: observed{seen: map[string]map[string]uint64{}},
-		slots: make(chan struct{}, cfg.MaxApplies), wake: make(chan struct{}, 1),
+		slots: make(chan struct{}, cfg.MaxApplies), idle: make(chan claimedTask), wake: make(chan struct{}, 1),
 		shutdownGrace: max(cfg.ShutdownGrace, 0), exec: cfg.Executor, failures: map[string]int{},
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	ds "github.com/drover-dev/drover/internal/desiredstate"
@@ -34,13 +35,37 @@ import (
 //     Settings.MaxApplyAttempts.
 func PlanService(in PlanInput) Plan {
 	n := len(in.Desired.Channels)
-	p := &planner{in: in, next: make(map[string]*store.Instance, n), started: map[string]bool{},
-		insts: make([]store.Instance, n), steps: make([]step, n)}
+	sc := scratches.Get().(*scratch)
+	if cap(sc.insts) < n {
+		sc.insts, sc.steps = make([]store.Instance, n), make([]step, n)
+	}
+	p := &planner{in: in, next: sc.next, started: sc.started, insts: sc.insts[:n], steps: sc.steps[:n]}
 	for i, ch := range in.Desired.Channels {
 		p.channel(i, ch)
 	}
+	// Nothing of the plan points into the scratch space: instances are
+	// copied into it, actions and events are values.
+	clear(p.insts)
+	clear(p.steps)
+	clear(sc.next)
+	clear(sc.started)
+	scratches.Put(sc)
 	return p.plan
 }
+
+// scratch is a plan's working space, kept for the next plan: the engine
+// plans each service once per step of its rollout, and allocating this
+// anew for each plan was a large share of what the engine allocated.
+type scratch struct {
+	insts   []store.Instance
+	steps   []step
+	next    map[string]*store.Instance
+	started map[string]bool
+}
+
+var scratches = sync.Pool{New: func() any {
+	return &scratch{next: map[string]*store.Instance{}, started: map[string]bool{}}
+}}
 
 type planner struct {
 	in PlanInput
@@ -51,7 +76,7 @@ type planner struct {
 	// started holds the task instances of the checks this plan runs.
 	started map[string]bool
 	// insts and steps hold each channel's instance and step while it is
-	// planned (one allocation for all).
+	// planned (from the scratch space).
 	insts []store.Instance
 	steps []step
 }
@@ -185,6 +210,19 @@ func (p *planner) channel(i int, ch Channel) {
 	p.gate(s)
 }
 
+// needsAttention reports whether an instance in status st is stuck where it
+// is until something happens (a person acts, a rollback ends), rather than on
+// its way to converging: a channel waiting for it says so, with its message.
+func needsAttention(st ds.Status) bool {
+	switch st {
+	case ds.StatusFailed, ds.StatusFailedRollback, ds.StatusRollingBack, ds.StatusRolledBack,
+		ds.StatusPaused, ds.StatusBlocked, ds.StatusWaitingManualApproval:
+		return true
+	default:
+		return false
+	}
+}
+
 // gate checks the preconditions of moving the target to the desired version.
 func (p *planner) gate(s *step) {
 	ch := s.ch
@@ -211,19 +249,17 @@ func (p *planner) gate(s *step) {
 		switch {
 		case !ok:
 			unmet = append(unmet, dep+" (no rollout yet)")
-		case di.CurrentVersion == ch.Version:
-			unmet = append(unmet, fmt.Sprintf("%s (%s)", dep, strings.ToLower(string(di.Status))))
-		case di.Reason == ds.ReasonReleaseChannelDependencyUnmet:
-			// Its message is one like this: quoting it would nest the
-			// whole chain in every message downstream, and rewrite every
-			// waiting instance each time the first channel moves.
-			unmet = append(unmet, fmt.Sprintf("%s (%s: its own dependencies are not met)", dep, di.Status))
-		default:
+		case needsAttention(di.Status):
 			what := string(di.Status)
 			if di.Message != "" {
 				what += ": " + di.Message
 			}
 			unmet = append(unmet, fmt.Sprintf("%s (%s)", dep, what))
+		default:
+			// On its way: its own status says how far it got. Quoting that
+			// here would rewrite this instance at every step the dependency
+			// takes (and nest the whole chain in every message downstream).
+			unmet = append(unmet, dep+" (not converged yet)")
 		}
 	}
 	var pending []string

@@ -606,15 +606,28 @@ func TestPlanChainWaitersStayPut(t *testing.T) {
 			t.Errorf("%s quotes the head of the chain: %q", n, msg)
 		}
 	}
-	// c1 rolls out with changing progress: only c1 and c2 change.
+	// c1 rolls out with changing progress: only c1 changes; c2 waits with
+	// the same message all along.
+	c2 := w.instances["c2"].Message
+	if want := "waiting for c1 to run v1 converged: c1 (not converged yet)"; c2 != want {
+		t.Errorf("c2 says %q, want %q", c2, want)
+	}
 	for i := range 3 {
 		w.now = w.now.Add(time.Second)
 		w.observed["c1"] = Observation{State: runtimes.State{Version: "v1", Message: fmt.Sprintf("%d/3 ready", i)}}
 		p := w.plan()
 		for _, inst := range p.Instances {
-			if inst.ReleaseChannel != "c1" && inst.ReleaseChannel != "c2" {
+			if inst.ReleaseChannel != "c1" {
 				t.Errorf("progress %d of c1 rewrote %s: %q", i, inst.ReleaseChannel, inst.Message)
 			}
 		}
+	}
+	// Stuck is another matter: c2 says why c1 will not get there alone.
+	c1 := w.instances["c1"]
+	c1.Paused = true
+	w.instances["c1"] = c1
+	w.plan()
+	if msg := w.instances["c2"].Message; !strings.Contains(msg, "c1 (PAUSED: paused; resume with drover resume)") {
+		t.Errorf("c2 does not say c1 is paused: %q", msg)
 	}
 }

@@ -95,15 +95,54 @@ func (l *Loop) dispatch(ctx context.Context) {
 	}
 }
 
-// start carries out a claimed task, for which a slot is taken, on a
-// goroutine of its own; the slot is freed when it ends.
+// start carries out a claimed task, for which a slot is taken, on an idle
+// runner goroutine, or a new one if none waits; the slot is freed when the
+// task ends.
 func (l *Loop) start(task store.Task, claimed time.Time) {
 	l.tasks.Add(1)
-	go func() {
-		defer l.tasks.Done()
-		defer func() { <-l.slots }()
-		l.runTask(task, claimed)
-	}()
+	job := claimedTask{task: task, claimed: claimed}
+	select {
+	case l.idle <- job:
+	default:
+		go l.runner(job)
+	}
+}
+
+// claimedTask is a task handed to a runner goroutine, with when its claim
+// was asked for.
+type claimedTask struct {
+	task    store.Task
+	claimed time.Time
+}
+
+// runnerIdle is how long a runner goroutine waits for its next task before
+// it ends.
+const runnerIdle = 5 * time.Second
+
+// runner carries out job, then the tasks handed to it while it waits, idle,
+// for at most runnerIdle between two. Runners are kept rather than started
+// anew for each task: a new goroutine's stack is too small for decoding an
+// action and carrying it out, and growing it again for every task cost more
+// than the task's own bookkeeping. There are at most as many as slots.
+func (l *Loop) runner(job claimedTask) {
+	idle := time.NewTimer(runnerIdle)
+	defer idle.Stop()
+	for {
+		l.carryOut(job)
+		idle.Reset(runnerIdle)
+		select {
+		case job = <-l.idle:
+		case <-idle.C:
+			return
+		}
+	}
+}
+
+// carryOut runs one claimed task, then frees its slot.
+func (l *Loop) carryOut(job claimedTask) {
+	defer l.tasks.Done()
+	defer func() { <-l.slots }()
+	l.runTask(job.task, job.claimed)
 }
 
 // startClaimed starts tasks a pass enqueued claimed by this loop, one slot
