@@ -202,7 +202,7 @@ func BenchmarkRolloutSteps(b *testing.B) {
 			batch.Observations = []store.Observation{{Application: "bench", Service: sv.name, ReleaseChannel: prev.ReleaseChannel,
 				DesiredStateID: "ds-1", TargetVersion: version, Version: version, Converged: true, Message: version + " running: 2/2 replicas available",
 				Objects: []store.ObservedObject{{ObjectType: "Deployment.apps", Name: "svc", Version: version, Replicas: 2, AvailableReplicas: 2, TargetReplicas: 2}},
-				Since: now}}
+				Since:   now}}
 			batch.Events = append(batch.Events, event(sv, prev.ReleaseChannel, ds.EventApplied, "applied "+version),
 				event(sv, prev.ReleaseChannel, ds.EventConverged, version+" converged"))
 		}
