@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/drover-dev/drover/internal/config"
@@ -245,21 +246,25 @@ func CompileContext(ctx context.Context, in Input) (*Result, error) {
 		}
 	}
 	res := &Result{Application: in.Application.Name, Service: in.Service.Name}
-	// Channels compile independently, so they compile in parallel; results
-	// keep the channels' order.
+	// Channels compile independently, so they compile in parallel, on as
+	// many goroutines as there are CPUs (this one among them) rather than
+	// one per channel; results keep the channels' order.
 	compilers := make([]*rcCompiler, len(rcs))
 	outs := make([]*CompiledReleaseChannel, len(rcs))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
 	for i := range rcs {
 		compilers[i] = &rcCompiler{ctx: ctx, in: &in, rc: &rcs[i], all: rcs, templates: cache}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			outs[i] = compilers[i].compile()
-		}()
 	}
+	var next atomic.Int64
+	work := func() {
+		for i := int(next.Add(1)) - 1; i < len(rcs); i = int(next.Add(1)) - 1 {
+			outs[i] = compilers[i].compile()
+		}
+	}
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(rcs)) - 1 {
+		wg.Go(work)
+	}
+	work()
 	wg.Wait()
 	bundleNames := map[string]bool{}
 	for i, c := range compilers {

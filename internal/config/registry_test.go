@@ -1,6 +1,7 @@
 package config
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -71,4 +72,22 @@ func TestValidDockerTag(t *testing.T) {
 			t.Errorf("ValidDockerTag(%q) = %v, want %v", tag, got, want)
 		}
 	}
+}
+
+// dockerTagPattern is the definition ValidDockerTag implements, as the
+// regular expression it replaced.
+var dockerTagPattern = regexp.MustCompile(`^([A-Za-z0-9_][0-9A-Za-z_.-]{0,127}|sha256:[0-9a-f]{64})$`)
+
+// FuzzDockerTag: ValidDockerTag accepts exactly what the pattern does.
+func FuzzDockerTag(f *testing.F) {
+	for _, seed := range []string{"latest", "v1.2.3", "_x", "-bad", "a b", "é", "sha256:" + strings.Repeat("a", 64),
+		"sha256:" + strings.Repeat("a", 63), "sha256:" + strings.Repeat("a", 65), "sha256:" + strings.Repeat("A", 64),
+		"sha256", "sha256:", strings.Repeat("a", 128), strings.Repeat("a", 129), "a\n", "a.b-c_D9"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, tag string) {
+		if got, want := ValidDockerTag(tag), dockerTagPattern.MatchString(tag); got != want {
+			t.Fatalf("ValidDockerTag(%q) = %v, the pattern says %v", tag, got, want)
+		}
+	})
 }

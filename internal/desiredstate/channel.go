@@ -276,3 +276,28 @@ func Decode(raw []byte) (*Compiled, error) {
 	}
 	return &c, nil
 }
+
+// DecodeWithoutGraph is Decode leaving the entity graph out (Graph is
+// nil): the engine has no use for it, and it is most of the stored form
+// and of the work of decoding it. The decoder only scans past it.
+func DecodeWithoutGraph(raw []byte) (*Compiled, error) {
+	var c struct {
+		Compiled
+		// The outer field takes the key from the embedded one.
+		Graph skipped `json:"graph"`
+	}
+	if err := json.Unmarshal(raw, &c); err == nil && c.Format > 0 && c.Format <= Format {
+		return &c.Compiled, nil
+	}
+	full, err := Decode(raw)
+	if err != nil {
+		return nil, err
+	}
+	full.Graph = nil
+	return full, nil
+}
+
+// skipped is a JSON value that decodes to nothing.
+type skipped struct{}
+
+func (*skipped) UnmarshalJSON([]byte) error { return nil }

@@ -87,3 +87,44 @@ func TestDecodeRefusesNewerFormatAndGarbage(t *testing.T) {
 		t.Error("a bad duration decoded")
 	}
 }
+
+// TestDecodeWithoutGraph: the engine's decoding leaves the graph out and
+// nothing else, for the current form and the one stored before it.
+func TestDecodeWithoutGraph(t *testing.T) {
+	wave1, err := os.ReadFile("testdata/wave1.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := Decode(wave1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	current, err := Encode(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, raw := range map[string][]byte{"wave 1": wave1, "current": current} {
+		want, err := Decode(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want.Graph == nil {
+			t.Fatalf("%s: the fixture has no graph", name)
+		}
+		want.Graph = nil
+		got, err := DecodeWithoutGraph(raw)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s:\n got %+v\nwant %+v", name, got, want)
+		}
+	}
+	if _, err := DecodeWithoutGraph([]byte(`{"format": 99}`)); err == nil || !strings.Contains(err.Error(), "upgrade drover") {
+		t.Errorf("newer format: %v", err)
+	}
+	if _, err := DecodeWithoutGraph([]byte(`{"format": 2, "graph": [}`)); err == nil {
+		t.Error("a broken graph decoded")
+	}
+}
+

@@ -98,7 +98,7 @@ func (c *stateCache) get(ctx context.Context, st DesiredStates, rec store.Desire
 
 // decodeState turns a stored desired state into the engine's model.
 func decodeState(rec store.DesiredState) (*compiledState, error) {
-	c, err := ds.Decode(rec.Compiled)
+	c, err := ds.DecodeWithoutGraph(rec.Compiled)
 	if err != nil {
 		return nil, fmt.Errorf("desired state %s: %w", rec.ID, err)
 	}
