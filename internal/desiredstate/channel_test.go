@@ -127,4 +127,3 @@ func TestDecodeWithoutGraph(t *testing.T) {
 		t.Error("a broken graph decoded")
 	}
 }
-
