@@ -113,9 +113,10 @@ func decodeState(rec store.DesiredState) (*compiledState, error) {
 	return cs, nil
 }
 
-// withGraces returns cs's desired state with the convergence grace of each
-// channel that sets none taken from its runtime (a GraceReporter). The
-// result is kept with cs for as long as the runtimes report the same.
+// withGraces returns cs's desired state with the convergence graces its
+// channels' runtimes report (a GraceReporter), for the channels that set
+// none (Desired.Graces). The result is kept with cs for as long as the
+// runtimes report the same.
 func (l *Loop) withGraces(ctx context.Context, cs *compiledState) *Desired {
 	var graces []time.Duration
 	for i, ch := range cs.desired.Channels {
@@ -141,14 +142,9 @@ func (l *Loop) withGraces(ctx context.Context, cs *compiledState) *Desired {
 	if cs.graced != nil && slices.Equal(cs.graces, graces) {
 		return cs.graced
 	}
-	// The cached state is shared: copy before changing.
+	// The cached state is shared: the graces go beside its channels.
 	cp := *cs.desired
-	cp.Channels = slices.Clone(cs.desired.Channels)
-	for i, g := range graces {
-		if cs.desired.Channels[i].ConvergenceGrace.IsZero() {
-			cp.Channels[i].ConvergenceGrace.Duration = g
-		}
-	}
+	cp.Graces = graces
 	cs.graced, cs.graces = &cp, graces
 	return cs.graced
 }

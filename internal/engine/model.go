@@ -20,6 +20,11 @@ type Desired struct {
 	Version     string
 	// Channels are the release channels in declaration order.
 	Channels []Channel
+	// Graces are the convergence graces the channels' runtimes report,
+	// by channel index (nil: none). PlanService uses them for channels
+	// that set none themselves. They are kept beside Channels, not in a
+	// copy of them, so a cached desired state is held once.
+	Graces []time.Duration
 }
 
 // Channel is what one release channel must converge to, and under which

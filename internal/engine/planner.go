@@ -41,6 +41,9 @@ func PlanService(in PlanInput) Plan {
 	}
 	p := &planner{in: in, next: sc.next, started: sc.started, insts: sc.insts[:n], steps: sc.steps[:n]}
 	for i, ch := range in.Desired.Channels {
+		if ch.ConvergenceGrace.IsZero() && i < len(in.Desired.Graces) {
+			ch.ConvergenceGrace.Duration = in.Desired.Graces[i]
+		}
 		p.channel(i, ch)
 	}
 	// Nothing of the plan points into the scratch space: instances are

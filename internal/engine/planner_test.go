@@ -631,3 +631,30 @@ func TestPlanChainWaitersStayPut(t *testing.T) {
 		t.Errorf("c2 does not say c1 is paused: %q", msg)
 	}
 }
+
+// TestPlanRuntimeGraces: a runtime's convergence grace (Desired.Graces)
+// bounds how long an applied channel that sets none waits for the runtime
+// to report its version before applying again; a channel's own grace wins.
+func TestPlanRuntimeGraces(t *testing.T) {
+	t.Parallel()
+	plan := func(own time.Duration, graces []time.Duration) Plan {
+		d := twoChannels("ds1", "v1")
+		d.Channels[0].ConvergenceGrace.Duration = own
+		d.Graces = graces
+		w := newWorld(t, d)
+		w.now = t0.Add(30 * time.Second)
+		w.instances["staging"] = store.Instance{Application: "app", Service: "web", ReleaseChannel: "staging", DesiredStateID: "ds1",
+			TargetStateID: "ds1", TargetVersion: "v1", Status: ds.StatusConverging, ApplyAttempts: 1, LastApplyAt: t0, AppliedAt: t0}
+		w.observed["staging"] = running("v0", true)
+		return w.plan()
+	}
+	if p := plan(0, nil); len(p.Actions) != 0 {
+		t.Errorf("applied again within the default grace: %v", applied(p))
+	}
+	if p := plan(0, []time.Duration{20 * time.Second, 0}); len(applied(p)) != 1 || applied(p)[0] != "staging=v1" {
+		t.Errorf("after the runtime's 20s grace: applied %v, want staging=v1", applied(p))
+	}
+	if p := plan(time.Hour, []time.Duration{20 * time.Second, 0}); len(p.Actions) != 0 {
+		t.Errorf("the runtime's grace overrode the channel's own: applied %v", applied(p))
+	}
+}
