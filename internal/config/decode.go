@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unique"
 
 	"gopkg.in/yaml.v3"
 )
@@ -260,7 +261,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		n = n.Content[0]
 	}
 	if path != "" {
-		d.pos[path] = Position{Line: n.Line, Column: n.Column}
+		d.pos[posKey(path)] = Position{Line: n.Line, Column: n.Column}
 	}
 	t := v.Type()
 	switch {
@@ -492,6 +493,14 @@ func camelCase(s string) string {
 	return b.String()
 }
 
+// posKey returns path as a key of Decoded.Pos. Configs of one kind share
+// their field paths ("service.parameters[0].name"), and a server keeps the
+// decoded form of every stored config: the paths are interned, so each is
+// held once rather than once per config.
+func posKey(path string) string {
+	return unique.Make(path).Value()
+}
+
 func joinPath(path, key string) string {
 	if path == "" {
 		return key
@@ -532,7 +541,7 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 		seen[fi.name] = k
 		f := v.FieldByIndex(fi.index)
 		if f.Type() == unsupportedType {
-			d.pos[fpath] = Position{Line: k.Line, Column: k.Column}
+			d.pos[posKey(fpath)] = Position{Line: k.Line, Column: k.Column}
 			d.fail(k, fpath, "not supported yet: %s", fi.name)
 			continue
 		}

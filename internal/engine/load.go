@@ -2,10 +2,12 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sync"
 	"time"
+	"unique"
 
 	ds "github.com/drover-dev/drover/internal/desiredstate"
 	"github.com/drover-dev/drover/internal/runtimes"
@@ -102,6 +104,7 @@ func decodeState(rec store.DesiredState) (*compiledState, error) {
 	if err != nil {
 		return nil, fmt.Errorf("desired state %s: %w", rec.ID, err)
 	}
+	compact(c.Channels)
 	cs := &compiledState{
 		desired: &Desired{ID: rec.ID, Application: rec.Application, Service: rec.Service, Version: rec.Version,
 			Channels: make([]Channel, 0, len(c.Channels))},
@@ -111,6 +114,65 @@ func decodeState(rec store.DesiredState) (*compiledState, error) {
 		cs.gated = cs.gated || len(rc.Approvals) > 0 || len(rc.Checks) > 0
 	}
 	return cs, nil
+}
+
+// compact makes decoded channels cheap to keep in the cache, which holds
+// the active desired state of every service and which the garbage
+// collector walks at each cycle: the names every service repeats (channel,
+// runtime, kind, backend, group, namespace, labels, dependencies) are
+// interned, and the channels' dependency lists, object lists and object
+// bytes each share one backing array. A state of ten channels is then a
+// handful of heap objects instead of about a hundred. Each shared slice is
+// capped at its own length, so an append copies instead of writing into
+// the next channel's part.
+func compact(chs []ds.Channel) {
+	var nDeps, nObjs, nBytes int
+	for i := range chs {
+		nDeps += len(chs[i].DependsOn)
+		nObjs += len(chs[i].Objects)
+		for _, o := range chs[i].Objects {
+			nBytes += len(o)
+		}
+	}
+	deps := make([]string, 0, nDeps)
+	objs := make([]json.RawMessage, 0, nObjs)
+	buf := make([]byte, 0, nBytes)
+	for i := range chs {
+		ch := &chs[i]
+		ch.Name, ch.Runtime, ch.RuntimeKind = intern(ch.Name), intern(ch.Runtime), intern(ch.RuntimeKind)
+		ch.Namespace, ch.Backend, ch.Group = intern(ch.Namespace), intern(ch.Backend), intern(ch.Group)
+		if len(ch.Labels) > 0 {
+			labels := make(map[string]string, len(ch.Labels))
+			for k, v := range ch.Labels {
+				labels[intern(k)] = intern(v)
+			}
+			ch.Labels = labels
+		}
+		if len(ch.DependsOn) > 0 {
+			start := len(deps)
+			for _, d := range ch.DependsOn {
+				deps = append(deps, intern(d))
+			}
+			ch.DependsOn = deps[start:len(deps):len(deps)]
+		}
+		if len(ch.Objects) > 0 {
+			start := len(objs)
+			for _, o := range ch.Objects {
+				at := len(buf)
+				buf = append(buf, o...)
+				objs = append(objs, buf[at:len(buf):len(buf)])
+			}
+			ch.Objects = objs[start:len(objs):len(objs)]
+		}
+	}
+}
+
+// intern returns the process's one copy of s.
+func intern(s string) string {
+	if s == "" {
+		return s
+	}
+	return unique.Make(s).Value()
 }
 
 // withGraces returns cs's desired state with the convergence graces its

@@ -2,8 +2,11 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"reflect"
 	"testing"
+	"unsafe"
 
 	ds "github.com/drover-dev/drover/internal/desiredstate"
 	"github.com/drover-dev/drover/internal/store"
@@ -59,5 +62,56 @@ func TestStateCacheGenerations(t *testing.T) {
 	}
 	if c.peek("hot") == nil {
 		t.Error("the state in use was dropped")
+	}
+}
+
+// compact keeps every channel as decoded, shares one copy of the names the
+// channels repeat, and keeps appends to one channel's slices out of the next.
+func TestCompactChannels(t *testing.T) {
+	raw := []byte(`{"format": 2, "application": "app", "service": "svc", "version": "v1", "channels": [
+		{"name": "staging", "runtime": "rt", "runtimeKind": "fake", "backend": "kubernetes", "group": "g",
+		 "labels": {"tier": "web"}, "objects": [{"kind": "A"}, {"kind": "B"}], "env": {"K": "v"}},
+		{"name": "prod", "runtime": "rt", "runtimeKind": "fake", "backend": "kubernetes", "dependsOn": ["staging"],
+		 "objects": [{"kind": "C"}]},
+		{"name": "empty", "runtime": "rt", "backend": "kubernetes", "objects": []}]}`)
+	want, err := ds.DecodeWithoutGraph(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ds.DecodeWithoutGraph(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	compact(got.Channels)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("compact changed the channels:\n got %+v\nwant %+v", got.Channels, want.Channels)
+	}
+	again, err := ds.DecodeWithoutGraph(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	compact(again.Channels)
+	same := func(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
+	a, b := got.Channels, again.Channels
+	if !same(a[0].Runtime, b[0].Runtime) || !same(a[0].Runtime, a[1].Runtime) || !same(a[1].DependsOn[0], b[0].Name) {
+		t.Error("repeated names are held more than once")
+	}
+	for _, ch := range a {
+		if cap(ch.Objects) != len(ch.Objects) || cap(ch.DependsOn) != len(ch.DependsOn) {
+			t.Errorf("%s: a list's capacity runs into the next channel's", ch.Name)
+		}
+		for _, o := range ch.Objects {
+			if cap(o) != len(o) {
+				t.Errorf("%s: an object's capacity runs into the next one", ch.Name)
+			}
+		}
+	}
+	a[0].Objects = append(a[0].Objects, json.RawMessage(`{"kind": "X"}`))
+	a[0].Objects[0] = append(a[0].Objects[0], ' ')
+	if string(a[1].Objects[0]) != `{"kind": "C"}` || string(got.Channels[0].Objects[1]) != `{"kind": "B"}` {
+		t.Errorf("an append wrote into a neighbour: %s, %s", a[1].Objects[0], got.Channels[0].Objects[1])
+	}
+	if a[2].Objects == nil || len(a[2].Objects) != 0 {
+		t.Errorf("an empty object list became %#v", a[2].Objects)
 	}
 }

@@ -558,6 +558,12 @@ func (r *Runtime) parseObjects(t *runtimes.Target, sums []sum) ([]object, int32,
 			}
 		}
 		o.key = objectKey(o.typ, o.namespace, o.name)
+		// The instance keeps its objects for as long as it lives: their
+		// names are held once, as parts of the key.
+		o.typ, o.name = o.key[:len(o.typ)], o.key[len(o.key)-len(o.name):]
+		if o.namespace != "" {
+			o.namespace = o.key[len(o.typ)+1 : len(o.typ)+1+len(o.namespace)]
+		}
 		total += int64(o.replicas)
 		if total > math.MaxInt32 {
 			return nil, 0, fmt.Errorf("more than %d replicas in all", math.MaxInt32)
