@@ -9,10 +9,10 @@ import (
 	"time"
 )
 
-// TestDecodeWave1DesiredState: a desired state as drover stored it before
-// the engine-facing form (the compiler's result) still decodes, with every
-// field the engine works from, so an upgrade loses no desired state.
-func TestDecodeWave1DesiredState(t *testing.T) {
+// wave1 returns the fixture stored in the form before the engine-facing one,
+// and its decoded form.
+func wave1(t *testing.T) ([]byte, *Compiled) {
+	t.Helper()
 	raw, err := os.ReadFile("testdata/wave1.json")
 	if err != nil {
 		t.Fatal(err)
@@ -21,6 +21,14 @@ func TestDecodeWave1DesiredState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return raw, c
+}
+
+// TestDecodeWave1DesiredState: a desired state as drover stored it before
+// the engine-facing form (the compiler's result) still decodes, with every
+// field the engine works from, so an upgrade loses no desired state.
+func TestDecodeWave1DesiredState(t *testing.T) {
+	_, c := wave1(t)
 	if c.Application != "infra" || c.Service != "vm" || c.Version != "v-0123456789abcdef" || c.BundleName != "vm-42" || c.Graph == nil || len(c.Channels) != 2 {
 		t.Fatalf("decoded %+v", c)
 	}
@@ -91,19 +99,12 @@ func TestDecodeRefusesNewerFormatAndGarbage(t *testing.T) {
 // TestDecodeWithoutGraph: the engine's decoding leaves the graph out and
 // nothing else, for the current form and the one stored before it.
 func TestDecodeWithoutGraph(t *testing.T) {
-	wave1, err := os.ReadFile("testdata/wave1.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	full, err := Decode(wave1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	stored, full := wave1(t)
 	current, err := Encode(full)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, raw := range map[string][]byte{"wave 1": wave1, "current": current} {
+	for name, raw := range map[string][]byte{"wave 1": stored, "current": current} {
 		want, err := Decode(raw)
 		if err != nil {
 			t.Fatal(err)
