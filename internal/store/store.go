@@ -637,6 +637,18 @@ type ServiceRef struct {
 	Application, Service string
 }
 
+// InstanceBrief is the part of an instance a list of services in brief
+// shows (the web UI's list): reading only these columns keeps that list
+// quick at tens of thousands of services.
+type InstanceBrief struct {
+	Application, Service, ReleaseChannel string
+	// DesiredStateID is the desired state the instance converges toward.
+	DesiredStateID string
+	Status         ds.Status
+	// CurrentVersion is the last version seen converged.
+	CurrentVersion string
+}
+
 // Store is drover's durable state. Implementations are safe for concurrent use.
 // Times are returned in UTC, exact to the nanosecond; a limit <= 0 means no
 // limit. Validation failures (a missing key field) are errors that are neither
@@ -717,6 +729,9 @@ type Store interface {
 	// ListInstancesIn returns the instances of the services in span, in the
 	// order of ListInstances (to read every service's a part at a time).
 	ListInstancesIn(ctx context.Context, span ServiceSpan) ([]Instance, error)
+	// ListInstanceBriefs is ListInstancesIn with only the fields of an
+	// InstanceBrief, in the same order.
+	ListInstanceBriefs(ctx context.Context, span ServiceSpan) ([]InstanceBrief, error)
 	// PutRuntimeFacts records what a runtime reported about its backend,
 	// replacing what it reported before. Runtime is required; a zero
 	// ObservedAt is set to the current time.

@@ -82,6 +82,23 @@ func (s *Store) ListInstancesIn(ctx context.Context, span store.ServiceSpan) ([]
 	return out, nil
 }
 
+// ListInstanceBriefs implements store.Store.
+func (s *Store) ListInstanceBriefs(ctx context.Context, span store.ServiceSpan) ([]store.InstanceBrief, error) {
+	out, err := queryAll(ctx, s.reads, "SELECT "+briefColumns+" FROM instances"+inSpan, spanArgs(span),
+		func(row interface{ Scan(...any) error }) (b store.InstanceBrief, err error) {
+			err = row.Scan(&b.Application, &b.Service, &b.ReleaseChannel, &b.DesiredStateID, &b.Status, &b.CurrentVersion)
+			return b, err
+		})
+	if err != nil {
+		return nil, fmt.Errorf("list instances of %s/%s to %s/%s: %w", span.First.Application, span.First.Service,
+			span.Last.Application, span.Last.Service, err)
+	}
+	return out, nil
+}
+
+// briefColumns are the columns of a store.InstanceBrief.
+const briefColumns = "application, service, release_channel, desired_state_id, status, current_version"
+
 // inSpan completes a SELECT of a table keyed by application, service and
 // release channel with the filter of a store.ServiceSpan (spanArgs) and
 // that order.

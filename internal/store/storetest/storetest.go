@@ -1264,6 +1264,19 @@ func testListInstances(t *testing.T, s store.Store) {
 		if got := keys(list, "ListInstancesIn"); !slices.Equal(got, want) {
 			t.Errorf("ListInstancesIn(%s/%s to %s/%s) = %v, want %v", a1, s1, a2, s2, got, want)
 		}
+		// The briefs are the same instances, in the same order, with
+		// their fields.
+		briefs, err := s.ListInstanceBriefs(ctx, store.ServiceSpan{First: store.ServiceRef{Application: a1, Service: s1},
+			Last: store.ServiceRef{Application: a2, Service: s2}})
+		must(t, err)
+		wantBriefs := make([]store.InstanceBrief, len(list))
+		for i, in := range list {
+			wantBriefs[i] = store.InstanceBrief{Application: in.Application, Service: in.Service, ReleaseChannel: in.ReleaseChannel,
+				DesiredStateID: in.DesiredStateID, Status: in.Status, CurrentVersion: in.CurrentVersion}
+		}
+		if !slices.Equal(briefs, wantBriefs) {
+			t.Errorf("ListInstanceBriefs(%s/%s to %s/%s) = %+v, want %+v", a1, s1, a2, s2, briefs, wantBriefs)
+		}
 	}
 	span("blog", "web", "shop", "web", "blog/web/production", "shop/api/canary", "shop/api/production", "shop/web/canary", "shop/web/production")
 	span("shop", "api", "shop", "api", "shop/api/canary", "shop/api/production")
