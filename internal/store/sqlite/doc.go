@@ -39,7 +39,7 @@
 // writer: a server takes its data directory's lock, and writing to the
 // database from another process (the sqlite3 shell) while a server runs is
 // not supported. Lists across services (ListInstances of an application or
-// of all, ListInstancesIn) read the file.
+// of all, ListInstancesIn, ListInstanceBriefs) read the file.
 //
 // # Files and health
 //
