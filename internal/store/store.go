@@ -632,6 +632,11 @@ type ServiceSpan struct {
 	First, Last ServiceRef
 }
 
+// String names the span for errors: "app/first to app/last".
+func (s ServiceSpan) String() string {
+	return s.First.Application + "/" + s.First.Service + " to " + s.Last.Application + "/" + s.Last.Service
+}
+
 // ServiceRef names a service.
 type ServiceRef struct {
 	Application, Service string

@@ -76,8 +76,7 @@ func (s *Store) ListInstances(ctx context.Context, application, service string) 
 func (s *Store) ListInstancesIn(ctx context.Context, span store.ServiceSpan) ([]store.Instance, error) {
 	out, err := queryAll(ctx, s.reads, "SELECT "+instanceColumns+" FROM instances"+inSpan, spanArgs(span), scanInstance)
 	if err != nil {
-		return nil, fmt.Errorf("list instances of %s/%s to %s/%s: %w", span.First.Application, span.First.Service,
-			span.Last.Application, span.Last.Service, err)
+		return nil, fmt.Errorf("list instances of %s: %w", span, err)
 	}
 	return out, nil
 }
@@ -90,8 +89,7 @@ func (s *Store) ListInstanceBriefs(ctx context.Context, span store.ServiceSpan) 
 			return b, err
 		})
 	if err != nil {
-		return nil, fmt.Errorf("list instances of %s/%s to %s/%s: %w", span.First.Application, span.First.Service,
-			span.Last.Application, span.Last.Service, err)
+		return nil, fmt.Errorf("list instances of %s: %w", span, err)
 	}
 	return out, nil
 }

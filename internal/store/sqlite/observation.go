@@ -74,8 +74,7 @@ func (s *Store) ListObservationsIn(ctx context.Context, span store.ServiceSpan) 
 	out, err := queryAll(ctx, s.reads, "SELECT application, service, release_channel, body, since FROM observations"+inSpan,
 		spanArgs(span), scanObservation)
 	if err != nil {
-		return nil, fmt.Errorf("list observations of %s/%s to %s/%s: %w", span.First.Application, span.First.Service,
-			span.Last.Application, span.Last.Service, err)
+		return nil, fmt.Errorf("list observations of %s: %w", span, err)
 	}
 	return out, nil
 }
