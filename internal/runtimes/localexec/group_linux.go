@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -16,8 +17,16 @@ import (
 type procStat struct {
 	state      byte
 	pgrp       int
+	flags      uint64
 	startTicks uint64
+	// envStart and envEnd bound the environment block in the process's
+	// memory; both 0 while an exec has not set it up yet (or when the
+	// kernel does not show them).
+	envStart, envEnd uint64
 }
+
+// kthread is PF_KTHREAD in the flags of /proc/PID/stat.
+const kthread = 0x00200000
 
 // readStat reads /proc/PID/stat; ok is false when there is no such process.
 func readStat(pid int) (procStat, bool) {
@@ -41,11 +50,17 @@ func parseStat(s string) (procStat, bool) {
 		return procStat{}, false
 	}
 	pgrp, err1 := strconv.Atoi(f[2])
-	start, err2 := strconv.ParseUint(f[19], 10, 64)
-	if err1 != nil || err2 != nil {
+	flags, err2 := strconv.ParseUint(f[6], 10, 64)
+	start, err3 := strconv.ParseUint(f[19], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
 		return procStat{}, false
 	}
-	return procStat{state: f[0][0], pgrp: pgrp, startTicks: start}, true
+	st := procStat{state: f[0][0], pgrp: pgrp, flags: flags, startTicks: start}
+	if len(f) >= 49 { // fields 50 and 51, since Linux 3.5
+		st.envStart, _ = strconv.ParseUint(f[47], 10, 64)
+		st.envEnd, _ = strconv.ParseUint(f[48], 10, 64)
+	}
+	return st, true
 }
 
 func bootID() string {
@@ -89,6 +104,15 @@ func liveMembers(pgid int) (int, error) {
 // marked lists the live processes whose environment holds the mark
 // (MarkEnv=mark). A process whose environment cannot be read (another
 // user's, or one that made itself undumpable) is not listed.
+//
+// A process in the middle of exec reads as an empty environment for a
+// moment: the kernel has switched it to its new memory and not yet copied
+// the environment in. An empty read is believed at once only when the
+// process's stat shows a set, empty environment block (started with an
+// empty environment); other empty reads are tried again for up to
+// execSettle, so a member caught exec-ing is not missed. A process still
+// empty after that (one whose kernel never set an environment, like some
+// containers' init) is remembered and not waited for again.
 func marked(mark string) ([]int, error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
@@ -96,22 +120,81 @@ func marked(mark string) ([]int, error) {
 	}
 	want := []byte(MarkEnv + "=" + mark)
 	self := os.Getpid()
+	emptyEnv.Lock()
+	defer emptyEnv.Unlock()
+	seen := map[procID]bool{}
+	// check says whether pid is marked, or unsure (read empty, maybe
+	// mid-exec).
+	check := func(pid int) (marked, unsure bool, id procID) {
+		env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+		st, ok := readStat(pid)
+		if err != nil || !ok || st.state == 'Z' || st.state == 'X' || st.flags&kthread != 0 {
+			return false, false, id
+		}
+		id = procID{pid, st.startTicks}
+		seen[id] = true
+		if len(env) > 0 {
+			return hasEntry(env, want), false, id
+		}
+		settled := st.envEnd != 0 && st.envStart == st.envEnd
+		return false, !settled && !emptyEnv.ids[id], id
+	}
 	var pids []int
+	var unsure []procID
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == self {
 			continue
 		}
-		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil || !hasEntry(env, want) {
-			continue
-		}
-		if st, ok := readStat(pid); ok && st.state != 'Z' && st.state != 'X' {
+		switch ok, empty, id := check(pid); {
+		case ok:
 			pids = append(pids, pid)
+		case empty:
+			unsure = append(unsure, id)
+		}
+	}
+	for deadline := time.Now().Add(execSettle); len(unsure) > 0 && time.Now().Before(deadline); {
+		time.Sleep(2 * time.Millisecond)
+		still := unsure[:0]
+		for _, u := range unsure {
+			switch ok, empty, id := check(u.pid); {
+			case ok:
+				pids = append(pids, u.pid)
+			case empty && id == u:
+				still = append(still, u)
+			}
+		}
+		unsure = still
+	}
+	for _, u := range unsure {
+		emptyEnv.ids[u] = true
+	}
+	for id := range emptyEnv.ids {
+		if !seen[id] {
+			delete(emptyEnv.ids, id) // ended
 		}
 	}
 	return pids, nil
 }
+
+// procID names one process over the life of the boot.
+type procID struct {
+	pid        int
+	startTicks uint64
+}
+
+// emptyEnv remembers the processes whose environment stayed empty through
+// a whole execSettle: they are not waited for again. The lock also keeps
+// scans one at a time.
+var emptyEnv = struct {
+	sync.Mutex
+	ids map[procID]bool
+}{ids: map[procID]bool{}}
+
+// execSettle is how long marked reads an empty environment again: far
+// longer than an exec takes to copy the environment, even on a busy
+// machine.
+const execSettle = 50 * time.Millisecond
 
 // hasEntry says whether the NUL-separated environment block env holds the
 // entry want.
@@ -137,32 +220,51 @@ func endGroup(ctx context.Context, g Group, grace time.Duration) (EndResult, err
 }
 
 // endMarked ends the processes carrying mark: SIGTERM, SIGKILL after grace
-// to those left (and to any they started meanwhile).
+// to those left (and to any they started meanwhile). Every scan during the
+// grace sends SIGTERM to marked processes not signalled yet: one that was
+// in the middle of exec at the first scan (its environment reads empty for
+// that moment) or that a member started since.
 func endMarked(ctx context.Context, mark string, grace time.Duration) (EndResult, error) {
 	var res EndResult
-	pids, err := marked(mark)
+	seen := map[int]bool{}
+	// scan lists the marked processes and sends sig to those not seen
+	// before (term) or to all of them (kill).
+	scan := func(sig syscall.Signal, all bool) ([]int, error) {
+		pids, err := marked(mark)
+		if err != nil {
+			return nil, err
+		}
+		for _, pid := range pids {
+			if all || !seen[pid] {
+				_ = syscall.Kill(pid, sig) // ESRCH: it ended meanwhile
+			}
+			seen[pid] = true
+		}
+		res.Found = len(seen)
+		return pids, nil
+	}
+	pids, err := scan(syscall.SIGTERM, false)
 	if err != nil || len(pids) == 0 {
 		return res, err
 	}
-	res.Found = len(pids)
-	signal := func(pids []int, sig syscall.Signal) {
-		for _, pid := range pids {
-			_ = syscall.Kill(pid, sig) // ESRCH: it ended meanwhile
-		}
-	}
-	signal(pids, syscall.SIGTERM)
-	gone := func(d time.Duration, sig syscall.Signal) (bool, error) {
+	// gone scans until no marked process is left, twice in a row: a child
+	// forked after one scan listed /proc, by a member that then exited, is
+	// seen only by the next.
+	gone := func(d time.Duration, sig syscall.Signal, all bool) (bool, error) {
 		deadline := time.Now().Add(d)
+		empty := 0
 		for {
-			pids, err := marked(mark)
-			if err != nil || len(pids) == 0 {
-				return len(pids) == 0, err
+			pids, err := scan(sig, all)
+			if err != nil {
+				return false, err
+			}
+			if len(pids) > 0 {
+				empty = 0
+			} else if empty++; empty == 2 {
+				return true, nil
 			}
 			if time.Now().After(deadline) {
-				return false, nil
-			}
-			if sig != 0 {
-				signal(pids, sig)
+				return empty > 0, nil
 			}
 			select {
 			case <-ctx.Done():
@@ -171,11 +273,11 @@ func endMarked(ctx context.Context, mark string, grace time.Duration) (EndResult
 			}
 		}
 	}
-	if ok, err := gone(grace, 0); ok || err != nil {
+	if ok, err := gone(grace, syscall.SIGTERM, false); ok || err != nil {
 		return res, err
 	}
 	res.Killed = true
-	ok, err := gone(killWait, syscall.SIGKILL)
+	ok, err := gone(killWait, syscall.SIGKILL, true)
 	if err == nil && !ok {
 		err = fmt.Errorf("processes marked %s remain %v after SIGKILL", mark, killWait)
 	}

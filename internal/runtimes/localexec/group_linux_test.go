@@ -136,6 +136,21 @@ func TestB3EndGroupEndsMarked(t *testing.T) {
 		t.Errorf("EndGroup of a process ignoring SIGTERM: %+v %v", res, err)
 	}
 	waitDead(t, jobs[0])
+
+	// A marked process that appears after the first scan (here started by
+	// a member's SIGTERM trap) is sent SIGTERM too, not left for SIGKILL.
+	// Found counts the shell, the sleep it started, and each short sleep
+	// of its loop that a scan saw.
+	late := mark()
+	jobs = orphans(late, `sh -c 'trap "sleep 30 & exit 0" TERM; echo $$; while :; do sleep 0.05; done' & wait`)
+	res, err = EndGroup(t.Context(), late, 5*time.Second)
+	if err != nil || res.Found < 2 || res.Killed {
+		t.Errorf("EndGroup of a group that grew during the grace: %+v %v", res, err)
+	}
+	waitDead(t, jobs[0])
+	if pids, err := marked(late.Mark); err != nil || len(pids) != 0 {
+		t.Errorf("left marked: %v %v", pids, err)
+	}
 }
 
 // TestB3TrackerFailureStopsCommand: a command whose processes cannot be
@@ -246,6 +261,15 @@ func TestParseStat(t *testing.T) {
 	st, ok := parseStat("42 (a) b) (c) S 1 40 40 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 123456 1000 10\n")
 	if !ok || st.state != 'S' || st.pgrp != 40 || st.startTicks != 123456 {
 		t.Errorf("got %+v %v", st, ok)
+	}
+	// A full line of Linux 6: flags with PF_KTHREAD clear, and the
+	// environment block in fields 50 and 51.
+	full := "7941 (sleep) S 1 7938 30021 0 -1 4194304 77 0 0 0 0 0 0 0 20 0 1 0 8672331 2560000 319 " +
+		"18446744073709551615 1 2 3 0 0 0 0 6 0 1 0 0 17 0 0 0 0 0 0 4 5 6 7 8 140734337511290 140734337511401 0\n"
+	st, ok = parseStat(full)
+	if !ok || st.flags&kthread != 0 || st.flags != 4194304 || st.startTicks != 8672331 ||
+		st.envStart != 140734337511290 || st.envEnd != 140734337511401 {
+		t.Errorf("full line: got %+v %v", st, ok)
 	}
 	if _, ok := parseStat("42 (x) S 1"); ok {
 		t.Error("short line parsed")
