@@ -195,6 +195,7 @@ func (s *Server) applyConfigs(ctx context.Context, req apiv1.ApplyConfigsRequest
 		return nil, &validationError{details: toDetails(errs.Err())}
 	}
 	resp := &apiv1.ApplyConfigsResponse{}
+	var objs []store.ConfigObject
 	for _, src := range incoming {
 		body, hash, err := canonical(src.File)
 		if err != nil {
@@ -213,34 +214,44 @@ func (s *Server) applyConfigs(ctx context.Context, req apiv1.ApplyConfigsRequest
 			default:
 				res.Version = prev.Version
 			}
-			resp.Results = append(resp.Results, res)
-			continue
-		}
-		obj, created, err := s.store.PutConfig(ctx, store.ConfigObject{Kind: res.Kind, Name: res.Name, Body: body, Hash: hash, Source: src.Path})
-		if err != nil {
-			return nil, err
-		}
-		res.Version = obj.Version
-		if created {
-			res.Action = "configured"
-			if obj.Version == 1 {
-				res.Action = "created"
-			}
-			app, _ := splitApp(res.Kind, res.Name)
-			ev := store.Event{Application: app, Type: ds.EventConfigured, Actor: req.User,
-				Message: fmt.Sprintf("%s/%s %s (version %d)", res.Kind, res.Name, res.Action, obj.Version)}
-			if res.Kind == "service" {
-				ev.Service = src.Name()
-			}
-			if err := s.store.AppendEvents(ctx, ev); err != nil {
-				return nil, err
-			}
 		}
 		resp.Results = append(resp.Results, res)
+		objs = append(objs, store.ConfigObject{Kind: res.Kind, Name: res.Name, Body: body, Hash: hash, Source: src.Path})
+	}
+	if req.DryRun {
+		return resp, nil
+	}
+	// Every config and its event in one transaction: an apply that fails
+	// leaves none of its configs stored.
+	put, err := s.store.PutConfigs(ctx, objs, func(obj store.ConfigObject) store.Event {
+		app, svc := splitApp(obj.Kind, obj.Name)
+		ev := store.Event{Application: app, Type: ds.EventConfigured, Actor: req.User,
+			Message: fmt.Sprintf("%s/%s %s (version %d)", obj.Kind, obj.Name, createdAction(obj), obj.Version)}
+		if obj.Kind == "service" {
+			ev.Service = svc
+		}
+		return ev
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i, p := range put {
+		resp.Results[i].Version = p.Config.Version
+		if p.Created {
+			resp.Results[i].Action = createdAction(p.Config)
+		}
 	}
 	s.runtimes.Invalidate()
 	s.changed.notify()
 	return resp, nil
+}
+
+// createdAction is the action of a config version just stored.
+func createdAction(obj store.ConfigObject) string {
+	if obj.Version == 1 {
+		return "created"
+	}
+	return "configured"
 }
 
 func splitApp(kind, name string) (string, string) {

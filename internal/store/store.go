@@ -637,6 +637,13 @@ func (s ServiceSpan) String() string {
 	return s.First.Application + "/" + s.First.Service + " to " + s.Last.Application + "/" + s.Last.Service
 }
 
+// PutConfigResult is what PutConfigs did with one config: the stored
+// object (its latest version) and whether a new version was made.
+type PutConfigResult struct {
+	Config  ConfigObject
+	Created bool
+}
+
 // ServiceRef names a service.
 type ServiceRef struct {
 	Application, Service string
@@ -663,6 +670,11 @@ type Store interface {
 	// latest version's, and returns the stored object and whether a new
 	// version was created (Version and CreatedAt are assigned by the store).
 	PutConfig(ctx context.Context, obj ConfigObject) (ConfigObject, bool, error)
+	// PutConfigs stores each of objs as PutConfig does, all in one
+	// transaction: every one or none. For each new version it appends, in
+	// the same transaction, the event onCreated makes of the stored object
+	// (nil onCreated: none). The results are in the order of objs.
+	PutConfigs(ctx context.Context, objs []ConfigObject, onCreated func(ConfigObject) Event) ([]PutConfigResult, error)
 	// GetConfig returns the latest version of a config, or ErrNotFound.
 	GetConfig(ctx context.Context, kind, name string) (ConfigObject, error)
 	// GetConfigVersion returns one version of a config, or ErrNotFound.

@@ -1,9 +1,11 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -28,51 +30,111 @@ const freezeKind = "freeze"
 // advisory lock on its kind and name, so the latest version each compares
 // with is the committed one and versions never collide.
 func (s *Store) PutConfig(ctx context.Context, obj store.ConfigObject) (store.ConfigObject, bool, error) {
-	if obj.Kind == "" || obj.Name == "" || obj.Hash == "" {
-		return store.ConfigObject{}, false, fmt.Errorf("put config %s/%s: kind, name and hash are required", obj.Kind, obj.Name)
+	if err := checkConfigKey(obj); err != nil {
+		return store.ConfigObject{}, false, err
 	}
-	var (
-		out     store.ConfigObject
-		created bool
-	)
+	var res store.PutConfigResult
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		created = false
-		if err := lockName(ctx, tx, "config", obj.Kind, obj.Name); err != nil {
-			return err
-		}
-		latest, err := scanConfig(tx.QueryRow(ctx, selectLatestConfig, obj.Kind, obj.Name))
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-		case err != nil:
-			return err
-		case latest.Hash == obj.Hash:
-			out, err = s.openConfig(latest)
-			return err
-		}
-		obj.Version = latest.Version + 1
-		obj.CreatedAt = now()
-		body, err := s.seal(obj.Body)
-		if err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, "INSERT INTO configs ("+configColumns+") VALUES ($1, $2, $3, $4, $5, $6, $7)",
-			obj.Kind, obj.Name, obj.Version, body, obj.Hash, obj.Source, nanos(obj.CreatedAt))
-		if err != nil {
-			return err
-		}
-		out, created = obj, true
-		switch obj.Kind {
-		case "runtime":
-			return notify(ctx, tx, "r") // runtime hosts build it again
-		case freezeKind:
-			return notify(ctx, tx, "f") // engines read the freezes again
-		}
-		return nil
+		var err error
+		res, err = s.putConfig(ctx, tx, obj)
+		return err
 	})
 	if err != nil {
 		return store.ConfigObject{}, false, fmt.Errorf("put config %s/%s: %w", obj.Kind, obj.Name, err)
 	}
-	return out, created, nil
+	return res.Config, res.Created, nil
+}
+
+// PutConfigs implements store.Store. The configs are locked in order of
+// kind and name, so two calls naming the same configs cannot deadlock.
+func (s *Store) PutConfigs(ctx context.Context, objs []store.ConfigObject, onCreated func(store.ConfigObject) store.Event) ([]store.PutConfigResult, error) {
+	for _, obj := range objs {
+		if err := checkConfigKey(obj); err != nil {
+			return nil, err
+		}
+	}
+	if len(objs) == 0 {
+		return nil, nil
+	}
+	order := make([]int, len(objs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		return cmp.Or(cmp.Compare(objs[a].Kind, objs[b].Kind), cmp.Compare(objs[a].Name, objs[b].Name))
+	})
+	var (
+		out    []store.PutConfigResult
+		events []store.Event
+		seqs   []int64
+		t      = now()
+	)
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		out, events = make([]store.PutConfigResult, len(objs)), nil
+		for _, i := range order {
+			res, err := s.putConfig(ctx, tx, objs[i])
+			if err != nil {
+				return fmt.Errorf("put config %s/%s: %w", objs[i].Kind, objs[i].Name, err)
+			}
+			out[i] = res
+		}
+		if onCreated != nil {
+			for _, res := range out {
+				if res.Created {
+					events = append(events, onCreated(res.Config))
+				}
+			}
+		}
+		var err error
+		seqs, err = insertEvents(ctx, tx, events, t)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("put %d configs: %w", len(objs), err)
+	}
+	setSeqs(events, seqs, t)
+	return out, nil
+}
+
+func checkConfigKey(obj store.ConfigObject) error {
+	if obj.Kind == "" || obj.Name == "" || obj.Hash == "" {
+		return fmt.Errorf("put config %s/%s: kind, name and hash are required", obj.Kind, obj.Name)
+	}
+	return nil
+}
+
+// putConfig stores obj in tx unless its latest version has its hash.
+func (s *Store) putConfig(ctx context.Context, tx pgx.Tx, obj store.ConfigObject) (store.PutConfigResult, error) {
+	if err := lockName(ctx, tx, "config", obj.Kind, obj.Name); err != nil {
+		return store.PutConfigResult{}, err
+	}
+	latest, err := scanConfig(tx.QueryRow(ctx, selectLatestConfig, obj.Kind, obj.Name))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		return store.PutConfigResult{}, err
+	case latest.Hash == obj.Hash:
+		out, err := s.openConfig(latest)
+		return store.PutConfigResult{Config: out}, err
+	}
+	obj.Version = latest.Version + 1
+	obj.CreatedAt = now()
+	body, err := s.seal(obj.Body)
+	if err != nil {
+		return store.PutConfigResult{}, err
+	}
+	_, err = tx.Exec(ctx, "INSERT INTO configs ("+configColumns+") VALUES ($1, $2, $3, $4, $5, $6, $7)",
+		obj.Kind, obj.Name, obj.Version, body, obj.Hash, obj.Source, nanos(obj.CreatedAt))
+	if err != nil {
+		return store.PutConfigResult{}, err
+	}
+	switch obj.Kind {
+	case "runtime":
+		err = notify(ctx, tx, "r") // runtime hosts build it again
+	case freezeKind:
+		err = notify(ctx, tx, "f") // engines read the freezes again
+	}
+	return store.PutConfigResult{Config: obj, Created: true}, err
 }
 
 // GetConfig implements store.Store.

@@ -20,45 +20,100 @@ func scanConfig(row interface{ Scan(...any) error }) (store.ConfigObject, error)
 
 // PutConfig implements store.Store.
 func (s *Store) PutConfig(ctx context.Context, obj store.ConfigObject) (store.ConfigObject, bool, error) {
-	if obj.Kind == "" || obj.Name == "" || obj.Hash == "" {
-		return store.ConfigObject{}, false, fmt.Errorf("put config %s/%s: kind, name and hash are required", obj.Kind, obj.Name)
+	if err := checkConfigKey(obj); err != nil {
+		return store.ConfigObject{}, false, err
 	}
-	var (
-		out     store.ConfigObject
-		created bool
-	)
+	var res store.PutConfigResult
 	written := s.configs.writing()
 	err := s.writeTx(ctx, func(tx *wtx) error {
-		latest, err := scanConfig(tx.QueryRowContext(ctx,
-			"SELECT "+configColumns+" FROM configs WHERE kind = ? AND name = ? ORDER BY version DESC LIMIT 1",
-			obj.Kind, obj.Name))
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-		case err != nil:
-			return err
-		case latest.Hash == obj.Hash:
-			out, err = s.openConfig(latest)
-			return err
-		}
-		obj.Version = latest.Version + 1
-		obj.CreatedAt = now()
-		body, err := s.seal(obj.Body)
-		if err != nil {
-			return err
-		}
-		_, err = tx.ExecContext(ctx, "INSERT INTO configs ("+configColumns+") VALUES (?, ?, ?, ?, ?, ?, ?)",
-			obj.Kind, obj.Name, obj.Version, dbBytes(body), obj.Hash, obj.Source, dbTime(obj.CreatedAt))
-		if err != nil {
-			return err
-		}
-		out, created = obj, true
-		return nil
+		var err error
+		res, err = s.putConfig(ctx, tx, obj)
+		return err
 	})
-	written(&out, err)
+	written([]store.ConfigObject{res.Config}, err)
 	if err != nil {
 		return store.ConfigObject{}, false, fmt.Errorf("put config %s/%s: %w", obj.Kind, obj.Name, err)
 	}
-	return out, created, nil
+	return res.Config, res.Created, nil
+}
+
+// PutConfigs implements store.Store.
+func (s *Store) PutConfigs(ctx context.Context, objs []store.ConfigObject, onCreated func(store.ConfigObject) store.Event) ([]store.PutConfigResult, error) {
+	for _, obj := range objs {
+		if err := checkConfigKey(obj); err != nil {
+			return nil, err
+		}
+	}
+	if len(objs) == 0 {
+		return nil, nil
+	}
+	var (
+		out    []store.PutConfigResult
+		events []store.Event
+		seqs   []int64
+		t      = now()
+	)
+	written := s.configs.writing()
+	err := s.writeTx(ctx, func(tx *wtx) error {
+		out, events = make([]store.PutConfigResult, 0, len(objs)), nil
+		for _, obj := range objs {
+			res, err := s.putConfig(ctx, tx, obj)
+			if err != nil {
+				return fmt.Errorf("put config %s/%s: %w", obj.Kind, obj.Name, err)
+			}
+			out = append(out, res)
+			if res.Created && onCreated != nil {
+				events = append(events, onCreated(res.Config))
+			}
+		}
+		var err error
+		seqs, err = s.insertEvents(ctx, tx, encodeEvents(events, t))
+		return err
+	})
+	stored := make([]store.ConfigObject, len(out))
+	for i, r := range out {
+		stored[i] = r.Config
+	}
+	written(stored, err)
+	if err != nil {
+		return nil, fmt.Errorf("put %d configs: %w", len(objs), err)
+	}
+	setSeqs(events, seqs, t)
+	return out, nil
+}
+
+func checkConfigKey(obj store.ConfigObject) error {
+	if obj.Kind == "" || obj.Name == "" || obj.Hash == "" {
+		return fmt.Errorf("put config %s/%s: kind, name and hash are required", obj.Kind, obj.Name)
+	}
+	return nil
+}
+
+// putConfig stores obj in tx unless its latest version has its hash.
+func (s *Store) putConfig(ctx context.Context, tx *wtx, obj store.ConfigObject) (store.PutConfigResult, error) {
+	latest, err := scanConfig(tx.QueryRowContext(ctx,
+		"SELECT "+configColumns+" FROM configs WHERE kind = ? AND name = ? ORDER BY version DESC LIMIT 1",
+		obj.Kind, obj.Name))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return store.PutConfigResult{}, err
+	case latest.Hash == obj.Hash:
+		out, err := s.openConfig(latest)
+		return store.PutConfigResult{Config: out}, err
+	}
+	obj.Version = latest.Version + 1
+	obj.CreatedAt = now()
+	body, err := s.seal(obj.Body)
+	if err != nil {
+		return store.PutConfigResult{}, err
+	}
+	_, err = tx.ExecContext(ctx, "INSERT INTO configs ("+configColumns+") VALUES (?, ?, ?, ?, ?, ?, ?)",
+		obj.Kind, obj.Name, obj.Version, dbBytes(body), obj.Hash, obj.Source, dbTime(obj.CreatedAt))
+	if err != nil {
+		return store.PutConfigResult{}, err
+	}
+	return store.PutConfigResult{Config: obj, Created: true}, nil
 }
 
 // GetConfig implements store.Store.

@@ -120,14 +120,14 @@ func (c *configCache) list(kinds []string) (out []store.ConfigObject, ok bool) {
 }
 
 // writing marks a write of configs as under way; the function it returns
-// ends it, with the latest version of the config written and the write's
+// ends it, with the latest versions of the configs written and the write's
 // error. An import, which may write any config, ends with nil.
-func (c *configCache) writing() func(written *store.ConfigObject, err error) {
+func (c *configCache) writing() func(written []store.ConfigObject, err error) {
 	c.mu.Lock()
 	c.pending++
 	c.gen++
 	c.mu.Unlock()
-	return func(written *store.ConfigObject, err error) {
+	return func(written []store.ConfigObject, err error) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		c.pending--
@@ -137,7 +137,9 @@ func (c *configCache) writing() func(written *store.ConfigObject, err error) {
 		case err != nil || written == nil:
 			c.byKind, c.ok = nil, false
 		default:
-			c.putLocked(*written)
+			for _, obj := range written {
+				c.putLocked(obj)
+			}
 		}
 	}
 }

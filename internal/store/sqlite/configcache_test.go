@@ -147,3 +147,48 @@ func TestConfigCacheFollowsImports(t *testing.T) {
 	}
 	checkConfigsCached(t, s, []string{"runtime"})
 }
+
+// TestPutConfigsAllOrNothing: a PutConfigs that fails in its transaction
+// (here, the event of its second config panics) stores none of its configs
+// nor events, and the config cache answers as the file does.
+func TestPutConfigsAllOrNothing(t *testing.T) {
+	t.Parallel()
+	s, _ := openTemp(t)
+	t.Cleanup(func() { _ = s.Close() })
+	ctx := t.Context()
+	v1, _, err := s.PutConfig(ctx, store.ConfigObject{Kind: "service", Name: "shop/api", Body: []byte(`{"a": 1}`), Hash: "a1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ListConfigs(ctx, "service"); err != nil { // the cache is loaded
+		t.Fatal(err)
+	}
+	calls := 0
+	_, err = s.PutConfigs(ctx, []store.ConfigObject{
+		{Kind: "service", Name: "shop/web", Body: []byte(`{"w": 1}`), Hash: "w1"},
+		{Kind: "service", Name: "shop/api", Body: []byte(`{"a": 2}`), Hash: "a2"},
+	}, func(store.ConfigObject) store.Event {
+		if calls++; calls == 2 {
+			panic("boom")
+		}
+		return store.Event{Application: "shop", Type: "configured"}
+	})
+	if err == nil {
+		t.Fatal("PutConfigs whose second event panicked succeeded")
+	}
+	if _, err := s.GetConfig(ctx, "service", "shop/web"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the first config of the failed call: %v, want not found", err)
+	}
+	got, err := s.GetConfig(ctx, "service", "shop/api")
+	if err != nil || got.Version != v1.Version || got.Hash != "a1" {
+		t.Errorf("the second config after the failed call: version %d hash %q %v; want version 1, a1", got.Version, got.Hash, err)
+	}
+	list, err := s.ListConfigs(ctx, "service")
+	if err != nil || len(list) != 1 {
+		t.Errorf("configs after the failed call: %v %v; want shop/api alone", list, err)
+	}
+	events, err := s.ListEvents(ctx, store.EventFilter{})
+	if err != nil || len(events) != 0 {
+		t.Errorf("events after the failed call: %v %v; want none", events, err)
+	}
+}

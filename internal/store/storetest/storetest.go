@@ -39,6 +39,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		fn   func(t *testing.T, s store.Store)
 	}{
 		{"Config/PutVersions", testPutConfigVersions},
+		{"Config/PutMany", testPutConfigs},
 		{"Config/NotFound", testConfigNotFound},
 		{"Config/Invalid", testConfigInvalid},
 		{"Config/ListLatest", testListConfigs},
@@ -408,6 +409,70 @@ func testPutConfigVersions(t *testing.T, s store.Store) {
 			t.Errorf("PutConfig %s/%s: created %v, version %d; want true, 1", o.Kind, o.Name, created, got.Version)
 		}
 	}
+}
+
+func testPutConfigs(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	_, _, err := s.PutConfig(ctx, store.ConfigObject{Kind: "service", Name: "shop/api", Body: []byte(`{"a": 1}`), Hash: "h1"})
+	must(t, err)
+	var made []store.ConfigObject
+	onCreated := func(obj store.ConfigObject) store.Event {
+		made = append(made, obj)
+		return store.Event{Application: "shop", Type: "configured", Message: fmt.Sprintf("%s %d", obj.Name, obj.Version)}
+	}
+	in := []store.ConfigObject{
+		{Kind: "service", Name: "shop/web", Body: []byte(`{"w": 1}`), Hash: "w1", Source: "web.yaml"},
+		{Kind: "service", Name: "shop/api", Body: []byte(`{"a": 1}`), Hash: "h1"}, // unchanged
+		{Kind: "application", Name: "shop", Body: []byte(`{}`), Hash: "s1"},
+		{Kind: "service", Name: "shop/api", Body: []byte(`{"a": 2}`), Hash: "h2"},
+	}
+	got, err := s.PutConfigs(ctx, in, onCreated)
+	must(t, err)
+	want := []struct {
+		created bool
+		version int64
+	}{{true, 1}, {false, 1}, {true, 1}, {true, 2}}
+	if len(got) != len(want) {
+		t.Fatalf("PutConfigs returned %d results, want %d", len(got), len(want))
+	}
+	for i, w := range want {
+		if got[i].Created != w.created || got[i].Config.Version != w.version || got[i].Config.Kind != in[i].Kind || got[i].Config.Name != in[i].Name {
+			t.Errorf("result %d: %s/%s created %v version %d; want %s/%s %v %d", i, got[i].Config.Kind, got[i].Config.Name,
+				got[i].Created, got[i].Config.Version, in[i].Kind, in[i].Name, w.created, w.version)
+		}
+		stored, err := s.GetConfigVersion(ctx, got[i].Config.Kind, got[i].Config.Name, got[i].Config.Version)
+		must(t, err)
+		same(t, stored, got[i].Config, fmt.Sprintf("result %d as stored", i))
+	}
+	latest, err := s.GetConfig(ctx, "service", "shop/api")
+	must(t, err)
+	same(t, latest, got[3].Config, "GetConfig after PutConfigs")
+	if len(made) != 3 {
+		t.Fatalf("onCreated called for %d configs, want the 3 new versions", len(made))
+	}
+	events, err := s.ListEvents(ctx, store.EventFilter{Application: "shop"})
+	must(t, err)
+	var msgs []string
+	for _, e := range events {
+		msgs = append(msgs, e.Message)
+	}
+	if want := []string{"shop/web 1", "shop 1", "shop/api 2"}; !slices.Equal(msgs, want) {
+		t.Errorf("events %q, want %q", msgs, want)
+	}
+
+	// Nothing to store, and an invalid object refuses the whole call.
+	if got, err := s.PutConfigs(ctx, nil, onCreated); err != nil || len(got) != 0 {
+		t.Errorf("PutConfigs of none: %v %v", got, err)
+	}
+	_, err = s.PutConfigs(ctx, []store.ConfigObject{
+		{Kind: "service", Name: "shop/new", Body: []byte(`{}`), Hash: "n1"},
+		{Kind: "service", Name: "shop/bad", Body: []byte(`{}`)},
+	}, onCreated)
+	if err == nil {
+		t.Fatal("PutConfigs with an object without a hash succeeded")
+	}
+	_, err = s.GetConfig(ctx, "service", "shop/new")
+	wantErr(t, err, store.ErrNotFound, "a config of a refused PutConfigs")
 }
 
 func testConfigNotFound(t *testing.T, s store.Store) {
