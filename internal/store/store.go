@@ -61,6 +61,25 @@ type ConfigObject struct {
 	CreatedAt time.Time `json:"createdAt"`
 }
 
+// CheckPuts is CheckPut of each of objs, the first error.
+func CheckPuts(objs []ConfigObject) error {
+	for _, o := range objs {
+		if err := o.CheckPut(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CheckPut says what a config to put lacks: its kind, name and hash are
+// required.
+func (o ConfigObject) CheckPut() error {
+	if o.Kind == "" || o.Name == "" || o.Hash == "" {
+		return fmt.Errorf("put config %s/%s: kind, name and hash are required", o.Kind, o.Name)
+	}
+	return nil
+}
+
 // DesiredState is one push: the compiled service and the version every release
 // channel converges to. It is immutable once created, except for ReplacedBy.
 type DesiredState struct {

@@ -30,7 +30,7 @@ const freezeKind = "freeze"
 // advisory lock on its kind and name, so the latest version each compares
 // with is the committed one and versions never collide.
 func (s *Store) PutConfig(ctx context.Context, obj store.ConfigObject) (store.ConfigObject, bool, error) {
-	if err := checkConfigKey(obj); err != nil {
+	if err := obj.CheckPut(); err != nil {
 		return store.ConfigObject{}, false, err
 	}
 	var res store.PutConfigResult
@@ -48,13 +48,8 @@ func (s *Store) PutConfig(ctx context.Context, obj store.ConfigObject) (store.Co
 // PutConfigs implements store.Store. The configs are locked in order of
 // kind and name, so two calls naming the same configs cannot deadlock.
 func (s *Store) PutConfigs(ctx context.Context, objs []store.ConfigObject, onCreated func(store.ConfigObject) store.Event) ([]store.PutConfigResult, error) {
-	for _, obj := range objs {
-		if err := checkConfigKey(obj); err != nil {
-			return nil, err
-		}
-	}
-	if len(objs) == 0 {
-		return nil, nil
+	if err := store.CheckPuts(objs); err != nil || len(objs) == 0 {
+		return nil, err
 	}
 	order := make([]int, len(objs))
 	for i := range order {
@@ -94,13 +89,6 @@ func (s *Store) PutConfigs(ctx context.Context, objs []store.ConfigObject, onCre
 	}
 	setSeqs(events, seqs, t)
 	return out, nil
-}
-
-func checkConfigKey(obj store.ConfigObject) error {
-	if obj.Kind == "" || obj.Name == "" || obj.Hash == "" {
-		return fmt.Errorf("put config %s/%s: kind, name and hash are required", obj.Kind, obj.Name)
-	}
-	return nil
 }
 
 // putConfig stores obj in tx unless its latest version has its hash.
