@@ -1,11 +1,12 @@
 package postgres
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"slices"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 
@@ -27,14 +28,17 @@ const selectLatestConfig = "SELECT " + configColumns + " FROM configs WHERE kind
 const freezeKind = "freeze"
 
 // PutConfig implements store.Store. Puts of one config are serialized by an
-// advisory lock on its kind and name, so the latest version each compares
-// with is the committed one and versions never collide.
+// advisory lock (see lockConfigs), so the latest version each compares with
+// is the committed one and versions never collide.
 func (s *Store) PutConfig(ctx context.Context, obj store.ConfigObject) (store.ConfigObject, bool, error) {
 	if err := obj.CheckPut(); err != nil {
 		return store.ConfigObject{}, false, err
 	}
 	var res store.PutConfigResult
 	err := s.tx(ctx, func(tx pgx.Tx) error {
+		if err := lockConfigs(ctx, tx, []store.ConfigObject{obj}); err != nil {
+			return err
+		}
 		var err error
 		res, err = s.putConfig(ctx, tx, obj)
 		return err
@@ -45,19 +49,11 @@ func (s *Store) PutConfig(ctx context.Context, obj store.ConfigObject) (store.Co
 	return res.Config, res.Created, nil
 }
 
-// PutConfigs implements store.Store. The configs are locked in order of
-// kind and name, so two calls naming the same configs cannot deadlock.
+// PutConfigs implements store.Store.
 func (s *Store) PutConfigs(ctx context.Context, objs []store.ConfigObject, onCreated func(store.ConfigObject) store.Event) ([]store.PutConfigResult, error) {
 	if err := store.CheckPuts(objs); err != nil || len(objs) == 0 {
 		return nil, err
 	}
-	order := make([]int, len(objs))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int {
-		return cmp.Or(cmp.Compare(objs[a].Kind, objs[b].Kind), cmp.Compare(objs[a].Name, objs[b].Name))
-	})
 	var (
 		out    []store.PutConfigResult
 		events []store.Event
@@ -66,10 +62,13 @@ func (s *Store) PutConfigs(ctx context.Context, objs []store.ConfigObject, onCre
 	)
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		out, events = make([]store.PutConfigResult, len(objs)), nil
-		for _, i := range order {
-			res, err := s.putConfig(ctx, tx, objs[i])
+		if err := lockConfigs(ctx, tx, objs); err != nil {
+			return err
+		}
+		for i, obj := range objs {
+			res, err := s.putConfig(ctx, tx, obj)
 			if err != nil {
-				return fmt.Errorf("put config %s/%s: %w", objs[i].Kind, objs[i].Name, err)
+				return fmt.Errorf("put config %s/%s: %w", obj.Kind, obj.Name, err)
 			}
 			out[i] = res
 		}
@@ -91,11 +90,36 @@ func (s *Store) PutConfigs(ctx context.Context, objs []store.ConfigObject, onCre
 	return out, nil
 }
 
-// putConfig stores obj in tx unless its latest version has its hash.
-func (s *Store) putConfig(ctx context.Context, tx pgx.Tx, obj store.ConfigObject) (store.PutConfigResult, error) {
-	if err := lockName(ctx, tx, "config", obj.Kind, obj.Name); err != nil {
-		return store.PutConfigResult{}, err
+// configLockBuckets is how many advisory locks guard configs: each config
+// is guarded by one of them, chosen by a hash of its kind and name. One lock
+// per config would take one lock per config of an apply, and PostgreSQL's
+// lock table (max_locks_per_transaction) runs out past 20,000 with the
+// defaults; two configs sharing a bucket only wait for each other.
+const configLockBuckets = 256
+
+// lockConfigs takes the advisory locks guarding objs, in ascending order
+// of bucket, so two transactions locking several cannot deadlock.
+func lockConfigs(ctx context.Context, tx pgx.Tx, objs []store.ConfigObject) error {
+	buckets := make([]uint64, 0, len(objs))
+	for _, obj := range objs {
+		h := fnv.New64a()
+		_, _ = h.Write([]byte(obj.Kind))
+		_, _ = h.Write([]byte{0})
+		_, _ = h.Write([]byte(obj.Name))
+		buckets = append(buckets, h.Sum64()%configLockBuckets)
 	}
+	slices.Sort(buckets)
+	for _, b := range slices.Compact(buckets) {
+		if err := lockName(ctx, tx, "config", strconv.FormatUint(b, 10)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// putConfig stores obj in tx, which holds its lock, unless its latest
+// version has its hash.
+func (s *Store) putConfig(ctx context.Context, tx pgx.Tx, obj store.ConfigObject) (store.PutConfigResult, error) {
 	latest, err := scanConfig(tx.QueryRow(ctx, selectLatestConfig, obj.Kind, obj.Name))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):

@@ -44,8 +44,9 @@
 // COMMITTED, made correct under concurrency by row locks and advisory locks
 // rather than by SERIALIZABLE:
 //
-//   - Configs: PutConfig takes a transaction advisory lock on (kind, name),
-//     then compares with the latest version and inserts the next: puts of one
+//   - Configs: PutConfig and PutConfigs take the transaction advisory locks
+//     of the configs' buckets (one of 256, by a hash of kind and name), then
+//     compare with the latest version and insert the next: puts of one
 //     config run one after another.
 //   - Desired states: CreateDesiredState takes an advisory lock on
 //     (application, service), so pushes of a service form one chain of
