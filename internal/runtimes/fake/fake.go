@@ -43,6 +43,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unique"
 
 	"github.com/drover-dev/drover/internal/config"
 	"github.com/drover-dev/drover/internal/runtimes"
@@ -557,9 +558,12 @@ func (r *Runtime) parseObjects(t *runtimes.Target, sums []sum) ([]object, int32,
 				o.replicas = 1
 			}
 		}
-		o.key = objectKey(o.typ, o.namespace, o.name)
 		// The instance keeps its objects for as long as it lives: their
-		// names are held once, as parts of the key.
+		// names are held once, as parts of the key, and the key once for
+		// all the instances whose objects share it (services' objects are
+		// often named alike in every channel, and from one service to the
+		// next).
+		o.key = unique.Make(objectKey(o.typ, o.namespace, o.name)).Value()
 		o.typ, o.name = o.key[:len(o.typ)], o.key[len(o.key)-len(o.name):]
 		if o.namespace != "" {
 			o.namespace = o.key[len(o.typ)+1 : len(o.typ)+1+len(o.namespace)]

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
+	"unique"
 
 	"github.com/drover-dev/drover/internal/store"
 )
@@ -310,6 +312,18 @@ func storedTime(t time.Time) time.Time {
 	return t.UTC().Round(0)
 }
 
+// storedAsIs reports whether list reads back from its column (dbStrings)
+// as it is: JSON keeps every valid UTF-8 string, and an empty list reads
+// back as nil.
+func storedAsIs(list []string) bool {
+	for _, s := range list {
+		if !utf8.ValidString(s) {
+			return false
+		}
+	}
+	return true
+}
+
 // storedInstance is in as putInstance stores it, read back: revision
 // raised, UpdatedAt set, times and lists through their column encodings.
 func storedInstance(in store.Instance, updatedAt time.Time) (store.Instance, error) {
@@ -319,9 +333,23 @@ func storedInstance(in store.Instance, updatedAt time.Time) (store.Instance, err
 	for _, t := range []*time.Time{&out.LastApplyAt, &out.ConvergedAt, &out.UpdatedAt, &out.AppliedAt} {
 		*t = storedTime(*t)
 	}
+	// The channels of a service usually say the same ("v2 running: 2/2
+	// replicas available"): the cache keeps that message once.
+	out.Message = unique.Make(out.Message).Value()
 	out.Satisfied, out.Checks = nil, nil
-	if err := (scanJSON{&out.Satisfied}).Scan(dbStrings(in.Satisfied)); err != nil {
-		return store.Instance{}, err
+	switch {
+	case len(in.Satisfied) == 0:
+		// An empty list reads back as nil.
+	case storedAsIs(in.Satisfied):
+		// The column reads back the same strings: the cache keeps one
+		// slice of the caller's (immutable) strings rather than a decoded
+		// copy of each, which the collector would walk for as long as the
+		// instance is cached.
+		out.Satisfied = slices.Clip(slices.Clone(in.Satisfied))
+	default:
+		if err := (scanJSON{&out.Satisfied}).Scan(dbStrings(in.Satisfied)); err != nil {
+			return store.Instance{}, err
+		}
 	}
 	if err := (scanJSON{&out.Checks}).Scan(dbChecks(in.Checks)); err != nil {
 		return store.Instance{}, err

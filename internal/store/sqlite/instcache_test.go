@@ -149,6 +149,39 @@ func TestInstanceCacheMatchesTheFile(t *testing.T) {
 	}
 }
 
+// TestCachedListsReadBackAsTheFile: the cache keeps a written instance's
+// lists as the file reads them back (JSON replaces invalid UTF-8, keeps
+// the rest), and not the caller's slices, which may change afterwards.
+func TestCachedListsReadBackAsTheFile(t *testing.T) {
+	t.Parallel()
+	s, _ := openTemp(t)
+	t.Cleanup(func() { _ = s.Close() })
+	ctx := t.Context()
+	for i, satisfied := range [][]string{
+		{"staging@v1", "html <a&b> \u2028 and \"quotes\""},
+		{"bad \xff utf-8", "ok@v1"},
+		{},
+		nil,
+	} {
+		svc := fmt.Sprintf("svc-%d", i)
+		if _, err := s.ListInstances(ctx, "app", svc); err != nil { // cache the service
+			t.Fatal(err)
+		}
+		in := store.Instance{Application: "app", Service: svc, ReleaseChannel: "rc", DesiredStateID: "d1",
+			Message: "v1 running", Satisfied: satisfied}
+		if err := s.Write(ctx, &store.Batch{Instances: []store.Instance{in}}); err != nil {
+			t.Fatal(err)
+		}
+		if len(satisfied) > 0 {
+			satisfied[0] = "changed by the caller after writing"
+		}
+		want := s.fromFile(t, "app", svc)
+		if got := mustList(t, s, svc); !reflect.DeepEqual(got, want) {
+			t.Errorf("%q: cached %+v\nfile %+v", satisfied, got, want)
+		}
+	}
+}
+
 func mustList(t *testing.T, s *Store, svc string) []store.Instance {
 	t.Helper()
 	list, err := s.ListInstances(t.Context(), "app", svc)
