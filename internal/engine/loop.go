@@ -222,7 +222,7 @@ func NewLoop(cfg Config) *Loop {
 		store: cfg.Store, runtimes: cfg.Runtimes, settings: cfg.Settings, now: cfg.Now,
 		log: cfg.Log, workers: cfg.Workers, queue: newQueue(cfg.Now), onWrite: cfg.OnWrite,
 		owner: cfg.Owner, leaseTTL: cfg.LeaseTTL, taskTTL: cfg.TaskTTL, taskPoll: cfg.TaskPoll,
-		exclusive: cfg.Exclusive, resync: max(cfg.Resync, 0), leases: map[string]store.Lease{}, leaseUntil: map[string]time.Time{}, observed: observed{seen: map[string]map[string]uint64{}},
+		exclusive: cfg.Exclusive, resync: max(cfg.Resync, 0), leases: map[string]store.Lease{}, leaseUntil: map[string]time.Time{}, observed: observed{seen: map[string]fingerprints{}},
 		slots: make(chan struct{}, cfg.MaxApplies), idle: make(chan claimedTask), wake: make(chan struct{}, 1),
 		shutdownGrace: max(cfg.ShutdownGrace, 0), exec: cfg.Executor, failures: map[string]int{},
 	}
@@ -511,7 +511,7 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (Result, error) {
 			// there): hand the service over rather than plan it blind.
 			return l.handOver(ctx, key, lease, err)
 		}
-		if o := observation(ctx, rt, target, st, err); seen[ch.Name] != fingerprint(o) {
+		if o := observation(ctx, rt, target, st, err); seen.of(ch.Name) != fingerprint(o) {
 			newObs = append(newObs, o)
 		}
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"hash/maphash"
+	"slices"
 	"sync"
 	"time"
 
@@ -21,7 +22,44 @@ import (
 // observations by release channel.
 type observed struct {
 	mu   sync.Mutex
-	seen map[string]map[string]uint64
+	seen map[string]fingerprints
+}
+
+// fingerprints are a service's stored observations' fingerprints by
+// release channel: a service has a handful of channels, kept in one small
+// slice (the loop keeps one for every service, and a slice is one object
+// for the collector to walk where a map is several). Never changed once
+// made: a change makes a new one.
+type fingerprints []channelFingerprint
+
+type channelFingerprint struct {
+	channel string
+	print   uint64
+}
+
+// of returns the fingerprint of channel's observation, 0 if none.
+func (fs fingerprints) of(channel string) uint64 {
+	for _, f := range fs {
+		if f.channel == channel {
+			return f.print
+		}
+	}
+	return 0
+}
+
+// with returns fs with the fingerprints of obs set.
+func (fs fingerprints) with(obs []store.Observation) fingerprints {
+	next := make(fingerprints, len(fs), len(fs)+len(obs))
+	copy(next, fs)
+	for _, o := range obs {
+		f := channelFingerprint{channel: o.ReleaseChannel, print: fingerprint(o)}
+		if i := slices.IndexFunc(next, func(x channelFingerprint) bool { return x.channel == f.channel }); i >= 0 {
+			next[i] = f
+		} else {
+			next = append(next, f)
+		}
+	}
+	return slices.Clip(next)
 }
 
 // fingerprintSeed keys fingerprints, which live in this process only.
@@ -82,7 +120,7 @@ func fingerprint(o store.Observation) uint64 {
 
 // knownObservations returns the fingerprints of the service's stored observations,
 // reading them from the store the first time.
-func (l *Loop) knownObservations(ctx context.Context, key, app, svc string) (map[string]uint64, error) {
+func (l *Loop) knownObservations(ctx context.Context, key, app, svc string) (fingerprints, error) {
 	l.observed.mu.Lock()
 	seen, ok := l.observed.seen[key]
 	l.observed.mu.Unlock()
@@ -93,10 +131,7 @@ func (l *Loop) knownObservations(ctx context.Context, key, app, svc string) (map
 	if err != nil {
 		return nil, err
 	}
-	seen = make(map[string]uint64, len(list))
-	for _, o := range list {
-		seen[o.ReleaseChannel] = fingerprint(o)
-	}
+	seen = fingerprints(nil).with(list)
 	l.observed.mu.Lock()
 	l.observed.seen[key] = seen
 	l.observed.mu.Unlock()
@@ -104,14 +139,8 @@ func (l *Loop) knownObservations(ctx context.Context, key, app, svc string) (map
 }
 
 // rememberObservations records that obs were written for the service.
-func (l *Loop) rememberObservations(key string, seen map[string]uint64, obs []store.Observation) {
-	next := make(map[string]uint64, len(seen)+len(obs))
-	for rc, f := range seen {
-		next[rc] = f
-	}
-	for _, o := range obs {
-		next[o.ReleaseChannel] = fingerprint(o)
-	}
+func (l *Loop) rememberObservations(key string, seen fingerprints, obs []store.Observation) {
+	next := seen.with(obs)
 	l.observed.mu.Lock()
 	l.observed.seen[key] = next
 	l.observed.mu.Unlock()

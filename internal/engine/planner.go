@@ -226,6 +226,14 @@ func needsAttention(st ds.Status) bool {
 	}
 }
 
+// isMet reports whether x, an entry of an instance's Satisfied, records
+// dependency dep met for version: "dep@version" (compared in place: each
+// pass checks every dependency of every channel).
+func isMet(x, dep, version string) bool {
+	return len(x) == len(dep)+1+len(version) && x[len(dep)] == '@' &&
+		strings.HasPrefix(x, dep) && strings.HasSuffix(x, version)
+}
+
 // gate checks the preconditions of moving the target to the desired version.
 func (p *planner) gate(s *step) {
 	ch := s.ch
@@ -233,20 +241,20 @@ func (p *planner) gate(s *step) {
 	for _, dep := range ch.DependsOn {
 		// A condition met for this version stays met, even if the desired
 		// state carrying it was replaced (a re-push of the same version).
-		met := dep + "@" + ch.Version
+		met := func(x string) bool { return isMet(x, dep, ch.Version) }
 		di, ok := p.instance(dep)
 		switch di.Status {
 		case ds.StatusFailed, ds.StatusRollingBack, ds.StatusRolledBack, ds.StatusFailedRollback:
 			// It was stable once, but no longer runs the version.
-			s.inst.Satisfied = slices.DeleteFunc(slices.Clone(s.inst.Satisfied), func(x string) bool { return x == met })
+			s.inst.Satisfied = slices.DeleteFunc(slices.Clone(s.inst.Satisfied), met)
 		default:
 			// Other states keep a condition met earlier for this version.
 		}
-		if slices.Contains(s.inst.Satisfied, met) {
+		if slices.ContainsFunc(s.inst.Satisfied, met) {
 			continue
 		}
 		if ok && di.Status == ds.StatusConverged && di.CurrentVersion == ch.Version {
-			s.inst.Satisfied = append(s.inst.Satisfied, met)
+			s.inst.Satisfied = append(s.inst.Satisfied, dep+"@"+ch.Version)
 			continue
 		}
 		switch {

@@ -658,3 +658,22 @@ func TestPlanRuntimeGraces(t *testing.T) {
 		t.Errorf("the runtime's grace overrode the channel's own: applied %v", applied(p))
 	}
 }
+
+// TestIsMet: comparing in place says what comparing with the joined
+// "dep@version" says, including names that contain '@' or run into each
+// other.
+func TestIsMet(t *testing.T) {
+	t.Parallel()
+	entries := []string{"", "@", "rc-1@v1", "rc-10@v1", "rc-1@v10", "rc-1@v", "a@b@c", "rc-1v1", "rc-1@@v1"}
+	deps := []string{"", "rc-1", "rc-10", "a", "a@b", "rc-1@"}
+	versions := []string{"", "v1", "v10", "b@c", "c", "@v1"}
+	for _, x := range entries {
+		for _, dep := range deps {
+			for _, v := range versions {
+				if got, want := isMet(x, dep, v), x == dep+"@"+v; got != want {
+					t.Errorf("isMet(%q, %q, %q) = %v, want %v", x, dep, v, got, want)
+				}
+			}
+		}
+	}
+}
