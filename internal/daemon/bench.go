@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"sync"
 	"sync/atomic"
@@ -50,7 +51,8 @@ application whose M release channels each follow the previous one
 (releaseChannelStable), one zero-delay fake runtime per channel and N services,
 pushes every service at once through the API, and measures the time until every
 service is converged in every channel, with the CPU time and peak memory of
-the process.
+the process and the CPU the garbage collector took of it (its marking on
+otherwise idle CPUs aside) in how many cycles.
 
 With --database (an empty PostgreSQL database) the servers keep their state in
 it, and --replicas N runs N servers in the process sharing it (and the fake
@@ -137,6 +139,11 @@ type benchResult struct {
 	PushSeconds     float64 `json:"pushSeconds"`
 	ConvergeSeconds float64 `json:"convergeSeconds"`
 	CPUSeconds      float64 `json:"cpuSeconds"`
+	// GCSeconds is the CPU the garbage collector took from the rest
+	// (marking, assists, pauses), without what its workers ran on
+	// otherwise idle CPUs; GCCycles is how many times it ran.
+	GCSeconds       float64 `json:"gcCpuSeconds"`
+	GCCycles        uint64  `json:"gcCycles"`
 	PeakRSSMiB      float64 `json:"peakRssMiB"`
 	InstancesPerSec float64 `json:"instancesPerSecond"`
 }
@@ -146,7 +153,7 @@ func printBench(w io.Writer, r *benchResult) {
 	fmt.Fprintf(w, "apply configs:         %.2fs\n", r.ApplySeconds)
 	fmt.Fprintf(w, "push all:              %.2fs\n", r.PushSeconds)
 	fmt.Fprintf(w, "push -> all converged: %.2fs (%.0f instances/s)\n", r.ConvergeSeconds, r.InstancesPerSec)
-	fmt.Fprintf(w, "CPU time:              %.2fs\n", r.CPUSeconds)
+	fmt.Fprintf(w, "CPU time:              %.2fs (garbage collection %.2fs in %d cycles)\n", r.CPUSeconds, r.GCSeconds, r.GCCycles)
 	fmt.Fprintf(w, "peak RSS:              %.0f MiB\n", r.PeakRSSMiB)
 }
 
@@ -314,7 +321,7 @@ func runBench(ctx context.Context, setup benchSetup, services, channels, workers
 		}
 		defer stopProfile()
 	}
-	cpu0 := cpuTime()
+	cpu0, gc0 := cpuTime(), readGC()
 	pushStart := time.Now()
 	var (
 		wg    sync.WaitGroup
@@ -347,6 +354,8 @@ func runBench(ctx context.Context, setup benchSetup, services, channels, workers
 	stopWatch()
 	res.ConvergeSeconds = time.Since(pushStart).Seconds()
 	res.CPUSeconds = (cpuTime() - cpu0).Seconds()
+	gc := readGC()
+	res.GCSeconds, res.GCCycles = gc.seconds-gc0.seconds, gc.cycles-gc0.cycles
 	pprof.StopCPUProfile() // what is measured ends here (stopping again is a no-op)
 	if setup.memProfile != "" {
 		if err := writeHeapProfile(setup.memProfile); err != nil {
@@ -419,6 +428,30 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// gcUse is what the garbage collector did so far: the CPU seconds it took
+// from the program (all its work but the idle-time marking) and its cycles.
+type gcUse struct {
+	seconds float64
+	cycles  uint64
+}
+
+func readGC() gcUse {
+	samples := []metrics.Sample{
+		{Name: "/cpu/classes/gc/total:cpu-seconds"},
+		{Name: "/cpu/classes/gc/mark/idle:cpu-seconds"},
+		{Name: "/gc/cycles/total:gc-cycles"},
+	}
+	metrics.Read(samples)
+	var u gcUse
+	if samples[0].Value.Kind() == metrics.KindFloat64 && samples[1].Value.Kind() == metrics.KindFloat64 {
+		u.seconds = samples[0].Value.Float64() - samples[1].Value.Float64()
+	}
+	if samples[2].Value.Kind() == metrics.KindUint64 {
+		u.cycles = samples[2].Value.Uint64()
+	}
+	return u
 }
 
 // peakRSSMiB is the process's maximum resident set size (Linux reports KiB).

@@ -157,11 +157,14 @@ func TestBenchSmallRun(t *testing.T) {
 	var res struct {
 		Services, Channels, Instances int
 		PushSeconds, ConvergeSeconds  float64
+		CPUSeconds                    float64 `json:"cpuSeconds"`
+		GCSeconds                     float64 `json:"gcCpuSeconds"`
 	}
 	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
 		t.Fatalf("output: %v\n%s", err, stdout)
 	}
-	if res.Services != 4 || res.Channels != 3 || res.Instances != 12 || res.PushSeconds <= 0 || res.ConvergeSeconds < res.PushSeconds {
+	if res.Services != 4 || res.Channels != 3 || res.Instances != 12 || res.PushSeconds <= 0 || res.ConvergeSeconds < res.PushSeconds ||
+		res.CPUSeconds <= 0 || res.GCSeconds < 0 || res.GCSeconds > res.CPUSeconds {
 		t.Errorf("result %+v", res)
 	}
 }
