@@ -34,14 +34,14 @@ type fingerprints []channelFingerprint
 
 type channelFingerprint struct {
 	channel string
-	print   uint64
+	sum     uint64
 }
 
 // of returns the fingerprint of channel's observation, 0 if none.
 func (fs fingerprints) of(channel string) uint64 {
 	for _, f := range fs {
 		if f.channel == channel {
-			return f.print
+			return f.sum
 		}
 	}
 	return 0
@@ -52,7 +52,7 @@ func (fs fingerprints) with(obs []store.Observation) fingerprints {
 	next := make(fingerprints, len(fs), len(fs)+len(obs))
 	copy(next, fs)
 	for _, o := range obs {
-		f := channelFingerprint{channel: o.ReleaseChannel, print: fingerprint(o)}
+		f := channelFingerprint{channel: o.ReleaseChannel, sum: fingerprint(o)}
 		if i := slices.IndexFunc(next, func(x channelFingerprint) bool { return x.channel == f.channel }); i >= 0 {
 			next[i] = f
 		} else {
