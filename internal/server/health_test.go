@@ -121,3 +121,28 @@ func TestB10DecodeCacheKeepsOneVersion(t *testing.T) {
 		t.Errorf("cached version = %d, want 20", v)
 	}
 }
+
+// TestDecodeCacheKeepsNoServiceConfig: service configs are decoded each
+// time they are asked for (one per service, each needed by its own pushes),
+// the others kept.
+func TestDecodeCacheKeepsNoServiceConfig(t *testing.T) {
+	t.Parallel()
+	var c decodeCache
+	svc := store.ConfigObject{Kind: "service", Name: "app/svc", Version: 1,
+		Body: []byte(`{"service": {"name": "svc", "application": "app"}}`)}
+	for range 2 {
+		src, err := c.source(svc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if src.Kind() != "service" || src.Name() != "svc" {
+			t.Fatalf("decoded %s %s, want service svc", src.Kind(), src.Name())
+		}
+	}
+	if _, err := c.source(store.ConfigObject{Kind: "runtime", Name: "rt", Version: 1, Body: []byte(`{"runtime": {"name": "rt", "fake": {}}}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.len(); n != 1 {
+		t.Errorf("cache holds %d entries, want 1 (the runtime)", n)
+	}
+}
