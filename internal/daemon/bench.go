@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
+	"runtime/trace"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -37,11 +38,11 @@ import (
 
 func newBenchCmd() *cobra.Command {
 	var (
-		services, channels, workers    int
-		replicas                       int
-		data, database                 string
-		timeout                        time.Duration
-		output, cpuProfile, memProfile string
+		services, channels, workers               int
+		replicas                                  int
+		data, database                            string
+		timeout                                   time.Duration
+		output, cpuProfile, memProfile, traceFile string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -75,7 +76,7 @@ runtimes), with the pushes spread over them.`,
 			if replicas < 1 || (replicas > 1 && database == "") {
 				return cli.UsageErrorf("invalid --replicas %d: at least 1, and more than 1 only with --database", replicas)
 			}
-			res, err := runBench(cmd.Context(), benchSetup{data: data, database: database, replicas: replicas, cpuProfile: cpuProfile, memProfile: memProfile}, services, channels, workers, timeout)
+			res, err := runBench(cmd.Context(), benchSetup{data: data, database: database, replicas: replicas, cpuProfile: cpuProfile, memProfile: memProfile, trace: traceFile}, services, channels, workers, timeout)
 			if err != nil {
 				return err
 			}
@@ -96,6 +97,7 @@ runtimes), with the pushes spread over them.`,
 	f.DurationVar(&timeout, "timeout", 10*time.Minute, "give up after this long")
 	f.StringVarP(&output, "output", "o", "text", "output format: text or json")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of what is measured (the first push until everything converged) to this file")
+	f.StringVar(&traceFile, "trace", "", "write an execution trace of what is measured (go tool trace reads it: where goroutines wait, the collector's phases) to this file")
 	f.StringVar(&memProfile, "memprofile", "", "write a heap profile (allocations of the whole run, and what the servers hold once everything converged) to this file")
 	return cmd
 }
@@ -112,6 +114,22 @@ func startCPUProfile(path string) (stop func(), err error) {
 	}
 	return func() {
 		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
+}
+
+// startTrace starts writing an execution trace to path; stop ends it.
+func startTrace(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := trace.Start(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() {
+		trace.Stop()
 		_ = f.Close()
 	}, nil
 }
@@ -208,6 +226,9 @@ type benchSetup struct {
 	// cpuProfile is where to write the CPU profile of what is measured,
 	// from the first push until every instance converged ("" = none).
 	cpuProfile string
+	// trace is where to write an execution trace of what is measured
+	// ("" = none).
+	trace string
 	// memProfile is where to write the heap profile once every instance
 	// converged, with the servers still running ("" = none).
 	memProfile string
@@ -320,6 +341,13 @@ func runBench(ctx context.Context, setup benchSetup, services, channels, workers
 			return nil, err
 		}
 		defer stopProfile()
+	}
+	if setup.trace != "" {
+		stopTrace, err := startTrace(setup.trace)
+		if err != nil {
+			return nil, err
+		}
+		defer stopTrace()
 	}
 	cpu0, gc0 := cpuTime(), readGC()
 	pushStart := time.Now()

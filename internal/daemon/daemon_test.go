@@ -149,8 +149,9 @@ func TestAPITLSChoice(t *testing.T) {
 // (the events, then the list in brief, say so) and the figures are there.
 func TestBenchSmallRun(t *testing.T) {
 	t.Parallel()
-	data := filepath.Join(t.TempDir(), "data")
-	code, stdout, stderr := runMain("bench", "--services", "4", "--channels", "3", "--data", data, "-o", "json", "--timeout", "2m")
+	dir := t.TempDir()
+	data, trace := filepath.Join(dir, "data"), filepath.Join(dir, "bench.trace")
+	code, stdout, stderr := runMain("bench", "--services", "4", "--channels", "3", "--data", data, "-o", "json", "--timeout", "2m", "--trace", trace)
 	if code != 0 {
 		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
 	}
@@ -166,5 +167,9 @@ func TestBenchSmallRun(t *testing.T) {
 	if res.Services != 4 || res.Channels != 3 || res.Instances != 12 || res.PushSeconds <= 0 || res.ConvergeSeconds < res.PushSeconds ||
 		res.CPUSeconds <= 0 || res.GCSeconds < 0 || res.GCSeconds > res.CPUSeconds {
 		t.Errorf("result %+v", res)
+	}
+	// An execution trace starts with its header: "go 1.N trace".
+	if b, err := os.ReadFile(trace); err != nil || !bytes.HasPrefix(b, []byte("go 1.")) || !bytes.Contains(b[:16], []byte(" trace")) {
+		t.Errorf("--trace wrote %d bytes (%v), not an execution trace", len(b), err)
 	}
 }

@@ -63,11 +63,7 @@ func (s *Store) ListInstances(ctx context.Context, application, service string) 
 		return nil, fmt.Errorf("list instances of %s/%s: %w", application, service, err)
 	}
 	if application != "" && service != "" {
-		kept := make([]store.Instance, len(out))
-		for i := range out {
-			kept[i] = cloneInstance(out[i])
-		}
-		s.instances.fill(application, service, gen, kept)
+		s.instances.fill(application, service, gen, out)
 	}
 	return out, nil
 }

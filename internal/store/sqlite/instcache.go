@@ -2,11 +2,11 @@ package sqlite
 
 import (
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
-	"unique"
 
 	"github.com/drover-dev/drover/internal/store"
 )
@@ -53,9 +53,9 @@ type cachedService struct {
 	// pending counts commits under way that write the service: until
 	// they end, reads go to the file (which may already hold them).
 	pending int
-	// list is the service's instances ordered by release channel, valid
-	// when ok.
-	list []store.Instance
+	// list is the service's instances ordered by release channel, packed,
+	// valid when ok.
+	list []packedRow
 	ok   bool
 	// active is the service's active desired state, valid when activeOK.
 	active   store.DesiredState
@@ -86,7 +86,12 @@ func (c *instanceCache) list(app, svc string) (out []store.Instance, gen uint64,
 	}
 	out = make([]store.Instance, len(e.list))
 	for i := range e.list {
-		out[i] = cloneInstance(e.list[i])
+		in, err := e.list[i].unpack()
+		if err != nil {
+			c.dropLocked(e)
+			return nil, e.gen, false
+		}
+		out[i] = in
 	}
 	return out, 0, true
 }
@@ -100,10 +105,16 @@ func (c *instanceCache) get(app, svc, rc string) (inst store.Instance, found, kn
 	if e == nil || !e.ok || e.pending > 0 || c.importing > 0 {
 		return store.Instance{}, false, false
 	}
-	if i, ok := findChannel(e.list, rc); ok {
-		return cloneInstance(e.list[i]), true, true
+	i, ok := findChannel(e.list, rc)
+	if !ok {
+		return store.Instance{}, false, true
 	}
-	return store.Instance{}, false, true
+	in, err := e.list[i].unpack()
+	if err != nil {
+		c.dropLocked(e)
+		return store.Instance{}, false, false
+	}
+	return in, true, true
 }
 
 // at returns the cached row of an instance if it is at revision rev, for a
@@ -117,10 +128,15 @@ func (c *instanceCache) at(app, svc, rc string, rev int64) (store.Instance, bool
 		return store.Instance{}, false
 	}
 	i, ok := findChannel(e.list, rc)
-	if !ok || e.list[i].Revision != rev {
+	if !ok || e.list[i].rev != rev {
 		return store.Instance{}, false
 	}
-	return e.list[i], true
+	in, err := e.list[i].unpack()
+	if err != nil {
+		c.dropLocked(e)
+		return store.Instance{}, false
+	}
+	return in, true
 }
 
 // activeState returns a copy of the cached active desired state of a
@@ -155,9 +171,12 @@ func cloneDesiredState(d store.DesiredState) store.DesiredState {
 }
 
 // fill caches list, read from the database, unless a write to the service
-// committed since gen was taken. list is kept: the caller must not use it
-// afterwards (ListInstances returns copies).
+// committed since gen was taken.
 func (c *instanceCache) fill(app, svc string, gen uint64, list []store.Instance) {
+	rows := make([]packedRow, len(list))
+	for i := range list {
+		rows[i] = packRow(&list[i])
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.entryLocked(svcKey{app, svc})
@@ -165,7 +184,7 @@ func (c *instanceCache) fill(app, svc string, gen uint64, list []store.Instance)
 		return
 	}
 	c.makeRoomLocked(len(list))
-	e.list, e.ok = list, true
+	e.list, e.ok = rows, true
 	c.held += len(list)
 }
 
@@ -236,8 +255,9 @@ func (c *instanceCache) done(w *instWrites, committed bool) {
 		if !e.ok {
 			continue
 		}
+		row := packRow(&in)
 		if i, ok := findChannel(e.list, in.ReleaseChannel); ok {
-			e.list[i] = in
+			e.list[i] = row
 			continue
 		}
 		c.makeRoomLocked(1)
@@ -247,8 +267,8 @@ func (c *instanceCache) done(w *instWrites, committed bool) {
 		// A new instance: the list is copied to its exact size (growing
 		// it in place would keep spare room in every service's list).
 		i, _ := findChannel(e.list, in.ReleaseChannel)
-		list := make([]store.Instance, 0, len(e.list)+1)
-		list = append(append(append(list, e.list[:i]...), in), e.list[i:]...)
+		list := make([]packedRow, 0, len(e.list)+1)
+		list = append(append(append(list, e.list[:i]...), row), e.list[i:]...)
 		e.list = list
 		c.held++
 	}
@@ -283,23 +303,10 @@ func (w *instWrites) rollback(m [3]int) {
 
 // findChannel returns the index of release channel rc in list (ordered by
 // release channel), or where it would go.
-func findChannel(list []store.Instance, rc string) (int, bool) {
-	return slices.BinarySearchFunc(list, rc, func(in store.Instance, rc string) int {
-		switch {
-		case in.ReleaseChannel < rc:
-			return -1
-		case in.ReleaseChannel > rc:
-			return 1
-		}
-		return 0
+func findChannel(list []packedRow, rc string) (int, bool) {
+	return slices.BinarySearchFunc(list, rc, func(r packedRow, rc string) int {
+		return strings.Compare(r.rc, rc)
 	})
-}
-
-// cloneInstance copies in with its own slices, so callers may change it.
-func cloneInstance(in store.Instance) store.Instance {
-	in.Satisfied = slices.Clone(in.Satisfied)
-	in.Checks = slices.Clone(in.Checks)
-	return in
 }
 
 // storedTime is t as a time column reads back: UTC, to the nanosecond (the
@@ -333,19 +340,14 @@ func storedInstance(in store.Instance, updatedAt time.Time) (store.Instance, err
 	for _, t := range []*time.Time{&out.LastApplyAt, &out.ConvergedAt, &out.UpdatedAt, &out.AppliedAt} {
 		*t = storedTime(*t)
 	}
-	// The channels of a service usually say the same ("v2 running: 2/2
-	// replicas available"): the cache keeps that message once.
-	out.Message = unique.Make(out.Message).Value()
 	out.Satisfied, out.Checks = nil, nil
 	switch {
 	case len(in.Satisfied) == 0:
 		// An empty list reads back as nil.
 	case storedAsIs(in.Satisfied):
-		// The column reads back the same strings: the cache keeps one
-		// slice of the caller's (immutable) strings rather than a decoded
-		// copy of each, which the collector would walk for as long as the
-		// instance is cached.
-		out.Satisfied = slices.Clip(slices.Clone(in.Satisfied))
+		// The column reads back the same strings: no need to decode them
+		// from their JSON again.
+		out.Satisfied = slices.Clone(in.Satisfied)
 	default:
 		if err := (scanJSON{&out.Satisfied}).Scan(dbStrings(in.Satisfied)); err != nil {
 			return store.Instance{}, err
