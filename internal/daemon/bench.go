@@ -38,7 +38,8 @@ import (
 
 func newBenchCmd() *cobra.Command {
 	var (
-		services, channels, workers               int
+		sizes                                     []int
+		channels, workers, rounds                 int
 		replicas                                  int
 		data, database                            string
 		timeout                                   time.Duration
@@ -57,14 +58,54 @@ otherwise idle CPUs aside) in how many cycles.
 
 With --database (an empty PostgreSQL database) the servers keep their state in
 it, and --replicas N runs N servers in the process sharing it (and the fake
-runtimes), with the pushes spread over them.`,
+runtimes), with the pushes spread over them.
+
+With several sizes (--services 1000,10000) or --rounds, each run is a process
+of its own, on a fresh temporary database: every round runs each size in turn,
+then the report gives the medians of each size and, for each size against the
+smallest, how many times the time the services took (the ratio of the median
+convergence times, and its range within rounds). On a machine whose speed
+varies, take several rounds.`,
 		Example: `  drover bench --services 1000 --channels 10
+  drover bench --services 1000,10000 --channels 10 --rounds 5
   drover bench --services 1000 --channels 10 --database postgres://drover@127.0.0.1/bench --replicas 3`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := cli.OutputFormat(output, "text", "json"); err != nil {
 				return err
 			}
+			for _, n := range sizes {
+				if n < 1 {
+					return cli.UsageErrorf("invalid --services %d: at least 1", n)
+				}
+			}
+			if rounds < 1 {
+				return cli.UsageErrorf("invalid --rounds %d: at least 1", rounds)
+			}
+			if len(sizes) > 1 || rounds > 1 {
+				for _, f := range [][2]string{{"--data", data}, {"--database", database}, {"--cpuprofile", cpuProfile}, {"--memprofile", memProfile}, {"--trace", traceFile}} {
+					if f[1] != "" {
+						return cli.UsageErrorf("%s measures one run: not with several sizes or rounds", f[0])
+					}
+				}
+				if replicas != 1 {
+					return cli.UsageErrorf("--replicas needs --database: not with several sizes or rounds")
+				}
+				progress := cmd.OutOrStdout()
+				if output == "json" {
+					progress = cmd.ErrOrStderr()
+				}
+				rep, err := runBenchSeries(cmd.Context(), sizes, rounds, channels, workers, timeout, progress)
+				if err != nil {
+					return err
+				}
+				if output == "json" {
+					return cli.WriteJSON(cmd.OutOrStdout(), rep)
+				}
+				printBenchReport(cmd.OutOrStdout(), rep)
+				return nil
+			}
+			services := sizes[0]
 			if data == "" {
 				dir, err := os.MkdirTemp("", "drover-bench-")
 				if err != nil {
@@ -88,7 +129,8 @@ runtimes), with the pushes spread over them.`,
 		},
 	}
 	f := cmd.Flags()
-	f.IntVar(&services, "services", 1000, "number of services")
+	f.IntSliceVar(&sizes, "services", []int{1000}, "number of services; several (1000,10000) run each in turn and compare them")
+	f.IntVar(&rounds, "rounds", 1, "runs of each size, taken in turn (the report gives their medians)")
 	f.IntVar(&channels, "channels", 10, "release channels per service (a chain)")
 	f.IntVar(&workers, "workers", engine.DefaultWorkers(), "engine workers: services reconciled in parallel (4 per CPU, at least 8, unless set)")
 	f.StringVar(&data, "data", "", "data directory (default: a temporary one, removed afterwards)")

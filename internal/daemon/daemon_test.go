@@ -35,6 +35,10 @@ func TestB16ServerUsageErrorsExit64(t *testing.T) {
 		{"dev", "extra"},
 		{"bench", "-o", "xml"},
 		{"bench", "--services", "many"},
+		{"bench", "--services", "0"},
+		{"bench", "--rounds", "0"},
+		{"bench", "--services", "10,100", "--data", "somewhere"},
+		{"bench", "--rounds", "2", "--cpuprofile", "cpu.prof"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			t.Parallel()

@@ -29,8 +29,11 @@ type packedRow struct {
 // packRow packs in (a row as stored: see storedInstance).
 func packRow(in *store.Instance) packedRow {
 	var stack [512]byte
-	b := stack[:0]
-	for _, s := range [...]string{in.Application, in.Service, in.ReleaseChannel, in.DesiredStateID,
+	b := packString(packString(stack[:0], in.Application), in.Service)
+	b = binary.AppendUvarint(b, uint64(len(in.ReleaseChannel)))
+	rcAt := len(b)
+	b = append(b, in.ReleaseChannel...)
+	for _, s := range [...]string{in.DesiredStateID,
 		in.TargetStateID, in.TargetVersion, in.CurrentStateID, in.CurrentVersion, string(in.Status),
 		string(in.Reason), in.Message, in.PreviousStateID, in.PreviousVersion, in.DesiredVersion,
 		in.RollbackFrom, in.RollbackReason, in.FailedVersion} {
@@ -55,7 +58,9 @@ func packRow(in *store.Instance) packedRow {
 		b = packTime(b, c.At)
 		b = binary.AppendVarint(b, int64(c.Runs))
 	}
-	return packedRow{rc: in.ReleaseChannel, rev: in.Revision, packed: string(b)}
+	packed := string(b)
+	// The key is a slice of the packed string: no other string to keep.
+	return packedRow{rc: packed[rcAt : rcAt+len(in.ReleaseChannel)], rev: in.Revision, packed: packed}
 }
 
 // unpack returns the row packRow packed, with slices of its own. It fails
