@@ -99,11 +99,7 @@ varies, take several rounds.`,
 				if err != nil {
 					return err
 				}
-				if output == "json" {
-					return cli.WriteJSON(cmd.OutOrStdout(), rep)
-				}
-				printBenchReport(cmd.OutOrStdout(), rep)
-				return nil
+				return writeBench(cmd.OutOrStdout(), output, rep, func(w io.Writer) { printBenchReport(w, rep) })
 			}
 			services := sizes[0]
 			if data == "" {
@@ -121,11 +117,7 @@ varies, take several rounds.`,
 			if err != nil {
 				return err
 			}
-			if output == "json" {
-				return cli.WriteJSON(cmd.OutOrStdout(), res)
-			}
-			printBench(cmd.OutOrStdout(), res)
-			return nil
+			return writeBench(cmd.OutOrStdout(), output, res, func(w io.Writer) { printBench(w, res) })
 		},
 	}
 	f := cmd.Flags()
@@ -144,34 +136,32 @@ varies, take several rounds.`,
 	return cmd
 }
 
-// startCPUProfile starts writing a CPU profile to path; stop ends it.
-func startCPUProfile(path string) (stop func(), err error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, err
+// writeBench writes v as JSON (output "json"), else as text prints it.
+func writeBench(w io.Writer, output string, v any, text func(io.Writer)) error {
+	if output == "json" {
+		return cli.WriteJSON(w, v)
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		_ = f.Close()
-		return nil, err
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		_ = f.Close()
-	}, nil
+	text(w)
+	return nil
 }
 
-// startTrace starts writing an execution trace to path; stop ends it.
-func startTrace(path string) (stop func(), err error) {
+// startRecording starts writing what start records (a CPU profile, an
+// execution trace) to path, or does nothing for an empty path; the
+// returned function ends it.
+func startRecording(path string, start func(io.Writer) error, end func()) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
 	f, err := os.Create(path)
 	if err != nil {
 		return nil, err
 	}
-	if err := trace.Start(f); err != nil {
+	if err := start(f); err != nil {
 		_ = f.Close()
 		return nil, err
 	}
 	return func() {
-		trace.Stop()
+		end()
 		_ = f.Close()
 	}, nil
 }
@@ -377,20 +367,16 @@ func runBench(ctx context.Context, setup benchSetup, services, channels, workers
 	defer stopWatch()
 	allConverged := followConverged(watchCtx, c, res.Instances)
 
-	if setup.cpuProfile != "" {
-		stopProfile, err := startCPUProfile(setup.cpuProfile)
-		if err != nil {
-			return nil, err
-		}
-		defer stopProfile()
+	stopProfile, err := startRecording(setup.cpuProfile, pprof.StartCPUProfile, pprof.StopCPUProfile)
+	if err != nil {
+		return nil, err
 	}
-	if setup.trace != "" {
-		stopTrace, err := startTrace(setup.trace)
-		if err != nil {
-			return nil, err
-		}
-		defer stopTrace()
+	defer stopProfile()
+	stopTrace, err := startRecording(setup.trace, trace.Start, trace.Stop)
+	if err != nil {
+		return nil, err
 	}
+	defer stopTrace()
 	cpu0, gc0 := cpuTime(), readGC()
 	pushStart := time.Now()
 	var (

@@ -30,7 +30,7 @@ type packedRow struct {
 func packRow(in *store.Instance) packedRow {
 	var stack [512]byte
 	b := packString(packString(stack[:0], in.Application), in.Service)
-	b = binary.AppendUvarint(b, uint64(len(in.ReleaseChannel)))
+	b = binary.AppendVarint(b, int64(len(in.ReleaseChannel)))
 	rcAt := len(b)
 	b = append(b, in.ReleaseChannel...)
 	for _, s := range [...]string{in.DesiredStateID,
@@ -107,7 +107,7 @@ func (r packedRow) unpack() (store.Instance, error) {
 }
 
 func packString(b []byte, s string) []byte {
-	b = binary.AppendUvarint(b, uint64(len(s)))
+	b = binary.AppendVarint(b, int64(len(s)))
 	return append(b, s...)
 }
 
@@ -121,9 +121,9 @@ func packBool(b []byte, v bool) []byte {
 // packCount packs a list's length, telling a nil list from an empty one.
 func packCount(b []byte, isNil bool, n int) []byte {
 	if isNil {
-		return binary.AppendUvarint(b, 0)
+		return binary.AppendVarint(b, -1)
 	}
-	return binary.AppendUvarint(b, uint64(n)+1)
+	return binary.AppendVarint(b, int64(n))
 }
 
 func packStrings(b []byte, list []string) []byte {
@@ -142,7 +142,7 @@ func packTime(b []byte, t time.Time) []byte {
 	}
 	b = append(b, 1)
 	b = binary.AppendVarint(b, t.Unix())
-	return binary.AppendUvarint(b, uint64(t.Nanosecond()))
+	return binary.AppendVarint(b, int64(t.Nanosecond()))
 }
 
 // unpacker reads what the pack functions wrote; a malformed input sets err
@@ -195,30 +195,36 @@ func (u *unpacker) byte() byte {
 func (u *unpacker) bool() bool { return u.byte() == 1 }
 
 func (u *unpacker) string() string {
-	n := u.uvarint()
-	if u.err != nil {
+	n, ok := u.length()
+	if !ok {
 		return ""
 	}
-	if n > uint64(len(u.s)-u.i) {
-		u.err = fmt.Errorf("string of %d bytes past the end at byte %d", n, u.i)
-		return ""
-	}
-	s := u.s[u.i : u.i+int(n)]
-	u.i += int(n)
+	s := u.s[u.i : u.i+n]
+	u.i += n
 	return s
 }
 
-// count reads packCount's length.
+// length reads a length of at most what is left to read.
+func (u *unpacker) length() (int, bool) {
+	x := u.varint()
+	if u.err != nil {
+		return 0, false
+	}
+	if x < 0 || x > int64(len(u.s)-u.i) {
+		u.err = fmt.Errorf("length %d past the end at byte %d", x, u.i)
+		return 0, false
+	}
+	return int(x), true
+}
+
+// count reads packCount's length (each element takes a byte at least).
 func (u *unpacker) count() (n int, isNil bool) {
-	x := u.uvarint()
-	if x == 0 || u.err != nil {
+	if u.err == nil && u.i < len(u.s) && u.s[u.i] == 1 { // -1, zigzag-encoded
+		u.i++
 		return 0, true
 	}
-	if x-1 > uint64(len(u.s)) { // each element takes a byte at least
-		u.err = fmt.Errorf("list of %d past the end at byte %d", x-1, u.i)
-		return 0, true
-	}
-	return int(x - 1), false
+	n, ok := u.length()
+	return n, !ok
 }
 
 func (u *unpacker) strings() []string {
@@ -237,7 +243,6 @@ func (u *unpacker) time() time.Time {
 	if u.byte() == 0 {
 		return time.Time{}
 	}
-	sec := u.varint()
-	nsec := u.uvarint()
-	return time.Unix(sec, int64(nsec)).UTC()
+	sec, nsec := u.varint(), u.varint()
+	return time.Unix(sec, nsec).UTC()
 }
