@@ -202,10 +202,6 @@ func (l *Loop) runTask(task store.Task, claimed time.Time) {
 		l.settle(task.Key, "task", Result{}, err)
 		return
 	}
-	// What the action names outlives it in the runtime and the instance
-	// rows the outcome writes: one copy for every task of the service.
-	a.ReleaseChannel, a.Runtime = intern(a.ReleaseChannel), intern(a.Runtime)
-	a.StateID, a.Version = intern(a.StateID), intern(a.Version)
 	actx, cancel := context.WithCancelCause(l.applyContext(context.Background()))
 	defer cancel(nil)
 	stopBeats := l.heartbeat(actx, task, claimed, cancel, log)
