@@ -111,8 +111,12 @@ func (c *decodeCache) len() int {
 }
 
 // storedSources returns the latest version of every stored config of the
-// given kinds (none: of every kind).
+// given kinds (none: of every config kind, config.KindNames; the store's
+// internal kinds, such as freezes, are never configs).
 func (s *Server) storedSources(ctx context.Context, kinds ...string) ([]*config.Source, map[string]int64, error) {
+	if len(kinds) == 0 {
+		kinds = config.KindNames()
+	}
 	objs, err := s.store.ListConfigs(ctx, kinds...)
 	if err != nil {
 		return nil, nil, err
@@ -127,7 +131,7 @@ func (s *Server) storedSources(ctx context.Context, kinds ...string) ([]*config.
 		out = append(out, src)
 		versions[obj.Kind+"/"+obj.Name] = obj.Version
 	}
-	if len(kinds) == 0 || slices.Contains(kinds, "runtime") {
+	if slices.Contains(kinds, "runtime") {
 		if out, err = s.linkedSources(ctx, out); err != nil {
 			return nil, nil, err
 		}
@@ -307,9 +311,14 @@ func toDetails(err error) []apiv1.ConfigError {
 }
 
 func (s *Server) listConfigs(ctx context.Context, kind string) (*apiv1.ConfigList, error) {
-	var kinds []string
+	// Only configs: the store's internal kinds (freezes) have lists of
+	// their own, filtered by who may see them.
+	kinds := config.KindNames()
 	if kind != "" {
-		kinds = append(kinds, kind)
+		if !slices.Contains(kinds, kind) {
+			return nil, errorf("invalid_argument", "kind %q is not a config kind (one of %s)", kind, strings.Join(kinds, ", "))
+		}
+		kinds = []string{kind}
 	}
 	objs, err := s.store.ListConfigs(ctx, kinds...)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	apiv1 "github.com/drover-dev/drover/api/v1"
+	"github.com/drover-dev/drover/internal/testing/pgtest"
 )
 
 // TestFreeze: drover freeze holds new rollouts in its scope (every held
@@ -79,5 +80,68 @@ func TestFreeze(t *testing.T) {
 	}
 	if !unfrozen {
 		t.Errorf("no unfrozen event in the service's history: %s", dump(s.events(app, "web")))
+	}
+}
+
+// TestApplyAfterFreezes: a freeze is no config. Configs apply (for real
+// and as a dry run) with a freeze in force, after it is lifted, and after
+// a global one expired, on both stores (tour 3's B28: every apply answered
+// 500 "stored freeze ... unknown field id" once any freeze had been made);
+// and the config list shows no freeze, to anyone (S20: a viewer of another
+// application saw them there).
+func TestApplyAfterFreezes(t *testing.T) {
+	requireE2E(t)
+	for _, store := range []string{"sqlite", "postgres"} {
+		t.Run(store, func(t *testing.T) {
+			var flags []string
+			if store == "postgres" {
+				flags = []string{"--database", pgtest.NewDatabase(t), "--secrets-key-file", sharedKeyring(t)}
+			}
+			s := newServer(t, flags...)
+			const app = "thawed"
+			dir := twoChannelTree(t, app, "1s")
+			s.ok("alice", "apply", dir+"/...")
+			applyOK := func(when string) {
+				t.Helper()
+				for _, args := range [][]string{{"apply", dir + "/...", "--dry-run"}, {"apply", dir + "/..."}} {
+					if r := s.as("alice", args...); r.code != 0 {
+						t.Errorf("%s: drover %s: %s", when, strings.Join(args, " "), r)
+					}
+				}
+			}
+			s.ok("alice", "freeze", "--app", app, "--reason", "r1")
+			applyOK("with a freeze in force")
+			s.ok("alice", "unfreeze", "--app", app)
+			applyOK("after the freeze was lifted")
+			until := time.Now().Add(2 * time.Second).UTC().Format(time.RFC3339)
+			s.ok("alice", "freeze", "--reason", "short and global", "--until", until)
+			time.Sleep(3 * time.Second)
+			applyOK("after a global freeze ended")
+			s.restart()
+			applyOK("after a restart")
+
+			// A viewer of an application that does not exist sees no
+			// config, and no freeze; an admin sees configs, no freeze.
+			view := s.ok("alice", "tokens", "create", "view-zzz", "--role", "viewer@zzz", "-o", "json").stdout
+			var vt apiv1.CreateTokenResponse
+			if err := json.Unmarshal([]byte(view), &vt); err != nil {
+				t.Fatal(err)
+			}
+			for _, tok := range []string{vt.Token, s.tokenOf("alice")} {
+				var list apiv1.ConfigList
+				if err := getJSONAs(s, "/v1/configs", tok, &list); err != nil {
+					t.Fatal(err)
+				}
+				for _, c := range list.Configs {
+					if c.Kind == "freeze" {
+						t.Errorf("/v1/configs lists a freeze: %s", dump(c))
+					}
+				}
+			}
+			var bad apiv1.ConfigList
+			if err := getJSONAs(s, "/v1/configs?kind=freeze", s.tokenOf("alice"), &bad); err == nil || !strings.Contains(err.Error(), "is not a config kind") {
+				t.Errorf("/v1/configs?kind=freeze: %v %s", err, dump(bad))
+			}
+		})
 	}
 }

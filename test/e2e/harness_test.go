@@ -584,7 +584,12 @@ func (s *server) httpClient() *http.Client {
 
 // getJSON fetches a GET endpoint of the API directly.
 func (s *server) getJSON(path string, out any) error {
-	req, err := newAPIRequest(http.MethodGet, s.url+path, s.token(), nil)
+	return getJSONAs(s, path, s.token(), out)
+}
+
+// getJSONAs is getJSON with the API token tok.
+func getJSONAs(s *server, path, tok string, out any) error {
+	req, err := newAPIRequest(http.MethodGet, s.url+path, tok, nil)
 	if err != nil {
 		return err
 	}
