@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -106,11 +107,47 @@ func (x *LocalExecutor) target(ctx context.Context, stateID, rc string) (runtime
 	return TargetOf(ctx, x.store, store.DesiredState{ID: stateID}, rc)
 }
 
+// memo is what the store remembers for the runtime of an instance (none
+// for an instance not written yet).
+func (x *LocalExecutor) memo(ctx context.Context, app, svc, rc string) (json.RawMessage, error) {
+	inst, err := x.store.GetInstance(ctx, app, svc, rc)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return memoOf(&inst), nil
+}
+
+// memoOf is inst's runtime memo as a target carries it.
+func memoOf(inst *store.Instance) json.RawMessage {
+	if inst == nil || inst.RuntimeMemo == "" {
+		return nil
+	}
+	return json.RawMessage(inst.RuntimeMemo)
+}
+
+// keptMemo is the memo an apply returned as the store keeps it: "" for
+// none; not ok (and "") for one too large or not JSON, which is not kept.
+func keptMemo(m json.RawMessage) (string, bool) {
+	switch {
+	case len(m) == 0:
+		return "", true
+	case len(m) > runtimes.MaxMemo || !json.Valid(m):
+		return "", false
+	}
+	return string(m), true
+}
+
 // apply performs one apply. Its record is the task that carries it (claimed
 // before, completed or released after) and the events of its outcome.
 func (x *LocalExecutor) apply(ctx context.Context, app, svc string, a Action) Outcome {
 	log := x.log.With("app", app, "service", svc, "release_channel", a.ReleaseChannel, "version", a.Version)
 	target, err := x.target(ctx, a.StateID, a.ReleaseChannel)
+	if err == nil {
+		target.Memo, err = x.memo(ctx, app, svc, a.ReleaseChannel)
+	}
 	var rt runtimes.Runtime
 	if err == nil {
 		rt, err = x.runtimes.Runtime(ctx, a.Runtime)
@@ -137,11 +174,21 @@ func (x *LocalExecutor) apply(ctx context.Context, app, svc string, a Action) Ou
 	if err == nil {
 		ev.Type, ev.Message = ds.EventApplied, fmt.Sprintf("%s: applied %s: %s", a.ReleaseChannel, a.Version, summarize(res))
 		at := x.now()
+		memo, ok := keptMemo(res.Memo)
+		if !ok {
+			log.Warn("runtime memo not kept", "runtime", a.Runtime, "bytes", len(res.Memo), "max_bytes", runtimes.MaxMemo)
+		}
 		return Outcome{
 			Result: Result{Requeue: true}, Message: summarize(res), Events: []store.Event{ev},
 			// Record that the apply returned, so the plan waits for the
-			// runtime to show the version (its grace period).
-			Change: func(i *store.Instance) { i.AppliedAt = at },
+			// runtime to show the version (its grace period), and what the
+			// runtime asked to remember of it.
+			Change: func(i *store.Instance) {
+				i.AppliedAt = at
+				if memo != "" {
+					i.RuntimeMemo = memo
+				}
+			},
 		}
 	}
 	log.Warn("apply failed", "error", err)

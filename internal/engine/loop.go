@@ -668,7 +668,9 @@ func (l *Loop) targetFor(ctx context.Context, cs *compiledState, ch Channel, ins
 	if inst != nil && inst.TargetStateID != "" {
 		stateID = inst.TargetStateID
 	}
-	return l.target(ctx, cs, stateID, ch.Name)
+	t, err := l.target(ctx, cs, stateID, ch.Name)
+	t.Memo = memoOf(inst)
+	return t, err
 }
 
 func (l *Loop) target(ctx context.Context, cs *compiledState, stateID, rc string) (runtimes.Target, error) {

@@ -46,7 +46,19 @@ type Target struct {
 	// Secrets are the values of Env that came from raw secrets: runtimes
 	// redact them from everything they record (output, errors, getInfo).
 	Secrets []string `json:"-"`
+	// Memo is what the runtime returned as ApplyResult.Memo from its last
+	// successful apply of this instance (of any version), as the store
+	// keeps it with the instance; empty when none is recorded. A runtime
+	// that must remember something across applies (an apply-only custom
+	// runtime: what it applied last) keeps it here rather than on the disk
+	// of the process that applied, so that every server sharing the store,
+	// and every agent serving the runtime, sees the same.
+	Memo json.RawMessage `json:"memo,omitempty"`
 }
+
+// MaxMemo is the largest ApplyResult.Memo the engine keeps: a memo is a
+// small record, stored with the instance and sent with every target.
+const MaxMemo = 16 << 10
 
 // ObjectStatus is the health of one runtime object.
 type ObjectStatus string
@@ -107,6 +119,10 @@ type Change struct {
 // ApplyResult is what an apply changed.
 type ApplyResult struct {
 	Changes []Change `json:"changes,omitempty"`
+	// Memo, when set, replaces what the store remembers for the runtime
+	// of this instance (Target.Memo of the next targets): a JSON value of
+	// at most MaxMemo bytes. Empty keeps the one recorded.
+	Memo json.RawMessage `json:"memo,omitempty"`
 }
 
 // Runtime fetches and applies service instances on one backend.

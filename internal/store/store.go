@@ -197,6 +197,11 @@ type Instance struct {
 	// Checks are the last results of the channel's command checks, one per
 	// check run key, for the desired state they ran for.
 	Checks []CheckResult `json:"checks,omitempty"`
+	// RuntimeMemo is what the channel's runtime asked to remember of its
+	// last successful apply (runtimes.ApplyResult.Memo), handed back in
+	// every target (runtimes.Target.Memo): kept here, in the shared store,
+	// so that every server and agent sees the same ("" = none).
+	RuntimeMemo string `json:"runtimeMemo,omitempty"`
 	// Revision increases with every write; Write with a Revision that does
 	// not match the stored one fails with ErrConflict (0 = create).
 	Revision int64 `json:"revision"`

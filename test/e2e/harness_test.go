@@ -208,6 +208,21 @@ func (s *server) kill() {
 	s.mu.Unlock()
 }
 
+// stop stops the server gracefully (SIGTERM), to be started again.
+func (s *server) stop() {
+	s.t.Helper()
+	s.mu.Lock()
+	cmd, exited := s.cmd, s.exited
+	s.mu.Unlock()
+	if cmd == nil {
+		s.t.Fatal("stop: server not running")
+	}
+	stopServer(s, cmd, exited)
+	s.mu.Lock()
+	s.cmd = nil
+	s.mu.Unlock()
+}
+
 // pid is the running server's process id (0 when it is not running).
 func (s *server) pid() int {
 	s.mu.Lock()

@@ -381,3 +381,70 @@ func TestReplicaPartitioned(t *testing.T) {
 		t.Error("A's log does not say it stopped the apply whose claim lapsed")
 	}
 }
+
+// TestReplicasApplyOnlyOnce: two servers on one PostgreSQL database and an
+// apply-only custom runtime (no fetch: what it applied last is all it
+// knows). Each of three pushes, made through one server and then the other,
+// is applied once per channel, however the servers hand the service to each
+// other, including when each is stopped in turn and the other plans it
+// (tour 3's B29: the second server to plan a service re-applied every
+// push, the record of the last apply being in the other's data directory).
+func TestReplicasApplyOnlyOnce(t *testing.T) {
+	requireE2E(t)
+	url := pgtest.NewDatabase(t)
+	tmp := t.TempDir()
+	logPath := filepath.Join(tmp, "applies.log")
+	service := crService("once", "job", "stateDir", tmp+"/state/{{.Builtins.ReleaseChannel.Name}}")
+	service["service"].(crObj)["parameters"] = []crObj{{"name": "image", "required": true, "string": crObj{}}}
+	dir := crWriteConfigs(t, filepath.Join(tmp, "config"), map[string]crObj{
+		"runtime": crRuntime("applyonly", []string{"stateDir"}, crObj{
+			"apply": crProgram(replicaApply, map[string]string{"STATE_DIR": "{{.Params.stateDir}}", "LOG": logPath, "DELAY": "0.5"}),
+		}),
+		"app":     crApp("once", crChannel("staging", "applyonly"), crChannel("prod", "applyonly", "staging")),
+		"service": service,
+	})
+	const app, svc = "once", "job"
+	flags := []string{"--database", url, "--secrets-key-file", sharedKeyring(t), "--poll-interval", "100ms", "--lease-ttl", "2s"}
+	rs := []*server{newServer(t, flags...), newServer(t, flags...)}
+	rs[0].ok("alice", "apply", dir+"/...")
+
+	var versions []string
+	for i, image := range []string{"1.0", "2.0", "3.0"} {
+		s := rs[i%2]
+		v, _ := s.push("alice", app, svc, "image="+image)
+		versions = append(versions, v)
+		s.waitStatus(app, svc, 90*time.Second, "converged at "+v, converged(v))
+		// Each server in turn stops, so the other one plans the service
+		// and looks at what was applied.
+		for _, r := range rs {
+			r.stop()
+			time.Sleep(5 * time.Second)
+			other := rs[0]
+			if other == r {
+				other = rs[1]
+			}
+			other.waitStatus(app, svc, 60*time.Second, "still converged at "+v, converged(v))
+			r.start()
+		}
+	}
+	// Some planning rounds on both servers after the last handover.
+	time.Sleep(3 * time.Second)
+	count := map[string]int{}
+	for _, l := range readApplyLog(t, logPath) {
+		if l.what == "start" {
+			count[l.rc+" "+l.version]++
+		}
+	}
+	for _, v := range versions {
+		for _, rc := range []string{"staging", "prod"} {
+			if n := count[rc+" "+v]; n != 1 {
+				t.Errorf("%s applied to %s %d times, want once", v, rc, n)
+			}
+		}
+	}
+	if t.Failed() {
+		for _, ev := range rs[0].events(app, svc) {
+			t.Logf("event %s %s: %s", ev.Type, ev.ReleaseChannel, ev.Message)
+		}
+	}
+}

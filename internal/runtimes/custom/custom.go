@@ -52,10 +52,17 @@
 //   - STRUCTURED_OUTPUT fetch: stdout is Prodvana's FetchOutput JSON (see
 //     structuredState); a non-zero exit is a Fetch error.
 //
-// The last successful apply of every instance is kept in
+// The last successful apply of every instance (its version, applyId,
+// desired state and time) is returned as the apply's memo
+// (runtimes.ApplyResult.Memo), which the engine keeps with the instance in
+// its store and hands back in every target (runtimes.Target.Memo): so a
+// restart, another server sharing the store, or an agent started with an
+// empty data directory neither re-applies (apply only) nor forgets what
+// runs. It is also written to
 // <DataDir>/custom/<runtime>/<application>/<service>/<release channel>.applied.json
-// (written atomically), so a restart neither re-applies (apply only) nor
-// forgets what runs.
+// (atomically), which is read for an instance whose target carries no memo
+// (applied by a drover that kept the record only there); of the two, the
+// newer counts.
 //
 // # Apply
 //
@@ -376,7 +383,7 @@ func (r *Runtime) bound(ctx context.Context) (context.Context, context.CancelFun
 // applyOnlyState is the state of an instance without fetch: what its last
 // successful apply was.
 func (r *Runtime) applyOnlyState(in *instance, t *runtimes.Target, sp *spec) runtimes.State {
-	a := r.appliedLocked(in)
+	a := r.appliedFor(in, t)
 	if a == nil {
 		return runtimes.State{}
 	}
@@ -415,7 +422,7 @@ func (r *Runtime) fetchOnce(ctx context.Context, in *instance, t runtimes.Target
 		return st, err
 	}
 	gen := in.gen
-	applied := r.appliedLocked(in)
+	applied := r.appliedFor(in, &t)
 	in.mu.Unlock()
 
 	st, canceled, err := r.runFetch(ctx, &t, sp, applied)
@@ -532,7 +539,7 @@ func (r *Runtime) Apply(ctx context.Context, t runtimes.Target) (runtimes.ApplyR
 	objName := "custom/" + r.name
 
 	in.mu.Lock()
-	applied := r.appliedLocked(in)
+	applied := r.appliedFor(in, &t)
 	unchanged := false
 	if sp.custom.Fetch == nil {
 		unchanged = applied != nil && applied.Version == t.Version && applied.ApplyID == sp.applyID
@@ -596,15 +603,19 @@ func (r *Runtime) Apply(ctx context.Context, t runtimes.Target) (runtimes.ApplyR
 		return runtimes.ApplyResult{}, fmt.Errorf("%sapply failed with exit code %d%s", prefix, res.ExitCode, excerpt(res))
 	}
 	rec := &appliedRecord{Version: t.Version, ApplyID: sp.applyID, DesiredStateID: t.DesiredStateID, AppliedAt: r.now()}
+	memo, err := json.Marshal(rec)
+	if err != nil {
+		return runtimes.ApplyResult{}, fmt.Errorf("%sencode the record of the apply: %w", prefix, err)
+	}
 	if err := r.saveApplied(in.key, rec); err != nil {
-		// The apply happened; at worst a restart applies it again.
+		// The apply happened, and the store keeps its memo.
 		r.log.Warn("custom runtime: saving the last apply failed", "runtime", r.name, "instance", in.key.String(), "error", err)
 	}
 	in.mu.Lock()
 	in.applied, in.appliedLoaded = rec, true
 	in.mu.Unlock()
 	succeeded = true
-	return runtimes.ApplyResult{Changes: []runtimes.Change{{Object: objName, Action: action}}}, nil
+	return runtimes.ApplyResult{Changes: []runtimes.Change{{Object: objName, Action: action}}, Memo: memo}, nil
 }
 
 // acquire waits for an apply slot when maxConcurrency is set.
@@ -799,8 +810,31 @@ type appliedRecord struct {
 	AppliedAt      time.Time `json:"appliedAt"`
 }
 
-// appliedLocked is the instance's last successful apply, read from its
-// state file the first time.
+// appliedFor is the instance's last successful apply as far as anyone
+// knows: the record the store keeps (t.Memo, which every server and agent
+// is given) or the one this process has (appliedLocked), whichever is
+// newer. The store's is the truth across servers; this process's own
+// covers an apply whose memo the store did not keep (the instance was
+// retargeted meanwhile) and instances applied by a drover that kept the
+// record only in the data directory.
+func (r *Runtime) appliedFor(in *instance, t *runtimes.Target) *appliedRecord {
+	local := r.appliedLocked(in)
+	if len(t.Memo) == 0 {
+		return local
+	}
+	var rec appliedRecord
+	if err := json.Unmarshal(t.Memo, &rec); err != nil || rec.Version == "" {
+		r.log.Warn("custom runtime: the stored record of the last apply is not one; it is ignored", "runtime", r.name, "instance", in.key.String(), "error", err)
+		return local
+	}
+	if local != nil && local.AppliedAt.After(rec.AppliedAt) {
+		return local
+	}
+	return &rec
+}
+
+// appliedLocked is the last successful apply this process knows of: its
+// own, or the one in the instance's state file, read the first time.
 func (r *Runtime) appliedLocked(in *instance) *appliedRecord {
 	if in.appliedLoaded {
 		return in.applied

@@ -3,6 +3,7 @@ package custom
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -780,5 +781,64 @@ func TestCloseStopsApply(t *testing.T) {
 	}
 	if _, err := r.Fetch(t.Context(), target(key("a", "rc"), "v1", cr)); err == nil {
 		t.Error("Fetch after Close succeeded")
+	}
+}
+
+// TestAppliedMemoIsShared: an apply-only runtime's last apply travels as
+// the apply's memo, which the engine keeps in its store and hands back in
+// targets. Two runtimes with data directories of their own (two servers on
+// one database, or an agent restarted with an empty --data) given the memo
+// agree on what was applied, and neither applies it again (tour 3's B29,
+// B30); without it the second one would.
+func TestAppliedMemoIsShared(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "applies.log")
+	apply := script(t, dir, "apply.sh", `echo "$PVN_SERVICE_VERSION" >> "$LOG"`)
+	cr := &config.CustomRuntime{ApplyID: "x", Apply: &config.ApplyCommand{TaskConfig: task(apply), Env: plain("LOG", log)}}
+	k := key("a", "staging")
+	one := newRuntime(t, runtimes.Options{DataDir: t.TempDir()})
+	two := newRuntime(t, runtimes.Options{DataDir: t.TempDir()})
+
+	res, err := one.Apply(t.Context(), target(k, "v1", cr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec appliedRecord
+	if err := json.Unmarshal(res.Memo, &rec); err != nil || rec.Version != "v1" || rec.ApplyID != "x" || rec.AppliedAt.IsZero() {
+		t.Fatalf("memo %s: %v", res.Memo, err)
+	}
+	withMemo := func(tg runtimes.Target, memo json.RawMessage) runtimes.Target {
+		tg.Memo = memo
+		return tg
+	}
+	if st := mustFetch(t, two, withMemo(target(k, "v1", cr), res.Memo)); !st.Converged || st.Version != "v1" {
+		t.Errorf("the other runtime, given the memo: %+v", st)
+	}
+	if a := mustApply(t, two, withMemo(target(k, "v1", cr), res.Memo)); a != runtimes.ActionUnchanged {
+		t.Errorf("the other runtime's apply, given the memo: %s", a)
+	}
+	// The other one applies v2; the first, whose own record is of v1, is
+	// given the newer memo and goes by it.
+	res2, err := two.Apply(t.Context(), withMemo(target(k, "v2", cr), res.Memo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := mustFetch(t, one, withMemo(target(k, "v2", cr), res2.Memo)); !st.Converged || st.Version != "v2" {
+		t.Errorf("the first runtime, given the newer memo: %+v", st)
+	}
+	if a := mustApply(t, one, withMemo(target(k, "v2", cr), res2.Memo)); a != runtimes.ActionUnchanged {
+		t.Errorf("the first runtime's apply of v2, given its memo: %s", a)
+	}
+	// A memo that is no record is ignored (the process's own counts).
+	if st := mustFetch(t, one, withMemo(target(k, "v1", cr), json.RawMessage(`{"nope":1}`))); !st.Converged || st.Version != "v1" {
+		t.Errorf("an unreadable memo: %+v", st)
+	}
+	if got, want := lines(readFile(t, log)), []string{"v1", "v2"}; !slices.Equal(got, want) {
+		t.Errorf("applies %q, want %q", got, want)
+	}
+	// Without the memo, a runtime that never applied does: what B29 was.
+	three := newRuntime(t, runtimes.Options{DataDir: t.TempDir()})
+	if st := mustFetch(t, three, target(k, "v2", cr)); st.Converged {
+		t.Errorf("no memo, no record: %+v", st)
 	}
 }

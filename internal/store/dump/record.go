@@ -173,8 +173,11 @@ type Instance struct {
 	AppliedAt       time.Time `json:"appliedAt,omitzero"`
 	// Checks are the last command check results (drover 0.x dumps without
 	// them read as none).
-	Checks   []store.CheckResult `json:"checks,omitempty"`
-	Revision int64               `json:"revision"`
+	Checks []store.CheckResult `json:"checks,omitempty"`
+	// RuntimeMemo is what the runtime remembers of its last apply
+	// (dumps made before it read as none).
+	RuntimeMemo string `json:"runtimeMemo,omitempty"`
+	Revision    int64  `json:"revision"`
 }
 
 // Observation is what the engine last saw of an instance (kind

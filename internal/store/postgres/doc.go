@@ -25,7 +25,9 @@
 // adds api_tokens (API tokens, kept as the hash of their value, with a
 // partial unique index on the names of those not revoked) and audit (the
 // append-only audit log); 0006 adds sessions (the people signed in through
-// the OpenID provider, kept as the hash of their secret; not dumped). Times are BIGINT nanoseconds since the Unix
+// the OpenID provider, kept as the hash of their secret; not dumped); 0007
+// adds instances.runtime_memo (what the runtime remembers of its last
+// apply). Times are BIGINT nanoseconds since the Unix
 // epoch, NULL for the zero time: Go times round-trip to the nanosecond
 // (timestamptz keeps microseconds), and come back in UTC; a time outside
 // 1678-2262 fails the write. JSON documents and opaque payloads are BYTEA

@@ -349,7 +349,7 @@ func (im *importer) put(ctx context.Context, rec dump.Record) error {
 			r.CurrentStateID, r.CurrentVersion, r.Status, r.Reason, text(r.Message), r.Paused, r.ApplyAttempts,
 			nanos(r.LastApplyAt), nanos(r.ConvergedAt), nanos(r.UpdatedAt), r.PreviousStateID, r.PreviousVersion,
 			r.DesiredVersion, texts(r.Satisfied), r.RollbackFrom, text(r.RollbackReason), r.FailedVersion, r.Healed,
-			r.ActionSeq, r.ActionPending, nanos(r.AppliedAt), checksJSON(r.Checks), r.Revision)
+			r.ActionSeq, r.ActionPending, nanos(r.AppliedAt), checksJSON(r.Checks), text(r.RuntimeMemo), r.Revision)
 	case dump.Observation:
 		what := fmt.Sprintf("observation of %s/%s/%s", r.Application, r.Service, r.ReleaseChannel)
 		body, err := json.Marshal(r.Store())

@@ -15,7 +15,7 @@ import (
 const instanceColumns = "application, service, release_channel, desired_state_id, target_state_id, target_version, " +
 	"current_state_id, current_version, status, reason, message, paused, apply_attempts, last_apply_at, converged_at, " +
 	"updated_at, previous_state_id, previous_version, desired_version, satisfied, rollback_from, rollback_reason, " +
-	"failed_version, healed, action_seq, action_pending, applied_at, checks, revision"
+	"failed_version, healed, action_seq, action_pending, applied_at, checks, runtime_memo, revision"
 
 func scanInstance(row scanner) (store.Instance, error) {
 	var i store.Instance
@@ -23,7 +23,7 @@ func scanInstance(row scanner) (store.Instance, error) {
 		&i.CurrentStateID, &i.CurrentVersion, &i.Status, &i.Reason, &i.Message, &i.Paused, &i.ApplyAttempts,
 		at(&i.LastApplyAt), at(&i.ConvergedAt), at(&i.UpdatedAt), &i.PreviousStateID, &i.PreviousVersion,
 		&i.DesiredVersion, &i.Satisfied, &i.RollbackFrom, &i.RollbackReason, &i.FailedVersion, &i.Healed,
-		&i.ActionSeq, &i.ActionPending, at(&i.AppliedAt), jsonColumn{&i.Checks}, &i.Revision)
+		&i.ActionSeq, &i.ActionPending, at(&i.AppliedAt), jsonColumn{&i.Checks}, &i.RuntimeMemo, &i.Revision)
 	return i, err
 }
 
@@ -238,7 +238,7 @@ func putInstance(ctx context.Context, tx pgx.Tx, in store.Instance, t time.Time)
 		in.CurrentStateID, in.CurrentVersion, in.Status, in.Reason, text(in.Message), in.Paused, in.ApplyAttempts,
 		nanos(in.LastApplyAt), nanos(in.ConvergedAt), nanos(updatedAt), in.PreviousStateID, in.PreviousVersion,
 		in.DesiredVersion, texts(in.Satisfied), in.RollbackFrom, text(in.RollbackReason), in.FailedVersion, in.Healed,
-		in.ActionSeq, in.ActionPending, nanos(in.AppliedAt), checksJSON(in.Checks), in.Revision + 1}
+		in.ActionSeq, in.ActionPending, nanos(in.AppliedAt), checksJSON(in.Checks), text(in.RuntimeMemo), in.Revision + 1}
 	q := insertInstance
 	if in.Revision > 0 {
 		q, args = updateInstance, append(args, in.Revision)

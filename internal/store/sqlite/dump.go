@@ -306,7 +306,7 @@ func (im *importer) put(ctx context.Context, tx *wtx, rec dump.Record) error {
 			r.CurrentStateID, r.CurrentVersion, r.Status, r.Reason, r.Message, r.Paused, r.ApplyAttempts,
 			dbTime(r.LastApplyAt), dbTime(r.ConvergedAt), dbTime(r.UpdatedAt), r.PreviousStateID, r.PreviousVersion,
 			r.DesiredVersion, dbStrings(r.Satisfied), r.RollbackFrom, r.RollbackReason, r.FailedVersion, r.Healed,
-			r.ActionSeq, r.ActionPending, dbTime(r.AppliedAt), dbChecks(r.Checks), r.Revision)
+			r.ActionSeq, r.ActionPending, dbTime(r.AppliedAt), dbChecks(r.Checks), r.RuntimeMemo, r.Revision)
 		if err != nil {
 			return fmt.Errorf("instance %s/%s/%s: %w", r.Application, r.Service, r.ReleaseChannel, err)
 		}

@@ -18,7 +18,7 @@ import (
 const instanceColumns = "application, service, release_channel, desired_state_id, target_state_id, target_version, " +
 	"current_state_id, current_version, status, reason, message, paused, apply_attempts, last_apply_at, converged_at, " +
 	"updated_at, previous_state_id, previous_version, desired_version, satisfied, rollback_from, rollback_reason, " +
-	"failed_version, healed, action_seq, action_pending, applied_at, checks, revision"
+	"failed_version, healed, action_seq, action_pending, applied_at, checks, runtime_memo, revision"
 
 func scanInstance(row interface{ Scan(...any) error }) (store.Instance, error) {
 	var i store.Instance
@@ -26,7 +26,7 @@ func scanInstance(row interface{ Scan(...any) error }) (store.Instance, error) {
 		&i.CurrentStateID, &i.CurrentVersion, &i.Status, &i.Reason, &i.Message, &i.Paused, &i.ApplyAttempts,
 		scanTime{&i.LastApplyAt}, scanTime{&i.ConvergedAt}, scanTime{&i.UpdatedAt}, &i.PreviousStateID, &i.PreviousVersion,
 		&i.DesiredVersion, scanJSON{&i.Satisfied}, &i.RollbackFrom, &i.RollbackReason, &i.FailedVersion, &i.Healed,
-		&i.ActionSeq, &i.ActionPending, scanTime{&i.AppliedAt}, scanJSON{&i.Checks}, &i.Revision)
+		&i.ActionSeq, &i.ActionPending, scanTime{&i.AppliedAt}, scanJSON{&i.Checks}, &i.RuntimeMemo, &i.Revision)
 	return i, err
 }
 
@@ -304,6 +304,7 @@ var updatedColumns = []instanceColumn{
 	column("applied_at", func(i *store.Instance) *time.Time { return &i.AppliedAt }, dbTime),
 	{name: "checks", arg: func(i *store.Instance) any { return dbChecks(i.Checks) },
 		same: func(a, b *store.Instance) bool { return slices.Equal(a.Checks, b.Checks) }},
+	column("runtime_memo", func(i *store.Instance) *string { return &i.RuntimeMemo }, plain),
 	column("revision", func(i *store.Instance) *int64 { return &i.Revision }, plain),
 }
 

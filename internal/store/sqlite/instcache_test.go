@@ -281,7 +281,7 @@ func TestUpdatedColumns(t *testing.T) {
 		Message: "m", Paused: true, ApplyAttempts: 2, LastApplyAt: at, ConvergedAt: at.Add(1), UpdatedAt: at.Add(2),
 		PreviousStateID: "ps", PreviousVersion: "pv", DesiredVersion: "dv", Satisfied: []string{"x@1"}, RollbackFrom: "rf",
 		RollbackReason: "rr", FailedVersion: "fv", Healed: 3, ActionSeq: 4, ActionPending: true, AppliedAt: at.Add(3),
-		Checks: []store.CheckResult{{Key: "k", At: at}}, Revision: 9}
+		Checks: []store.CheckResult{{Key: "k", At: at}}, RuntimeMemo: "{}", Revision: 9}
 	for i, c := range updatedColumns {
 		if c.name != names[i] {
 			t.Errorf("column %d: %s in the table, %s in instanceColumns", i, c.name, names[i])
@@ -302,6 +302,7 @@ func TestUpdatedColumns(t *testing.T) {
 		"healed": func(i *store.Instance) { i.Healed++ }, "action_seq": func(i *store.Instance) { i.ActionSeq++ },
 		"action_pending": func(i *store.Instance) { i.ActionPending = !i.ActionPending }, "applied_at": func(i *store.Instance) { i.AppliedAt = time.Time{} },
 		"checks": func(i *store.Instance) { i.Checks = []store.CheckResult{{Key: "k", At: at, Runs: 1}} }, "revision": func(i *store.Instance) { i.Revision++ },
+		"runtime_memo": func(i *store.Instance) { i.RuntimeMemo = `{"x":1}` },
 	}
 	for _, c := range updatedColumns {
 		f, ok := change[c.name]

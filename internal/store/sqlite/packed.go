@@ -36,7 +36,7 @@ func packRow(in *store.Instance) packedRow {
 	for _, s := range [...]string{in.DesiredStateID,
 		in.TargetStateID, in.TargetVersion, in.CurrentStateID, in.CurrentVersion, string(in.Status),
 		string(in.Reason), in.Message, in.PreviousStateID, in.PreviousVersion, in.DesiredVersion,
-		in.RollbackFrom, in.RollbackReason, in.FailedVersion} {
+		in.RollbackFrom, in.RollbackReason, in.FailedVersion, in.RuntimeMemo} {
 		b = packString(b, s)
 	}
 	b = packBool(b, in.Paused)
@@ -75,7 +75,7 @@ func (r packedRow) unpack() (store.Instance, error) {
 	in.Status = ds.Status(u.string())
 	in.Reason = ds.Reason(u.string())
 	for _, p := range [...]*string{&in.Message, &in.PreviousStateID, &in.PreviousVersion, &in.DesiredVersion,
-		&in.RollbackFrom, &in.RollbackReason, &in.FailedVersion} {
+		&in.RollbackFrom, &in.RollbackReason, &in.FailedVersion, &in.RuntimeMemo} {
 		*p = u.string()
 	}
 	in.Paused = u.bool()

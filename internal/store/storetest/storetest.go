@@ -334,6 +334,7 @@ func instance(app, svc, rc string) store.Instance {
 			{Key: "releaseChannel/migrations", DesiredStateID: "ds-2", Passed: true, Message: "no pending migration", At: ts(5), Runs: 2},
 			{Key: "serviceInstance/alerts", DesiredStateID: "ds-2", Error: "runtime unreachable", At: ts(6)},
 		},
+		RuntimeMemo: `{"version":"1.1.0","applyId":"a\u00e9","appliedAt":"2026-01-01T00:00:00Z"}`,
 	}
 }
 
