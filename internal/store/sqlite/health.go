@@ -5,8 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	sqlite3 "modernc.org/sqlite"
 	sqlitelib "modernc.org/sqlite/lib"
@@ -26,7 +28,29 @@ type health struct {
 	// lastWrite is the storage error of the last write, nil once a write
 	// succeeds again.
 	lastWrite error
+	// failure is the last storage error of any write, at failedAt: on a
+	// full disk small writes (a lease renewed in a page the file has)
+	// still succeed between the ones that fail, so one success says
+	// little (tour 3's B31).
+	failure  error
+	failedAt time.Time
+	// dir is the database's directory, whose file system's free space
+	// Check looks at ("" for MemoryPath), through free (freeSpace unless
+	// a test sets another).
+	dir  string
+	free func(dir string) (uint64, error)
 }
+
+// Health thresholds.
+const (
+	// recentFailure is how long a storage error of a write keeps Check
+	// failing after writes succeed again.
+	recentFailure = 2 * time.Minute
+	// minFreeBytes is the free space under which Check fails: a
+	// database that cannot grow refuses the next push, approval or
+	// event that needs a new page.
+	minFreeBytes = 4 << 20
+)
 
 // adoptFiles runs once the database is open: it writes the marker, makes
 // the files private and remembers their identity.
@@ -42,7 +66,7 @@ func (s *Store) adoptFiles(path string) error {
 		return err
 	}
 	s.health.mu.Lock()
-	s.health.id, s.health.files = id, true
+	s.health.id, s.health.files, s.health.dir = id, true, filepath.Dir(path)
 	s.health.mu.Unlock()
 	return nil
 }
@@ -72,8 +96,39 @@ func (h *health) wrote(err error) error {
 	}
 	h.mu.Lock()
 	h.lastWrite = err
+	if err != nil {
+		h.failure, h.failedAt = err, time.Now()
+	}
 	h.mu.Unlock()
 	return err
+}
+
+// writeTrouble is why writes are failing or about to, nil if none: the
+// last write failed, one failed a short while ago, or the file system
+// holding the database is (nearly) full.
+func (h *health) writeTrouble(now time.Time) error {
+	h.mu.Lock()
+	last, failure, failedAt, dir, free := h.lastWrite, h.failure, h.failedAt, h.dir, h.free
+	h.mu.Unlock()
+	if free == nil {
+		free = freeSpace
+	}
+	switch {
+	case last != nil:
+		return fmt.Errorf("the last write failed: %w", last)
+	case failure != nil && now.Sub(failedAt) < recentFailure:
+		return fmt.Errorf("a write failed %s ago (writes have succeeded since): %w", now.Sub(failedAt).Round(time.Second), failure)
+	case dir == "":
+		return nil
+	}
+	n, err := free(dir)
+	if err != nil {
+		return fmt.Errorf("free space of %s: %w", dir, err)
+	}
+	if n < minFreeBytes {
+		return fmt.Errorf("the file system of %s is full: %d KiB free (at least %d MiB are needed); free some space", dir, n>>10, minFreeBytes>>20)
+	}
+	return nil
 }
 
 // storageError reports whether err is SQLite failing to use its files,
@@ -93,9 +148,11 @@ func storageError(err error) bool {
 
 // Check implements store.Store: it fails when the database file or its
 // directory was removed or replaced since Open (ErrReplaced), when a read
-// fails, or when the last write failed for a reason of the storage (a full
-// disk, an I/O error, a corrupted page) and no write has succeeded since.
-// It costs two stat calls and one small read.
+// fails, when a write failed for a reason of the storage (a full disk, an
+// I/O error, a corrupted page) and no write has succeeded since or it was
+// less than recentFailure ago, or when the file system holding the
+// database has less than minFreeBytes free. It costs three stat calls and
+// one small read.
 func (s *Store) Check(ctx context.Context) error {
 	if err := s.health.checkFiles(); err != nil {
 		return fmt.Errorf("check store: %w", err)
@@ -104,11 +161,8 @@ func (s *Store) Check(ctx context.Context) error {
 	if err := s.read.QueryRowContext(ctx, "SELECT COUNT(*) FROM schema_migrations").Scan(&n); err != nil {
 		return fmt.Errorf("check store: read: %w", err)
 	}
-	s.health.mu.Lock()
-	last := s.health.lastWrite
-	s.health.mu.Unlock()
-	if last != nil {
-		return fmt.Errorf("check store: the last write failed: %w", last)
+	if err := s.health.writeTrouble(time.Now()); err != nil {
+		return fmt.Errorf("check store: %w", err)
 	}
 	return nil
 }

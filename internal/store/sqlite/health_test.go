@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/drover-dev/drover/internal/store"
 )
@@ -170,8 +171,45 @@ func TestB25CheckReportsFailedWrite(t *testing.T) {
 	if err := pushOne(ctx, s, "ds-2", big); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Check(ctx); err != nil {
-		t.Fatalf("Check after a successful write = %v", err)
+	// On a full disk small writes still succeed between the ones that
+	// fail (tour 3's B31): a recent failure keeps Check failing.
+	if err := s.Check(ctx); err == nil || !strings.Contains(err.Error(), "writes have succeeded since") || !strings.Contains(err.Error(), "full") {
+		t.Fatalf("Check right after a successful write = %v, want the recent failure", err)
+	}
+	if err := s.health.writeTrouble(time.Now().Add(recentFailure)); err != nil {
+		t.Fatalf("Check once the failure is old = %v", err)
+	}
+}
+
+// TestB31CheckReportsAFullFileSystem: health is not ok while the file
+// system of the database has (nearly) no space left, before any write
+// failed.
+func TestB31CheckReportsAFullFileSystem(t *testing.T) {
+	t.Parallel()
+	s, path := openTemp(t)
+	defer s.Close()
+	free := uint64(minFreeBytes - 1)
+	s.health.mu.Lock()
+	s.health.free = func(dir string) (uint64, error) {
+		if dir != filepath.Dir(path) {
+			t.Errorf("free space asked of %s, want the database's directory", dir)
+		}
+		return free, nil
+	}
+	s.health.mu.Unlock()
+	err := s.Check(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "is full: 4095 KiB free") {
+		t.Fatalf("Check on a full file system = %v", err)
+	}
+	s.health.mu.Lock()
+	free = minFreeBytes
+	s.health.mu.Unlock()
+	if err := s.Check(t.Context()); err != nil {
+		t.Fatalf("Check with space enough = %v", err)
+	}
+	// The real file system of the test's temporary directory answers.
+	if n, err := freeSpace(filepath.Dir(path)); err != nil || n == 0 {
+		t.Errorf("freeSpace = %d, %v", n, err)
 	}
 }
 
