@@ -79,6 +79,8 @@ type Host struct {
 	opts     runtimes.Options
 	log      *slog.Logger
 	now      func() time.Time
+	// spool keeps runs the store did not take (nil without a data dir).
+	spool *runSpool
 	// discoverEvery paces discovery; rediscover asks for a round now.
 	discoverEvery time.Duration
 	rediscover    chan struct{}
@@ -118,12 +120,13 @@ func New(cfg Config) *Host {
 	if cfg.DiscoverEvery <= 0 {
 		cfg.DiscoverEvery = DefaultDiscoverEvery
 	}
+	spool := newRunSpool(cfg.DataDir, cfg.Store, cfg.Log)
 	return &Host{
 		store: cfg.Store, registry: cfg.Registry, agents: cfg.Agents, log: cfg.Log, now: cfg.Now,
 		discoverEvery: cfg.DiscoverEvery, rediscover: make(chan struct{}, 1),
-		ctx: context.Background(), notify: func(runtimes.InstanceKey) {},
+		ctx: context.Background(), notify: func(runtimes.InstanceKey) {}, spool: spool,
 		opts: runtimes.Options{DataDir: cfg.DataDir, Now: cfg.Now, Log: cfg.Log,
-			Runs: runRecorder{store: cfg.Store}, Processes: processRecorder{store: cfg.Store, log: cfg.Log}},
+			Runs: runRecorder{store: cfg.Store, spool: spool, log: cfg.Log}, Processes: processRecorder{store: cfg.Store, log: cfg.Log}},
 	}
 }
 
@@ -147,7 +150,13 @@ func (h *Host) Start(ctx context.Context, notify func(runtimes.InstanceKey)) err
 	h.stopDiscover, h.discoverDone = stop, make(chan struct{})
 	go func(done chan struct{}) {
 		defer close(done)
+		// Runs kept while the store was away are recorded from now on.
+		var wg sync.WaitGroup
+		if h.spool != nil {
+			wg.Go(func() { h.spool.loop(dctx) })
+		}
 		h.discoverLoop(dctx)
+		wg.Wait()
 	}(h.discoverDone)
 	return nil
 }

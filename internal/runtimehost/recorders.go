@@ -2,6 +2,7 @@ package runtimehost
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -9,19 +10,32 @@ import (
 	"github.com/drover-dev/drover/internal/store"
 )
 
-// runRecorder stores the commands runtimes run (runtimes.RunRecorder).
+// runRecorder stores the commands runtimes run (runtimes.RunRecorder); a
+// run the store does not take is kept in the spool (when there is one) and
+// recorded once the store answers again.
 type runRecorder struct {
 	store Store
+	spool *runSpool
+	log   *slog.Logger
 }
 
 func (r runRecorder) RecordRun(ctx context.Context, run runtimes.Run) error {
-	_, err := r.store.RecordRun(ctx, store.TaskRun{
+	tr := store.TaskRun{
 		Application: run.Application, Service: run.Service, ReleaseChannel: run.ReleaseChannel,
 		Runtime: run.Runtime, Kind: run.Kind, Version: run.Version, Command: run.Command,
 		ExitCode: run.ExitCode, Error: run.Error, StartedAt: run.StartedAt, FinishedAt: run.FinishedAt,
 		Stdout: run.Stdout, Stderr: run.Stderr, Truncated: run.Truncated,
-	})
-	return err
+	}
+	_, err := r.store.RecordRun(ctx, tr)
+	if err == nil || r.spool == nil {
+		return err
+	}
+	if serr := r.spool.add(tr); serr != nil {
+		return fmt.Errorf("%w; keeping it to record later failed too: %w", err, serr)
+	}
+	r.log.Warn("run kept to be recorded once the store answers", "app", run.Application, "service", run.Service,
+		"release_channel", run.ReleaseChannel, "kind", run.Kind, "error", err)
+	return nil
 }
 
 // processWriteTimeout bounds the writes of process records: they are made
