@@ -537,6 +537,11 @@ func (c *rcCompiler) selectRuntime(m *serviceForRC) (SelectedRuntime, *config.Ru
 			c.fail(Error{Object: "application/" + c.in.Application.Name, Field: c.rc.Field, Msg: fmt.Sprintf("unknown runtime %q", conn.Runtime)})
 			return SelectedRuntime{}, nil, false
 		}
+		// Also for channels a release channel group made.
+		if err := config.RuntimeAllows(rt, c.in.Application.Name); err != nil {
+			c.fail(Error{Object: "application/" + c.in.Application.Name, Field: c.rc.Field, Msg: err.Error()})
+			return SelectedRuntime{}, nil, false
+		}
 		if m.RuntimeConnection != "" {
 			if conn.ConnectionName() == m.RuntimeConnection {
 				candidates = append(candidates, conn)

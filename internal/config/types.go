@@ -605,8 +605,15 @@ type PostDeploymentCheck struct {
 
 // Runtime is a backend where services run.
 type Runtime struct {
-	Name                  string             `json:"name"`
-	Labels                []Label            `json:"labels,omitempty"`
+	Name   string  `json:"name"`
+	Labels []Label `json:"labels,omitempty"`
+	// Applications, when set, are the only applications whose release
+	// channels may deliver to this runtime (drover extension): runtimes
+	// are configured by admins of every application, while an
+	// application's admin chooses its channels' runtimes, so this keeps
+	// one team's channels off another team's cluster or command host.
+	// Unset: any application may, as in Prodvana.
+	Applications          []string           `json:"applications,omitempty" drover:"extension"`
 	AutoRollback          *AutoRollback      `json:"autoRollback,omitempty"`
 	Fake                  *FakeRuntime       `json:"fake,omitempty"`
 	Custom                *CustomRuntime     `json:"custom,omitempty" alias:"extension"`

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"text/template"
 
@@ -231,6 +232,9 @@ func (v *validator) application(src *Source, app *Application) {
 			v.add(src, p+".application", "application is only for standalone releaseChannel files")
 		}
 		v.releaseChannel(src, p, &rc, false)
+		for j, c := range rc.Runtimes {
+			v.runtimeAllowed(src, fmt.Sprintf("%s.runtimes[%d].runtime", p, j), app.Name, c.Runtime)
+		}
 		if prev, ok := names[rc.Name]; ok && rc.Name != "" {
 			v.add(src, p+".name", "duplicate release channel %q (also releaseChannels[%d])", rc.Name, prev)
 		}
@@ -810,9 +814,41 @@ var (
 	awsRegionRE   = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]+$`)
 )
 
+// runtimeAllowed refuses a release channel of application app on runtime
+// name when the runtime's applications list does not include it.
+func (v *validator) runtimeAllowed(src *Source, field, app, name string) {
+	rs := v.set.Runtimes[name]
+	if rs == nil || rs.File.Runtime == nil {
+		return
+	}
+	if err := RuntimeAllows(rs.File.Runtime, app); err != nil {
+		v.add(src, field, "%v", err)
+	}
+}
+
+// RuntimeAllows is nil when application app may deliver to rt (its
+// applications list is unset or names app; a nil rt is left to the
+// unknown-runtime checks), else why not.
+func RuntimeAllows(rt *Runtime, app string) error {
+	if rt == nil || len(rt.Applications) == 0 || slices.Contains(rt.Applications, app) {
+		return nil
+	}
+	return fmt.Errorf("runtime %q may be used only by application(s) %s (its applications list), not by %s: ask an admin of every application to add %s there, or choose another runtime",
+		rt.Name, strings.Join(rt.Applications, ", "), app, app)
+}
+
 func (v *validator) runtime(src *Source, rt *Runtime) {
 	v.name(src, "runtime.name", rt.Name, "name")
 	v.labels(src, "runtime.labels", rt.Labels)
+	seen := map[string]bool{}
+	for i, app := range rt.Applications {
+		f := fmt.Sprintf("runtime.applications[%d]", i)
+		v.name(src, f, app, "name")
+		if seen[app] {
+			v.add(src, f, "application %q is listed twice", app)
+		}
+		seen[app] = true
+	}
 	var kinds []string
 	for name, set := range map[string]bool{"fake": rt.Fake != nil, "custom": rt.Custom != nil, "terraformRunner": rt.TerraformRunner != nil, "kubernetes": rt.Kubernetes != nil, "awsEcs": rt.AwsEcs != nil} {
 		if set {

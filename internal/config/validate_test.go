@@ -135,6 +135,19 @@ func TestValidateErrors(t *testing.T) {
 			},
 		},
 		{
+			// Tour 3's S16: a runtime says which applications may use it.
+			name: "runtime of other applications",
+			changes: map[string]string{
+				"runtimes/k8s.pvn.yaml": "runtime:\n  name: k8s\n  kubernetes: {}\n  applications: [billing, Bad, billing]\n",
+			},
+			want: []string{
+				"runtimes/k8s.pvn.yaml:4:27: runtime.applications[1]: name \"Bad\" is not valid: use lower-case letters, digits and '-', starting with a letter",
+				"runtimes/k8s.pvn.yaml:4:32: runtime.applications[2]: application \"billing\" is listed twice",
+				"shop.pvn.yaml:6:20: application.releaseChannels[0].runtimes[0].runtime: runtime \"k8s\" may be used only by application(s) billing, Bad, billing (its applications list), not by shop: ask an admin of every application to add shop there, or choose another runtime",
+				"shop.pvn.yaml:14:20: application.releaseChannels[1].runtimes[0].runtime: runtime \"k8s\" may be used only by application(s) billing, Bad, billing (its applications list), not by shop: ask an admin of every application to add shop there, or choose another runtime",
+			},
+		},
+		{
 			name: "missing required fields",
 			changes: map[string]string{
 				"services/web.pvn.yaml": "service:\n  parameters:\n    - string: {}\n    - name: tag\n",
