@@ -29,7 +29,8 @@ objects (Kubernetes manifests with templates and patches applied, or a custom
 runtime's commands with their parameter values), plus the bundle version and
 the desired state. Secrets are redacted.
 
---app and --service may be omitted when the configs hold only one.`,
+--app and --service may be omitted when the configs hold only one. Local
+references are read as validate reads them (--allow-path DIR or URL).`,
 		Example: `  drover compile examples/quickstart/... --app quickstart --service web --param image=1.27
   drover compile configs/... --app shop --service api --param-by-release-channel staging=image=1.28 -o json`,
 		Args: cobra.MinimumNArgs(1),

@@ -77,7 +77,8 @@ func newApplyCmd(g *globals) *cobra.Command {
 references here, and sends them to the server, which validates them together
 with what it already stores. If anything is invalid nothing changes and every
 problem is listed with its file and line. A new version of a config is stored
-only when its content changed.
+only when its content changed. Local references are read as validate reads
+them (--allow-path DIR or URL).
 
 Applying a service config does not deploy it: drover push does.`,
 		Example: `  drover apply examples/quickstart/...

@@ -45,7 +45,14 @@ compiles every service for every release channel (with placeholders for
 required parameters) to find template and rendering errors.
 
 PATH is a file, a directory (its *.pvn.yaml files, one level), or DIR/...
-(recursive). Exits 0 when everything is valid, 1 otherwise.`,
+(recursive). Exits 0 when everything is valid, 1 otherwise.
+
+Local references (kubernetesConfig.local, charts, values files, and what
+kustomize reads for them) may only read inside the config tree: the
+directory given, or its git repository. --allow-path DIR allows another
+directory; remote references kustomize would fetch or clone (http(s) URLs,
+git bases) are refused unless --allow-path URL allows them (the URL or a
+prefix of it, e.g. --allow-path https://github.com/org/).`,
 		Example: `  drover validate examples/quickstart/...
   drover validate app.pvn.yaml services/web.pvn.yaml -o json`,
 		Args: cobra.MinimumNArgs(1),

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -19,6 +20,12 @@ import (
 //     repository holding it (the directory with `.git`), so that configs may
 //     reference manifests elsewhere in their own repository;
 //   - plus any directory given with --allow-path.
+//
+// What kustomize reads for a KUSTOMIZE local.path follows the same rules, and
+// its remote references (http(s) URLs kustomize would fetch, git
+// repositories it would clone) are refused unless an --allow-path entry that
+// is a URL begins them (allowsRemote); the files of an allowed git
+// repository are read from the clone kustomize makes of it.
 //
 // Containment is checked after following symlinks, for the referenced path and
 // for every file read under it. Only regular files are read, each at most
@@ -45,31 +52,133 @@ var (
 // LoadOptions tune how configs are loaded.
 type LoadOptions struct {
 	// AllowPaths are directories outside the config tree that local references
-	// may read (the CLI's --allow-path).
+	// may read, and remote references (a URL, git::URL or user@host:path)
+	// that kustomize may fetch: each allows those it begins (the CLI's
+	// --allow-path).
 	AllowPaths []string
 }
 
 // confinement is the set of directories local references of one config file
 // may read: its config tree first, then the allowed paths. Every directory is
-// absolute and free of symlinks.
+// absolute and free of symlinks; the allowed remote references kustomize may
+// fetch (remoteEntry) are among them as written.
 type confinement struct {
 	roots []string
 }
 
-// allowedRoots resolves the --allow-path directories.
+// allowedRoots resolves the --allow-path directories, and checks the
+// remote references among them.
 func allowedRoots(paths []string) ([]string, error) {
 	out := make([]string, 0, len(paths))
 	for _, p := range paths {
+		if remoteEntry(p) {
+			if remoteHost(p) == "" {
+				return nil, fmt.Errorf("--allow-path %s: a remote reference must name its host, e.g. https://HOST/PATH", p)
+			}
+			out = append(out, p)
+			continue
+		}
 		resolved, err := filepath.Abs(p)
 		if err == nil {
 			resolved, err = filepath.EvalSymlinks(resolved)
 		}
 		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) && strings.HasPrefix(strings.ToLower(p), "github.com/") {
+				return nil, fmt.Errorf("--allow-path %s: %w (to allow a remote reference, give its URL: https://%s)", p, err, p)
+			}
 			return nil, fmt.Errorf("--allow-path %s: %w", p, err)
 		}
 		out = append(out, resolved)
 	}
 	return out, nil
+}
+
+// remoteEntry reports whether an --allow-path entry is a remote reference
+// rather than a directory: a URL (SCHEME://...), git::URL, or SCP-style
+// user@host:path.
+func remoteEntry(s string) bool {
+	if strings.Contains(s, "://") || len(s) >= 5 && strings.EqualFold(s[:5], "git::") {
+		return true
+	}
+	at := strings.IndexByte(s, '@')
+	return at > 0 && !strings.ContainsAny(s[:at], `/\:`) && strings.IndexByte(s[at:], ':') > 1
+}
+
+// normRemote is a remote reference as allowsRemote compares it: without
+// kustomize's git:: prefix, github.com/ shorthand as its https:// URL, and
+// the scheme in lower case.
+func normRemote(s string) string {
+	if len(s) >= 5 && strings.EqualFold(s[:5], "git::") {
+		s = s[5:]
+	}
+	if len(s) > len("github.com/") && strings.EqualFold(s[:len("github.com")], "github.com") && (s[len("github.com")] == '/' || s[len("github.com")] == ':') {
+		s = "https://github.com/" + s[len("github.com/"):]
+	}
+	if i := strings.Index(s, "://"); i > 0 {
+		s = strings.ToLower(s[:i]) + s[i:]
+	}
+	return s
+}
+
+// remoteHost is the host (with user and port) a remote reference names,
+// "" when it names none.
+func remoteHost(s string) string {
+	s = normRemote(s)
+	if i := strings.Index(s, "://"); i >= 0 {
+		rest := s[i+3:]
+		if j := strings.IndexAny(rest, "/?#"); j >= 0 {
+			rest = rest[:j]
+		}
+		return rest
+	}
+	if at := strings.IndexByte(s, '@'); at > 0 {
+		if colon := strings.IndexByte(s[at:], ':'); colon > 1 {
+			return s[at+1 : at+colon]
+		}
+	}
+	return ""
+}
+
+// allowsRemote reports whether the --allow-path entry allows the remote
+// reference ref: ref is the entry, or continues it after a "/", "?" or "#"
+// (or the entry ends with "/", or with the ":" of git@host:), so https://host/org allows
+// https://host/org/repo//base?ref=v1 but neither https://host/org-evil nor
+// https://host/org.evil.example. A reference with "." or ".." segments, or
+// a backslash, is never allowed: where it leads is for the remote end to
+// resolve.
+func allowsRemote(entry, ref string) bool {
+	e, r := normRemote(entry), normRemote(ref)
+	if e == "" || strings.ContainsRune(r, '\\') || hasDotSegment(r) || !strings.HasPrefix(r, e) {
+		return false
+	}
+	// A ":" ends the host of an SCP-style entry (git@host:), but in a URL it
+	// could start a port or end a user name (https://host:@evil.example).
+	if r == e || strings.HasSuffix(e, "/") || strings.HasSuffix(e, ":") && !strings.Contains(e, "://") {
+		return true
+	}
+	switch r[len(e)] {
+	case '/', '?', '#':
+		return true
+	}
+	return false
+}
+
+// hasDotSegment reports whether the path of a remote reference (before its
+// query) has a "." or ".." segment, also percent-encoded.
+func hasDotSegment(r string) bool {
+	if i := strings.IndexAny(r, "?#"); i >= 0 {
+		r = r[:i]
+	}
+	if i := strings.Index(r, "://"); i >= 0 {
+		r = r[i+3:]
+	}
+	for _, seg := range strings.FieldsFunc(r, func(c rune) bool { return c == '/' || c == ':' }) {
+		u, err := url.PathUnescape(seg)
+		if err != nil || u == "." || u == ".." {
+			return true
+		}
+	}
+	return false
 }
 
 // treeRoot is the config tree of a command-line argument: the directory it
@@ -153,7 +262,7 @@ func (c *confinement) check(written, p string) (string, error) {
 		return "", err
 	}
 	for _, r := range c.roots {
-		if within(r, resolved) {
+		if !remoteEntry(r) && within(r, resolved) {
 			return resolved, nil
 		}
 	}
@@ -354,10 +463,16 @@ func readConfigFile(p string) ([]byte, error) {
 	return readCapped(p, f, maxConfigBytes)
 }
 
-// kustomizeRead is asked before kustomize reads a file for a kustomization:
-// the same rules as for a file named in local.path.
+// kustomizeRead is asked before kustomize reads a file for a kustomization
+// (an absolute path): the same rules as for a file named in local.path,
+// widened to the clones of allowed git repositories. It is also asked about
+// each remote reference (a URL or git repository, as written), which an
+// --allow-path entry must allow.
 func (c *confinement) kustomizeRead(p string) error {
-	if _, err := c.check(p, p); err != nil {
+	if !filepath.IsAbs(p) {
+		return c.allowRemote(p)
+	}
+	if _, err := c.check(p, p); err != nil && !c.inClone(p) {
 		return err
 	}
 	st, err := os.Stat(p)
@@ -365,4 +480,59 @@ func (c *confinement) kustomizeRead(p string) error {
 		return nil //nolint:nilerr // a file that cannot be stat-ed is kustomize's to report, with its own context
 	}
 	return regularFile(p, st)
+}
+
+// allowRemote refuses the remote reference ref unless an --allow-path entry
+// allows it.
+func (c *confinement) allowRemote(ref string) error {
+	for _, r := range c.roots {
+		if remoteEntry(r) && allowsRemote(r, ref) {
+			return nil
+		}
+	}
+	if len(ref) > maxPathBytes {
+		return fmt.Errorf("remote resource of %d bytes is refused", len(ref))
+	}
+	return fmt.Errorf("remote resource %q is refused: kustomize would fetch it from the network (pass --allow-path %s, or a prefix of it, to allow it; or add its files to the config tree)", ref, shellWord(ref))
+}
+
+// inClone reports whether p lies, after symlinks, in a clone kustomize made
+// of a git repository (a kustomize-* directory in the temporary directory),
+// when --allow-path allows some remote reference: the files of an allowed
+// git base. A link in the clone that leads out of it is refused like any
+// other.
+func (c *confinement) inClone(p string) bool {
+	allowed := false
+	for _, r := range c.roots {
+		allowed = allowed || remoteEntry(r)
+	}
+	if !allowed {
+		return false
+	}
+	resolved, err := realPath(p)
+	if err != nil {
+		return false
+	}
+	tmp, err := realPath(os.TempDir())
+	if err != nil {
+		return false
+	}
+	rel, err := filepath.Rel(tmp, resolved)
+	if err != nil || !within(tmp, resolved) {
+		return false
+	}
+	clone, rest, ok := strings.Cut(rel, string(filepath.Separator))
+	return ok && rest != "" && strings.HasPrefix(clone, "kustomize-")
+}
+
+// shellWord quotes s for a shell when it needs it.
+func shellWord(s string) string {
+	safe := s != ""
+	for _, r := range s {
+		safe = safe && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("@%+=:,./_~-", r))
+	}
+	if safe {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/drover-dev/drover/internal/agent"
 	"github.com/drover-dev/drover/internal/cli"
 	"github.com/drover-dev/drover/internal/runtimehost"
-	"github.com/drover-dev/drover/internal/runtimehost/builtin"
 	"github.com/drover-dev/drover/internal/runtimes/custom"
 	"github.com/drover-dev/drover/internal/runtimes/remote"
 	"github.com/drover-dev/drover/internal/runtimes/terraform"
@@ -22,6 +21,7 @@ func newAgentCmd() *cobra.Command {
 	var (
 		cfg                                               agent.Config
 		tokenFile, logLevel, mode, serverFlag, healthAddr string
+		moduleRoots                                       []string
 	)
 	cmd := &cobra.Command{
 		Use:   "agent",
@@ -41,7 +41,8 @@ their proxyRuntime, as Kubernetes Jobs in the cluster (in the proxyRuntime's
 containerOrchestration.k8s.namespace, else drover-proxy-runtime-<runtime>).
 --mode commands (the default elsewhere) runs the commands of custom and
 Terraform runtimes that name the linked runtime as their proxyRuntime, on
-this host.
+this host; Terraform modules must lie in a --terraform-module-root directory
+(default: the agent's working directory).
 
 The server's certificate is checked against --fingerprint (printed by link;
 a self-signed server certificate is then fine) or else against --ca-file or
@@ -101,7 +102,9 @@ token: the runtime was unlinked or its token rotated.`,
 				}
 				cfg.Health = ln
 			}
-			cfg.Registry = builtin.Registry()
+			if cfg.Registry, err = runtimeRegistry(moduleRoots, log); err != nil {
+				return err
+			}
 			cfg.Jobs = map[string]func(kubeconfig, kubeContext string) runtimehost.Factory{
 				"custom": func(kubeconfig, kubeContext string) runtimehost.Factory {
 					return custom.JobsFactory(kubeconfig, kubeContext)
@@ -132,6 +135,7 @@ token: the runtime was unlinked or its token rotated.`,
 	fl.StringVar(&cfg.Context, "context", "", "kubeconfig context (default: the current one)")
 	fl.StringVar(&cfg.DataDir, "data", "", "a directory runtimes may keep state in (default: none)")
 	fl.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fl.StringArrayVar(&moduleRoots, "terraform-module-root", nil, "with --mode commands: "+terraformModuleRootUsage)
 	fl.StringVar(&healthAddr, "health-listen", "", "serve probes on this address: /livez, and /healthz (503 when not connected to the server for 2 minutes); e.g. :8080")
 	return cmd
 }

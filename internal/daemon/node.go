@@ -10,6 +10,7 @@ import (
 
 	"github.com/drover-dev/drover/internal/alerts"
 	"github.com/drover-dev/drover/internal/engine"
+	"github.com/drover-dev/drover/internal/eventretention"
 	"github.com/drover-dev/drover/internal/gitcheck"
 	"github.com/drover-dev/drover/internal/metrics"
 	"github.com/drover-dev/drover/internal/runtimehost"
@@ -61,6 +62,11 @@ type Config struct {
 	// store would hand one server's records to another, which would end
 	// processes that are not its own. nil = Store.
 	Processes ProcessRecords
+	// EventRetention is how long events are kept (0: for good); older
+	// ones are archived into EventArchive, then deleted (package
+	// eventretention).
+	EventRetention time.Duration
+	EventArchive   string
 }
 
 // AgentsConfig is where a server accepts agents.
@@ -116,6 +122,8 @@ type Node struct {
 	hub    *remote.Hub
 	agents *AgentsConfig
 	store  store.Store
+	// retention is the event retention's configuration (Horizon 0: off).
+	retention eventretention.Config
 }
 
 // New wires a node on cfg.Store. Call Run to start it.
@@ -173,6 +181,7 @@ func New(cfg Config) *Node {
 		cfg.Metrics.QueueDepth(n.loop.QueueLen)
 	}
 	n.hub.SetReplica(n.loop.Owner())
+	n.retention = eventretention.Config{Horizon: cfg.EventRetention, ArchiveDir: cfg.EventArchive, Owner: n.loop.Owner(), Now: cfg.Now, Log: cfg.Log}
 	n.srv = server.New(server.Config{Store: cfg.Store, Engine: n.loop, Runtimes: n.host, Log: cfg.Log, Now: cfg.Now, Edge: cfg.Edge,
 		StoreKind: cfg.StoreKind, Replica: n.loop.Owner(), Agents: n.agentsInfo()})
 	return n
@@ -274,6 +283,11 @@ func (n *Node) Run(ctx context.Context, ln net.Listener) error {
 		announced := make(chan struct{})
 		go func() { defer close(announced); n.announce(actx) }()
 		defer func() { stopAnnounce(); <-announced }()
+	}
+	if n.retention.Horizon > 0 {
+		retained := make(chan struct{})
+		go func() { defer close(retained); eventretention.Run(ctx, n.store, n.retention) }()
+		defer func() { cancel(); <-retained }()
 	}
 	loopDone := make(chan error, 1)
 	srvDone := make(chan error, 1)

@@ -27,6 +27,9 @@ import (
 	"github.com/drover-dev/drover/internal/datadir"
 	"github.com/drover-dev/drover/internal/engine"
 	"github.com/drover-dev/drover/internal/metrics"
+	"github.com/drover-dev/drover/internal/runtimehost"
+	"github.com/drover-dev/drover/internal/runtimehost/builtin"
+	"github.com/drover-dev/drover/internal/runtimes/terraform"
 	"github.com/drover-dev/drover/internal/server"
 	"github.com/drover-dev/drover/internal/store"
 	"github.com/drover-dev/drover/internal/store/postgres"
@@ -42,6 +45,10 @@ type serverFlags struct {
 	settings          engine.Settings
 	workers           int
 	keepDesiredStates int
+	// eventRetention is how long events are kept (0: for good), and
+	// eventArchive where older ones are archived before they are deleted.
+	eventRetention time.Duration
+	eventArchive   string
 	publicNames       []string // see serve_edge.go
 	token             string   // set by start
 	shutdownGrace     time.Duration
@@ -76,6 +83,9 @@ type serverFlags struct {
 	agentsOpen *AgentsConfig
 	// oidc signs people in through an OpenID provider.
 	oidc oidcFlags
+	// terraformModuleRoots are the directories terraformRunner modules may
+	// be in (none given: the working directory).
+	terraformModuleRoots []string
 }
 
 func (f *serverFlags) register(cmd *cobra.Command, defaultData string) {
@@ -100,6 +110,8 @@ func (f *serverFlags) register(cmd *cobra.Command, defaultData string) {
 	fl.DurationVar(&f.settings.ProgressDeadline, "progress-deadline", f.settings.ProgressDeadline, "fail a rollout that has not converged in this long (service progressDeadline overrides)")
 	fl.IntVar(&f.settings.MaxApplyAttempts, "apply-attempts", f.settings.MaxApplyAttempts, "apply attempts before a release channel fails")
 	fl.IntVar(&f.workers, "workers", engine.DefaultWorkers(), "services reconciled in parallel (4 per CPU, at least 8, unless set)")
+	fl.DurationVar(&f.eventRetention, "event-retention", 0, "how long events (the history) are kept, e.g. 2160h for 90 days; older ones are written to --event-archive, then deleted, once an hour (0, the default, keeps them all)")
+	fl.StringVar(&f.eventArchive, "event-archive", "", "directory the events older than --event-retention are archived in, one JSON event per line (default DATA/events-archive)")
 	fl.IntVar(&f.keepDesiredStates, "keep-desired-states", store.DefaultKeepSuperseded, "superseded desired states per service that keep their compiled copy, besides those rollback and status need (-1 keeps all)")
 	fl.StringArrayVar(&f.publicNames, "public-name", nil, "a further host name (or host:port) clients use for this server, e.g. behind a proxy; repeatable")
 	fl.DurationVar(&f.leaseTTL, "lease-ttl", 15*time.Second, "with --database: how long a server that died keeps its services before another server takes them over (an apply it claimed, twice as long); at least 1s")
@@ -109,6 +121,7 @@ func (f *serverFlags) register(cmd *cobra.Command, defaultData string) {
 	fl.StringVar(&f.agentKey, "agent-tls-key", "", "private key (PEM) of --agent-tls-cert")
 	fl.StringVar(&f.agentAdvertise, "agent-advertise-url", "", "with --database: this server's own address for agents, https://HOST:PORT; agents connected to any server also connect here, so every server reaches every agent (default: https:// and the --agent-listen address when it names a host and --agent-url is not set; \"none\" announces nothing)")
 	f.oidc.register(cmd)
+	fl.StringArrayVar(&f.terraformModuleRoots, "terraform-module-root", nil, terraformModuleRootUsage)
 	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", 30*time.Second, "on Ctrl-C or SIGTERM, how long applies in flight may still finish before they are stopped (a second signal stops at once)")
 }
 
@@ -147,6 +160,8 @@ func (f *serverFlags) validate() error {
 		return f.validateTLS()
 	case f.leaseTTL < time.Second:
 		return cli.UsageErrorf("invalid --lease-ttl %v: must be at least 1s", f.leaseTTL)
+	case f.eventRetention != 0 && f.eventRetention < time.Hour:
+		return cli.UsageErrorf("invalid --event-retention %v: must be at least 1h (or 0 to keep every event)", f.eventRetention)
 	}
 	return nil
 }
@@ -155,6 +170,10 @@ func (f *serverFlags) validate() error {
 // returned function stops it and waits.
 func (f *serverFlags) start(ctx context.Context, log *slog.Logger) (addr string, stop func() error, err error) {
 	if err := f.validate(); err != nil {
+		return "", nil, err
+	}
+	registry, err := runtimeRegistry(f.terraformModuleRoots, log)
+	if err != nil {
 		return "", nil, err
 	}
 	lock, st, procs, kind, err := f.openStore(ctx, log)
@@ -208,8 +227,9 @@ func (f *serverFlags) start(ctx context.Context, log *slog.Logger) (addr string,
 	m := metrics.New()
 	m.Instances(func(ctx context.Context) ([]store.Instance, error) { return st.ListInstances(ctx, "", "") }, 15*time.Second)
 	edge.Metrics = m
-	node := New(Config{Metrics: m, Store: st, DataDir: f.data, Settings: f.settings, Log: log, Workers: f.workers, Edge: edge, ShutdownGrace: f.shutdownGrace, APIOnly: f.apiOnly,
-		StoreKind: kind, Shared: kind == "postgres", LeaseTTL: f.leaseTTL, Processes: procs, Agents: agents})
+	node := New(Config{Metrics: m, Store: st, DataDir: f.data, Registry: registry, Settings: f.settings, Log: log, Workers: f.workers, Edge: edge, ShutdownGrace: f.shutdownGrace, APIOnly: f.apiOnly,
+		StoreKind: kind, Shared: kind == "postgres", LeaseTTL: f.leaseTTL, Processes: procs, Agents: agents,
+		EventRetention: f.eventRetention, EventArchive: f.archiveDir()})
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- node.Run(ctx, ln) }()
@@ -329,6 +349,28 @@ type withLocal struct {
 
 func (w withLocal) Close() error {
 	return errors.Join(w.Store.Close(), w.local.Close())
+}
+
+// terraformModuleRootUsage describes --terraform-module-root, of drover
+// server and drover agent.
+const terraformModuleRootUsage = "a directory terraformRunner modules (a service's path parameter) may be in, symbolic links resolved; repeatable (default: the working directory, none when it is /)"
+
+// runtimeRegistry is the built-in runtime kinds, terraformRunner's with the
+// module roots of --terraform-module-root (none given: the default,
+// terraform.DefaultModuleRoots).
+func runtimeRegistry(moduleRoots []string, log *slog.Logger) (runtimehost.Registry, error) {
+	resolve := terraform.DefaultModuleRoots
+	if len(moduleRoots) > 0 {
+		resolve = func() ([]string, error) { return terraform.ResolveModuleRoots(moduleRoots) }
+	}
+	roots, err := resolve()
+	if err != nil {
+		return nil, cli.UsageErrorf("%v", err)
+	}
+	log.Debug("terraform module roots", "roots", roots)
+	reg := builtin.Registry()
+	reg["terraformRunner"] = terraform.FactoryWith(terraform.Settings{ModuleRoots: roots})
+	return reg, nil
 }
 
 func defaultDataDir(name string) string {
@@ -570,4 +612,12 @@ func redactURL(raw string) string {
 		u.RawQuery = q.Encode()
 	}
 	return u.Redacted()
+}
+
+// archiveDir is where event retention archives events.
+func (f *serverFlags) archiveDir() string {
+	if f.eventArchive != "" {
+		return f.eventArchive
+	}
+	return filepath.Join(f.data, "events-archive")
 }

@@ -78,3 +78,26 @@ func TestServerBadDatabase(t *testing.T) {
 		t.Fatalf("start on an unreachable database: %v", err)
 	}
 }
+
+// TestEventRetentionFlags: a horizon under an hour is refused (a typo
+// such as 90m for 90 days would delete nearly the whole history), and the
+// archive is in the data directory unless --event-archive says otherwise.
+func TestEventRetentionFlags(t *testing.T) {
+	t.Parallel()
+	f := testFlags(t, "")
+	f.eventRetention = 90 * time.Minute
+	if err := f.validate(); err != nil {
+		t.Errorf("90m: %v", err)
+	}
+	f.eventRetention = 59 * time.Minute
+	if err := f.validate(); err == nil || !strings.Contains(err.Error(), "--event-retention 59m0s: must be at least 1h") {
+		t.Errorf("59m: %v", err)
+	}
+	if got, want := f.archiveDir(), filepath.Join(f.data, "events-archive"); got != want {
+		t.Errorf("archive %s, want %s", got, want)
+	}
+	f.eventArchive = "/srv/archive"
+	if got := f.archiveDir(); got != "/srv/archive" {
+		t.Errorf("archive %s", got)
+	}
+}

@@ -69,7 +69,11 @@
 // kustomization root (bases are fine), and the legacy resource order unless
 // the kustomization sets sortOptions. Remote resources (git URLs, http(s)
 // URLs, file:// URLs) are rejected before kustomize runs, because kustomize
-// would otherwise shell out to git or fetch over HTTP at compile time.
+// would otherwise shell out to git or fetch over HTTP at compile time: in
+// the kustomization, the local bases and components it uses, and the
+// configs of its generators, transformers and validators (kustomize loads
+// their paths too). [RenderKustomizeDir] asks its caller's check about
+// each instead, so the CLI can allow some (--allow-path URL).
 // kustomize keeps its OpenAPI schema in process-global state, so renders are
 // serialized by a package mutex.
 package manifest

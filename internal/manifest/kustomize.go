@@ -13,7 +13,6 @@ import (
 
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
-	"sigs.k8s.io/yaml"
 )
 
 // kustomizationFileNames are the names kustomize recognises, in its order of
@@ -69,8 +68,9 @@ func cleanRelPath(p string) (string, error) {
 // returns the rendered multi-document YAML.
 //
 // Nothing outside files is read: remote resources (git repositories,
-// http(s) and file:// URLs) anywhere in the kustomization or the local bases
-// and components it uses are rejected before kustomize runs. Text such as
+// http(s) and file:// URLs) anywhere in the kustomization or what it uses
+// locally (bases, components, and the plugin configs of generators,
+// transformers and validators) are rejected before kustomize runs. Text such as
 // {{.Params.image}} in quoted YAML strings passes through unchanged, so Go
 // templates can be rendered on the output. Errors mention dir.
 func RenderKustomize(files map[string][]byte, dir string) ([]byte, error) {
@@ -105,7 +105,11 @@ func RenderKustomize(files map[string][]byte, dir string) ([]byte, error) {
 	if !IsKustomizationDir(tree, root) {
 		return fail(fmt.Errorf("no kustomization.yaml, kustomization.yml or Kustomization in %s", displayDir(root)))
 	}
-	if err := checkNoRemote(tree, root, map[string]bool{}); err != nil {
+	// The tree is rendered where it is compiled, the server included,
+	// which fetches nothing.
+	if err := walkRemote(memTree(tree), root, func(r remoteRef) error {
+		return fmt.Errorf("%s: %s: %q is remote: remote bases and files are not supported; add the files to the repository instead", r.file, r.field, r.ref)
+	}); err != nil {
 		return fail(err)
 	}
 	// The tree is written to a private temporary directory and built
@@ -165,142 +169,4 @@ func displayDir(dir string) string {
 		return "the root directory"
 	}
 	return dir
-}
-
-// isRemote reports whether a kustomization reference would make kustomize
-// go beyond the file tree: it mirrors how kustomize recognises git
-// repository URLs (scheme, SCP-style user@host: and github.com/ shorthand,
-// optionally after "git::") and remote files (http, https).
-func isRemote(ref string) bool {
-	s := ref
-	if len(s) >= 5 && strings.EqualFold(s[:5], "git::") {
-		s = s[5:]
-	}
-	lower := strings.ToLower(s)
-	for _, scheme := range []string{"ssh://", "https://", "http://", "file://"} {
-		if strings.HasPrefix(lower, scheme) {
-			return true
-		}
-	}
-	if strings.HasPrefix(lower, "github.com/") || strings.HasPrefix(lower, "github.com:") {
-		return true
-	}
-	// SCP style: user@host:path or user@host/path.
-	if i := strings.IndexByte(s, '@'); i > 0 {
-		user := s[:i]
-		ok := user[0] >= 'a' && user[0] <= 'z' || user[0] >= 'A' && user[0] <= 'Z'
-		for _, r := range user[1:] {
-			ok = ok && (r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
-		}
-		if ok {
-			return true
-		}
-	}
-	return false
-}
-
-// checkNoRemote rejects remote references in the kustomization in dir and,
-// recursively, in the local kustomization directories it refers to.
-func checkNoRemote(files map[string][]byte, dir string, seen map[string]bool) error {
-	if seen[dir] {
-		return nil
-	}
-	seen[dir] = true
-	file := kustomizationFile(files, dir)
-	if file == "" {
-		return nil
-	}
-	var k map[string]any
-	if err := yaml.Unmarshal(files[file], &k); err != nil {
-		// Leave it to kustomize to report malformed kustomizations.
-		return nil //nolint:nilerr // deliberate: kustomize itself reports the malformed file with better context
-	}
-	// Fields that kustomize loads as directories (git URLs are cloned) or
-	// files (http URLs are fetched).
-	var dirs []string
-	for _, f := range []string{"resources", "bases", "components", "crds", "configurations",
-		"generators", "transformers", "validators"} {
-		dirs = append(dirs, stringsIn(field(k, f))...)
-	}
-	refs := append([]string(nil), dirs...)
-	refs = append(refs, stringsIn(field(k, "patchesStrategicMerge"))...)
-	for _, f := range []string{"patches", "patchesJson6902", "replacements"} {
-		for _, item := range listIn(field(k, f)) {
-			refs = append(refs, stringsIn(field(mapIn(item), "path"))...)
-		}
-	}
-	refs = append(refs, stringsIn(field(mapIn(field(k, "openapi")), "path"))...)
-	for _, f := range []string{"configMapGenerator", "secretGenerator"} {
-		for _, item := range listIn(field(k, f)) {
-			g := mapIn(item)
-			for _, src := range stringsIn(field(g, "files")) {
-				if _, after, ok := strings.Cut(src, "="); ok {
-					src = after
-				}
-				refs = append(refs, src)
-			}
-			refs = append(refs, stringsIn(field(g, "envs"))...)
-			refs = append(refs, stringsIn(field(g, "env"))...)
-		}
-	}
-	for _, ref := range refs {
-		if isRemote(ref) {
-			return fmt.Errorf("%s refers to %q: remote bases and files are not supported; add the files to the repository instead", file, ref)
-		}
-	}
-	for _, ref := range dirs {
-		if strings.Contains(ref, "\n") || path.IsAbs(ref) {
-			continue // inline content, or an absolute path kustomize rejects
-		}
-		sub := path.Join(dir, ref)
-		if sub == ".." || strings.HasPrefix(sub, "../") {
-			continue // kustomize reports it
-		}
-		if err := checkNoRemote(files, sub, seen); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// field looks key up case-insensitively, as kustomize decodes
-// kustomizations with encoding/json.
-func field(m map[string]any, key string) any {
-	if v, ok := m[key]; ok {
-		return v
-	}
-	for k, v := range m {
-		if strings.EqualFold(k, key) {
-			return v
-		}
-	}
-	return nil
-}
-
-func listIn(v any) []any {
-	l, _ := v.([]any)
-	return l
-}
-
-func mapIn(v any) map[string]any {
-	m, _ := v.(map[string]any)
-	return m
-}
-
-// stringsIn returns v if it is a string, or the strings in v if it is a
-// list.
-func stringsIn(v any) []string {
-	switch x := v.(type) {
-	case string:
-		return []string{x}
-	case []any:
-		var out []string
-		for _, e := range x {
-			if s, ok := e.(string); ok {
-				out = append(out, s)
-			}
-		}
-		return out
-	}
-	return nil
 }

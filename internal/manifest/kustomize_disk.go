@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"fmt"
+	"path/filepath"
 
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -10,9 +11,28 @@ import (
 // RenderKustomizeDir renders a kustomize directory on disk, as `kubectl
 // kustomize DIR` would; overlays may reference bases elsewhere on disk. It is
 // used when configs are loaded, before they are sent anywhere. check, when
-// not nil, is asked before kustomize reads each file (the config package
-// confines reads to the config tree with it).
+// not nil, is asked before kustomize reads each file (an absolute path) and,
+// before kustomize runs, about each remote reference (an http(s) URL or a
+// git repository, as the kustomization wrote it: never an absolute path)
+// in the kustomization or what it uses locally; an error refuses it. The
+// config package confines reads to the config tree with it, and allows
+// remote references only as --allow-path says. With a nil check nothing is
+// refused.
 func RenderKustomizeDir(dir string, check func(path string) error) ([]byte, error) {
+	if check != nil {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return nil, fmt.Errorf("render %s: %w", dir, err)
+		}
+		if err := walkRemote(diskTree{check: check}, abs, func(r remoteRef) error {
+			if err := check(r.ref); err != nil {
+				return fmt.Errorf("%s: %s: %w", r.file, r.field, err)
+			}
+			return nil
+		}); err != nil {
+			return nil, fmt.Errorf("render %s: %w", dir, err)
+		}
+	}
 	fsys := filesys.MakeFsOnDisk()
 	confined := &confinedFS{FileSystem: fsys, check: check}
 	if check != nil {

@@ -961,6 +961,11 @@ type Store interface {
 	// Every event with a lower Seq is committed: a reader that filters
 	// events by type may move its AfterSeq up to it.
 	LastEventSeq(ctx context.Context) (int64, error)
+	// PruneEvents deletes the events with a Seq up to throughSeq, except
+	// the newest event of all (the history's end, from which seqs go on),
+	// and returns how many it deleted. Event retention calls it once the
+	// events are archived (see docs/data-directory.md).
+	PruneEvents(ctx context.Context, throughSeq int64) (int64, error)
 
 	// Check reports the store's health: nil when it can read and write;
 	// otherwise an error that says what is wrong (its files were removed or

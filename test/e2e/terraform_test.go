@@ -146,7 +146,7 @@ func TestTerraformRunner(t *testing.T) {
 	if err := os.WriteFile(tfrc, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s := crStartServer(t, []string{"TF_CLI_CONFIG_FILE=" + tfrc, "CHECKPOINT_DISABLE=1"})
+	s := crStartServer(t, []string{"TF_CLI_CONFIG_FILE=" + tfrc, "CHECKPOINT_DISABLE=1"}, "--terraform-module-root", tmp)
 	s.ok("alice", "apply", dir+"/...")
 	version, dsID := s.push("alice", app, svc)
 	crWait(s, app, svc, 0)

@@ -22,18 +22,29 @@
 //	    applied-version   the version of the last successful apply
 //
 // The module is the directory of the service's path parameter: absolute, or
-// relative to the server's working directory. Before every plan it is
-// synced into module/: changed files are rewritten and files the module no
-// longer has are deleted, but terraform's own files at the top (.terraform/,
-// terraform.tfstate*, terraform.tfstate.d/, .terraform.tfstate.lock.info,
-// and .terraform.lock.hcl when the module has none) are never copied from
-// the source nor deleted from the copy. So the state of the default local
+// relative to the server's working directory. It must lie, after symbolic
+// links, in one of the host's module roots (Settings.ModuleRoots: drover
+// server's and drover agent's --terraform-module-root, ModuleRootFlag; by
+// default the process's working directory, none when that is /), and
+// neither in nor around the data directory: whoever may configure a
+// service chooses the path, and must not reach every directory of the
+// host. Before every plan it is synced into module/: changed files are
+// rewritten and files the module no longer has are deleted, but
+// terraform's own files at the top (.terraform/, terraform.tfstate*,
+// terraform.tfstate.d/, .terraform.tfstate.lock.info, and
+// .terraform.lock.hcl when the module has none) are never copied from the
+// source nor deleted from the copy. So the state of the default local
 // backend is kept in the working directory across syncs and restarts,
 // without the -state flag (deprecated since Terraform 1.10); a module that
 // configures its own backend keeps using it. Symbolic links in the module
-// are followed; .git and .terraform directories are not copied. Local module
-// sources outside the module directory ("../modules/x") are not copied:
-// reference them by absolute path or keep them inside the module.
+// are followed when they lead into a module root (else the sync fails,
+// naming the link); .git and .terraform are not copied, at any depth.
+// Files are streamed (memory does not grow with their size); a module of
+// more than MaxModuleBytes or MaxModuleEntries files and directories, or
+// holding a FIFO, socket or device, is refused before anything is copied.
+// Local module sources outside the module directory ("../modules/x") are
+// not copied: reference them by absolute path or keep them inside the
+// module.
 //
 // terraform init -input=false runs when the module's content, the
 // extraInitArgs parameter or the binary changed since the last successful

@@ -78,6 +78,7 @@ func write(t *testing.T, path, content string) {
 func TestSyncModule(t *testing.T) {
 	t.Parallel()
 	src, dst := t.TempDir(), filepath.Join(t.TempDir(), "module")
+	lim := testLimits(t)
 	write(t, filepath.Join(src, "main.tf"), "a")
 	write(t, filepath.Join(src, "sub", "x.tf"), "x")
 	write(t, filepath.Join(src, "terraform.tfstate"), "local state of a developer")
@@ -88,7 +89,7 @@ func TestSyncModule(t *testing.T) {
 	if err := os.Symlink(shared, filepath.Join(src, "linked")); err != nil {
 		t.Fatal(err)
 	}
-	h1, err := syncModule(src, dst)
+	h1, err := syncModule(src, dst, lim)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +108,7 @@ func TestSyncModule(t *testing.T) {
 	write(t, filepath.Join(dst, ".terraform", "providers"), "p")
 	write(t, filepath.Join(dst, lockFile), "lock")
 	write(t, filepath.Join(dst, "generated.tf"), "g")
-	if h, err := syncModule(src, dst); err != nil || h != h1 {
+	if h, err := syncModule(src, dst, lim); err != nil || h != h1 {
 		t.Fatalf("unchanged module: hash %s (was %s), %v", h, h1, err)
 	}
 	for f, want := range map[string]bool{"terraform.tfstate": true, ".terraform/providers": true, lockFile: true, "generated.tf": false} {
@@ -120,7 +121,7 @@ func TestSyncModule(t *testing.T) {
 	}
 	write(t, filepath.Join(src, "main.tf"), "b")
 	write(t, filepath.Join(src, lockFile), "module lock")
-	h2, err := syncModule(src, dst)
+	h2, err := syncModule(src, dst, lim)
 	if err != nil || h2 == h1 {
 		t.Fatalf("changed module: hash %s (was %s), %v", h2, h1, err)
 	}
@@ -136,10 +137,10 @@ func TestSyncModule(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(dst, "terraform.tfstate")); string(b) != "state" {
 		t.Errorf("state = %q", b)
 	}
-	if _, err := syncModule(filepath.Join(src, "missing"), dst); err == nil {
+	if _, err := syncModule(filepath.Join(src, "missing"), dst, lim); err == nil {
 		t.Error("missing module: no error")
 	}
-	if _, err := syncModule(filepath.Join(src, "main.tf"), dst); err == nil {
+	if _, err := syncModule(filepath.Join(src, "main.tf"), dst, lim); err == nil {
 		t.Error("module path is a file: no error")
 	}
 }

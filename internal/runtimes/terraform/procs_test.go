@@ -47,7 +47,7 @@ func (p *procRecorder) AddProcess(_ context.Context, proc runtimes.Process) (fun
 
 func newTrackedRuntime(t *testing.T, runner *config.TerraformRunner, procs runtimes.ProcessRecorder) *Runtime {
 	t.Helper()
-	r, err := New(&config.Runtime{Name: "tf", TerraformRunner: runner}, runtimes.Options{DataDir: t.TempDir(), Processes: procs})
+	r, err := NewWith(&config.Runtime{Name: "tf", TerraformRunner: runner}, runtimes.Options{DataDir: t.TempDir(), Processes: procs}, testSettings(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,6 +70,7 @@ type Runtime struct {
 	bin     string
 	runner  *config.TerraformRunner // the runtime's own config, used when a target carries none
 	jobs    *jobRunner              // runs the commands as Kubernetes Jobs; nil: on this host
+	modules moduleLimits            // where modules on this host may be, and how much is copied
 	root    string                  // <DataDir>/terraform/<runtime>
 	tempDir string                  // root's temporary parent when Options.DataDir is "", removed by Close
 	now     func() time.Time
@@ -137,8 +138,64 @@ type spec struct {
 	runner   *config.TerraformRunner
 }
 
+// Settings are the host's rules for the modules of the terraform runtimes
+// it builds: the flags of drover server and drover agent.
+type Settings struct {
+	// ModuleRoots are the directories a module directory (the service's
+	// path parameter), and every file copied from it after symbolic links,
+	// must lie in. None: no module directory on this host is allowed.
+	ModuleRoots []string
+	// MaxModuleBytes and MaxModuleEntries cap what is copied of one module
+	// (0: MaxModuleBytes and MaxModuleEntries).
+	MaxModuleBytes   int64
+	MaxModuleEntries int
+}
+
+// DefaultModuleRoots are the module roots when none is configured: the
+// working directory of the process, so that a relative path parameter
+// works as documented; none when that is the file system's root (a
+// service manager's default), which would allow every directory.
+func DefaultModuleRoots() ([]string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return nil, fmt.Errorf("terraform module roots: %w", err)
+	}
+	roots, err := ResolveModuleRoots([]string{wd})
+	if err != nil {
+		return nil, err
+	}
+	if filepath.Dir(roots[0]) == roots[0] {
+		return nil, nil
+	}
+	return roots, nil
+}
+
+// ResolveModuleRoots makes dirs (the values of ModuleRootFlag) absolute
+// with their symbolic links resolved, and checks that each is a directory.
+func ResolveModuleRoots(dirs []string) ([]string, error) {
+	out := make([]string, 0, len(dirs))
+	for _, d := range dirs {
+		abs, err := filepath.Abs(d)
+		if err == nil {
+			abs, err = filepath.EvalSymlinks(abs)
+		}
+		var info os.FileInfo
+		if err == nil {
+			info, err = os.Stat(abs)
+		}
+		if err == nil && !info.IsDir() {
+			err = errors.New("not a directory")
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", ModuleRootFlag, d, err)
+		}
+		out = append(out, abs)
+	}
+	return out, nil
+}
+
 // Factory builds a terraform runtime; it is the runtimehost.Factory for kind
-// "terraformRunner".
+// "terraformRunner", with the default module roots (DefaultModuleRoots).
 func Factory(cfg *config.Runtime, opts runtimes.Options) (runtimes.Runtime, error) {
 	r, err := New(cfg, opts)
 	if err != nil {
@@ -147,12 +204,34 @@ func Factory(cfg *config.Runtime, opts runtimes.Options) (runtimes.Runtime, erro
 	return r, nil
 }
 
-// New builds the runtime cfg describes (cfg.TerraformRunner). The binary is
+// FactoryWith is Factory with the host's settings s (drover server and
+// drover agent make s from their flags).
+func FactoryWith(s Settings) func(cfg *config.Runtime, opts runtimes.Options) (runtimes.Runtime, error) {
+	return func(cfg *config.Runtime, opts runtimes.Options) (runtimes.Runtime, error) {
+		r, err := NewWith(cfg, opts, s)
+		if err != nil {
+			return nil, err
+		}
+		return r, nil
+	}
+}
+
+// New builds the runtime cfg describes (cfg.TerraformRunner), with the
+// default module roots (DefaultModuleRoots). The binary is
 // $DROVER_TERRAFORM, else terraform on PATH, else tofu on PATH; New fails
 // with ErrNoBinary when there is none. Working directories live under
 // <opts.DataDir>/terraform/<runtime>/ (a temporary directory, removed by
 // Close, when opts.DataDir is "").
 func New(cfg *config.Runtime, opts runtimes.Options) (*Runtime, error) {
+	roots, err := DefaultModuleRoots()
+	if err != nil {
+		return nil, fmt.Errorf("runtime %s: %w", cfg.Name, err)
+	}
+	return NewWith(cfg, opts, Settings{ModuleRoots: roots})
+}
+
+// NewWith is New with the host's settings s.
+func NewWith(cfg *config.Runtime, opts runtimes.Options, s Settings) (*Runtime, error) {
 	if err := checkConfig(cfg); err != nil {
 		return nil, err
 	}
@@ -160,7 +239,45 @@ func New(cfg *config.Runtime, opts runtimes.Options) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runtime %s: %w", cfg.Name, err)
 	}
-	return build(cfg, opts, bin)
+	r, err := build(cfg, opts, bin)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.setModules(s, opts.DataDir); err != nil {
+		_ = r.Close()
+		return nil, fmt.Errorf("runtime %s: %w", cfg.Name, err)
+	}
+	return r, nil
+}
+
+// setModules sets where the runtime's modules may be (in s's roots, never
+// in the data directory) and how much of one is copied.
+func (r *Runtime) setModules(s Settings, dataDir string) error {
+	roots, err := ResolveModuleRoots(s.ModuleRoots)
+	if err != nil {
+		return err
+	}
+	r.modules = moduleLimits{roots: roots, maxBytes: s.MaxModuleBytes, maxEntries: s.MaxModuleEntries}
+	if r.modules.maxBytes <= 0 {
+		r.modules.maxBytes = MaxModuleBytes
+	}
+	if r.modules.maxEntries <= 0 {
+		r.modules.maxEntries = MaxModuleEntries
+	}
+	for _, d := range []string{dataDir, r.tempDir} {
+		if d == "" {
+			continue
+		}
+		real, err := filepath.Abs(d)
+		if err == nil {
+			real, err = filepath.EvalSymlinks(real)
+		}
+		if err != nil {
+			return fmt.Errorf("data directory: %w", err)
+		}
+		r.modules.exclude = append(r.modules.exclude, real)
+	}
+	return nil
 }
 
 // build builds the runtime of cfg (a terraformRunner) running bin.
@@ -192,6 +309,11 @@ func build(cfg *config.Runtime, opts runtimes.Options, bin string) (*Runtime, er
 			return nil, fmt.Errorf("runtime %s: %w", cfg.Name, err)
 		}
 		r.tempDir = base
+	}
+	// terraform runs in module/ and is given paths in the working
+	// directory (plan.tfplan): they must not be relative.
+	if base, err = filepath.Abs(base); err != nil {
+		return nil, fmt.Errorf("runtime %s: %w", cfg.Name, err)
 	}
 	r.root = filepath.Join(base, "terraform", name)
 	if err := os.MkdirAll(r.root, 0o750); err != nil {
@@ -463,7 +585,7 @@ func (r *Runtime) prepare(ctx context.Context, in *instance, t runtimes.Target, 
 	if err := os.MkdirAll(in.dir, 0o750); err != nil {
 		return nil, err
 	}
-	if p.moduleHash, err = syncModule(sp.path, p.module); err != nil {
+	if p.moduleHash, err = syncModule(sp.path, p.module, r.modules); err != nil {
 		return nil, err
 	}
 	tf := in.tf

@@ -118,6 +118,17 @@ func kinds(runs []runtimes.Run) []string {
 	return out
 }
 
+// testSettings allows the modules of tests, which live in temporary
+// directories.
+func testSettings(t testing.TB) Settings {
+	t.Helper()
+	roots, err := ResolveModuleRoots([]string{os.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Settings{ModuleRoots: roots}
+}
+
 // newRuntime builds a runtime named tf over dataDir.
 func newRuntime(t *testing.T, dataDir string, runner *config.TerraformRunner, rec *recorder) *Runtime {
 	t.Helper()
@@ -125,7 +136,7 @@ func newRuntime(t *testing.T, dataDir string, runner *config.TerraformRunner, re
 	if rec != nil {
 		opts.Runs = rec
 	}
-	r, err := New(&config.Runtime{Name: "tf", TerraformRunner: runner}, opts)
+	r, err := NewWith(&config.Runtime{Name: "tf", TerraformRunner: runner}, opts, testSettings(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,7 +394,7 @@ func TestStateSurvivesRestart(t *testing.T) {
 	k := key("db", "production")
 	v1 := target(t, k, "v1", module, runner, nil)
 
-	first, err := New(&config.Runtime{Name: "tf", TerraformRunner: runner}, runtimes.Options{DataDir: dataDir})
+	first, err := NewWith(&config.Runtime{Name: "tf", TerraformRunner: runner}, runtimes.Options{DataDir: dataDir}, testSettings(t))
 	if err != nil {
 		t.Fatal(err)
 	}

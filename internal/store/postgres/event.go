@@ -142,3 +142,17 @@ func (s *Store) LastEventSeq(ctx context.Context) (int64, error) {
 	}
 	return *seq, nil
 }
+
+// PruneEvents implements store.Store.
+func (s *Store) PruneEvents(ctx context.Context, throughSeq int64) (int64, error) {
+	var n int64
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, "DELETE FROM events WHERE seq <= $1 AND seq < (SELECT max(seq) FROM events)", throughSeq)
+		n = tag.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("prune events through %d: %w", throughSeq, err)
+	}
+	return n, nil
+}

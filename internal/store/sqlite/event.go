@@ -156,3 +156,20 @@ func (s *Store) LastEventSeq(ctx context.Context) (int64, error) {
 	}
 	return seq.Int64, nil
 }
+
+// PruneEvents implements store.Store.
+func (s *Store) PruneEvents(ctx context.Context, throughSeq int64) (int64, error) {
+	var n int64
+	err := s.writeTxRerun(ctx, crashSafe, func(tx *wtx) error {
+		res, err := tx.ExecContext(ctx, "DELETE FROM events WHERE seq <= ? AND seq < (SELECT max(seq) FROM events)", throughSeq)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("prune events through %d: %w", throughSeq, err)
+	}
+	return n, nil
+}

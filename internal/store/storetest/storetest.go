@@ -76,6 +76,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Event/AppendList", testAppendEvents},
 		{"Event/Filter", testEventFilter},
 		{"Event/Concurrent", testEventsConcurrent},
+		{"Event/Prune", testPruneEvents},
 		{"Context/Canceled", testCanceled},
 		{"Check/Healthy", testCheckHealthy},
 		{"DesiredState/B10Retention", testB10Retention},
@@ -2023,5 +2024,44 @@ func testB10IdenticalPush(t *testing.T, s store.Store) {
 	must(t, err)
 	if !bytes.Equal(canonicalJSON(got.Compiled), canonicalJSON(second.Compiled)) || !got.PrunedAt.IsZero() {
 		t.Errorf("ds-b (still current) lost its compiled copy: %q, pruned at %v", got.Compiled, got.PrunedAt)
+	}
+}
+
+// testPruneEvents: PruneEvents deletes the events up to a seq, never the
+// newest one, and seqs go on after it.
+func testPruneEvents(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	if n, err := s.PruneEvents(ctx, 100); err != nil || n != 0 {
+		t.Errorf("PruneEvents of an empty store = %d, %v", n, err)
+	}
+	evs := make([]store.Event, 5)
+	for i := range evs {
+		evs[i] = ev("shop", "web", "pushed")
+	}
+	must(t, s.AppendEvents(ctx, evs...))
+	n, err := s.PruneEvents(ctx, evs[2].Seq)
+	must(t, err)
+	if n != 3 {
+		t.Errorf("PruneEvents through the third = %d, want 3", n)
+	}
+	if left := events(t, s, store.EventFilter{}); len(left) != 2 || left[0].Seq != evs[3].Seq {
+		t.Errorf("left after pruning: %v", left)
+	}
+	// Through the newest: all but it.
+	n, err = s.PruneEvents(ctx, evs[4].Seq+10)
+	must(t, err)
+	if n != 1 {
+		t.Errorf("PruneEvents through the end = %d, want 1", n)
+	}
+	if left := events(t, s, store.EventFilter{}); len(left) != 1 || left[0].Seq != evs[4].Seq {
+		t.Errorf("left after pruning through the end: %v", left)
+	}
+	if last, err := s.LastEventSeq(ctx); err != nil || last != evs[4].Seq {
+		t.Errorf("LastEventSeq after pruning = %d, %v; want %d", last, err, evs[4].Seq)
+	}
+	next := ev("shop", "web", "pushed")
+	must(t, s.AppendEvents(ctx, next))
+	if all := events(t, s, store.EventFilter{}); len(all) != 2 || all[1].Seq <= evs[4].Seq {
+		t.Errorf("after pruning and appending: %v", all)
 	}
 }
