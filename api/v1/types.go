@@ -167,6 +167,22 @@ type AgentInfo struct {
 	DisconnectedAt time.Time `json:"disconnectedAt,omitzero"`
 	// Error is why the last connection ended.
 	Error string `json:"error,omitempty"`
+	// RemoteAddr is the address the agent connected from, as the server
+	// answering saw it ("" when the agent is connected to another server).
+	RemoteAddr string `json:"remoteAddr,omitempty"`
+	// Refused is the last attempt of another agent with the runtime's token,
+	// refused because this one serves the runtime (in the last 15 minutes,
+	// on the server answering).
+	Refused *AgentAttempt `json:"refused,omitempty"`
+}
+
+// AgentAttempt is a refused connection attempt of an agent.
+type AgentAttempt struct {
+	At         time.Time `json:"at"`
+	RemoteAddr string    `json:"remoteAddr"`
+	Version    string    `json:"version,omitempty"`
+	// Count is how many attempts were refused in a row (an agent retries).
+	Count int `json:"count"`
 }
 
 // LinkRuntimeRequest links a runtime served by an agent.
@@ -180,6 +196,9 @@ type LinkRuntimeRequest struct {
 	Image string `json:"image,omitempty"`
 	// Namespace is where the manifests install the agent ("" = drover-agent).
 	Namespace string `json:"namespace,omitempty"`
+	// TokenFile is the file the printed command reads the token from
+	// ("" = NAME.token).
+	TokenFile string `json:"tokenFile,omitempty"`
 }
 
 // LinkRuntimeResponse is a linked runtime's join token, shown once, and
@@ -191,8 +210,11 @@ type LinkRuntimeResponse struct {
 	// accepts no agents), Fingerprint the SHA-256 of its certificate.
 	AgentURL    string `json:"agentUrl,omitempty"`
 	Fingerprint string `json:"fingerprint,omitempty"`
-	// Command runs the agent on a host (for a cluster, with a kubeconfig).
-	Command string `json:"command"`
+	// Command runs the agent on a host (for a cluster, with a kubeconfig);
+	// it reads the token from TokenFile (write Token there, readable by the
+	// agent's user only): arguments are visible to other users.
+	Command   string `json:"command"`
+	TokenFile string `json:"tokenFile"`
 	// Manifests install the agent in a Kubernetes cluster (YAML).
 	Manifests string `json:"manifests"`
 	// Warning says what must change before an agent can connect.

@@ -7,6 +7,7 @@ package agent
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -14,7 +15,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"math/rand/v2"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -76,7 +77,9 @@ type Config struct {
 // Run connects to the server and serves its calls until ctx ends,
 // reconnecting with backoff when the connection is lost. It returns
 // remote.ErrRefused (wrapped) when the server refuses the token: the
-// runtime was unlinked or its token replaced.
+// runtime was unlinked or its token replaced. While another agent serves
+// the runtime (remote.ErrInUse) it says so and keeps trying, with backoff:
+// it takes the runtime over once that agent is gone.
 func Run(ctx context.Context, cfg Config) error {
 	a, err := newAgent(cfg)
 	if err != nil {
@@ -142,15 +145,18 @@ func (a *agent) setConnected(up bool, err error) {
 }
 
 type agent struct {
-	cfg    Config
-	log    *slog.Logger
-	tls    *tls.Config
-	hello  remote.Hello
-	runs   runSink
-	peers  *peerPool
-	mu     sync.Mutex
-	built  map[string]*built
-	closed bool
+	cfg Config
+	log *slog.Logger
+	tls *tls.Config
+	// instance tells this process's connections from another agent's on
+	// the same token (remote.InstanceHeader).
+	instance string
+	hello    remote.Hello
+	runs     runSink
+	peers    *peerPool
+	mu       sync.Mutex
+	built    map[string]*built
+	closed   bool
 
 	// connected is when the current session opened (zero: none), lost
 	// when the last one ended, lastErr why it is not connected.
@@ -188,7 +194,7 @@ func newAgent(cfg Config) (*agent, error) {
 		return nil, err
 	}
 	host, _ := os.Hostname()
-	a := &agent{cfg: cfg, log: cfg.Log, tls: tc, built: map[string]*built{},
+	a := &agent{cfg: cfg, log: cfg.Log, tls: tc, built: map[string]*built{}, instance: rand.Text(),
 		hello: remote.Hello{Version: version.Version, Mode: cfg.Mode, Host: host}}
 	a.peers = &peerPool{a: a, conns: map[string]*peerConn{}}
 	return a, nil
@@ -213,8 +219,14 @@ func (a *agent) run(ctx context.Context) error {
 		if time.Since(started) > time.Minute {
 			backoff = time.Second // it worked for a while: retry soon
 		}
-		wait := backoff/2 + rand.N(backoff/2+1) //nolint:gosec // jitter, not security
-		a.log.Warn("not connected to the server; retrying", "error", err, "in", wait.Round(time.Millisecond))
+		wait := backoff/2 + mrand.N(backoff/2+1) //nolint:gosec // jitter, not security
+		if errors.Is(err, remote.ErrInUse) {
+			// Not this agent's to serve while the other one lives: say
+			// so each time, and take over once it is gone.
+			a.log.Error("another agent serves this runtime; retrying", "error", err, "in", wait.Round(time.Millisecond))
+		} else {
+			a.log.Warn("not connected to the server; retrying", "error", err, "in", wait.Round(time.Millisecond))
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -227,7 +239,7 @@ func (a *agent) run(ctx context.Context) error {
 // session connects once and serves until the connection ends.
 func (a *agent) session(ctx context.Context) error {
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	s, err := remote.Dial(dctx, a.cfg.Server, a.cfg.Token, a.tls, "drover-agent/"+version.Version)
+	s, err := remote.Dial(dctx, a.dialConfig(a.cfg.Server))
 	cancel()
 	if err != nil {
 		a.setConnected(false, err)
@@ -242,6 +254,11 @@ func (a *agent) session(ctx context.Context) error {
 	err = remote.ServeSession(ctx, s, a.hello, a.build, func(p remote.Peers) { a.peers.update(ctx, p) }, a.log)
 	a.setConnected(false, err)
 	return err
+}
+
+// dialConfig is how the agent connects to server.
+func (a *agent) dialConfig(server string) remote.DialConfig {
+	return remote.DialConfig{Server: server, Token: a.cfg.Token, TLS: a.tls, UserAgent: "drover-agent/" + version.Version, Instance: a.instance}
 }
 
 // build returns the runtime a call names, built on first use and again

@@ -72,8 +72,10 @@ func newRig(t *testing.T) *rig {
 	if err := st.LinkRuntime(ctx, store.LinkedRuntime{Name: "edge", TokenHash: remote.HashToken(r.token)}); err != nil {
 		t.Fatal(err)
 	}
+	// An agent keeps its runtime from another for a minute without
+	// answering: longer than any pause of a loaded test machine.
 	r.hub = remote.NewHub(remote.HubConfig{Store: st, Runs: r.runs, Replica: "test-server", Heartbeat: 100 * time.Millisecond,
-		OnConnect: func(name string) { r.connects <- name }})
+		TakeoverAfter: time.Minute, OnConnect: func(name string) { r.connects <- name }})
 	srv := httptest.NewUnstartedServer(r.hub)
 	srv.StartTLS()
 	r.srv = srv
@@ -451,5 +453,72 @@ func TestAgentConnectsToPeers(t *testing.T) {
 	case <-two.connects:
 		t.Error("the agent connected again to the server no longer named")
 	case <-time.After(500 * time.Millisecond):
+	}
+}
+
+// syncBuffer is an agent's log, read by the tests.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// A second agent on the token of a runtime that an agent serves is
+// refused: it says why, keeps trying with backoff and does not disturb the
+// first; once the first one is gone, it takes the runtime over.
+func TestAgentSecondAgentWaits(t *testing.T) {
+	r := newRig(t)
+	stopFirst, firstDone := r.startAgent(remote.ModeCommands, r.token, r.fingerprint)
+	r.waitConnected()
+	logs := &syncBuffer{}
+	_, secondDone := r.startAgentWith(agent.Config{Mode: remote.ModeCommands, Token: r.token, Fingerprint: r.fingerprint,
+		Log: slog.New(slog.NewTextHandler(logs, nil))})
+	deadline := time.Now().Add(10 * time.Second)
+	for strings.Count(logs.String(), `msg="another agent serves this runtime; retrying"`) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the second agent did not say it was refused twice:\n%s", logs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(logs.String(), "runtime edge is already served by an agent connected from 127.0.0.1:") {
+		t.Errorf("the second agent's log does not name the first one:\n%s", logs)
+	}
+	select {
+	case <-r.connects:
+		t.Fatal("the second agent connected while the first serves")
+	case err := <-secondDone:
+		t.Fatalf("the second agent stopped: %v", err)
+	default:
+	}
+	p := r.hub.Presence("edge")
+	if !p.Connected || p.Refused.Count < 2 || p.Refused.Holder != p.RemoteAddr {
+		t.Errorf("presence: %+v", p)
+	}
+	rt := r.hub.Runtime("edge", "fake", "edge", 1, runtimeConfig(t, config.Runtime{Name: "edge", Fake: &config.FakeRuntime{}}))
+	if _, err := rt.Fetch(context.Background(), target("v1")); err != nil {
+		t.Fatalf("fetch through the first agent: %v", err)
+	}
+
+	stopFirst()
+	if err := <-firstDone; err != nil {
+		t.Fatalf("the first agent stopped with %v", err)
+	}
+	r.waitConnected()
+	if p := r.hub.Presence("edge"); !p.Connected || p.RemoteAddr == p.Refused.Holder {
+		t.Errorf("presence once the second agent took over: %+v", p)
+	}
+	if _, err := rt.Fetch(context.Background(), target("v1")); err != nil {
+		t.Fatalf("fetch through the second agent: %v", err)
 	}
 }

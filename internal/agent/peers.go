@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/drover-dev/drover/internal/runtimes/remote"
-	"github.com/drover-dev/drover/internal/version"
 )
 
 // peerPool keeps a connection to each server the main server (--server)
@@ -142,7 +141,7 @@ func (p *peerPool) serve(ctx context.Context, peer remote.Peer) {
 func (p *peerPool) session(ctx context.Context, peer remote.Peer) error {
 	a := p.a
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	s, err := remote.Dial(dctx, peer.URL, a.cfg.Token, a.tls, "drover-agent/"+version.Version)
+	s, err := remote.Dial(dctx, a.dialConfig(peer.URL))
 	cancel()
 	if err != nil {
 		return err

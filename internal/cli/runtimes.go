@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -11,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	apiv1 "github.com/drover-dev/drover/api/v1"
+	"github.com/drover-dev/drover/internal/atomicfile"
 )
 
 func newRuntimesCmd(g *globals) *cobra.Command {
@@ -35,7 +39,10 @@ version and how many API versions it serves, as drover last asked it (at
 start, after configs are applied, when an agent connects, and every 10
 minutes): pushes render Helm charts against them (.Capabilities), unless the
 runtime's config sets kubernetes.kubeVersion. --wide adds the agents' versions,
-hosts and labels, and lists the API versions.`,
+hosts, the addresses they connected from (as the server answering saw them)
+and since when, and labels, and lists the API versions. One agent serves a
+linked runtime: a line says so when another agent with the same token tried
+to connect in the last 15 minutes, and was refused.`,
 		Example: `  drover runtimes
   drover runtimes list --wide
   drover runtimes -o json`,
@@ -61,7 +68,7 @@ hosts and labels, and lists the API versions.`,
 
 func newRuntimesLinkCmd(g *globals) *cobra.Command {
 	var (
-		output, labels, image, namespace string
+		output, labels, image, namespace, tokenFile string
 	)
 	cmd := &cobra.Command{
 		Use:   "link NAME",
@@ -74,9 +81,12 @@ keeps no credential of the cluster or host, only the hash of the join token.
 
 It prints the token once, the command that runs the agent, and (with
 --manifests-only, alone) the Kubernetes manifests that install it in a
-cluster. Application configs may then name the runtime; a runtime: config of
-the same name (with no type) adds labels and settings.`,
+cluster. The command reads the token from a file (arguments are visible to
+other users): --token-file PATH writes it there, readable by you only, else
+link prints how to. Application configs may then name the runtime; a
+runtime: config of the same name (with no type) adds labels and settings.`,
 		Example: `  drover runtimes link prod-eu --labels env=prod,region=eu
+  drover runtimes link prod-eu --token-file /etc/drover/prod-eu.token
   drover runtimes link prod-eu -o json
   drover runtimes link staging --manifests-only | kubectl --context staging apply -f -`,
 		Args: cobra.ExactArgs(1),
@@ -89,11 +99,14 @@ the same name (with no type) adds labels and settings.`,
 			if err != nil {
 				return err
 			}
-			resp, err := g.client().LinkRuntime(cmd.Context(), apiv1.LinkRuntimeRequest{Name: args[0], Labels: lbls, Image: image, Namespace: namespace})
+			if tokenFile, err = checkTokenFile(tokenFile); err != nil {
+				return err
+			}
+			resp, err := g.client().LinkRuntime(cmd.Context(), apiv1.LinkRuntimeRequest{Name: args[0], Labels: lbls, Image: image, Namespace: namespace, TokenFile: tokenFile})
 			if err != nil {
 				return apiErr(err)
 			}
-			return printJoin(cmd, resp, output, manifestsOnly, "linked")
+			return printJoin(cmd, resp, output, manifestsOnly, "linked", tokenFile)
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
@@ -101,35 +114,43 @@ the same name (with no type) adds labels and settings.`,
 	cmd.Flags().StringVar(&image, "image", "", "the agent's container image in the manifests (default: drover's image of the server's version)")
 	cmd.Flags().StringVar(&namespace, "namespace", "", "the namespace the manifests install the agent in (default drover-agent)")
 	cmd.Flags().Bool("manifests-only", false, "print only the Kubernetes manifests (pipe them to kubectl apply -f -)")
+	cmd.Flags().StringVar(&tokenFile, "token-file", "", "write the join token to this file (mode 0600, replaced if it exists); the printed command reads it from there")
 	return cmd
 }
 
 func newRuntimesRotateCmd(g *globals) *cobra.Command {
-	var output, image, namespace string
+	var output, image, namespace, tokenFile string
 	cmd := &cobra.Command{
 		Use:   "rotate-token NAME",
 		Short: "Give a linked runtime a new join token; the old one stops working",
 		Long: `Rotate-token replaces a linked runtime's join token and disconnects its agent:
 the old token is refused from now on. It prints the new token once, with the
-command and manifests, as link does.`,
-		Example: `  drover runtimes rotate-token prod-eu`,
-		Args:    cobra.ExactArgs(1),
+command and manifests, as link does; --token-file PATH writes it to PATH
+(mode 0600), replacing the old one there.`,
+		Example: `  drover runtimes rotate-token prod-eu
+  drover runtimes rotate-token prod-eu --token-file /etc/drover/prod-eu.token`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			manifestsOnly, _ := cmd.Flags().GetBool("manifests-only")
 			if err := outputFormat(output, "text", "json"); err != nil {
 				return err
 			}
-			resp, err := g.client().RotateRuntimeToken(cmd.Context(), args[0], apiv1.LinkRuntimeRequest{Image: image, Namespace: namespace})
+			tokenFile, err := checkTokenFile(tokenFile)
+			if err != nil {
+				return err
+			}
+			resp, err := g.client().RotateRuntimeToken(cmd.Context(), args[0], apiv1.LinkRuntimeRequest{Image: image, Namespace: namespace, TokenFile: tokenFile})
 			if err != nil {
 				return apiErr(err)
 			}
-			return printJoin(cmd, resp, output, manifestsOnly, "has a new join token")
+			return printJoin(cmd, resp, output, manifestsOnly, "has a new join token", tokenFile)
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	cmd.Flags().StringVar(&image, "image", "", "the agent's container image in the manifests")
 	cmd.Flags().StringVar(&namespace, "namespace", "", "the namespace the manifests install the agent in (default drover-agent)")
 	cmd.Flags().Bool("manifests-only", false, "print only the Kubernetes manifests")
+	cmd.Flags().StringVar(&tokenFile, "token-file", "", "write the new join token to this file (mode 0600, replaced if it exists)")
 	return cmd
 }
 
@@ -170,17 +191,56 @@ func parseLabels(s string) (map[string]string, error) {
 	return out, nil
 }
 
-func printJoin(cmd *cobra.Command, resp *apiv1.LinkRuntimeResponse, output string, manifestsOnly bool, what string) error {
+// checkTokenFile returns the absolute form of the --token-file path ("" =
+// none), once sure a file can be written beside it: the token is shown
+// once, so the link must not happen when it cannot be saved.
+func checkTokenFile(path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("--token-file %s: %w", path, err)
+	}
+	if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
+		return "", UsageErrorf("--token-file %s is a directory: name the file to write the token to", path)
+	}
+	probe, err := os.CreateTemp(filepath.Dir(abs), "."+filepath.Base(abs)+".probe-*")
+	if err != nil {
+		return "", fmt.Errorf("--token-file %s: cannot write there (%w); pick a writable directory", path, err)
+	}
+	_ = probe.Close()
+	_ = os.Remove(probe.Name())
+	return abs, nil
+}
+
+// printJoin prints how to start the agent of a linked runtime; tokenFile
+// ("" = none) is where the token is to be written.
+func printJoin(cmd *cobra.Command, resp *apiv1.LinkRuntimeResponse, output string, manifestsOnly bool, what, tokenFile string) error {
 	w := cmd.OutOrStdout()
+	var saveErr error
+	if tokenFile != "" {
+		if saveErr = atomicfile.Write(tokenFile, []byte(resp.Token+"\n"), 0o600); saveErr != nil {
+			// Shown once: print it (the JSON and the manifests hold it
+			// too), since it could not be saved.
+			saveErr = fmt.Errorf("write the join token to %s: %w; it is printed above, save it yourself (mode 0600)", tokenFile, saveErr)
+			tokenFile = ""
+		}
+	}
 	switch {
 	case output == "json":
-		return writeJSON(w, resp)
+		return errors.Join(writeJSON(w, resp), saveErr)
 	case manifestsOnly:
 		_, err := io.WriteString(w, resp.Manifests)
-		return err
+		return errors.Join(err, saveErr)
 	}
 	fmt.Fprintf(w, "runtime %s %s.\n\n", clean(resp.Name), what)
-	fmt.Fprintf(w, "Join token (shown once; the server keeps only its hash):\n  %s\n\n", resp.Token)
+	if tokenFile != "" {
+		fmt.Fprintf(w, "Join token written to %s (mode 0600; shown nowhere else, the server keeps only its hash).\n\n", clean(tokenFile))
+	} else {
+		fmt.Fprintf(w, "Join token (shown once; the server keeps only its hash):\n  %s\n\n", resp.Token)
+		fmt.Fprintf(w, "Save it in a file only you can read, where the agent reads it (not on its command line:\nother users see arguments):\n  (umask 077 && printf '%%s\\n' '%s' > %s)\n\n", resp.Token, shellQuote(resp.TokenFile))
+	}
 	if resp.Warning != "" {
 		fmt.Fprintf(w, "Warning: %s\n\n", resp.Warning)
 	}
@@ -190,8 +250,24 @@ func printJoin(cmd *cobra.Command, resp *apiv1.LinkRuntimeResponse, output strin
 	fmt.Fprintf(w, "Run the agent beside the cluster (it uses the kubeconfig you give it):\n  %s\n\n", resp.Command)
 	fmt.Fprintf(w, "Or on a host that runs custom runtime commands:\n  %s\n\n", strings.Replace(resp.Command, "--kubeconfig ~/.kube/config", "--mode commands", 1))
 	fmt.Fprintf(w, "Or install it in the cluster with these manifests (save them, then kubectl apply -f FILE;\n--manifests-only prints them alone):\n\n")
-	_, err := io.WriteString(w, resp.Manifests)
-	return err
+	if _, err := io.WriteString(w, resp.Manifests); err != nil {
+		return err
+	}
+	return saveErr
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && !strings.ContainsFunc(s, shellSpecial) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// shellSpecial reports whether r means something to a shell outside quotes.
+func shellSpecial(r rune) bool {
+	plain := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:@%+=,", r)
+	return !plain
 }
 
 func printRuntimes(w io.Writer, list *apiv1.RuntimeList, wide bool, now time.Time) error {
@@ -202,7 +278,7 @@ func printRuntimes(w io.Writer, list *apiv1.RuntimeList, wide bool, now time.Tim
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	head := "NAME\tKIND\tAGENT\tKUBERNETES\tAPI VERSIONS\tREPORTED"
 	if wide {
-		head += "\tAGENT VERSION\tMODE\tHOST\tLABELS"
+		head += "\tAGENT VERSION\tMODE\tHOST\tFROM\tCONNECTED\tLABELS"
 	}
 	fmt.Fprintln(tw, head)
 	for _, r := range list.Runtimes {
@@ -218,11 +294,14 @@ func printRuntimes(w io.Writer, list *apiv1.RuntimeList, wide bool, now time.Tim
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s", clean(r.Name), orDash(clean(r.Kind)), agent, version, apis, when)
 		if wide {
-			av, mode, host := "-", "-", "-"
+			av, mode, host, from, since := "-", "-", "-", "-", "-"
 			if a := r.Agent; a != nil {
-				av, mode, host = orDash(clean(a.Version)), orDash(clean(a.Mode)), orDash(clean(a.Host))
+				av, mode, host, from = orDash(clean(a.Version)), orDash(clean(a.Mode)), orDash(clean(a.Host)), orDash(clean(a.RemoteAddr))
+				if a.State == "connected" && !a.ConnectedAt.IsZero() {
+					since = a.ConnectedAt.UTC().Format(time.RFC3339)
+				}
 			}
-			fmt.Fprintf(tw, "\t%s\t%s\t%s\t%s", av, mode, host, orDash(clean(formatLabels(r.Labels))))
+			fmt.Fprintf(tw, "\t%s\t%s\t%s\t%s\t%s\t%s", av, mode, host, from, since, orDash(clean(formatLabels(r.Labels))))
 		}
 		fmt.Fprintln(tw)
 	}
@@ -232,6 +311,9 @@ func printRuntimes(w io.Writer, list *apiv1.RuntimeList, wide bool, now time.Tim
 	for _, r := range list.Runtimes {
 		if a := r.Agent; a != nil && a.State != "connected" && a.Error != "" {
 			fmt.Fprintf(w, "%s: %s\n", clean(r.Name), clean(a.Error))
+		}
+		if a := r.Agent; a != nil && a.Refused != nil {
+			fmt.Fprintf(w, "%s: %s\n", clean(r.Name), refusedLine(a, now))
 		}
 	}
 	if wide {
@@ -246,6 +328,25 @@ func printRuntimes(w io.Writer, list *apiv1.RuntimeList, wide bool, now time.Tim
 		}
 	}
 	return nil
+}
+
+// refusedLine says that another agent tried to serve a runtime.
+func refusedLine(a *apiv1.AgentInfo, now time.Time) string {
+	f := a.Refused
+	what := "another agent tried to connect"
+	if f.Count > 1 {
+		what = fmt.Sprintf("another agent tried to connect %d times, last", f.Count)
+	}
+	version := ""
+	if f.Version != "" {
+		version = ", version " + clean(f.Version)
+	}
+	holder := "this runtime's agent"
+	if a.RemoteAddr != "" {
+		holder = "the agent connected from " + clean(a.RemoteAddr)
+	}
+	return fmt.Sprintf("%s at %s (%s) from %s%s: refused, as %s serves it; stop one of them, or rotate the token",
+		what, f.At.UTC().Format(time.RFC3339), ago(now, f.At), clean(f.RemoteAddr), version, holder)
 }
 
 // agentState is the AGENT column: "-" for a runtime no agent serves.

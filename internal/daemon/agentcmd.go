@@ -49,7 +49,7 @@ a self-signed server certificate is then fine) or else against --ca-file or
 the system's roots. The agent stops (exit 1) when the server refuses its
 token: the runtime was unlinked or its token rotated.`,
 		Example: `  drover agent --server https://drover.example.com:7421 --fingerprint sha256:3f… --token-file /etc/drover/token --kubeconfig ~/.kube/config
-  drover agent --server https://10.0.0.5:7421 --fingerprint sha256:3f… --token drover-agent_… --mode commands`,
+  drover agent --server https://10.0.0.5:7421 --fingerprint sha256:3f… --token-file prod-eu.token --mode commands`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := (&serverFlags{logLevel: logLevel}).logger(cmd.ErrOrStderr())

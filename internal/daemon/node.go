@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	apiv1 "github.com/drover-dev/drover/api/v1"
 	"github.com/drover-dev/drover/internal/alerts"
 	"github.com/drover-dev/drover/internal/engine"
 	"github.com/drover-dev/drover/internal/eventretention"
@@ -200,7 +201,22 @@ func (n *Node) agentsInfo() server.Agents {
 	if n.agents == nil {
 		return server.Agents{}
 	}
-	return server.Agents{URL: n.agents.URL, Fingerprint: n.agents.Fingerprint, Disconnect: n.hub.Disconnect}
+	return server.Agents{URL: n.agents.URL, Fingerprint: n.agents.Fingerprint, Disconnect: n.hub.Disconnect, Presence: n.agentPresence}
+}
+
+// agentPresence is what the hub holds of a linked runtime's agent: where
+// the connected one is, and the last agent refused because another served
+// the runtime.
+func (n *Node) agentPresence(name string) server.AgentPresence {
+	p := n.hub.Presence(name)
+	var out server.AgentPresence
+	if p.Connected {
+		out.RemoteAddr = p.RemoteAddr
+	}
+	if a := p.Refused; !a.At.IsZero() {
+		out.Refused = &apiv1.AgentAttempt{At: a.At, RemoteAddr: a.RemoteAddr, Version: a.Version, Count: a.Count}
+	}
+	return out
 }
 
 // agentDisconnected has the engine look at every service again, so the

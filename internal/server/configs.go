@@ -481,7 +481,7 @@ func (s *Server) listRuntimes(ctx context.Context) (*apiv1.RuntimeList, error) {
 				info.Labels[k] = v
 			}
 		}
-		info.Agent = agentInfo(l, now)
+		info.Agent = s.describeAgent(l, now)
 	}
 	for _, f := range facts {
 		if info, ok := byName[f.Runtime]; ok {

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode"
 
 	apiv1 "github.com/drover-dev/drover/api/v1"
 	"github.com/drover-dev/drover/internal/auth"
@@ -28,6 +29,21 @@ type Agents struct {
 	// Disconnect ends the session of a runtime's agent connected to this
 	// server (others notice within a heartbeat).
 	Disconnect func(name, reason string)
+	// Presence reports what this server holds in memory of a runtime's
+	// agent (nil: nothing beyond the store).
+	Presence func(name string) AgentPresence
+}
+
+// AgentPresence is what a server holds in memory of a linked runtime's
+// agent, beyond what the store records.
+type AgentPresence struct {
+	// RemoteAddr is the address the agent connected from ("" = it is not
+	// connected to this server).
+	RemoteAddr string
+	// Refused is the last attempt of another agent with the runtime's
+	// token, refused because this one serves the runtime (nil: none
+	// lately).
+	Refused *apiv1.AgentAttempt
 }
 
 // DefaultAgentImage is the agent's image in the printed manifests.
@@ -133,7 +149,24 @@ func validInstall(req apiv1.LinkRuntimeRequest) error {
 	if strings.ContainsAny(req.Image, " \t\n\"'") {
 		return errorf("invalid_argument", "image %q is not a valid image reference", req.Image)
 	}
+	if len(req.TokenFile) > 4096 || strings.ContainsFunc(req.TokenFile, unicode.IsControl) {
+		return errorf("invalid_argument", "token file %q is not a valid path: give a path of at most 4096 bytes with no control characters", req.TokenFile)
+	}
 	return nil
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && !strings.ContainsFunc(s, shellSpecial) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// shellSpecial reports whether r means something to a shell outside quotes.
+func shellSpecial(r rune) bool {
+	plain := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:@%+=,", r)
+	return !plain
 }
 
 // joinInstructions says how to start the agent of a linked runtime.
@@ -148,7 +181,12 @@ func (s *Server) joinInstructions(req apiv1.LinkRuntimeRequest, token string) *a
 	if s.agents.Fingerprint != "" {
 		pin = " --fingerprint sha256:" + s.agents.Fingerprint
 	}
-	out.Command = fmt.Sprintf("drover agent --server %s%s --token %s --kubeconfig ~/.kube/config", url, pin, token)
+	// The token stays off the command line, where other users see it.
+	out.TokenFile = req.TokenFile
+	if out.TokenFile == "" {
+		out.TokenFile = req.Name + ".token"
+	}
+	out.Command = fmt.Sprintf("drover agent --server %s%s --token-file %s --kubeconfig ~/.kube/config", url, pin, shellQuote(out.TokenFile))
 	ns := req.Namespace
 	if ns == "" {
 		ns = "drover-agent"
@@ -378,6 +416,19 @@ func agentInfo(l store.LinkedRuntime, now time.Time) *apiv1.AgentInfo {
 	}
 	return &apiv1.AgentInfo{State: state, Version: a.Version, Mode: a.Mode, Host: a.Host, Server: a.Replica,
 		ConnectedAt: a.ConnectedAt, HeartbeatAt: a.HeartbeatAt, DisconnectedAt: a.DisconnectedAt, Error: a.Error}
+}
+
+// describeAgent is agentInfo with what this server holds in memory of the
+// agent: where it connected from, and the last attempt of another agent on
+// its token that was refused.
+func (s *Server) describeAgent(l store.LinkedRuntime, now time.Time) *apiv1.AgentInfo {
+	info := agentInfo(l, now)
+	if s.agents.Presence == nil {
+		return info
+	}
+	p := s.agents.Presence(l.Name)
+	info.RemoteAddr, info.Refused = p.RemoteAddr, p.Refused
+	return info
 }
 
 // staleAfter is how long a connected agent may go without a recorded

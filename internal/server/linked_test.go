@@ -8,9 +8,11 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	apiv1 "github.com/drover-dev/drover/api/v1"
 	"github.com/drover-dev/drover/internal/auth"
+	"github.com/drover-dev/drover/internal/store"
 	"github.com/drover-dev/drover/internal/store/sqlite"
 )
 
@@ -56,10 +58,14 @@ func TestLinkRuntime(t *testing.T) {
 	if !strings.HasPrefix(resp.Token, agentTokenPrefix) || len(resp.Token) < len(agentTokenPrefix)+20 {
 		t.Errorf("token %q", resp.Token)
 	}
-	for _, want := range []string{"--server https://drover.example:7421", "--fingerprint sha256:" + s.agents.Fingerprint, "--token " + resp.Token} {
+	for _, want := range []string{"--server https://drover.example:7421", "--fingerprint sha256:" + s.agents.Fingerprint, "--token-file prod-eu.token"} {
 		if !strings.Contains(resp.Command, want) {
 			t.Errorf("command %q lacks %q", resp.Command, want)
 		}
+	}
+	// The token stays off the command line (other users see arguments).
+	if strings.Contains(resp.Command, resp.Token) || strings.Contains(resp.Command, "--token ") || resp.TokenFile != "prod-eu.token" {
+		t.Errorf("command %q (token file %q) carries the token", resp.Command, resp.TokenFile)
 	}
 	for _, want := range []string{"kind: Namespace", "kind: ServiceAccount", "kind: ClusterRole", "kind: ClusterRoleBinding", "kind: Secret", "kind: Deployment", `"--mode", "kubernetes"`, resp.Token} {
 		if !strings.Contains(resp.Manifests, want) {
@@ -76,7 +82,8 @@ func TestLinkRuntime(t *testing.T) {
 	if rec := call(t, s, http.MethodPost, "/v1/runtimes:link", apiv1.LinkRuntimeRequest{Name: "prod-eu"}); rec.Code != http.StatusConflict {
 		t.Errorf("second link: %d %s", rec.Code, rec.Body)
 	}
-	for _, bad := range []apiv1.LinkRuntimeRequest{{Name: "Prod"}, {Name: ""}, {Name: "ok", Labels: map[string]string{"a=b": "c"}}, {Name: "ok", Namespace: "Bad_NS"}} {
+	for _, bad := range []apiv1.LinkRuntimeRequest{{Name: "Prod"}, {Name: ""}, {Name: "ok", Labels: map[string]string{"a=b": "c"}}, {Name: "ok", Namespace: "Bad_NS"},
+		{Name: "ok", TokenFile: "a\nrm -rf ~"}} {
 		if rec := call(t, s, http.MethodPost, "/v1/runtimes:link", bad); rec.Code != http.StatusBadRequest {
 			t.Errorf("link %+v: %d %s", bad, rec.Code, rec.Body)
 		}
@@ -95,13 +102,16 @@ func TestLinkRuntime(t *testing.T) {
 		t.Error("the list shows the token hash")
 	}
 
-	rec = call(t, s, http.MethodPost, "/v1/runtimes/prod-eu:rotateToken", apiv1.LinkRuntimeRequest{})
+	rec = call(t, s, http.MethodPost, "/v1/runtimes/prod-eu:rotateToken", apiv1.LinkRuntimeRequest{TokenFile: "/home/ops/my tokens/it's.token"})
 	var rotated apiv1.LinkRuntimeResponse
 	if err := json.Unmarshal(rec.Body.Bytes(), &rotated); err != nil || rec.Code != http.StatusOK {
 		t.Fatalf("rotate: %d %s", rec.Code, rec.Body)
 	}
 	if rotated.Token == resp.Token {
 		t.Error("rotate kept the token")
+	}
+	if want := `--token-file '/home/ops/my tokens/it'\''s.token' `; !strings.Contains(rotated.Command, want) || strings.Contains(rotated.Command, rotated.Token) {
+		t.Errorf("command %q lacks %q, or carries the token", rotated.Command, want)
 	}
 	if lr, _ := st.GetLinkedRuntime(t.Context(), "prod-eu"); lr.TokenHash != auth.HashToken(rotated.Token) {
 		t.Error("rotate did not store the new hash")
@@ -170,5 +180,45 @@ func TestLinkedRuntimeInConfigs(t *testing.T) {
 	}
 	if rec := call(t, s, http.MethodPost, "/v1/runtimes:link", apiv1.LinkRuntimeRequest{Name: "sim"}); rec.Code != http.StatusPreconditionFailed && rec.Code != http.StatusConflict {
 		t.Errorf("link of a fake runtime's name: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// A linked runtime's agent is described with what the server holds in
+// memory: where it connected from, and a second agent it refused.
+func TestLinkedAgentPresence(t *testing.T) {
+	s, st, _ := newLinkServer(t)
+	if err := st.LinkRuntime(t.Context(), store.LinkedRuntime{Name: "edge", TokenHash: "h", CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	if err := st.PutAgentState(t.Context(), "edge", store.AgentState{Connected: true, Replica: "a", Version: "v1", ConnectedAt: at, HeartbeatAt: at}); err != nil {
+		t.Fatal(err)
+	}
+	lr, err := st.GetLinkedRuntime(t.Context(), "edge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := s.describeAgent(lr, at); info.RemoteAddr != "" || info.Refused != nil || info.State != "connected" {
+		t.Errorf("without presence: %+v", info)
+	}
+	refused := &apiv1.AgentAttempt{At: at.Add(time.Second), RemoteAddr: "10.0.0.9:5100", Version: "v2", Count: 3}
+	s.agents.Presence = func(name string) AgentPresence {
+		if name != "edge" {
+			t.Errorf("presence of %q", name)
+		}
+		return AgentPresence{RemoteAddr: "10.0.0.5:41234", Refused: refused}
+	}
+	info := s.describeAgent(lr, at)
+	if info.State != "connected" || info.RemoteAddr != "10.0.0.5:41234" || info.Refused != refused {
+		t.Errorf("with presence: %+v", info)
+	}
+	b, err := json.Marshal(info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"remoteAddr":"10.0.0.5:41234"`, `"refused":{"at":"2026-12-01T10:00:01Z","remoteAddr":"10.0.0.9:5100","version":"v2","count":3}`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("%s lacks %s", b, want)
+		}
 	}
 }

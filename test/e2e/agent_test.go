@@ -675,3 +675,86 @@ func TestAgentsReachEveryServer(t *testing.T) {
 		t.Errorf("east's apply of %s after a died wrote %q", v2, data)
 	}
 }
+
+// TestAgentOnePerRuntime: `runtimes link --token-file` writes the join
+// token to a file only its user reads and prints agent commands that read
+// it from there (never the token on a command line). The printed command
+// starts an agent; a second one on the same token is refused, says which
+// agent serves the runtime and waits, while the first keeps its connection
+// (they used to replace each other every few seconds); once the first is
+// killed, the second takes the runtime over.
+func TestAgentOnePerRuntime(t *testing.T) {
+	requireE2E(t)
+	s := newServer(t, "--agent-listen", freeAddr(t))
+	tokenFile := filepath.Join(t.TempDir(), "hosts.token")
+	out := s.ok("alice", "runtimes", "link", "hosts", "--token-file", tokenFile).stdout
+	data, err := os.ReadFile(tokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := strings.TrimSpace(string(data))
+	if fi, err := os.Stat(tokenFile); err != nil || fi.Mode().Perm() != 0o600 || !strings.HasPrefix(token, "drover-agent_") {
+		t.Fatalf("token file %s: %v, %v, %q", tokenFile, fi, err, token)
+	}
+	if !strings.Contains(out, "Join token written to "+tokenFile+" (mode 0600") {
+		t.Errorf("link does not say where the token is:\n%s", out)
+	}
+	var hostCmd []string
+	for _, line := range strings.Split(out, "\n") {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "drover agent ") {
+			continue
+		}
+		if strings.Contains(line, token) || strings.Contains(line, "--token ") || !strings.Contains(line, "--token-file "+tokenFile) {
+			t.Errorf("printed agent command %q carries the token, or does not read %s", line, tokenFile)
+		}
+		if strings.Contains(line, "--mode commands") {
+			hostCmd = strings.Fields(line)[2:]
+		}
+	}
+	if hostCmd == nil {
+		t.Fatalf("link printed no agent command for a host:\n%s", out)
+	}
+	// Without --token-file, a step saves the token in a private file and
+	// the command reads that one.
+	var other apiv1.LinkRuntimeResponse
+	if err := json.Unmarshal([]byte(s.ok("alice", "runtimes", "link", "other", "-o", "json").stdout), &other); err != nil {
+		t.Fatal(err)
+	}
+	if other.Token == "" || other.TokenFile != "other.token" || strings.Contains(other.Command, other.Token) || !strings.Contains(other.Command, "--token-file other.token") {
+		t.Errorf("link -o json: token %q, file %q, command %q", other.Token, other.TokenFile, other.Command)
+	}
+	if text := s.ok("alice", "runtimes", "rotate-token", "other").stdout; !strings.Contains(text, "(umask 077 && printf '%s\\n' 'drover-agent_") ||
+		!strings.Contains(text, "' > other.token)") {
+		t.Errorf("rotate-token does not say how to save the token:\n%s", text)
+	}
+
+	first := startAgent(t, "first", hostCmd...)
+	connected := waitAgent(t, s, "hosts", "connected").Agent.ConnectedAt
+	second := startAgent(t, "second", hostCmd...)
+	k8sWait(t, 30*time.Second, "the second agent to be refused twice", func() bool {
+		return strings.Count(second.log(), "another agent serves this runtime; retrying") >= 2
+	})
+	if log := second.log(); !strings.Contains(log, "runtime hosts is already served by an agent connected from 127.0.0.1:") ||
+		!strings.Contains(log, "drover runtimes rotate-token hosts") {
+		t.Errorf("the refused agent does not say why:\n%s", log)
+	}
+	if info := runtimeInfo(t, s, "hosts"); info.Agent.State != "connected" || !info.Agent.ConnectedAt.Equal(connected) {
+		t.Errorf("the first agent lost its connection to the second: %+v (connected at %s)", info.Agent, connected)
+	}
+	if n := strings.Count(first.log(), `msg="connected to the server"`); n != 1 {
+		t.Errorf("the first agent connected %d times:\n%s", n, first.log())
+	}
+	logText, _ := os.ReadFile(s.logPath)
+	if !strings.Contains(string(logText), "agent refused: another agent serves its runtime") {
+		t.Error("the server did not log the refused agent")
+	}
+
+	first.kill()
+	k8sWait(t, 60*time.Second, "the second agent to take the runtime over", func() bool {
+		return strings.Contains(second.log(), `msg="connected to the server"`)
+	})
+	if info := waitAgent(t, s, "hosts", "connected"); !info.Agent.ConnectedAt.After(connected) {
+		t.Errorf("after the takeover: %+v", info.Agent)
+	}
+}

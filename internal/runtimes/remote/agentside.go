@@ -30,10 +30,28 @@ type Builder func(ref RuntimeRef) (rt runtimes.Runtime, release func(), err erro
 // ErrRefused is returned by Dial when the server refuses the join token.
 var ErrRefused = errors.New("the server refused this agent's join token")
 
-// Dial opens an agent's connection to the server at serverURL (https) and
-// returns its session: the agent accepts the server's calls on it
-// (Session.Accept) and opens its own (Session.Open).
-func Dial(ctx context.Context, serverURL, token string, tlsCfg *tls.Config, userAgent string) (*yamux.Session, error) {
+// ErrInUse is returned by Dial when another agent serves the runtime of the
+// token (it answers the server's pings): the server's message says which.
+var ErrInUse = errors.New("another agent serves this runtime")
+
+// DialConfig is how an agent connects.
+type DialConfig struct {
+	// Server is the server's agent address (https://HOST:PORT).
+	Server string
+	Token  string
+	TLS    *tls.Config
+	// UserAgent is drover-agent/VERSION.
+	UserAgent string
+	// Instance is the id the agent's process chose at start
+	// (InstanceHeader).
+	Instance string
+}
+
+// Dial opens an agent's connection to the server and returns its session:
+// the agent accepts the server's calls on it (Session.Accept) and opens its
+// own (Session.Open).
+func Dial(ctx context.Context, dc DialConfig) (*yamux.Session, error) {
+	serverURL, tlsCfg := dc.Server, dc.TLS
 	u, err := url.Parse(serverURL)
 	if err != nil || u.Host == "" {
 		return nil, fmt.Errorf("server URL %q: want https://HOST:PORT", serverURL)
@@ -62,8 +80,11 @@ func Dial(ctx context.Context, serverURL, token string, tlsCfg *tls.Config, user
 	}
 	req.Header.Set("Connection", "Upgrade")
 	req.Header.Set("Upgrade", Protocol)
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("User-Agent", userAgent)
+	req.Header.Set("Authorization", "Bearer "+dc.Token)
+	req.Header.Set("User-Agent", dc.UserAgent)
+	if dc.Instance != "" {
+		req.Header.Set(InstanceHeader, dc.Instance)
+	}
 	if err := req.Write(conn); err != nil {
 		_ = conn.Close()
 		return nil, err
@@ -79,8 +100,11 @@ func Dial(ctx context.Context, serverURL, token string, tlsCfg *tls.Config, user
 		_ = resp.Body.Close()
 		_ = conn.Close()
 		text := strings.TrimSpace(string(msg))
-		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+		switch resp.StatusCode {
+		case http.StatusUnauthorized, http.StatusForbidden:
 			return nil, fmt.Errorf("%w: %s", ErrRefused, text)
+		case http.StatusConflict:
+			return nil, fmt.Errorf("%w: %s", ErrInUse, text)
 		}
 		return nil, fmt.Errorf("the server answered %s: %s", resp.Status, text)
 	}

@@ -1,7 +1,6 @@
 package remote
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -46,6 +45,10 @@ type HubConfig struct {
 	Now func() time.Time
 	// Heartbeat is how often agents are pinged (0 = HeartbeatEvery).
 	Heartbeat time.Duration
+	// TakeoverAfter is how long a connected agent may go without
+	// answering a ping before another agent on its token may take its
+	// runtime over (0 = 3 heartbeats). Until then the other is refused.
+	TakeoverAfter time.Duration
 }
 
 // Hub holds the sessions of the agents connected to this server.
@@ -67,19 +70,26 @@ type Hub struct {
 	// once known (SetPeers was called): until then agents are told nothing.
 	peers      Peers
 	peersKnown bool
+	// refused is, by runtime, the last attempt of an agent refused because
+	// another one served the runtime.
+	refused map[string]Attempt
 }
 
 // session is one agent's connection.
 type session struct {
 	name      string
 	tokenHash string
-	hello     Hello
-	mux       *yamux.Session
-	client    *http.Client
-	opened    time.Time
-	// beat is when the agent last answered a ping (heartbeat's goroutine
-	// writes it; the same goroutine reads it once the session ended).
-	beat time.Time
+	// remote is the address the agent connected from; instance the id
+	// the agent process sent (InstanceHeader; "" from older agents).
+	remote, instance string
+	hello            Hello
+	mux              *yamux.Session
+	client           *http.Client
+	opened           time.Time
+	log              *slog.Logger
+	// beat is when the agent last answered a ping.
+	beatMu sync.Mutex
+	beat   time.Time
 	// done is closed when the session ended; reason says why.
 	done    chan struct{}
 	endOnce sync.Once
@@ -122,7 +132,10 @@ func NewHub(cfg HubConfig) *Hub {
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = HeartbeatEvery
 	}
-	return &Hub{cfg: cfg, log: cfg.Log, sessions: map[string]*session{}, changed: make(chan struct{})}
+	if cfg.TakeoverAfter <= 0 {
+		cfg.TakeoverAfter = 3 * cfg.Heartbeat
+	}
+	return &Hub{cfg: cfg, log: cfg.Log, sessions: map[string]*session{}, changed: make(chan struct{}), refused: map[string]Attempt{}}
 }
 
 // SetRuns sets the recorder of the runs agents hand back (before the first
@@ -166,6 +179,15 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the server could not read its store; try again", http.StatusServiceUnavailable)
 		return
 	}
+	instance := r.Header.Get(InstanceHeader)
+	if len(instance) > 64 {
+		instance = instance[:64]
+	}
+	if holder := h.holder(lr.Name, instance); holder != nil {
+		h.refuse(lr.Name, r.RemoteAddr, agentVersion(r.UserAgent()), holder)
+		http.Error(w, holder.busy(), http.StatusConflict)
+		return
+	}
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		http.Error(w, "cannot upgrade this connection", http.StatusInternalServerError)
@@ -185,7 +207,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if n := brw.Reader.Buffered(); n > 0 {
 		rw = bufferedConn{Reader: io.MultiReader(io.LimitReader(brw.Reader, int64(n)), conn), Conn: conn}
 	}
-	h.serve(context.WithoutCancel(r.Context()), lr, hash, rw, r.RemoteAddr)
+	h.serve(context.WithoutCancel(r.Context()), lr, hash, rw, r.RemoteAddr, instance, agentVersion(r.UserAgent()))
 }
 
 // bufferedConn reads what was buffered before the connection.
@@ -207,7 +229,7 @@ func muxConfig() *yamux.Config {
 }
 
 // serve runs one agent's session until it ends.
-func (h *Hub) serve(ctx context.Context, lr store.LinkedRuntime, hash string, conn io.ReadWriteCloser, remote string) {
+func (h *Hub) serve(ctx context.Context, lr store.LinkedRuntime, hash string, conn io.ReadWriteCloser, remote, instance, version string) {
 	h.mu.Lock()
 	if h.closing {
 		h.mu.Unlock()
@@ -218,29 +240,44 @@ func (h *Hub) serve(ctx context.Context, lr store.LinkedRuntime, hash string, co
 	h.mu.Unlock()
 	defer h.running.Done()
 	// The server opens the calls (yamux client); the agent serves them.
-	mux, err := yamux.Client(conn, muxConfig())
+	// Streams the agent opens wait in a backlog no longer than the
+	// streams it may have open (each holds up to a window of data).
+	cfg := muxConfig()
+	cfg.AcceptBacklog = agentStreamsLimit
+	mux, err := yamux.Client(conn, cfg)
 	if err != nil {
 		_ = conn.Close()
 		return
 	}
 	now := h.cfg.Now()
-	s := &session{name: lr.Name, tokenHash: hash, mux: mux, opened: now, beat: now, done: make(chan struct{}), check: make(chan struct{}, 1)}
+	s := &session{name: lr.Name, tokenHash: hash, remote: remote, instance: instance, mux: mux, opened: now, beat: now,
+		log: h.log, done: make(chan struct{}), check: make(chan struct{}, 1)}
 	s.client = &http.Client{Transport: &http.Transport{
-		DialContext:         func(context.Context, string, string) (net.Conn, error) { return mux.Open() },
-		MaxIdleConnsPerHost: 16,
-		IdleConnTimeout:     time.Minute,
+		DialContext:            func(context.Context, string, string) (net.Conn, error) { return mux.Open() },
+		MaxIdleConnsPerHost:    16,
+		IdleConnTimeout:        time.Minute,
+		MaxResponseHeaderBytes: headerLimit,
 	}}
 	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	err = s.do(hctx, pathHello, nil, &s.hello)
 	cancel()
 	if err != nil {
-		h.log.Warn("agent did not say hello; closing its connection", "runtime", lr.Name, "remote_addr", remote, "error", err)
-		_ = mux.Close()
+		if !errors.As(err, new(*tooLargeError)) { // else logged as it was cut
+			h.log.Warn("agent did not say hello; closing its connection", "runtime", lr.Name, "remote_addr", remote, "error", err)
+		}
+		s.end("the agent did not say hello")
 		return
+	}
+	if s.hello.Version == "" {
+		s.hello.Version = version
 	}
 	// The agent opens streams to hand back runs.
 	go h.acceptFromAgent(s)
-	if !h.register(ctx, s) {
+	switch ok, holder := h.register(ctx, s); {
+	case holder != nil:
+		s.end("refused: " + holder.busy())
+		return
+	case !ok:
 		s.end("the server is stopping")
 		return
 	}
@@ -251,28 +288,42 @@ func (h *Hub) serve(ctx context.Context, lr store.LinkedRuntime, hash string, co
 	h.log.Info("agent disconnected", "runtime", lr.Name, "reason", s.reason)
 }
 
-// register makes s the session of its runtime (ending an older one); it
-// reports false once the hub is closing.
-func (h *Hub) register(ctx context.Context, s *session) bool {
+// register makes s the session of its runtime, ending an older one of the
+// same agent, or of an agent that stopped answering; it reports false once
+// the hub is closing, and the session of another agent that serves the
+// runtime (s is refused) when there is one.
+func (h *Hub) register(ctx context.Context, s *session) (bool, *session) {
 	h.mu.Lock()
 	if h.closing {
 		h.mu.Unlock()
-		return false
+		return false, nil
 	}
 	old := h.sessions[s.name]
+	if old != nil && h.serves(old, s.instance) {
+		h.mu.Unlock()
+		// Another agent connected while this one said hello.
+		h.refuse(s.name, s.remote, s.hello.Version, old)
+		return false, old
+	}
 	h.sessions[s.name] = s
 	close(h.changed)
 	h.changed = make(chan struct{})
 	h.mu.Unlock()
-	if old != nil {
-		old.end("a new connection of the same runtime replaced it")
+	switch {
+	case old == nil:
+	case old.instance != "" && old.instance == s.instance:
+		old.end("a new connection of the same agent replaced it")
+	default:
+		h.log.Info("agent took over the runtime of an agent that stopped answering", "runtime", s.name, "remote_addr", s.remote,
+			"previous_addr", old.remote, "previous_heartbeat", old.lastBeat())
+		old.end("another agent took the runtime over: this one had not answered for " + roundAgo(h.cfg.Now().Sub(old.lastBeat())))
 	}
 	h.putState(ctx, s.name, store.AgentState{Connected: true, Replica: h.cfg.Replica, Version: s.hello.Version,
 		Mode: s.hello.Mode, Host: s.hello.Host, ConnectedAt: s.opened, HeartbeatAt: s.opened})
 	if h.cfg.OnConnect != nil {
 		h.cfg.OnConnect(s.name)
 	}
-	return true
+	return true, nil
 }
 
 // unregister forgets s and records that its agent is gone.
@@ -299,7 +350,7 @@ func (h *Hub) unregister(ctx context.Context, s *session) {
 	}
 	now := h.cfg.Now()
 	h.putState(ctx, s.name, store.AgentState{Connected: false, Replica: h.cfg.Replica, Version: s.hello.Version,
-		Mode: s.hello.Mode, Host: s.hello.Host, ConnectedAt: s.opened, HeartbeatAt: s.beat, DisconnectedAt: now, Error: s.reason})
+		Mode: s.hello.Mode, Host: s.hello.Host, ConnectedAt: s.opened, HeartbeatAt: s.lastBeat(), DisconnectedAt: now, Error: s.reason})
 	h.mu.Lock()
 	closing := h.closing
 	h.mu.Unlock()
@@ -427,22 +478,75 @@ func (h *Hub) heartbeat(ctx context.Context, s *session) {
 			s.end(reasonUnreachable)
 			return
 		}
-		s.beat = h.cfg.Now()
+		beat := h.cfg.Now()
+		s.setBeat(beat)
 		if beats++; beats%peersEvery == 0 {
 			go h.tellPeers(ctx, s)
 		}
 		h.putState(ctx, s.name, store.AgentState{Connected: true, Replica: h.cfg.Replica, Version: s.hello.Version,
-			Mode: s.hello.Mode, Host: s.hello.Host, ConnectedAt: s.opened, HeartbeatAt: s.beat})
+			Mode: s.hello.Mode, Host: s.hello.Host, ConnectedAt: s.opened, HeartbeatAt: beat})
 	}
 }
 
 // end closes the session once, saying why.
-func (s *session) end(reason string) {
+func (s *session) end(reason string) { s.endSaying(reason, nil) }
+
+// endSaying closes the session once, saying why, and calls say first when
+// this call is the one that closes it.
+func (s *session) endSaying(reason string, say func()) {
 	s.endOnce.Do(func() {
+		if say != nil {
+			say()
+		}
 		s.reason = reason
 		close(s.done)
 		_ = s.mux.Close()
 	})
+}
+
+// ended reports whether the session ended.
+func (s *session) ended() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (s *session) setBeat(t time.Time) {
+	s.beatMu.Lock()
+	defer s.beatMu.Unlock()
+	s.beat = t
+}
+
+// lastBeat is when the agent last answered a ping (or connected).
+func (s *session) lastBeat() time.Time {
+	s.beatMu.Lock()
+	defer s.beatMu.Unlock()
+	return s.beat
+}
+
+// exceeded ends s because its agent sent more than a message's limit, and
+// says so once in the log: such an agent is broken or hostile, and what it
+// sends is not read further.
+func (s *session) exceeded(e *tooLargeError) {
+	s.endSaying("the agent sent a message over its size limit: "+e.Error(), func() {
+		s.log.Error("agent sent a message over its size limit; disconnecting it", "runtime", s.name, "remote_addr", s.remote,
+			"call", e.call, "limit_bytes", e.limit, "error", e.Error())
+	})
+}
+
+// cutIfTooLarge disconnects the agent of s when err says it passed a
+// message's limit, and returns the error to report then; nil when err is
+// another error (or none).
+func (s *session) cutIfTooLarge(err error) error {
+	var e *tooLargeError
+	if !errors.As(err, &e) {
+		return nil
+	}
+	s.exceeded(e)
+	return fmt.Errorf("runtime %s: %w; the agent was disconnected%w", s.name, e, unavailable)
 }
 
 // Disconnect ends the session of a runtime's agent, if connected here
@@ -553,11 +657,10 @@ func (s *session) do(ctx context.Context, path string, in, out any) error {
 		return err
 	}
 	defer func() { _ = resp.Body.Close() }()
-	if out == nil {
-		_, _ = io.Copy(io.Discard, resp.Body)
-		return nil
-	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+	if err := decodeAnswer(resp.Body, path, out); err != nil {
+		if cut := s.cutIfTooLarge(err); cut != nil {
+			return cut
+		}
 		return fmt.Errorf("runtime %s: agent's answer to %s: %w", s.name, path, err)
 	}
 	return nil
@@ -591,20 +694,19 @@ func (s *session) post(ctx context.Context, path string, in any) (*http.Response
 		if s.mux.IsClosed() || errors.Is(err, yamux.ErrSessionShutdown) {
 			return nil, fmt.Errorf("runtime %s: lost the agent's connection: %w%w", s.name, err, unavailable)
 		}
+		// net/http says so in words only.
+		if strings.Contains(err.Error(), "response headers exceeded") {
+			return nil, s.cutIfTooLarge(&tooLargeError{what: "the header of the answer to " + path, call: path, limit: headerLimit})
+		}
 		return nil, fmt.Errorf("runtime %s: call to the agent failed: %w", s.name, err)
 	}
 	if resp.StatusCode == http.StatusOK {
 		return resp, nil
 	}
 	defer func() { _ = resp.Body.Close() }()
-	var ce callError
-	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if json.Unmarshal(data, &ce) != nil || ce.Error == "" {
-		ce.Error = fmt.Sprintf("agent answered %s: %s", resp.Status, strings.TrimSpace(string(data)))
-	}
-	err = errors.New(ce.Error)
-	if ce.Permanent {
-		err = runtimes.Permanent(err)
+	err = answerError(resp.Status, resp.Body, path)
+	if cut := s.cutIfTooLarge(err); cut != nil {
+		return nil, cut
 	}
 	return nil, err
 }
@@ -614,7 +716,14 @@ func (h *Hub) acceptFromAgent(s *session) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+pathRuns, func(w http.ResponseWriter, r *http.Request) {
 		var run runtimes.Run
-		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&run); err != nil {
+		err := decodeLimited(r.Body, &tooLargeError{what: "a run handed back on " + pathRuns, call: pathRuns, limit: runLimit}, &run)
+		if big := (*tooLargeError)(nil); errors.As(err, &big) {
+			http.Error(w, big.Error()+": disconnecting this agent", http.StatusRequestEntityTooLarge)
+			_ = http.NewResponseController(w).Flush()
+			s.exceeded(big)
+			return
+		}
+		if err != nil {
 			http.Error(w, "bad run: "+err.Error(), http.StatusBadRequest)
 			return
 		}
@@ -632,18 +741,6 @@ func (h *Hub) acceptFromAgent(s *session) {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	_ = srv.Serve(s.mux)
-}
-
-// readLines calls fn with each line of r until it ends.
-func readLines(r io.Reader, fn func([]byte)) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		if len(sc.Bytes()) > 0 {
-			fn(sc.Bytes())
-		}
-	}
-	return sc.Err()
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: headerLimit}
+	_ = srv.Serve(limitStreams(s.mux, agentStreamsLimit, s.done))
 }

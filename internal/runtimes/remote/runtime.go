@@ -159,12 +159,15 @@ func (r *Runtime) watchOn(ctx context.Context, s *session, notify func(runtimes.
 	defer func() { _ = resp.Body.Close() }()
 	stop := context.AfterFunc(ctx, func() { _ = resp.Body.Close() })
 	defer stop()
-	err = readLines(resp.Body, func(line []byte) {
+	err = readLines(resp.Body, pathWatch, watchLineLimit, func(line []byte) {
 		var k runtimes.InstanceKey
 		if json.Unmarshal(line, &k) == nil && k.Application != "" {
 			notify(k)
 		}
 	})
+	if cut := s.cutIfTooLarge(err); cut != nil {
+		return cut
+	}
 	if err == nil {
 		err = errors.New("the agent ended the watch")
 	}

@@ -26,6 +26,12 @@ const Protocol = "drover-agent/1"
 // ConnectPath is the path agents connect to on the agent listener.
 const ConnectPath = "/v1/agent/connect"
 
+// InstanceHeader carries, on an agent's connect request, the id its process
+// chose at start (random): the server tells a connection of the agent
+// serving a runtime (which replaces its older one) from another agent on
+// the same token (refused while the first one answers).
+const InstanceHeader = "Drover-Agent-Instance"
+
 // Paths of the calls the server makes on a session (served by the agent),
 // and of those the agent makes (served by the server).
 const (
