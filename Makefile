@@ -78,6 +78,22 @@ fuzz: ## Run every fuzz target for FUZZTIME (default 10m) each, memory-capped (n
 		done; \
 	done <<< "$$targets"
 
+# The fuzz targets CI runs for a short budget each (package:Target): the wire of agents
+# and the parsers and renderers of what users and agents send the server.
+FUZZ_CI_TARGETS ?= ./internal/runtimes/remote:FuzzHubDecode ./internal/compiler:FuzzRender \
+	./internal/compiler:FuzzParams ./internal/usertext:FuzzUser ./internal/config:FuzzDecode \
+	./internal/manifest:FuzzDecode ./internal/runtimes/custom:FuzzParseOutput
+FUZZTIME_CI ?= 10s
+
+.PHONY: fuzz-ci
+fuzz-ci: ## Run FUZZ_CI_TARGETS for FUZZTIME_CI (default 10s) each, memory-capped (what CI runs after the tests)
+	@for t in $(FUZZ_CI_TARGETS); do \
+		pkg="$${t%%:*}"; name="$${t##*:}"; \
+		echo "==> $$pkg $$name ($(FUZZTIME_CI))"; \
+		( ulimit -v $(FUZZ_ULIMIT_KB) && GOMEMLIMIT=$(FUZZ_GOMEMLIMIT) \
+			$(GO) test -run='^$$' -fuzz="^$$name$$" -fuzztime=$(FUZZTIME_CI) -parallel=$(FUZZPARALLEL) "$$pkg" ) || exit 1; \
+	done
+
 .PHONY: bench
 bench: ## Run benchmarks matching BENCH (default: all) with allocation stats
 	$(GO) test -run='^$$' -bench='$(BENCH)' -benchmem ./...
