@@ -742,6 +742,9 @@ func TestAgentOnePerRuntime(t *testing.T) {
 	if info := runtimeInfo(t, s, "hosts"); info.Agent.State != "connected" || !info.Agent.ConnectedAt.Equal(connected) {
 		t.Errorf("the first agent lost its connection to the second: %+v (connected at %s)", info.Agent, connected)
 	}
+	if info := runtimeInfo(t, s, "hosts"); info.Agent.RemoteAddr == "" || info.Agent.Refused == nil || info.Agent.Refused.Count < 2 {
+		t.Errorf("drover runtimes does not show the connected agent's address and the refused one: %s", dump(info.Agent))
+	}
 	if n := strings.Count(first.log(), `msg="connected to the server"`); n != 1 {
 		t.Errorf("the first agent connected %d times:\n%s", n, first.log())
 	}
@@ -756,5 +759,50 @@ func TestAgentOnePerRuntime(t *testing.T) {
 	})
 	if info := waitAgent(t, s, "hosts", "connected"); !info.Agent.ConnectedAt.After(connected) {
 		t.Errorf("after the takeover: %+v", info.Agent)
+	}
+}
+
+// TestAgentNewDataAppliesOnce: an agent serving an apply-only custom
+// runtime (no fetch) is replaced by one started with an empty --data (a pod
+// without a volume): what was applied is kept in the server's store, handed
+// to the new agent with each target, so nothing is applied again (tour 3's
+// B30: the record was in the agent's data directory).
+func TestAgentNewDataAppliesOnce(t *testing.T) {
+	requireE2E(t)
+	s := newServer(t, "--agent-listen", freeAddr(t), "--poll-interval", "200ms")
+	resp, tok := link(t, s, "hosts")
+	tmp := t.TempDir()
+	logPath := filepath.Join(tmp, "applies.log")
+	dir := crWriteConfigs(t, filepath.Join(tmp, "config"), map[string]crObj{
+		"runtime": {"runtime": crObj{"name": "once", "custom": crObj{
+			"proxyRuntime": crObj{"runtime": "hosts"},
+			"apply": crProgram(`echo "apply $PVN_RELEASE_CHANNEL $PVN_SERVICE_VERSION" >> "$LOG"`, map[string]string{"LOG": logPath}),
+		}}},
+		"app":     crApp("agonce", crChannel("staging", "once")),
+		"service": crService("agonce", "job"),
+	})
+	first := startAgent(t, "first", agentArgs(resp, tok, "--mode", "commands", "--data", filepath.Join(tmp, "data-a"))...)
+	waitAgent(t, s, "hosts", "connected")
+	s.ok("alice", "apply", dir+"/...")
+	v, _ := s.push("alice", "agonce", "job")
+	s.waitStatus("agonce", "job", 60*time.Second, "converged through the first agent", converged(v))
+	first.kill()
+	waitAgent(t, s, "hosts", "disconnected")
+	startAgent(t, "second", agentArgs(resp, tok, "--mode", "commands", "--data", filepath.Join(tmp, "data-b"))...)
+	waitAgent(t, s, "hosts", "connected")
+	s.waitStatus("agonce", "job", 60*time.Second, "converged through the second agent", converged(v))
+	// Planning rounds through the new agent.
+	time.Sleep(3 * time.Second)
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(data), "apply staging "+v); n != 1 {
+		t.Errorf("%s applied %d times, want once:\n%s", v, n, data)
+	}
+	for _, ev := range s.events("agonce", "job") {
+		if ev.Type == "drift" {
+			t.Errorf("drift after the agent changed: %s", ev.Message)
+		}
 	}
 }
