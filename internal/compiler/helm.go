@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/ignore"
@@ -26,18 +27,24 @@ import (
 	"github.com/drover-dev/drover/internal/desiredstate"
 )
 
-// helmSlot serializes chart rendering: the Helm SDK keeps some global state
-// (its template function map and caches) and rendering is fast enough. It is
-// a channel so that a compilation can give up waiting for it.
+// helmSlot serializes chart rendering: in-process, the Helm SDK keeps some
+// global state (its template function map and caches); in a child process
+// (helm_process.go), one render at a time bounds the memory charts may take
+// together to MaxChartMemory. It is a channel so that a compilation can give
+// up waiting for it.
 var helmSlot = make(chan struct{}, 1)
 
-// Helm's template engine has no limits and cannot be interrupted: a chart
-// template runs until it ends, however long and however much it renders. A
-// compilation waits for it only until its context is done (its deadline,
-// MaxCompileTime, or its caller giving up); the render then finishes in the
-// background, holding helmSlot, so that at most one such render runs at a
-// time. Its manifests are charged to the compilation's output budget
+// Charts render in a child process with its own limits when the process
+// called IsolateCharts (the drover executable does): see helm_process.go.
+// A compilation waits for a chart until its context is done (its deadline,
+// MaxCompileTime, or its caller giving up), and the child is then killed.
+// Its manifests are charged to the compilation's output budget
 // (MaxCompileOutput) once rendered.
+//
+// Without IsolateCharts, Helm's template engine runs in-process with no
+// limits, and cannot be interrupted: a compilation stops waiting for it at
+// its context's end, but the render finishes in the background, holding
+// helmSlot, so that at most one such render runs at a time.
 
 // helm renders a local chart with the service's values for one release
 // channel, the way `helm template` would, and returns the manifests as
@@ -82,7 +89,7 @@ func (c *rcCompiler) helm(field string, h *config.HelmConfig, data *Data, sel Se
 	if used != "" {
 		c.note(fmt.Sprintf("helm chart %s: rendered for %s, as runtime %s reported", h.Chart.Root, used, sel.Name))
 	}
-	r, err := renderChartContext(c.ctx, h.Chart, release, ns, values, caps)
+	r, err := renderChartContext(c.ctx, h.Chart, release, ns, values, caps, c.templates.budget.left())
 	if err == nil && !c.templates.budget.take(len(r.manifest)) {
 		err = errors.New(helmBudgetMsg())
 	}
@@ -153,8 +160,10 @@ type rendered struct {
 	skipped  []string
 }
 
-// renderChartContext is renderChart until ctx is done.
-func renderChartContext(ctx context.Context, tree *config.FileTree, release, namespace string, values map[string]any, caps *chartutil.Capabilities) (rendered, error) {
+// renderChartContext is renderChart until ctx is done, in a child process
+// when the process called IsolateCharts. maxOutput is what the compilation
+// may still produce.
+func renderChartContext(ctx context.Context, tree *config.FileTree, release, namespace string, values map[string]any, caps *chartutil.Capabilities, maxOutput int) (rendered, error) {
 	stopped := func() error {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return fmt.Errorf("rendering ran out of time (a compilation's templates share at most %s): %w", MaxCompileTime, ctx.Err())
@@ -165,6 +174,14 @@ func renderChartContext(ctx context.Context, tree *config.FileTree, release, nam
 	case helmSlot <- struct{}{}:
 	case <-ctx.Done():
 		return rendered{}, stopped()
+	}
+	if chartRendererExe != "" {
+		defer func() { <-helmSlot }()
+		r, err := renderChartChild(ctx, tree, release, namespace, values, caps, maxOutput)
+		if err != nil && ctx.Err() != nil {
+			return rendered{}, stopped()
+		}
+		return r, err
 	}
 	type result struct {
 		r   rendered
@@ -186,26 +203,8 @@ func renderChartContext(ctx context.Context, tree *config.FileTree, release, nam
 
 // renderChart renders a chart; the caller holds helmSlot.
 func renderChart(tree *config.FileTree, release, namespace string, values map[string]any, caps *chartutil.Capabilities) (rendered, error) {
-	names := make([]string, 0, len(tree.Files))
-	for n := range tree.Files {
-		names = append(names, path.Clean(n))
-	}
-	sort.Strings(names)
-	keep, err := helmIgnored(tree)
+	ch, err := loadChart(tree)
 	if err != nil {
-		return rendered{}, err
-	}
-	files := make([]*loader.BufferedFile, 0, len(names))
-	for _, n := range names {
-		if keep(n) {
-			files = append(files, &loader.BufferedFile{Name: n, Data: []byte(tree.Files[n])})
-		}
-	}
-	chart, err := loader.LoadFiles(files)
-	if err != nil {
-		return rendered{}, err
-	}
-	if err := chart.Validate(); err != nil {
 		return rendered{}, err
 	}
 	cfg := &action.Configuration{
@@ -226,11 +225,39 @@ func renderChart(tree *config.FileTree, release, namespace string, values map[st
 	install.DisableHooks = true // hooks are placed by placeHooks
 	install.ReleaseName = release
 	install.Namespace = namespace
-	rel, err := install.Run(chart, values)
+	rel, err := install.Run(ch, values)
 	if err != nil {
 		return rendered{}, err
 	}
 	return placeHooks(strings.TrimSpace(rel.Manifest)+"\n", rel.Hooks), nil
+}
+
+// loadChart loads the chart of a file tree, as helm template loads a chart
+// directory: its .helmignore honoured.
+func loadChart(tree *config.FileTree) (*chart.Chart, error) {
+	names := make([]string, 0, len(tree.Files))
+	for n := range tree.Files {
+		names = append(names, path.Clean(n))
+	}
+	sort.Strings(names)
+	keep, err := helmIgnored(tree)
+	if err != nil {
+		return nil, err
+	}
+	files := make([]*loader.BufferedFile, 0, len(names))
+	for _, n := range names {
+		if keep(n) {
+			files = append(files, &loader.BufferedFile{Name: n, Data: []byte(tree.Files[n])})
+		}
+	}
+	ch, err := loader.LoadFiles(files)
+	if err != nil {
+		return nil, err
+	}
+	if err := ch.Validate(); err != nil {
+		return nil, err
+	}
+	return ch, nil
 }
 
 // placeHooks is drover's rule for Helm hooks, which it does not run as Helm

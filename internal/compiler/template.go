@@ -100,7 +100,12 @@ func (c *templateCache) renderText(ctx context.Context, name, s string, data any
 	if p.t == nil && p.err == nil {
 		p.t, p.err = template.New(name).Option("missingkey=error").Parse(s)
 		if p.err == nil {
+			p.err = checkFormats(p.t)
+		}
+		if p.err == nil {
 			instrument(p.t)
+		} else {
+			p.t = nil
 		}
 		if c != nil {
 			c.m.Store(key, p)

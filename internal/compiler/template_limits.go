@@ -185,6 +185,9 @@ func (s *renderState) funcs() template.FuncMap {
 		tickFunc:      s.step,
 		secretArgFunc: s.secretArg,
 		"printf": func(f string, a ...any) (string, error) {
+			if err := checkFormat(f); err != nil {
+				return "", err
+			}
 			if err := s.room(sprintfBound(f, a, s.limit())); err != nil {
 				return "", err
 			}
@@ -332,6 +335,8 @@ func execute(ctx context.Context, t *template.Template, data any, budget *output
 // byteSize prints a size limit the way people read it.
 func byteSize(n int) string {
 	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
 	case n >= 1<<20 && n%(1<<20) == 0:
 		return fmt.Sprintf("%d MiB", n>>20)
 	case n >= 1<<10 && n%(1<<10) == 0:

@@ -5,7 +5,8 @@
 // A user name is normalized so that one person cannot count twice toward a
 // quorum by spelling their name differently ("alice", "ALICE", " alice",
 // "alice" with a zero-width space): it is trimmed, its inner runs of spaces
-// become one space, it is put in Unicode NFKC form and case-folded. Names
+// become one space, it is put in Unicode NFKC form and case-folded, until
+// normalizing it again changes nothing (User(User(x)) == User(x)). Names
 // holding control or format characters (line breaks, escape sequences,
 // zero-width and bidirectional controls) are refused, not cleaned, so what is
 // recorded is what the person typed. This is not authentication: it only
@@ -46,12 +47,10 @@ func User(name string) (string, error) {
 	if err := refuse("user name", name, false); err != nil {
 		return "", err
 	}
-	// NFKC maps compatibility forms (full-width letters, no-break and other
-	// spaces) to their plain form; folding after it can leave a string that
-	// is not NFKC, so normalize once more.
-	n := norm.NFKC.String(fold().String(norm.NFKC.String(name)))
-	n = strings.Join(strings.Fields(n), " ")
+	n, ok := stable(name)
 	switch {
+	case !ok:
+		return "", fmt.Errorf("user name has no stable normalized form (its case folding does not settle): spell it another way: %w", ErrInvalid)
 	case n == "":
 		return "", fmt.Errorf("user name is empty: set --user or DROVER_USER: %w", ErrInvalid)
 	case utf8.RuneCountInString(n) > MaxUserLen:
@@ -61,6 +60,58 @@ func User(name string) (string, error) {
 		return "", err
 	}
 	return n, nil
+}
+
+// maxRounds bounds the rounds of normalize in stable; names seen so far
+// need at most two (one to normalize, one to confirm).
+const maxRounds = 4
+
+// stable applies normalize until its result no longer changes, so that
+// User(User(x)) == User(x) holds by construction and not only for the
+// spellings tried; ok is false for a name that does not settle within
+// maxRounds, which User refuses rather than record an unstable spelling.
+func stable(name string) (n string, ok bool) {
+	n = normalize(name)
+	for range maxRounds {
+		next := normalize(n)
+		if next == n {
+			return n, true
+		}
+		n = next
+	}
+	return "", false
+}
+
+// normalize is one round of user name normalization: NFKC, case folding,
+// NFKC again and spaces collapsed. NFKC maps compatibility forms
+// (full-width letters, no-break and other spaces) to their plain form;
+// folding after it can leave a string that is not NFKC, so it normalizes
+// once more.
+func normalize(name string) string {
+	n := norm.NFKC.String(foldCherokee(fold().String(norm.NFKC.String(name))))
+	return strings.Join(strings.Fields(n), " ")
+}
+
+// foldCherokee puts Cherokee letters in the case Unicode folds them to: the
+// capital one. Cherokee was written in capitals only until Unicode 8 added
+// small letters, and case folding must not change for letters already
+// encoded, so CaseFolding.txt maps the small letters (U+AB70-U+ABBF,
+// U+13F8-U+13FD) to the capitals. cases.Fold maps each to the other
+// instead, so that folding twice gives back the first spelling (S18).
+func foldCherokee(s string) string {
+	if !strings.ContainsFunc(s, isCherokeeSmall) {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		if isCherokeeSmall(r) {
+			return unicode.ToUpper(r)
+		}
+		return r
+	}, s)
+}
+
+func isCherokeeSmall(r rune) bool {
+	return (r >= 0xAB70 && r <= 0xABBF) || (r >= 0x13F8 && r <= 0x13FD)
 }
 
 // Comment returns a comment trimmed of surrounding white space. It may span

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // TestS2UserNamesNormalized: spellings of one name are one name.
@@ -27,6 +30,43 @@ func TestS2UserNamesNormalized(t *testing.T) {
 	} {
 		if got, err := User(in); err != nil || got != want {
 			t.Errorf("User(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+}
+
+// TestS18CherokeeFoldsToCapitals: a Cherokee name folds to its capital
+// letters, as Unicode's case folding says, whichever case it was typed in,
+// and stays so when normalized again.
+func TestS18CherokeeFoldsToCapitals(t *testing.T) {
+	t.Parallel()
+	for _, in := range []string{"\uab81", "\u13b1", "\uab70\u13a1 \u13f8", "\u13a0\uab71 \u13f0"} {
+		got, err := User(in)
+		if err != nil {
+			t.Fatalf("User(%q): %v", in, err)
+		}
+		if want := strings.ToUpper(in); got != want {
+			t.Errorf("User(%q) = %q (%U), want %q (%U)", in, got, []rune(got), want, []rune(want))
+		}
+	}
+}
+
+// TestS18UserIdempotentForEveryCasedRune: every character that has another
+// case or another NFKC form, alone and between letters, normalizes to a name
+// that normalizes to itself.
+func TestS18UserIdempotentForEveryCasedRune(t *testing.T) {
+	t.Parallel()
+	for r := rune(0); r <= unicode.MaxRune; r++ {
+		if unicode.SimpleFold(r) == r && norm.NFKC.String(string(r)) == string(r) {
+			continue
+		}
+		for _, s := range []string{string(r), "a" + string(r) + "\u0301", "\u03a3" + string(r)} {
+			n, err := User(s)
+			if err != nil {
+				continue
+			}
+			if again, err := User(n); err != nil || again != n {
+				t.Errorf("%q (%U) -> %q -> %q, %v", s, []rune(s), n, again, err)
+			}
 		}
 	}
 }
