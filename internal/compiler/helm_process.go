@@ -180,9 +180,10 @@ func serveChartRender(in io.Reader, out io.Writer) error {
 		return err
 	}
 	w := bufio.NewWriter(out)
-	w.Write(line)
-	w.WriteByte('\n')
-	w.WriteString(r.manifest)
+	// A bufio.Writer keeps its first error and returns it from Flush.
+	_, _ = w.Write(line)
+	_ = w.WriteByte('\n')
+	_, _ = w.WriteString(r.manifest)
 	return w.Flush()
 }
 

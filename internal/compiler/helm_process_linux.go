@@ -26,7 +26,7 @@ func limitRenderer(maxMemory int, maxTime time.Duration) error {
 	if err != nil {
 		return err
 	}
-	hard := uint64(used) + uint64(maxMemory)
+	hard := uint64(used) + uint64(maxMemory) //nolint:gosec // G115: both are sizes, positive
 	if err := syscall.Setrlimit(syscall.RLIMIT_DATA, &syscall.Rlimit{Cur: hard, Max: hard}); err != nil {
 		return fmt.Errorf("limit its memory: %w", err)
 	}

@@ -52,12 +52,12 @@ func TestS17AllowsRemote(t *testing.T) {
 func TestS17AllowPathRemoteEntries(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	real, err := filepath.EvalSymlinks(dir)
+	resolved, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	roots, err := allowedRoots([]string{dir, "https://host/org", "git::https://h/r", "git@host:org/"})
-	if err != nil || len(roots) != 4 || roots[0] != real || roots[1] != "https://host/org" || roots[3] != "git@host:org/" {
+	if err != nil || len(roots) != 4 || roots[0] != resolved || roots[1] != "https://host/org" || roots[3] != "git@host:org/" {
 		t.Fatalf("roots %q, %v", roots, err)
 	}
 	for _, bad := range []string{"https://", "https:///path", "git::"} {
@@ -69,7 +69,7 @@ func TestS17AllowPathRemoteEntries(t *testing.T) {
 		t.Errorf("github.com shorthand: %v", err)
 	}
 	// A remote entry allows no local file.
-	c := &confinement{roots: []string{real, "https://host/org"}}
+	c := &confinement{roots: []string{resolved, "https://host/org"}}
 	if _, err := c.check("https://host/org/x", "https://host/org/x"); err == nil {
 		t.Error("a file named like the entry passes the tree check")
 	}

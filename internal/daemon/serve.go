@@ -49,10 +49,10 @@ type serverFlags struct {
 	// eventArchive where older ones are archived before they are deleted.
 	eventRetention time.Duration
 	eventArchive   string
-	publicNames       []string // see serve_edge.go
-	token             string   // set by start
-	shutdownGrace     time.Duration
-	apiOnly           bool
+	publicNames    []string // see serve_edge.go
+	token          string   // set by start
+	shutdownGrace  time.Duration
+	apiOnly        bool
 	// forbidSelfApproval bars pushers from approving their own pushes.
 	forbidSelfApproval bool
 	// tlsCert and tlsKey are the API's certificate; tls serves it with the

@@ -409,8 +409,8 @@ func (d diskTree) join(dir, ref string) (string, bool) {
 }
 
 func (d diskTree) key(dir string) string {
-	if real, err := filepath.EvalSymlinks(dir); err == nil {
-		return real
+	if resolved, err := filepath.EvalSymlinks(dir); err == nil {
+		return resolved
 	}
 	return dir
 }

@@ -776,7 +776,7 @@ func TestAgentNewDataAppliesOnce(t *testing.T) {
 	dir := crWriteConfigs(t, filepath.Join(tmp, "config"), map[string]crObj{
 		"runtime": {"runtime": crObj{"name": "once", "custom": crObj{
 			"proxyRuntime": crObj{"runtime": "hosts"},
-			"apply": crProgram(`echo "apply $PVN_RELEASE_CHANNEL $PVN_SERVICE_VERSION" >> "$LOG"`, map[string]string{"LOG": logPath}),
+			"apply":        crProgram(`echo "apply $PVN_RELEASE_CHANNEL $PVN_SERVICE_VERSION" >> "$LOG"`, map[string]string{"LOG": logPath}),
 		}}},
 		"app":     crApp("agonce", crChannel("staging", "once")),
 		"service": crService("agonce", "job"),

@@ -268,14 +268,14 @@ func (r *Runtime) setModules(s Settings, dataDir string) error {
 		if d == "" {
 			continue
 		}
-		real, err := filepath.Abs(d)
+		resolved, err := filepath.Abs(d)
 		if err == nil {
-			real, err = filepath.EvalSymlinks(real)
+			resolved, err = filepath.EvalSymlinks(resolved)
 		}
 		if err != nil {
 			return fmt.Errorf("data directory: %w", err)
 		}
-		r.modules.exclude = append(r.modules.exclude, real)
+		r.modules.exclude = append(r.modules.exclude, resolved)
 	}
 	return nil
 }

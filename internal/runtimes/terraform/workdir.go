@@ -66,7 +66,7 @@ type moduleLimits struct {
 // moduleFile is one regular file of the module source.
 type moduleFile struct {
 	rel  string // slash-separated path below the module root
-	path string // its real path on disk (symbolic links resolved when listed)
+	path string // its resolved path on disk (symbolic links resolved when listed)
 	mode fs.FileMode
 	size int64
 }
@@ -82,11 +82,11 @@ type moduleFile struct {
 // returns a hash of the module's content (paths, executable bits and
 // bytes), which changes exactly when the module does.
 func syncModule(src, dst string, lim moduleLimits) (string, error) {
-	real, err := lim.resolve(src)
+	resolved, err := lim.resolve(src)
 	if err != nil {
 		return "", err
 	}
-	files, err := listModule(src, real, lim)
+	files, err := listModule(src, resolved, lim)
 	if err != nil {
 		return "", err
 	}
@@ -125,42 +125,42 @@ func pathError(src, format string, args ...any) error {
 // directory inside one of the roots, neither inside nor holding an
 // excluded directory.
 func (lim moduleLimits) resolve(src string) (string, error) {
-	real, err := filepath.EvalSymlinks(src)
+	resolved, err := filepath.EvalSymlinks(src)
 	if err != nil {
 		return "", fmt.Errorf("parameter path: module directory: %w", err)
 	}
-	info, err := os.Stat(real)
+	info, err := os.Stat(resolved)
 	if err != nil {
 		return "", fmt.Errorf("parameter path: module directory: %w", err)
 	}
 	if !info.IsDir() {
 		return "", pathError(src, "not a directory")
 	}
-	if err := lim.allowed(real); err != nil {
+	if err := lim.allowed(resolved); err != nil {
 		shown := ""
-		if real != filepath.Clean(src) {
-			shown = " (" + real + " after symbolic links)"
+		if resolved != filepath.Clean(src) {
+			shown = " (" + resolved + " after symbolic links)"
 		}
 		return "", fmt.Errorf("parameter path: module directory %s%s %w", src, shown, err)
 	}
 	for _, x := range lim.exclude {
-		if within(real, x) {
+		if within(resolved, x) {
 			return "", pathError(src, "holds the data directory %s: give the directory of the module alone", x)
 		}
 	}
-	return real, nil
+	return resolved, nil
 }
 
-// allowed checks that real (a real path) lies in a root and not in an
+// allowed checks that resolved (a real path) lies in a root and not in an
 // excluded directory; the error completes a sentence naming the path.
-func (lim moduleLimits) allowed(real string) error {
+func (lim moduleLimits) allowed(resolved string) error {
 	for _, x := range lim.exclude {
-		if within(x, real) {
+		if within(x, resolved) {
 			return fmt.Errorf("lies in the data directory %s", x)
 		}
 	}
 	for _, r := range lim.roots {
-		if within(r, real) {
+		if within(r, resolved) {
 			return nil
 		}
 	}
@@ -186,11 +186,11 @@ func pathDir(rel string) string {
 	return rel[:i]
 }
 
-// listModule lists the regular files of the module at src (real is its real
+// listModule lists the regular files of the module at src (resolved is its real
 // path), sorted, following symbolic links that stay in lim's roots; it
 // refuses special files and a module beyond lim's caps, so nothing is
 // copied from it.
-func listModule(src, real string, lim moduleLimits) ([]moduleFile, error) {
+func listModule(src, resolved string, lim moduleLimits) ([]moduleFile, error) {
 	var (
 		files   []moduleFile
 		entries int
@@ -257,7 +257,7 @@ func listModule(src, real string, lim moduleLimits) ([]moduleFile, error) {
 		}
 		return nil
 	}
-	if err := walk(real, "", 0); err != nil {
+	if err := walk(resolved, "", 0); err != nil {
 		return nil, err
 	}
 	slices.SortFunc(files, func(a, b moduleFile) int { return strings.Compare(a.rel, b.rel) })
