@@ -15,6 +15,7 @@ import (
 
 	apiv1 "github.com/drover-dev/drover/api/v1"
 	"github.com/drover-dev/drover/internal/atomicfile"
+	"github.com/drover-dev/drover/internal/usertext"
 )
 
 func newRuntimesCmd(g *globals) *cobra.Command {
@@ -239,7 +240,7 @@ func printJoin(cmd *cobra.Command, resp *apiv1.LinkRuntimeResponse, output strin
 		fmt.Fprintf(w, "Join token written to %s (mode 0600; shown nowhere else, the server keeps only its hash).\n\n", clean(tokenFile))
 	} else {
 		fmt.Fprintf(w, "Join token (shown once; the server keeps only its hash):\n  %s\n\n", resp.Token)
-		fmt.Fprintf(w, "Save it in a file only you can read, where the agent reads it (not on its command line:\nother users see arguments):\n  (umask 077 && printf '%%s\\n' '%s' > %s)\n\n", resp.Token, shellQuote(resp.TokenFile))
+		fmt.Fprintf(w, "Save it in a file only you can read, where the agent reads it (not on its command line:\nother users see arguments):\n  (umask 077 && printf '%%s\\n' '%s' > %s)\n\n", resp.Token, usertext.ShellQuote(resp.TokenFile))
 	}
 	if resp.Warning != "" {
 		fmt.Fprintf(w, "Warning: %s\n\n", resp.Warning)
@@ -254,20 +255,6 @@ func printJoin(cmd *cobra.Command, resp *apiv1.LinkRuntimeResponse, output strin
 		return err
 	}
 	return saveErr
-}
-
-// shellQuote quotes s for a POSIX shell when it needs it.
-func shellQuote(s string) string {
-	if s != "" && !strings.ContainsFunc(s, shellSpecial) {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-// shellSpecial reports whether r means something to a shell outside quotes.
-func shellSpecial(r rune) bool {
-	plain := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:@%+=,", r)
-	return !plain
 }
 
 func printRuntimes(w io.Writer, list *apiv1.RuntimeList, wide bool, now time.Time) error {

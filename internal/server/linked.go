@@ -17,6 +17,7 @@ import (
 	"github.com/drover-dev/drover/internal/compiler"
 	"github.com/drover-dev/drover/internal/config"
 	"github.com/drover-dev/drover/internal/store"
+	"github.com/drover-dev/drover/internal/usertext"
 	"github.com/drover-dev/drover/internal/version"
 )
 
@@ -155,20 +156,6 @@ func validInstall(req apiv1.LinkRuntimeRequest) error {
 	return nil
 }
 
-// shellQuote quotes s for a POSIX shell when it needs it.
-func shellQuote(s string) string {
-	if s != "" && !strings.ContainsFunc(s, shellSpecial) {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-// shellSpecial reports whether r means something to a shell outside quotes.
-func shellSpecial(r rune) bool {
-	plain := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:@%+=,", r)
-	return !plain
-}
-
 // joinInstructions says how to start the agent of a linked runtime.
 func (s *Server) joinInstructions(req apiv1.LinkRuntimeRequest, token string) *apiv1.LinkRuntimeResponse {
 	out := &apiv1.LinkRuntimeResponse{Name: req.Name, Token: token, AgentURL: s.agents.URL, Fingerprint: s.agents.Fingerprint}
@@ -186,7 +173,7 @@ func (s *Server) joinInstructions(req apiv1.LinkRuntimeRequest, token string) *a
 	if out.TokenFile == "" {
 		out.TokenFile = req.Name + ".token"
 	}
-	out.Command = fmt.Sprintf("drover agent --server %s%s --token-file %s --kubeconfig ~/.kube/config", url, pin, shellQuote(out.TokenFile))
+	out.Command = fmt.Sprintf("drover agent --server %s%s --token-file %s --kubeconfig ~/.kube/config", url, pin, usertext.ShellQuote(out.TokenFile))
 	ns := req.Namespace
 	if ns == "" {
 		ns = "drover-agent"
