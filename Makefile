@@ -83,10 +83,10 @@ fuzz: ## Run every fuzz target for FUZZTIME (default 10m) each, memory-capped (n
 FUZZ_CI_TARGETS ?= ./internal/runtimes/remote:FuzzHubDecode ./internal/compiler:FuzzRender \
 	./internal/compiler:FuzzParams ./internal/usertext:FuzzUser ./internal/config:FuzzDecode \
 	./internal/manifest:FuzzDecode ./internal/runtimes/custom:FuzzParseOutput
-FUZZTIME_CI ?= 10s
+FUZZTIME_CI ?= 5s
 
 .PHONY: fuzz-ci
-fuzz-ci: ## Run FUZZ_CI_TARGETS for FUZZTIME_CI (default 10s) each, memory-capped (what CI runs after the tests)
+fuzz-ci: ## Run FUZZ_CI_TARGETS for FUZZTIME_CI (default 5s) each, memory-capped (what CI runs after the tests)
 	@for t in $(FUZZ_CI_TARGETS); do \
 		pkg="$${t%%:*}"; name="$${t##*:}"; \
 		echo "==> $$pkg $$name ($(FUZZTIME_CI))"; \
