@@ -39,7 +39,7 @@ func RollbackTo(active *ds.Compiled, activeD, target *Desired, rc string, insts 
 		return nil, fmt.Errorf("release channel %s runs %s already: %w", rc, ds.VersionLabel(to.Version, to.DisplayName), ErrNotAVersionOf)
 	case ok && inst.TargetVersion == to.Version:
 		return nil, fmt.Errorf("release channel %s is rolling out %s already: %w", rc, ds.VersionLabel(to.Version, to.DisplayName), ErrNotAVersionOf)
-	case activeD.Channels[at].Version == to.Version && (!ok || inst.TargetVersion == "" || inst.TargetVersion == to.Version):
+	case activeD.Channels[at].Version == to.Version:
 		return nil, fmt.Errorf("%s is the version release channel %s is to run already: %w", ds.VersionLabel(to.Version, to.DisplayName), rc, ErrNotAVersionOf)
 	}
 	out := *active
