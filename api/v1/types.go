@@ -683,6 +683,9 @@ type ServiceSummary struct {
 	// Channels counts its release channels, Converged those converged.
 	Channels  int `json:"channels"`
 	Converged int `json:"converged"`
+	// DisplayName names DesiredVersion, when known at hand (a summary
+	// decodes no desired state: it is "" until the engine has read it).
+	DisplayName string `json:"displayName,omitempty"`
 }
 
 // ServiceSummaryList lists every service in brief.

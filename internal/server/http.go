@@ -371,7 +371,7 @@ func (l *serviceListWriter) add(st *apiv1.ServiceStatus) error {
 	}
 	if l.summary {
 		sum := apiv1.ServiceSummary{Application: st.Application, Service: st.Service, Status: st.Status, DesiredVersion: st.DesiredVersion,
-			Channels: len(st.ReleaseChannels)}
+			Channels: len(st.ReleaseChannels), DisplayName: st.DisplayName}
 		for _, c := range st.ReleaseChannels {
 			if c.Status == string(ds.StatusConverged) {
 				sum.Converged++
