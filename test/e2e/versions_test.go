@@ -77,6 +77,12 @@ func TestRollbackToChosenVersion(t *testing.T) {
 	if p := channel(t, js, "prod"); p.DisplayName != "1.27" || p.DesiredDisplayName != "1.27" {
 		t.Errorf("status -o json, prod: %s", dump(p))
 	}
+	r = s.ok("alice", "versions", "web", "--app", "quickstart")
+	if lines := strings.Split(strings.TrimSpace(r.stdout), "\n"); len(lines) != 6 || !strings.Contains(lines[1], "prod*="+versions["1.27"]+" (1.27)") || !strings.Contains(lines[1], "(active, rollback)") {
+		t.Errorf("versions after the rollback:\n%s", r.stdout)
+	} else {
+		t.Logf("versions after the rollback:\n%s", r.stdout)
+	}
 	r = s.ok("alice", "events", "web", "--app", "quickstart", "--type", "rollback")
 	if !strings.Contains(r.stdout, "prod: rollback to "+versions["1.27"]+" (1.27)") {
 		t.Errorf("events lack the rollback:\n%s", r.stdout)
