@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-
-	apiv1 "github.com/drover-dev/drover/api/v1"
 )
 
 // TestWebUIRollbackTo: the service page lists the earlier versions with
@@ -57,7 +55,7 @@ func TestWebUIRollbackTo(t *testing.T) {
 	b.click("Approve prod")
 	b.waitFor("prod back on 1.0, live", hasText("#ch-prod dd", "1.0 (")+` && `+hasText("#ch-prod .badge", "Converged"))
 	b.shot("4-rolled-back")
-	var after *apiv1.ServiceStatus = s.waitStatus("shop", "web", 60*time.Second, "prod on 1.0", channelIs("prod", "CONVERGED", v1))
+	after := s.waitStatus("shop", "web", 60*time.Second, "prod on 1.0", channelIs("prod", "CONVERGED", v1))
 	if c := channel(t, after, "prod"); c.DisplayName != "1.0" {
 		t.Errorf("prod: %s", dump(c))
 	}
