@@ -171,15 +171,25 @@ func TestRollbackToChosenVersion(t *testing.T) {
 			}
 		}
 	}
-	// A desired state id names a version too, and rolling back to one
-	// without a manual approval (staging) rolls out at once.
+	// A desired state id names a version too; a freeze holds the rollback
+	// of staging (no manual approval there) until it is lifted.
 	var id28 string
 	for _, v := range list.Versions {
 		if v.Version == v28 {
 			id28 = v.DesiredStateID
 		}
 	}
+	if _, err := s.freeze(ctx, apiv1.FreezeRequest{Application: "quickstart", ReleaseChannel: "staging", Reason: "hold it", User: "dev"}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.rollback(ctx, "quickstart", "web", "dev", apiv1.RollbackRequest{ReleaseChannel: "staging", To: id28}); err != nil {
+		t.Fatal(err)
+	}
+	held := waitChannel(t, s, "staging", "held by the freeze", func(c apiv1.ChannelStatus) bool { return c.Reason == "FROZEN" })
+	if held.Version != v29 || held.Status != "BLOCKED" {
+		t.Errorf("staging under the freeze: %+v", held)
+	}
+	if _, err := s.unfreeze(ctx, apiv1.UnfreezeRequest{Application: "quickstart", ReleaseChannel: "staging", User: "dev"}); err != nil {
 		t.Fatal(err)
 	}
 	waitChannel(t, s, "staging", "converged 1.28", converged(v28))
