@@ -316,10 +316,19 @@ func (c *Client) Resume(ctx context.Context, app, svc string, req apiv1.ChannelR
 	return &out, c.do(ctx, http.MethodPost, servicePath(app, svc)+":resume", req, &out)
 }
 
-// Rollback rolls a channel (or all) back to the last converged version.
-func (c *Client) Rollback(ctx context.Context, app, svc string, req apiv1.ChannelRequest) (*apiv1.ServiceStatus, error) {
-	var out apiv1.ServiceStatus
+// Rollback rolls a channel (or all) back to the last converged version,
+// or one channel to the version req.To names.
+func (c *Client) Rollback(ctx context.Context, app, svc string, req apiv1.RollbackRequest) (*apiv1.RollbackResponse, error) {
+	var out apiv1.RollbackResponse
 	return &out, c.do(ctx, http.MethodPost, servicePath(app, svc)+":rollback", req, &out)
+}
+
+// Versions lists a service's pushed versions, newest first (at most limit;
+// 0 = the server's default).
+func (c *Client) Versions(ctx context.Context, app, svc string, limit int) (*apiv1.VersionList, error) {
+	var out apiv1.VersionList
+	q := url.Values{"limit": {strconv.Itoa(limit)}}
+	return &out, c.do(ctx, http.MethodGet, servicePath(app, svc)+"/versions?"+q.Encode(), nil, &out)
 }
 
 // Events returns a service's events after seq.

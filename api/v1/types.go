@@ -11,7 +11,8 @@
 //	POST /v1/apps/{app}/services/{svc}:approve           ApproveRequest -> ServiceStatus
 //	POST /v1/apps/{app}/services/{svc}:pause             ChannelRequest -> ServiceStatus
 //	POST /v1/apps/{app}/services/{svc}:resume            ChannelRequest -> ServiceStatus
-//	POST /v1/apps/{app}/services/{svc}:rollback          ChannelRequest -> ServiceStatus
+//	POST /v1/apps/{app}/services/{svc}:rollback          RollbackRequest -> RollbackResponse
+//	GET  /v1/apps/{app}/services/{svc}/versions          VersionList
 //	GET  /v1/apps/{app}/services/{svc}/events?after=N    EventList
 //	GET  /v1/apps/{app}/services/{svc}/runs?releaseChannel=RC&kind=K&limit=N   RunList
 //	GET  /v1/runs/{id}                                   Run (with output)
@@ -263,6 +264,9 @@ type ServiceStatus struct {
 	// DesiredVersion is the version of the active desired state.
 	DesiredVersion  string          `json:"desiredVersion"`
 	ReleaseChannels []ChannelStatus `json:"releaseChannels"`
+	// DisplayName names DesiredVersion for people (its bundleName or image
+	// tags; "" when it has none).
+	DisplayName string `json:"displayName,omitempty"`
 }
 
 // ChannelStatus is a service's status in one release channel.
@@ -306,6 +310,13 @@ type ChannelStatus struct {
 	// for its approval (drover status -o json): the same as drover preview
 	// shows.
 	Preview *ChannelPreview `json:"preview,omitempty"`
+
+	// DisplayName, DesiredDisplayName and TargetDisplayName name Version,
+	// DesiredVersion and TargetVersion for people, when they have a
+	// display name and it is known.
+	DisplayName        string `json:"displayName,omitempty"`
+	DesiredDisplayName string `json:"desiredDisplayName,omitempty"`
+	TargetDisplayName  string `json:"targetDisplayName,omitempty"`
 }
 
 // ApprovalStatus is one manual approval gate of a channel.
@@ -672,6 +683,9 @@ type ServiceSummary struct {
 	// Channels counts its release channels, Converged those converged.
 	Channels  int `json:"channels"`
 	Converged int `json:"converged"`
+	// DisplayName names DesiredVersion, when known at hand (a summary
+	// decodes no desired state: it is "" until the engine has read it).
+	DisplayName string `json:"displayName,omitempty"`
 }
 
 // ServiceSummaryList lists every service in brief.

@@ -265,11 +265,11 @@ func newStatusCmd(g *globals) *cobra.Command {
 }
 
 func printStatus(w io.Writer, st *apiv1.ServiceStatus) {
-	fmt.Fprintf(w, "%s/%s  %s  (desired %s, desired state %s)\n", clean(st.Application), clean(st.Service), clean(st.Status), clean(st.DesiredVersion), clean(st.DesiredStateID))
+	fmt.Fprintf(w, "%s/%s  %s  (desired %s, desired state %s)\n", clean(st.Application), clean(st.Service), clean(st.Status), clean(versionLabel(st.DesiredVersion, st.DisplayName)), clean(st.DesiredStateID))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RELEASE CHANNEL\tSTATUS\tVERSION\tDESIRED\tMESSAGE")
 	for _, c := range st.ReleaseChannels {
-		version := c.Version
+		version := versionLabel(c.Version, c.DisplayName)
 		if version == "" {
 			version = "-"
 		}
@@ -277,7 +277,7 @@ func printStatus(w io.Writer, st *apiv1.ServiceStatus) {
 		if c.Reason != "" && c.Status != "CONVERGED" {
 			msg = c.Reason + ": " + msg
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", clean(c.Name), clean(c.Status), clean(version), clean(c.DesiredVersion), clean(msg))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", clean(c.Name), clean(c.Status), clean(version), clean(versionLabel(c.DesiredVersion, c.DesiredDisplayName)), clean(msg))
 	}
 	_ = tw.Flush()
 	for _, c := range st.ReleaseChannels {

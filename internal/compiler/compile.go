@@ -68,6 +68,10 @@ type Result struct {
 	BundleName      string                     `json:"bundleName,omitempty"`
 	ReleaseChannels []*CompiledReleaseChannel  `json:"releaseChannels"`
 	DesiredState    *desiredstate.DesiredState `json:"desiredState"`
+
+	// DisplayName names the version for people: the bundleName, else the
+	// dockerImage parameters' tags (display_name.go); "" when neither.
+	DisplayName string `json:"displayName,omitempty"`
 }
 
 // CompiledReleaseChannel is the self-contained config of a service in one
@@ -291,6 +295,7 @@ func CompileContext(ctx context.Context, in Input) (*Result, error) {
 	}
 	res.BundleVersion = version
 	res.DesiredState = buildDesiredState(res)
+	res.DisplayName = displayName(&in, res)
 	if len(in.ReleaseChannels) > 0 {
 		keep := map[string]bool{}
 		for _, n := range in.ReleaseChannels {

@@ -14,7 +14,7 @@ import (
 func (r *Result) Engine() (*ds.Compiled, error) {
 	c := &ds.Compiled{
 		Format: ds.Format, Application: r.Application, Service: r.Service,
-		Version: r.BundleVersion, BundleName: r.BundleName, Graph: r.DesiredState,
+		Version: r.BundleVersion, BundleName: r.BundleName, DisplayName: r.DisplayName, Graph: r.DesiredState,
 	}
 	for _, rc := range r.ReleaseChannels {
 		ch := ds.Channel{

@@ -21,6 +21,10 @@ type Compiled struct {
 	Version string `json:"version"`
 	// BundleName is the service's bundleName, rendered ("" when unset).
 	BundleName string `json:"bundleName,omitempty"`
+	// DisplayName names the version for people beside its id: the
+	// bundleName, else the dockerImage parameters' tags ("" when neither,
+	// and in what drover stored before there were display names).
+	DisplayName string `json:"displayName,omitempty"`
 	// Channels are the release channels in declaration order.
 	Channels []Channel `json:"channels"`
 	// Graph is the entity graph, for people and tools that show it.
@@ -72,6 +76,26 @@ type Channel struct {
 	Env map[string]string `json:"env,omitempty"`
 	// SecretEnv names the keys of Env whose values are raw secrets.
 	SecretEnv []string `json:"secretEnv,omitempty"`
+	// Held is set on a channel that does not converge to this desired
+	// state's version: a rollback of one release channel keeps every other
+	// one where it was and points the rolled-back one at an earlier
+	// version (nil: the channel runs this desired state's version).
+	Held *Held `json:"held,omitempty"`
+}
+
+// Held says which version a channel of a desired state created by a
+// rollback converges to, and which desired state holds its objects.
+type Held struct {
+	// StateID is the desired state whose copy of the channel is applied.
+	StateID string `json:"stateId"`
+	// Version and DisplayName are that copy's version and display name.
+	Version     string `json:"version"`
+	DisplayName string `json:"displayName,omitempty"`
+	// Rollback marks the channel a person rolled back: it does not wait for
+	// the channels it depends on to run the version (Prodvana's rollbacks
+	// skip release channel ordering); approvals, protections and freezes
+	// still gate it.
+	Rollback bool `json:"rollback,omitempty"`
 }
 
 // Secrets returns the raw secret values of the channel's environment, for

@@ -41,6 +41,7 @@ type legacyResult struct {
 	Service         string `json:"service"`
 	BundleVersion   string `json:"bundleVersion"`
 	BundleName      string `json:"bundleName"`
+	DisplayName     string `json:"displayName"`
 	ReleaseChannels []struct {
 		Name    string `json:"name"`
 		Runtime struct {
@@ -88,7 +89,7 @@ func decodeLegacy(raw []byte) (*Compiled, error) {
 	}
 	c := &Compiled{
 		Format: Format, Application: res.Application, Service: res.Service,
-		Version: res.BundleVersion, BundleName: res.BundleName, Graph: res.DesiredState,
+		Version: res.BundleVersion, BundleName: res.BundleName, DisplayName: res.DisplayName, Graph: res.DesiredState,
 	}
 	for _, rc := range res.ReleaseChannels {
 		ch := Channel{

@@ -33,6 +33,16 @@ func DecodeDesired(ctx context.Context, st DesiredStates, rec store.DesiredState
 	return cs.desired, nil
 }
 
+// CachedDesired is the decoded desired state id when DecodeDesired has it
+// at hand, else nil: for readers that must not load desired states (the
+// service summaries). It must not be modified.
+func CachedDesired(id string) *Desired {
+	if cs := sharedStates.peek(id); cs != nil {
+		return cs.desired
+	}
+	return nil
+}
+
 // TargetOf returns what the engine applies to release channel rc for the
 // stored desired state rec (read with st when rec lacks its compiled form).
 func TargetOf(ctx context.Context, st DesiredStates, rec store.DesiredState, rc string) (runtimes.Target, error) {

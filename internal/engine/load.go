@@ -107,10 +107,16 @@ func decodeState(rec store.DesiredState) (*compiledState, error) {
 	compact(c.Channels)
 	cs := &compiledState{
 		desired: &Desired{ID: rec.ID, Application: rec.Application, Service: rec.Service, Version: rec.Version,
-			Channels: make([]Channel, 0, len(c.Channels))},
+			DisplayName: c.DisplayName, Channels: make([]Channel, 0, len(c.Channels))},
 	}
 	for _, rc := range c.Channels {
-		cs.desired.Channels = append(cs.desired.Channels, Channel{Channel: rc, Version: c.Version, StateID: rec.ID})
+		ch := Channel{Channel: rc, Version: c.Version, StateID: rec.ID, DisplayName: c.DisplayName}
+		if h := rc.Held; h != nil {
+			// A rollback's channel: it converges to the version another
+			// desired state holds.
+			ch.Version, ch.StateID, ch.DisplayName = h.Version, h.StateID, h.DisplayName
+		}
+		cs.desired.Channels = append(cs.desired.Channels, ch)
 		cs.gated = cs.gated || len(rc.Approvals) > 0 || len(rc.Checks) > 0
 	}
 	return cs, nil

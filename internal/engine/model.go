@@ -18,6 +18,8 @@ type Desired struct {
 	Application string
 	Service     string
 	Version     string
+	// DisplayName names Version for people ("" when it has none).
+	DisplayName string
 	// Channels are the release channels in declaration order.
 	Channels []Channel
 	// Graces are the convergence graces the channels' runtimes report,
@@ -34,6 +36,8 @@ type Channel struct {
 	ds.Channel
 	Version string
 	StateID string
+	// DisplayName names Version for people ("" when it has none).
+	DisplayName string
 }
 
 // The gates a channel declares that this engine does not evaluate yet

@@ -127,6 +127,15 @@ type step struct {
 	rollback bool
 }
 
+// label names version in messages, with the channel's display name when
+// it is the channel's desired version.
+func (s *step) label(version string) string {
+	if version != s.ch.Version {
+		return version
+	}
+	return ds.VersionLabel(version, s.ch.DisplayName)
+}
+
 func (s *step) set(status ds.Status, reason ds.Reason, format string, args ...any) {
 	s.inst.Status = status
 	s.inst.Reason = reason
@@ -155,6 +164,12 @@ func (p *planner) channel(i int, ch Channel) {
 		p.next[ch.Name] = inst
 	}()
 
+	if inst.DesiredStateID != d.ID && carried(ch, inst) {
+		// A rollback of another channel replaced the desired state and
+		// left this one where it was: nothing else changes.
+		inst.DesiredStateID = d.ID
+		s.inst.ActionPending = false
+	}
 	if inst.DesiredStateID != d.ID {
 		if inst.DesiredStateID != "" && !inst.Status.Terminal() && inst.Status != ds.StatusPaused {
 			p.event(inst, ds.EventReplaced, "desired state %s replaced by %s (version %s)", inst.DesiredStateID, d.ID, d.Version)
@@ -213,6 +228,12 @@ func (p *planner) channel(i int, ch Channel) {
 	p.gate(s)
 }
 
+// carried reports whether ch is a channel a rollback of another channel
+// kept where inst is: held by the desired state inst already targets.
+func carried(ch Channel, inst *store.Instance) bool {
+	return ch.Held != nil && !ch.Held.Rollback && inst.TargetStateID == ch.StateID && inst.TargetVersion == ch.Version
+}
+
 // needsAttention reports whether an instance in status st is stuck where it
 // is until something happens (a person acts, a rollback ends), rather than on
 // its way to converging: a channel waiting for it says so, with its message.
@@ -238,7 +259,11 @@ func isMet(x, dep, version string) bool {
 func (p *planner) gate(s *step) {
 	ch := s.ch
 	var unmet []string
-	for _, dep := range ch.DependsOn {
+	deps := ch.DependsOn
+	if ch.Held != nil && ch.Held.Rollback {
+		deps = nil // a rollback does not wait for other channels (ds.Held)
+	}
+	for _, dep := range deps {
 		// A condition met for this version stays met, even if the desired
 		// state carrying it was replaced (a re-push of the same version).
 		met := func(x string) bool { return isMet(x, dep, ch.Version) }
@@ -326,7 +351,7 @@ func (p *planner) gate(s *step) {
 	s.inst.TargetStateID, s.inst.TargetVersion = ch.StateID, ch.Version
 	s.inst.ApplyAttempts = 0
 	s.inst.LastApplyAt = time.Time{}
-	p.event(s.inst, ds.EventStarted, "%s: preconditions met, rolling out %s", ch.Name, ch.Version)
+	p.event(s.inst, ds.EventStarted, "%s: preconditions met, rolling out %s", ch.Name, ds.VersionLabel(ch.Version, ch.DisplayName))
 	p.apply(s, ch.StateID, ch.Version)
 	p.startExtensions(s, ds.PhaseDeployment)
 }
@@ -752,7 +777,7 @@ func (p *planner) converge(s *step, stateID, version string) {
 			return
 		}
 		if inst.Status != done {
-			p.event(inst, ds.EventConverged, "%s: %s converged", s.ch.Name, version)
+			p.event(inst, ds.EventConverged, "%s: %s converged", s.ch.Name, s.label(version))
 		}
 		if inst.CurrentVersion != version {
 			switch {

@@ -93,7 +93,7 @@ func (s *Server) approve(ctx context.Context, app, svc string, req apiv1.Approve
 		case err != nil:
 			return store.Approval{}, nil, statusError("failed_precondition", err)
 		}
-		msg := fmt.Sprintf("%s: %s %s by %s", ch.Name, rec.Version, typ, user)
+		msg := fmt.Sprintf("%s: %s %s by %s", ch.Name, ds.VersionLabel(ch.Version, ch.DisplayName), typ, user)
 		if comment != "" {
 			msg += ": " + comment
 		}

@@ -62,16 +62,12 @@ func (s *Server) routeTable() []route {
 			}
 			return s.instanceAction(r.Context(), app(r), svc(r), req, func(inst store.Instance) (store.Instance, store.Event, bool, error) {
 				now := s.now()
-				switch verb {
-				case "pause":
+				if verb == "pause" {
 					next, ev, changed := engine.Pause(inst, user, now)
 					return next, ev, changed, nil
-				case "resume":
-					next, ev, changed := engine.Resume(inst, user, now)
-					return next, ev, changed, nil
 				}
-				next, ev, err := engine.Rollback(inst, user, now)
-				return next, ev, err == nil, err
+				next, ev, changed := engine.Resume(inst, user, now)
+				return next, ev, changed, nil
 			})
 		})
 	}
@@ -147,8 +143,27 @@ func (s *Server) routeTable() []route {
 			handler: channelAction("pause")},
 		{method: "POST", path: "/v1/apps/{app}/services/{svc}:resume", perm: auth.PermOperate, scope: scopeChannel, req: apiv1.ChannelRequest{}, resp: apiv1.ServiceStatus{}, summary: "Resume a paused release channel",
 			handler: channelAction("resume")},
-		{method: "POST", path: "/v1/apps/{app}/services/{svc}:rollback", perm: auth.PermOperate, scope: scopeChannel, req: apiv1.ChannelRequest{}, resp: apiv1.ServiceStatus{}, summary: "Roll a release channel back to its previous version",
-			handler: channelAction("rollback")},
+		{method: "POST", path: "/v1/apps/{app}/services/{svc}:rollback", perm: auth.PermOperate, scope: scopeChannel, req: apiv1.RollbackRequest{}, resp: apiv1.RollbackResponse{},
+			summary: "Roll a release channel (or all) back to its last converged version, or one channel to an earlier pushed version (to: a version id, display name or desired state id; gated like a push)",
+			handler: handle(s, func(r *http.Request, req apiv1.RollbackRequest) (any, error) {
+				noteAuditChannel(r.Context(), req.ReleaseChannel)
+				if err := allow(r.Context(), auth.PermOperate, app(r), req.ReleaseChannel); err != nil {
+					return nil, err
+				}
+				user, err := requestUser(r.Context(), req.User)
+				if err != nil {
+					return nil, err
+				}
+				return s.rollback(r.Context(), app(r), svc(r), user, req)
+			})},
+		{method: "GET", path: "/v1/apps/{app}/services/{svc}/versions", perm: auth.PermRead, scope: scopeApp, resp: apiv1.VersionList{},
+			query:   []queryParam{{"limit", "integer", "at most this many (default 20, at most 200)"}},
+			summary: "A service's pushed versions, newest first: display names, who pushed them, where they ran (the choices of a rollback)",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
+				out, err := s.versions(r.Context(), app(r), svc(r), limit)
+				reply(w, s, out, err)
+			}},
 		{method: "GET", path: "/v1/apps/{app}/services/{svc}/parameters", perm: auth.PermRead, scope: scopeApp, resp: apiv1.ParameterList{}, summary: "The parameters a service's pushes take, as its config declares them",
 			handler: func(w http.ResponseWriter, r *http.Request) {
 				out, err := s.parameters(r.Context(), app(r), svc(r))
@@ -356,7 +371,7 @@ func (l *serviceListWriter) add(st *apiv1.ServiceStatus) error {
 	}
 	if l.summary {
 		sum := apiv1.ServiceSummary{Application: st.Application, Service: st.Service, Status: st.Status, DesiredVersion: st.DesiredVersion,
-			Channels: len(st.ReleaseChannels)}
+			Channels: len(st.ReleaseChannels), DisplayName: st.DisplayName}
 		for _, c := range st.ReleaseChannels {
 			if c.Status == string(ds.StatusConverged) {
 				sum.Converged++

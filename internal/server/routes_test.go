@@ -65,7 +65,7 @@ func matrixBodies(t *testing.T, ds string) map[string]any {
 		"POST /v1/apps/{app}/services/{svc}:bypass":   apiv1.BypassRequest{ReleaseChannel: "prod", DesiredStateID: ds, Protection: "none"},
 		"POST /v1/apps/{app}/services/{svc}:pause":    apiv1.ChannelRequest{ReleaseChannel: "prod"},
 		"POST /v1/apps/{app}/services/{svc}:resume":   apiv1.ChannelRequest{ReleaseChannel: "prod"},
-		"POST /v1/apps/{app}/services/{svc}:rollback": apiv1.ChannelRequest{ReleaseChannel: "prod"},
+		"POST /v1/apps/{app}/services/{svc}:rollback": apiv1.RollbackRequest{ReleaseChannel: "prod"},
 		"POST /v1/runtimes:link":                      apiv1.LinkRuntimeRequest{Name: "matrix"},
 		"POST /v1/runtimes/{name}:rotateToken":        apiv1.LinkRuntimeRequest{},
 		"POST /v1/runtimes/{name}:unlink":             apiv1.LinkRuntimeRequest{},

@@ -79,8 +79,8 @@ func (s *Server) push(ctx context.Context, app, svc string, req apiv1.PushReques
 		return nil, err
 	}
 	msg := fmt.Sprintf("pushed %s (desired state %s)", res.BundleVersion, rec.ID)
-	if res.BundleName != "" {
-		msg = fmt.Sprintf("pushed %s %s (desired state %s)", res.BundleName, res.BundleVersion, rec.ID)
+	if res.DisplayName != "" {
+		msg = fmt.Sprintf("pushed %s (desired state %s)", ds.VersionLabel(res.BundleVersion, res.DisplayName), rec.ID)
 	}
 	if replaced != "" {
 		msg += ", replacing " + replaced
@@ -172,15 +172,18 @@ func (s *Server) buildStatus(ctx context.Context, rec store.DesiredState, list [
 	for _, i := range list {
 		insts[i.ReleaseChannel] = i
 	}
-	out := &apiv1.ServiceStatus{Application: rec.Application, Service: rec.Service, DesiredStateID: rec.ID, DesiredVersion: rec.Version, ReleaseChannels: []apiv1.ChannelStatus{}}
+	out := &apiv1.ServiceStatus{Application: rec.Application, Service: rec.Service, DesiredStateID: rec.ID, DesiredVersion: rec.Version, ReleaseChannels: []apiv1.ChannelStatus{},
+		DisplayName: d.DisplayName}
 	var was func(string) []apiv1.Param // previews' parameters before, read once per state
 	for _, ch := range d.Channels {
 		inst, ok := insts[ch.Name]
 		cs := apiv1.ChannelStatus{Name: ch.Name, DesiredVersion: ch.Version, Runtime: ch.Runtime, Status: string(ds.StatusPending), Message: "waiting for the engine",
-			Group: ch.Group, DependsOn: ch.DependsOn}
+			Group: ch.Group, DependsOn: ch.DependsOn, DesiredDisplayName: ch.DisplayName}
 		if ok {
 			cs.Status, cs.Reason, cs.Message = string(inst.Status), string(inst.Reason), inst.Message
 			cs.Version, cs.TargetVersion, cs.Paused, cs.UpdatedAt = inst.CurrentVersion, inst.TargetVersion, inst.Paused, inst.UpdatedAt
+			cs.DisplayName = s.channelVersionName(ctx, ch, inst.CurrentStateID, inst.CurrentVersion)
+			cs.TargetDisplayName = s.channelVersionName(ctx, ch, inst.TargetStateID, inst.TargetVersion)
 			if inst.DesiredStateID != rec.ID {
 				cs.Status, cs.Reason, cs.Message = string(ds.StatusPending), "", "new desired state not yet planned"
 			}
@@ -349,8 +352,19 @@ func (s *Server) listServicesAs(ctx context.Context, brief bool, emit func(*apiv
 func briefStatus(rec store.DesiredState, insts []store.InstanceBrief) *apiv1.ServiceStatus {
 	out := &apiv1.ServiceStatus{Application: rec.Application, Service: rec.Service, DesiredStateID: rec.ID, DesiredVersion: rec.Version,
 		ReleaseChannels: make([]apiv1.ChannelStatus, 0, len(insts))}
+	// Display names come from the active desired state when it is decoded
+	// already (the engine keeps active ones at hand); a summary loads none.
+	d := engine.CachedDesired(rec.ID)
+	if d != nil {
+		out.DisplayName = d.DisplayName
+	}
 	for _, inst := range insts {
 		cs := apiv1.ChannelStatus{Name: inst.ReleaseChannel, Status: string(inst.Status), Version: inst.CurrentVersion}
+		if d != nil {
+			if ch := channelNamed(d, inst.ReleaseChannel); ch != nil && ch.Version == inst.CurrentVersion {
+				cs.DisplayName = ch.DisplayName
+			}
+		}
 		if inst.DesiredStateID != rec.ID {
 			cs.Status = string(ds.StatusPending)
 		}

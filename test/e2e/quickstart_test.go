@@ -85,11 +85,11 @@ func TestQuickstart(t *testing.T) {
 	r = s.ok("bob", "events", "web", "--app", "quickstart")
 	for _, want := range []string{
 		"pushed            pushed " + version,
-		"approved          prod: " + version + " approved by alice: looks good [alice]",
+		"approved          prod: " + version + " (1.27) approved by alice: looks good [alice]",
 		"applied           staging: applied " + version,
 		"applied           prod: applied " + version,
-		"converged         staging: " + version + " converged",
-		"converged         prod: " + version + " converged",
+		"converged         staging: " + version + " (1.27) converged",
+		"converged         prod: " + version + " (1.27) converged",
 	} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("events output lacks %q:\n%s", want, r.stdout)

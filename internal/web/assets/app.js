@@ -111,6 +111,10 @@ function say(msg) {
 
 function short(v) { return v ? (v.length > 14 ? v.slice(0, 14) + '…' : v) : '—'; }
 
+// named is a version as people recognise it: its display name (an image
+// tag, the bundleName) beside its id, or the id alone when it has none.
+function named(v, name) { return v && name ? `${name} (${short(v)})` : short(v); }
+
 function ago(t) {
   if (!t) return '';
   const s = Math.round((Date.now() - Date.parse(t)) / 1000);
@@ -235,7 +239,7 @@ async function servicesPage(current) {
       return el('tr', {},
         el('td', {}, el('a', { href: `#/apps/${encodeURIComponent(s.application)}/services/${encodeURIComponent(s.service)}` }, `${s.application}/${s.service}`)),
         el('td', {}, badge(s.status)),
-        el('td', { class: 'mono' }, short(s.desiredVersion)),
+        el('td', { class: 'mono' }, named(s.desiredVersion, s.displayName)),
         el('td', {}, `${done}/${chans.length} channels converged`));
     }));
     count.textContent = match.length > shown
@@ -307,7 +311,7 @@ function pipeline(st) {
       svg('rect', { x: p.x, y: p.y, width: W, height: H, rx: 6 }),
       svg('text', { x: p.x + 10, y: p.y + 20 }, svg('tspan', { 'aria-hidden': 'true' }, `${sym} `), c.name),
       svg('text', { class: 'sub', x: p.x + 10, y: p.y + 38 }, word),
-      svg('text', { class: 'sub', x: p.x + 10, y: p.y + 54 }, `runs ${short(c.version)}`));
+      svg('text', { class: 'sub', x: p.x + 10, y: p.y + 54 }, `runs ${named(c.version, c.displayName)}`));
     a.addEventListener('click', (ev) => {
       ev.preventDefault();
       const card = document.getElementById(`ch-${c.name}`);
@@ -541,7 +545,7 @@ function channelCard(st, c, refresh, page) {
             ev.preventDefault();
             if (await busy(f, () => act(`Roll back ${c.name}`, `${base}:rollback`, rc, refresh))) close();
           },
-        }, el('p', {}, `Roll ${c.name} back from ${short(c.version)} to the version it ran before?`),
+        }, el('p', {}, `Roll ${c.name} back from ${named(c.version, c.displayName)} to the version it ran before?`),
         el('div', { class: 'actions' }, el('button', { type: 'submit', class: 'danger' }, `Roll back ${c.name}`),
           el('button', { type: 'button', class: 'secondary', onclick: close }, 'Cancel')));
         open(f);
@@ -559,8 +563,8 @@ function channelCard(st, c, refresh, page) {
     }
   }
   const rows = [
-    ['Runs', el('span', { class: 'mono' }, c.version || '— (nothing yet)')],
-    ['Desired', el('span', { class: 'mono' }, c.desiredVersion || '—')],
+    ['Runs', el('span', { class: 'mono' }, c.version ? named(c.version, c.displayName) : '— (nothing yet)')],
+    ['Desired', el('span', { class: 'mono' }, named(c.desiredVersion, c.desiredDisplayName))],
     ['Runtime', c.runtime],
     ['Replicas', replicas(c)],
     ['Group', c.group],
@@ -588,6 +592,64 @@ function channelCard(st, c, refresh, page) {
     el('p', { class: 'reason' }, reason(c, page.runtimes, new Map((st.releaseChannels || []).map((x) => [x.name, x])))),
     el('dl', {}, rows.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)])),
     preview, info, compiled, acts, slot);
+}
+
+// versionsView lists the service's earlier versions (its desired states,
+// newest first) with, per release channel, whether it runs or ran there,
+// and a "Roll back to this" action where the person may operate: it asks
+// first, and a refusal (approvals, the running version...) is shown.
+function versionsView(st, list, refresh, page) {
+  const app = st.application; const svc = st.service;
+  const base = `/v1/apps/${encodeURIComponent(app)}/services/${encodeURIComponent(svc)}`;
+  if (!page.versionSlot) page.versionSlot = el('div');
+  const slot = page.versionSlot;
+  const close = () => slot.replaceChildren();
+  const rows = list.map((v) => {
+    const acts = [];
+    for (const c of v.releaseChannels || []) {
+      const now = (st.releaseChannels || []).find((x) => x.name === c.name);
+      if (!now || c.running || v.pruned || !can('operate', app, c.name) || now.desiredVersion === c.version) continue;
+      const what = `${c.name} to ${named(c.version, c.displayName)}`;
+      acts.push(button(`Roll back ${c.name} to this…`, 'danger', () => {
+        const err = el('p', { class: 'error', role: 'alert' });
+        const f = el('form', {
+          class: 'inline',
+          'aria-label': `Roll back ${what}`,
+          onsubmit: async (ev) => {
+            ev.preventDefault();
+            err.textContent = '';
+            const ok = await busy(f, async () => {
+              try {
+                const res = await api(`${base}:rollback`, { releaseChannel: c.name, to: v.desiredStateId });
+                const r = (res.rollbacks || [])[0];
+                say(`Roll back ${c.name}: desired state ${res.desiredStateId}${r ? `, ${c.name} goes back to ${named(r.version, r.displayName)}` : ''}`);
+                refresh();
+                return true;
+              } catch (e) { err.textContent = `Refused: ${e.message}`; return false; }
+            });
+            if (ok) close();
+          },
+        }, el('p', {}, `Roll ${c.name} back from ${named(now.version, now.displayName)} to ${named(c.version, c.displayName)}? `,
+          `It is gated like a push: ${c.name}'s approvals, protections and freezes apply.`),
+        el('div', { class: 'actions' }, el('button', { type: 'submit', class: 'danger' }, `Roll back ${c.name}`),
+          el('button', { type: 'button', class: 'secondary', onclick: close }, 'Cancel')), err);
+        slot.replaceChildren(f);
+        setTimeout(() => f.querySelector('button').focus(), 0);
+      }));
+    }
+    // A rollback's channels may hold other versions than its own: named.
+    const where = (v.releaseChannels || []).map((c) => `${c.name}${c.version !== v.version ? ` → ${named(c.version, c.displayName)}` : ''}${c.running ? ' (runs now)' : c.ran ? ' (ran)' : ''}`).join(', ');
+    const notes = [v.active && 'active', v.rollback && 'rollback', v.pruned && 'pruned'].filter(Boolean).join(', ');
+    return el('tr', {},
+      el('td', { class: 'mono', title: v.version }, v.displayName || short(v.version)),
+      el('td', { class: 'mono', title: v.desiredStateId }, short(v.version)),
+      el('td', { title: v.createdAt }, `${ago(v.createdAt)}${v.createdBy ? ` by ${v.createdBy}` : ''}`),
+      el('td', {}, where + (notes ? ` — ${notes}` : '')),
+      el('td', {}, el('div', { class: 'actions' }, acts)));
+  });
+  return [el('h2', {}, 'Versions'), el('div', { class: 'scroll', tabindex: '0', role: 'region', 'aria-label': 'Versions' }, el('table', {},
+    el('thead', {}, el('tr', {}, el('th', {}, 'Version'), el('th', {}, 'Id'), el('th', {}, 'Pushed'), el('th', {}, 'Release channels'), el('th', {}, 'Roll back'))),
+    el('tbody', {}, rows))), slot];
 }
 
 // pushForm asks for the service's parameters, typed as its config says.
@@ -633,9 +695,11 @@ async function servicePage(app, svc, current) {
   // compiled configs read, and the runtimes (for their agents' state).
   const page = { slots: new Map(), opened: new Set(), compiled: new Map(), runtimes: null };
   const events = [];
+  const versions = el('div');
   let lastSeq = 0;
   const draw = async () => {
-    const [st, ev, rts] = await Promise.all([api(base), api(`${base}/events?after=${lastSeq}`), api('/v1/runtimes').catch(() => null)]);
+    const [st, ev, rts, vs] = await Promise.all([api(base), api(`${base}/events?after=${lastSeq}`), api('/v1/runtimes').catch(() => null),
+      api(`${base}/versions`).catch(() => null)]);
     const fresh = ev.events || [];
     if (rts) page.runtimes = new Map((rts.runtimes || []).map((r) => [r.name, r]));
     if (!current()) return;
@@ -644,11 +708,12 @@ async function servicePage(app, svc, current) {
     // into the new cards, and the focus goes back where it was.
     const focused = document.activeElement;
     body.replaceChildren(
-      el('p', {}, badge(st.status), ' desired ', el('span', { class: 'mono' }, st.desiredVersion || '—')),
+      el('p', {}, badge(st.status), ' desired ', el('span', { class: 'mono' }, named(st.desiredVersion, st.displayName))),
       pipeline(st),
       el('h2', {}, 'Release channels'),
       el('div', { class: 'cards' }, (st.releaseChannels || []).map((c) => channelCard(st, c, refreshSoon, page))),
     );
+    if (vs) versions.replaceChildren(...versionsView(st, vs.versions || [], refreshSoon, page));
     if (focused && focused !== document.activeElement && document.contains(focused)) focused.focus({ preventScroll: true });
     history.replaceChildren(el('h2', {}, 'History'), el('div', { class: 'scroll', tabindex: '0', role: 'region', 'aria-label': 'History' }, el('table', {},
       el('thead', {}, el('tr', {}, el('th', {}, 'When'), el('th', {}, 'What'), el('th', {}, 'Channel'), el('th', {}, 'Who'), el('th', {}, 'Details'))),
@@ -671,7 +736,7 @@ async function servicePage(app, svc, current) {
     }));
   }
   const runs = el('div');
-  show(`${app}/${svc}`, el('p', {}, el('a', { href: '#/' }, '← Services')), el('h1', {}, `${app} / ${svc}`), top, pushSlot, body, runs, history);
+  show(`${app}/${svc}`, el('p', {}, el('a', { href: '#/' }, '← Services')), el('h1', {}, `${app} / ${svc}`), top, pushSlot, body, versions, runs, history);
   drawRuns(base, runs, current).catch((e) => say(e.message));
   // Live: the server's event stream says when something changed (only
   // what happened after the events already drawn).
