@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 
@@ -36,6 +37,9 @@ func (r *Runtime) Apply(ctx context.Context, t runtimes.Target) (runtimes.ApplyR
 	unlock := r.lockApply(t.InstanceKey)
 	defer unlock()
 	res, err := r.apply(ctx, t, o)
+	if err == nil {
+		err = r.pruneSecrets(ctx, t, o.SecretEnv)
+	}
 	r.mu.Lock()
 	in.have = false // the next Fetch describes the service again
 	in.gen++        // and what a describe under way saw is stale
@@ -72,7 +76,15 @@ func (r *Runtime) apply(ctx context.Context, t runtimes.Target, o ecsspec.Object
 	if err != nil {
 		return res, runtimes.Permanent(fmt.Errorf("%s: task definition: %w", t.InstanceKey, err))
 	}
-	spec := specHash(o.TaskDefinition)
+	refs, err := r.envSecrets(ctx, t, o)
+	if err != nil {
+		return res, err
+	}
+	for _, ref := range refs {
+		res.Changes = append(res.Changes, runtimes.Change{Object: "Secret " + ref.secret, Action: ref.action})
+	}
+	withSecrets(reg, refs)
+	spec := specHash(append(slices.Clip(o.TaskDefinition), secretsSpec(refs)...))
 	reg.Tags = withTags(reg.Tags, []types.Tag{tag(TagInstance, t.String()), tag(TagVersion, t.Version), tag(TagSpec, spec)})
 
 	out, err := r.client.DescribeServices(ctx, &ecs.DescribeServicesInput{Cluster: aws.String(r.cluster), Services: []string{o.ServiceName},
