@@ -165,7 +165,7 @@ func (r *Runtime) pruneSecrets(ctx context.Context, t runtimes.Target, keep []st
 			if _, err := r.secrets.DeleteSecret(ctx, &secretsmanager.DeleteSecretInput{SecretId: s.ARN}); err != nil {
 				return permanent(fmt.Errorf("delete secret %s in AWS Secrets Manager: %w", name, err))
 			}
-			r.log.InfoContext(ctx, "deleted secret env no longer used", "secret", name, "instance", t.InstanceKey.String())
+			r.log.InfoContext(ctx, "deleted secret env no longer used", "secret", name, "instance", t.String())
 		}
 	}
 	return nil

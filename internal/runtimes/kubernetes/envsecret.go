@@ -43,7 +43,7 @@ func withEnvSecrets(t *runtimes.Target, items []*item, ns string) ([]*item, erro
 	keys := map[string]map[string]bool{} // namespace -> keys referred to
 	for _, it := range items {
 		if it.gvk == secretKind && it.obj.GetName() == name {
-			return nil, fmt.Errorf("Secret %s is the one drover keeps with the service's secret env; rename the object", name)
+			return nil, fmt.Errorf("object Secret %s: drover keeps the service's secret env in a Secret of that name; rename the object", name)
 		}
 		var refs map[string]bool
 		secretKeyRefs(it.obj.Object, name, func(key string) {
