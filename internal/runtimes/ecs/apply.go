@@ -37,9 +37,6 @@ func (r *Runtime) Apply(ctx context.Context, t runtimes.Target) (runtimes.ApplyR
 	unlock := r.lockApply(t.InstanceKey)
 	defer unlock()
 	res, err := r.apply(ctx, t, o)
-	if err == nil {
-		err = r.pruneSecrets(ctx, t, o.SecretEnv)
-	}
 	r.mu.Lock()
 	in.have = false // the next Fetch describes the service again
 	in.gen++        // and what a describe under way saw is stale
@@ -70,8 +67,7 @@ func (r *Runtime) kick() {
 	}
 }
 
-func (r *Runtime) apply(ctx context.Context, t runtimes.Target, o ecsspec.Object) (runtimes.ApplyResult, error) {
-	var res runtimes.ApplyResult
+func (r *Runtime) apply(ctx context.Context, t runtimes.Target, o ecsspec.Object) (res runtimes.ApplyResult, err error) {
 	reg, err := ecsspec.TaskDefinition(o.TaskDefinition)
 	if err != nil {
 		return res, runtimes.Permanent(fmt.Errorf("%s: task definition: %w", t.InstanceKey, err))
@@ -108,6 +104,16 @@ func (r *Runtime) apply(ctx context.Context, t runtimes.Target, o ecsspec.Object
 		}
 	case o.UpdateTaskDefinitionOnly:
 		return res, runtimes.Permanent(fmt.Errorf("ECS service %s does not exist in cluster %s, and updateTaskDefinitionOnly only updates one that does", o.ServiceName, r.cluster))
+	}
+	// Secrets of variables the instance dropped are deleted once the
+	// service no longer reads them: looked for when it has secret env,
+	// or ran a task definition that read some.
+	if len(o.SecretEnv) > 0 || svc != nil && r.readsSecrets(ctx, aws.ToString(svc.TaskDefinition)) {
+		defer func() {
+			if err == nil {
+				err = r.pruneSecrets(ctx, t, o.SecretEnv)
+			}
+		}()
 	}
 
 	arn, action, err := r.taskDefinitionFor(ctx, t, o, reg, spec, svc)

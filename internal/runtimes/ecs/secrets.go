@@ -12,7 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ecs/types"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
-	"github.com/aws/smithy-go"
 
 	"github.com/drover-dev/drover/internal/ecsspec"
 	"github.com/drover-dev/drover/internal/runtimes"
@@ -148,11 +147,6 @@ func (r *Runtime) pruneSecrets(ctx context.Context, t runtimes.Target, keep []st
 	})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
-		var ae smithy.APIError
-		if err != nil && len(keep) == 0 && errors.As(err, &ae) && ae.ErrorCode() == "AccessDeniedException" {
-			// A service without secret env needs no Secrets Manager access.
-			return nil
-		}
 		if err != nil {
 			return permanent(fmt.Errorf("list the secrets of %s in AWS Secrets Manager: %w", t.InstanceKey, err))
 		}
@@ -175,6 +169,26 @@ func taggedFor(tags []smtypes.Tag, key runtimes.InstanceKey) bool {
 	for _, tg := range tags {
 		if aws.ToString(tg.Key) == TagInstance && aws.ToString(tg.Value) == key.String() {
 			return true
+		}
+	}
+	return false
+}
+
+// readsSecrets reports whether the task definition arn reads a secret
+// drover keeps (one whose ARN names a drover/ secret).
+func (r *Runtime) readsSecrets(ctx context.Context, arn string) bool {
+	if arn == "" {
+		return false
+	}
+	td, err := r.taskDefinition(ctx, arn, false)
+	if err != nil || td.def == nil {
+		return false
+	}
+	for _, c := range td.def.ContainerDefinitions {
+		for _, s := range c.Secrets {
+			if strings.Contains(aws.ToString(s.ValueFrom), ":secret:drover/") {
+				return true
+			}
 		}
 	}
 	return false
