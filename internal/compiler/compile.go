@@ -104,6 +104,10 @@ type CompiledReleaseChannel struct {
 	// Notes say what the compilation left out or decided by a rule of its
 	// own (Helm hooks drover does not run, for one).
 	Notes []string `json:"notes,omitempty"`
+	// EnvInjectionDisabled is kubernetesConfig.envInjectionMode
+	// ENV_INJECT_DISABLED: Env is not injected into the containers
+	// (envinject.go).
+	EnvInjectionDisabled bool `json:"envInjectionDisabled,omitempty"`
 }
 
 // SelectedRuntime is the runtime connection the service uses in a channel.
@@ -294,6 +298,9 @@ func CompileContext(ctx context.Context, in Input) (*Result, error) {
 		return nil, err
 	}
 	res.BundleVersion = version
+	if err := injectEnv(res); err != nil {
+		return nil, fmt.Errorf("compile %s: %w", svcObj, err)
+	}
 	res.DesiredState = buildDesiredState(res)
 	res.DisplayName = displayName(&in, res)
 	if len(in.ReleaseChannels) > 0 {
@@ -458,6 +465,7 @@ func (c *rcCompiler) compile() *CompiledReleaseChannel {
 	switch {
 	case merged.Backend.KubernetesConfig != nil:
 		out.Backend = "kubernetes"
+		out.EnvInjectionDisabled = merged.Backend.KubernetesConfig.EnvInjectionMode == config.EnvInjectDisabled
 		out.Objects = c.kubernetes(field+".kubernetesConfig", merged.Backend.KubernetesConfig, data)
 	case merged.Backend.Helm != nil:
 		out.Backend = "kubernetes"
@@ -469,6 +477,7 @@ func (c *rcCompiler) compile() *CompiledReleaseChannel {
 		}
 	case merged.Backend.AwsEcs != nil:
 		out.Backend = ecsspec.Kind
+		c.checkECSEnv(merged)
 		if obj := c.awsEcs(field+".awsEcs", merged.Backend.AwsEcs, rt, data); obj != nil {
 			out.Objects = []any{obj}
 		}

@@ -43,6 +43,18 @@ type Object struct {
 	UpdateTaskDefinitionOnly bool `json:"updateTaskDefinitionOnly,omitempty"`
 	// Adopt takes over an ECS service of the name that drover does not own.
 	Adopt bool `json:"adopt,omitempty"`
+	// SecretEnv names the service's secret env (rawSecret, stored secret
+	// references): the runtime keeps each value in an AWS Secrets Manager
+	// secret of the instance (SecretName) and adds it to every container
+	// definition's secrets, unless the container sets the name itself.
+	// Plain env is in the task definition's environment already.
+	SecretEnv []string `json:"secretEnv,omitempty"`
+}
+
+// SecretName names the AWS Secrets Manager secret that holds secret env
+// variable key of a service instance.
+func SecretName(application, service, releaseChannel, key string) string {
+	return "drover/" + application + "/" + service + "/" + releaseChannel + "/" + key
 }
 
 // Error is a document that does not decode, with the line (1-based, 0 when

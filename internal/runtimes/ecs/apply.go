@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 
@@ -66,13 +67,20 @@ func (r *Runtime) kick() {
 	}
 }
 
-func (r *Runtime) apply(ctx context.Context, t runtimes.Target, o ecsspec.Object) (runtimes.ApplyResult, error) {
-	var res runtimes.ApplyResult
+func (r *Runtime) apply(ctx context.Context, t runtimes.Target, o ecsspec.Object) (res runtimes.ApplyResult, err error) {
 	reg, err := ecsspec.TaskDefinition(o.TaskDefinition)
 	if err != nil {
 		return res, runtimes.Permanent(fmt.Errorf("%s: task definition: %w", t.InstanceKey, err))
 	}
-	spec := specHash(o.TaskDefinition)
+	refs, err := r.envSecrets(ctx, t, o)
+	if err != nil {
+		return res, err
+	}
+	for _, ref := range refs {
+		res.Changes = append(res.Changes, runtimes.Change{Object: "Secret " + ref.secret, Action: ref.action})
+	}
+	withSecrets(reg, refs)
+	spec := specHash(append(slices.Clip(o.TaskDefinition), secretsSpec(refs)...))
 	reg.Tags = withTags(reg.Tags, []types.Tag{tag(TagInstance, t.String()), tag(TagVersion, t.Version), tag(TagSpec, spec)})
 
 	out, err := r.client.DescribeServices(ctx, &ecs.DescribeServicesInput{Cluster: aws.String(r.cluster), Services: []string{o.ServiceName},
@@ -96,6 +104,16 @@ func (r *Runtime) apply(ctx context.Context, t runtimes.Target, o ecsspec.Object
 		}
 	case o.UpdateTaskDefinitionOnly:
 		return res, runtimes.Permanent(fmt.Errorf("ECS service %s does not exist in cluster %s, and updateTaskDefinitionOnly only updates one that does", o.ServiceName, r.cluster))
+	}
+	// Secrets of variables the instance dropped are deleted once the
+	// service no longer reads them: looked for when it has secret env,
+	// or ran a task definition that read some.
+	if len(o.SecretEnv) > 0 || svc != nil && r.readsSecrets(ctx, aws.ToString(svc.TaskDefinition)) {
+		defer func() {
+			if err == nil {
+				err = r.pruneSecrets(ctx, t, o.SecretEnv)
+			}
+		}()
 	}
 
 	arn, action, err := r.taskDefinitionFor(ctx, t, o, reg, spec, svc)

@@ -48,6 +48,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ecs"
 	"github.com/aws/aws-sdk-go-v2/service/ecs/types"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/smithy-go"
 
 	"github.com/drover-dev/drover/internal/config"
@@ -82,9 +83,11 @@ type Runtime struct {
 	runtimes.CheckDelegate
 	name, cluster string
 	client        *ecs.Client
-	log           *slog.Logger
-	now           func() time.Time
-	poll, steady  time.Duration
+	// secrets keeps the instances' secret env (secrets.go).
+	secrets      *secretsmanager.Client
+	log          *slog.Logger
+	now          func() time.Time
+	poll, steady time.Duration
 
 	notifier runtimes.Notifier
 	ctx      context.Context
@@ -171,7 +174,8 @@ func New(ctx context.Context, cfg *config.Runtime, opts runtimes.Options, client
 	}
 	r := &Runtime{
 		name: cfg.Name, cluster: e.EcsCluster, client: ecs.NewFromConfig(awsCfg, client...), log: log.With("runtime", cfg.Name), now: now,
-		poll: e.PollInterval.Duration, steady: e.SteadyStatePollInterval.Duration,
+		secrets: secretsmanager.NewFromConfig(awsCfg, sameEndpoint(client)),
+		poll:    e.PollInterval.Duration, steady: e.SteadyStatePollInterval.Duration,
 		wake: make(chan struct{}, 1), insts: map[runtimes.InstanceKey]*instance{}, taskDefs: map[string]*taskDef{},
 		applyMu: map[runtimes.InstanceKey]*sync.Mutex{},
 	}
@@ -185,6 +189,21 @@ func New(ctx context.Context, cfg *config.Runtime, opts runtimes.Options, client
 	r.wg.Add(1)
 	go r.poller()
 	return r, nil
+}
+
+// sameEndpoint points the Secrets Manager client at the endpoint the ECS
+// client options name, if they name one (an emulator, or a private
+// endpoint that serves both); else it is the SDK's.
+func sameEndpoint(client []func(*ecs.Options)) func(*secretsmanager.Options) {
+	var o ecs.Options
+	for _, f := range client {
+		f(&o)
+	}
+	return func(so *secretsmanager.Options) {
+		if o.BaseEndpoint != nil {
+			so.BaseEndpoint = o.BaseEndpoint
+		}
+	}
 }
 
 // Close stops the poller.

@@ -40,11 +40,11 @@ func (r *Runtime) Apply(ctx context.Context, t runtimes.Target) (runtimes.ApplyR
 	if err := r.checkTarget(&t); err != nil {
 		return runtimes.ApplyResult{}, runtimes.Permanent(err)
 	}
-	items, err := decode(&t)
+	ns, managed := r.namespaceFor(&t)
+	items, err := decodeTarget(&t, ns)
 	if err != nil {
 		return runtimes.ApplyResult{}, runtimes.Permanent(fmt.Errorf("kubernetes runtime %s: %s: %w", r.name, t.InstanceKey, err))
 	}
-	ns, managed := r.namespaceFor(&t)
 	in := r.instance(instanceID{InstanceKey: t.InstanceKey, namespace: ns})
 	in.applyMu.Lock()
 	defer in.applyMu.Unlock()
@@ -400,7 +400,8 @@ func ownedBy(obj *unstructured.Unstructured, k runtimes.InstanceKey) bool {
 // Render returns target's objects exactly as Apply would send them, in apply
 // order, so that a person can replay an apply with `kubectl apply
 // --server-side --field-manager=drover --force-conflicts`. It asks the
-// cluster which kinds are namespaced.
+// cluster which kinds are namespaced. The values of the instance's env
+// Secret are shown as (redacted).
 func (r *Runtime) Render(ctx context.Context, t runtimes.Target) ([]map[string]any, error) {
 	if err := r.closed(); err != nil {
 		return nil, err
@@ -408,11 +409,11 @@ func (r *Runtime) Render(ctx context.Context, t runtimes.Target) ([]map[string]a
 	if err := r.checkTarget(&t); err != nil {
 		return nil, err
 	}
-	items, err := decode(&t)
+	ns, _ := r.namespaceFor(&t)
+	items, err := decodeTarget(&t, ns)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes runtime %s: %s: %w", r.name, t.InstanceKey, err)
 	}
-	ns, _ := r.namespaceFor(&t)
 	out := make([]map[string]any, 0, len(items))
 	for _, it := range items {
 		if err := ctx.Err(); err != nil {
@@ -423,6 +424,9 @@ func (r *Runtime) Render(ctx context.Context, t runtimes.Target) ([]map[string]a
 		}
 		if err := prepare(it, &t); err != nil {
 			return nil, fmt.Errorf("kubernetes runtime %s: %s: %w", r.name, t.InstanceKey, err)
+		}
+		if it.secretData != nil {
+			it.obj.Object["data"] = redactedData(it.secretData)
 		}
 		out = append(out, it.obj.Object)
 	}

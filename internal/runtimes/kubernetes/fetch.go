@@ -428,7 +428,7 @@ func (r *Runtime) expected(in *instance, t *runtimes.Target) map[string]string {
 		return e.hashes
 	}
 	var hashes map[string]string
-	if items, err := decode(t); err == nil {
+	if items, err := decodeTarget(t, in.id.namespace); err == nil {
 		hashes = make(map[string]string, len(items))
 		for _, it := range items {
 			// No discovery reset here: an unknown kind compares nothing

@@ -70,6 +70,9 @@ type item struct {
 	// hash is the content hash of the prepared object (what the
 	// applied-hash annotation holds).
 	hash string
+	// secretData is the data of an env Secret (envsecret.go), which
+	// prepare adds after hashing.
+	secretData map[string]any
 }
 
 // decode parses the target's objects. Namespaces and CustomResourceDefinitions
@@ -161,6 +164,9 @@ func prepare(it *item, t *runtimes.Target) error {
 		unstructured.RemoveNestedField(obj.Object, "metadata", f)
 	}
 	delete(obj.Object, "status")
+	if it.secretData != nil {
+		delete(obj.Object, "data")
+	}
 
 	labels := obj.GetLabels()
 	if labels == nil {
@@ -204,6 +210,9 @@ func prepare(it *item, t *runtimes.Target) error {
 		ann[AnnotationDesiredState] = t.DesiredStateID
 	}
 	obj.SetAnnotations(ann)
+	if it.secretData != nil {
+		obj.Object["data"] = it.secretData
+	}
 	return nil
 }
 
