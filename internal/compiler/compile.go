@@ -108,6 +108,10 @@ type CompiledReleaseChannel struct {
 	// ENV_INJECT_DISABLED: Env is not injected into the containers
 	// (envinject.go).
 	EnvInjectionDisabled bool `json:"envInjectionDisabled,omitempty"`
+	// chart is set when the objects are a Helm chart's: Prodvana injects
+	// no env into those (service env is "not for Helm"), so neither does
+	// drover; the chart renders as helm template renders it.
+	chart bool
 }
 
 // SelectedRuntime is the runtime connection the service uses in a channel.
@@ -469,6 +473,7 @@ func (c *rcCompiler) compile() *CompiledReleaseChannel {
 		out.Objects = c.kubernetes(field+".kubernetesConfig", merged.Backend.KubernetesConfig, data)
 	case merged.Backend.Helm != nil:
 		out.Backend = "kubernetes"
+		out.chart = true
 		out.Objects = c.helm(field+".helm", merged.Backend.Helm, data, sel)
 	case merged.Backend.CustomRuntime != nil:
 		out.Backend = "customRuntime"

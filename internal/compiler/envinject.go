@@ -17,7 +17,8 @@ import (
 // channel's policy.defaultEnv, then the service's env, Env of the compiled
 // channel) and Prodvana's metadata variables reach every container of the
 // service's workloads, on Kubernetes (unless kubernetesConfig.envInjectionMode
-// is ENV_INJECT_DISABLED) and on ECS. It runs once the bundle version is
+// is ENV_INJECT_DISABLED; never into a Helm chart's objects, as in Prodvana,
+// where service env is not for Helm) and on ECS. It runs once the bundle version is
 // known, so that PVN_SERVICE_VERSION can be it: what it adds follows from
 // what the version hashes (the env, the names, EnvInjectionDisabled) and
 // the version itself, so the version stays the hash of the objects without
@@ -58,7 +59,7 @@ func injectEnv(res *Result) error {
 	for _, rc := range res.ReleaseChannels {
 		meta := metadataEnv(res.Application, res.Service, rc.Name, res.BundleVersion)
 		switch {
-		case rc.Backend == "kubernetes" && !rc.EnvInjectionDisabled:
+		case rc.Backend == "kubernetes" && !rc.EnvInjectionDisabled && !rc.chart:
 			env := kubeEnv(rc.Env, meta, desiredstate.EnvSecretName(res.Application, res.Service, rc.Name))
 			for i, obj := range rc.Objects {
 				if m, ok := obj.(map[string]any); ok {

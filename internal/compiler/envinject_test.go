@@ -50,3 +50,19 @@ func TestEnvInjectionVersion(t *testing.T) {
 		t.Errorf("turning injection on in production kept the version %s", on.BundleVersion)
 	}
 }
+
+// TestEnvNotInjectedIntoCharts: as in Prodvana, where service env is "not
+// for Helm", a chart's objects get no env: they stay as helm template
+// renders them, even with channel and service env set.
+func TestEnvNotInjectedIntoCharts(t *testing.T) {
+	res := compileECS(t, "testdata/helm", "hp", "web", "image=2.0")
+	for _, rc := range res.ReleaseChannels {
+		b, err := json.Marshal(rc.Objects)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), "PVN_") {
+			t.Errorf("release channel %s: a chart's objects got injected env: %s", rc.Name, b)
+		}
+	}
+}

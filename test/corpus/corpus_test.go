@@ -160,51 +160,7 @@ func compile(t *testing.T, dir string, cc corpusCase) []any {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs := res.ReleaseChannels[0].Objects
-	if cc.Tool == "helm" {
-		// A chart's workloads get the PVN_* variables (helm has no
-		// envInjectionMode); the rest is the chart's.
-		for _, o := range objs {
-			withoutInjectedEnv(o)
-		}
-	}
-	return objs
-}
-
-// withoutInjectedEnv removes the PVN_* variables drover injects from
-// every container's env in v, and an env left empty (or null).
-func withoutInjectedEnv(v any) {
-	switch x := v.(type) {
-	case map[string]any:
-		for _, list := range []string{"containers", "initContainers"} {
-			cs, _ := x[list].([]any)
-			for _, c := range cs {
-				cm, ok := c.(map[string]any)
-				if !ok {
-					continue
-				}
-				env, _ := cm["env"].([]any)
-				kept := env[:0:0]
-				for _, e := range env {
-					if m, ok := e.(map[string]any); !ok || !strings.HasPrefix(fmt.Sprint(m["name"]), "PVN_") {
-						kept = append(kept, e)
-					}
-				}
-				if len(kept) == 0 {
-					delete(cm, "env")
-				} else {
-					cm["env"] = kept
-				}
-			}
-		}
-		for _, e := range x {
-			withoutInjectedEnv(e)
-		}
-	case []any:
-		for _, e := range x {
-			withoutInjectedEnv(e)
-		}
-	}
+	return res.ReleaseChannels[0].Objects
 }
 
 func mustYAML(t *testing.T, v any) string {
@@ -223,9 +179,6 @@ func compare(t *testing.T, got []any, upstream []byte) {
 	want, err := manifest.Decode(upstream)
 	if err != nil {
 		t.Fatalf("expected.yaml: %v", err)
-	}
-	for _, o := range want {
-		withoutInjectedEnv(o) // the same form as drover's: no env: null
 	}
 	index := func(objs []map[string]any) map[string]string {
 		out := make(map[string]string, len(objs))
