@@ -26,8 +26,8 @@ func TestCompletionRequestsPassTheCommandCheck(t *testing.T) {
 		t.Errorf("drover __complete push '' without a server: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	// Still unknown: a mistyped command.
-	if code, _, _ := runMain("__compleet"); code != exitUsage {
-		t.Errorf("drover __compleet: exit %d, want %d", code, exitUsage)
+	if code, _, _ := runMain("__completex"); code != exitUsage {
+		t.Errorf("drover __completex: exit %d, want %d", code, exitUsage)
 	}
 }
 
