@@ -4,6 +4,7 @@
 package version
 
 import (
+	"regexp"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -15,7 +16,8 @@ var Version = "dev"
 // Commit and Date are the commit and its time (RFC 3339), for builds
 // without the Go toolchain's VCS stamp (-buildvcs=false, or a tree without
 // its .git): -ldflags "-X .../version.Commit=... -X .../version.Date=...".
-// The VCS stamp wins when there is one.
+// The VCS stamp wins when there is one; without either, a Version made by
+// git describe (the Makefile's) names the commit.
 var (
 	Commit = ""
 	Date   = ""
@@ -58,10 +60,28 @@ func Info() Build {
 			vcs.Modified, _ = strconv.ParseBool(s.Value)
 		}
 	}
-	if vcs.Commit != "" {
+	switch {
+	case vcs.Commit != "":
 		b.Commit, b.Date, b.Modified = vcs.Commit, vcs.Date, vcs.Modified
+	case b.Commit == "":
+		b.Commit, b.Modified = describedCommit(b.Version)
 	}
 	return b
+}
+
+// describeRE is what git describe --tags --always --dirty prints (the
+// Makefile's VERSION): a tag, commits since it and the abbreviated hash
+// (v1.2.0-3-g0123abc), or the hash alone; -dirty when the tree was modified.
+var describeRE = regexp.MustCompile(`^(?:.+-\d+-g)?([0-9a-f]{7,40})(-dirty)?$`)
+
+// describedCommit is the commit a version made by git describe names,
+// "" for another version (a bare tag says no more than itself).
+func describedCommit(v string) (commit string, modified bool) {
+	m := describeRE.FindStringSubmatch(v)
+	if m == nil {
+		return "", false
+	}
+	return m[1], m[2] != ""
 }
 
 // String is the version with the short commit, its date and whether the

@@ -1,6 +1,9 @@
 package version
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 func TestBuildString(t *testing.T) {
 	t.Parallel()
@@ -27,5 +30,23 @@ func TestInfoFallsBackToTheStamp(t *testing.T) {
 	b := Info()
 	if b.Version != "v9.9.9" || b.Commit != "feedface" || b.Date != "2026-01-02T03:04:05Z" {
 		t.Errorf("Info() = %+v, want the stamp", b)
+	}
+}
+
+func TestDescribedCommit(t *testing.T) {
+	t.Parallel()
+	for v, want := range map[string]string{
+		"185edbc":                       "185edbc false",
+		"185edbc-dirty":                 "185edbc true",
+		"v1.2.0-3-g185edbc":             "185edbc false",
+		"v1.2.0-rc1-12-g185edbcf-dirty": "185edbcf true",
+		"v1.2.0":                        " false",
+		"dev":                           " false",
+		"deadbeefcafe-extra":            " false",
+	} {
+		c, m := describedCommit(v)
+		if got := fmt.Sprintf("%s %v", c, m); got != want {
+			t.Errorf("describedCommit(%q) = %q, want %q", v, got, want)
+		}
 	}
 }
