@@ -54,10 +54,10 @@ func addCompletions(root *cobra.Command, g *globals) {
 }
 
 // takesService reports whether c's first argument is a service (its use
-// line reads "VERB SERVICE" or "VERB [SERVICE]").
+// line reads "VERB SERVICE ..." or "VERB [SERVICE ...]").
 func takesService(c *cobra.Command) bool {
 	fields := strings.Fields(c.Use)
-	return len(fields) > 1 && (fields[1] == "SERVICE" || fields[1] == "[SERVICE]")
+	return len(fields) > 1 && strings.TrimRight(strings.TrimPrefix(fields[1], "["), "]") == "SERVICE"
 }
 
 // outputFormats are the formats an -o flag's help names ("output format:

@@ -101,6 +101,7 @@ func TestCompletionBash(t *testing.T) {
 		{"drover status -o ", []string{"json", "text"}},
 		{"drover wait web --wait-f", []string{"--wait-for-approval"}},
 		{"drover push ", []string{"web"}},
+		{"drover status w", []string{"web"}},
 		{"drover approve web --app ", []string{"quickstart"}},
 		{"drover approve web --app quickstart --release-channel ", []string{"prod", "staging"}},
 	} {
