@@ -55,7 +55,14 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		refuse := func(status int, code, reason, msg string) {
-			log.Warn("request refused", "reason", reason, "method", r.Method, "path", r.URL.Path,
+			// A request without any credential is what a browser sends
+			// before its user signs in (one per API call of the web UI's
+			// page): routine, so debug. The others say something is wrong.
+			level := slog.LevelWarn
+			if reason == "no_credential" {
+				level = slog.LevelDebug
+			}
+			log.Log(r.Context(), level, "request refused", "reason", reason, "method", r.Method, "path", r.URL.Path,
 				"host", r.Host, "origin", r.Header.Get("Origin"), "remote_addr", r.RemoteAddr)
 			if status == http.StatusUnauthorized {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="drover"`)

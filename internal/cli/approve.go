@@ -13,7 +13,7 @@ import (
 )
 
 func newApproveCmd(g *globals, reject bool) *cobra.Command {
-	var app, rc, topic, comment, desired string
+	var app, rc, topic, comment, desired, output string
 	verb, short := "approve", "Approve a release channel's pending manual approval"
 	if reject {
 		verb, short = "reject", "Reject a release channel's pending manual approval (the channel fails)"
@@ -34,6 +34,9 @@ Each person counts once: user names are compared trimmed and case-folded.`, stri
   drover %[1]s web --app quickstart --release-channel prod --desired-state ds-20261124t101500-3f9a2c1b`, verb),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := outputFormat(output, "text", "json"); err != nil {
+				return err
+			}
 			if app == "" || rc == "" {
 				return usageError(errors.New("--app and --release-channel are required"))
 			}
@@ -54,7 +57,9 @@ Each person counts once: user names are compared trimmed and case-folded.`, stri
 			case req.DesiredStateID != "":
 				what = "desired state " + req.DesiredStateID
 			}
-			fmt.Fprintf(w, "%s %s of %s/%s at %s\n", strings.TrimSuffix(verb, "e")+"ing", clean(rc), clean(app), clean(args[0]), clean(what))
+			if output != "json" {
+				fmt.Fprintf(w, "%s %s of %s/%s at %s\n", strings.TrimSuffix(verb, "e")+"ing", clean(rc), clean(app), clean(args[0]), clean(what))
+			}
 			st, err := c.Approve(cmd.Context(), app, args[0], req)
 			if err != nil {
 				return apiErr(err)
@@ -69,6 +74,10 @@ Each person counts once: user names are compared trimmed and case-folded.`, stri
 					user = id.Name
 				}
 			}
+			if output == "json" {
+				return writeJSON(w, answerResult{Action: past, Application: app, Service: args[0], ReleaseChannel: rc, Topic: topic,
+					DesiredStateID: req.DesiredStateID, Version: req.Version, User: user, Status: st})
+			}
 			fmt.Fprintf(w, "%s %s of %s/%s as %s\n", past, clean(rc), clean(app), clean(args[0]), clean(user))
 			printStatus(w, st)
 			return nil
@@ -80,7 +89,27 @@ Each person counts once: user names are compared trimmed and case-folded.`, stri
 	f.StringVar(&desired, "desired-state", "", "the desired state answered: an id (ds-...) or version (v-...) from drover status (default: the one status shows now)")
 	f.StringVar(&topic, "topic", "", "which approval, when the channel has several")
 	f.StringVar(&comment, "comment", "", "a note kept with the approval")
+	addOutputFlag(cmd, &output, "text", "json")
 	return cmd
+}
+
+// answerResult is what approve, reject and bypass print with -o json.
+type answerResult struct {
+	// Action is approved, rejected or bypassed.
+	Action         string `json:"action"`
+	Application    string `json:"application"`
+	Service        string `json:"service"`
+	ReleaseChannel string `json:"releaseChannel"`
+	Topic          string `json:"topic,omitempty"`
+	Protection     string `json:"protection,omitempty"`
+	// DesiredStateID and Version name the desired state answered, as sent
+	// (one of them may be empty).
+	DesiredStateID string `json:"desiredStateId,omitempty"`
+	Version        string `json:"version,omitempty"`
+	// User is the identity the answer is recorded under.
+	User string `json:"user,omitempty"`
+	// Status is the service's status after the answer.
+	Status *apiv1.ServiceStatus `json:"status"`
 }
 
 // desiredStateOf names the desired state an answer (approve, reject,

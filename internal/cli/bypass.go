@@ -10,7 +10,7 @@ import (
 )
 
 func newBypassCmd(g *globals) *cobra.Command {
-	var app, rc, protection, comment, desired string
+	var app, rc, protection, comment, desired, output string
 	cmd := &cobra.Command{
 		Use:   "bypass SERVICE --app APP --release-channel RC --protection NAME [--desired-state ID] [--comment WHY]",
 		Short: "Let a protection of a release channel pass for one desired state, on your word",
@@ -23,6 +23,9 @@ too, which lets a channel held by it deploy.`,
 		Example: `  drover bypass web --app quickstart --release-channel prod --protection office-hours --comment "hotfix for INC-42"`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := outputFormat(output, "text", "json"); err != nil {
+				return err
+			}
 			if app == "" || rc == "" || protection == "" {
 				return usageError(errors.New("--app, --release-channel and --protection are required"))
 			}
@@ -40,6 +43,10 @@ too, which lets a channel held by it deploy.`,
 				return apiErr(err)
 			}
 			w := cmd.OutOrStdout()
+			if output == "json" {
+				return writeJSON(w, answerResult{Action: "bypassed", Application: app, Service: args[0], ReleaseChannel: rc, Protection: protection,
+					DesiredStateID: req.DesiredStateID, Version: req.Version, User: user, Status: st})
+			}
 			what := req.Version
 			if what == "" {
 				what = req.DesiredStateID
@@ -55,5 +62,6 @@ too, which lets a channel held by it deploy.`,
 	f.StringVar(&protection, "protection", "", "the protection attachment (or protection, or extension) to bypass (required)")
 	f.StringVar(&desired, "desired-state", "", "the desired state the bypass is for: an id (ds-...) or version (v-...) from drover status (default: the one status shows now)")
 	f.StringVar(&comment, "comment", "", "why, kept in the event history")
+	addOutputFlag(cmd, &output, "text", "json")
 	return cmd
 }

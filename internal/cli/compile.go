@@ -20,8 +20,9 @@ func newCompileCmd() *cobra.Command {
 		allowPaths           []string
 	)
 	cmd := &cobra.Command{
-		Use:   "compile PATH... --app APP --service SERVICE",
-		Short: "Print a service's compiled config for every release channel",
+		Use:         "compile PATH... --app APP --service SERVICE",
+		Annotations: map[string]string{localAnnotation: "true"},
+		Short:       "Print a service's compiled config for every release channel",
 		Long: `Compile renders one service the way a push would, without a server: for each
 release channel of its application (release channel groups expanded from
 runtime labels), the selected runtime, the preconditions, and the rendered

@@ -8,12 +8,16 @@ import (
 )
 
 // Exit codes of every verb. A script can tell a mistyped command (exitUsage)
-// from a rollout that failed (exitFailed) or timed out (exitTimeout).
+// from a rollout that failed (exitFailed), timed out (exitTimeout) or waits
+// for someone's approval (exitApproval).
 const (
 	exitOK      = 0
 	exitError   = 1
 	exitFailed  = 2
 	exitTimeout = 3
+	// exitApproval: wait (or push --wait) returned because the rollout
+	// can go on only once a person approves a release channel.
+	exitApproval = 4
 	// exitUsage is sysexits.h's EX_USAGE: a missing or bad flag or argument.
 	exitUsage = 64
 )

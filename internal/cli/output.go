@@ -2,20 +2,36 @@ package cli
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
+	"slices"
+	"strings"
 
+	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 )
 
 // outputFormat validates an -o value against the allowed formats.
 func outputFormat(value string, allowed ...string) error {
-	for _, a := range allowed {
-		if value == a {
-			return nil
-		}
+	if slices.Contains(allowed, value) {
+		return nil
 	}
-	return &ExitError{Code: exitUsage, Err: fmt.Errorf("invalid output format %q: use one of %v", value, allowed)}
+	if value == "yaml" && slices.Contains(allowed, "json") {
+		return usageErrorf("-o yaml: this command prints %s; yaml is for drover compile and drover compiled (-o json gives the same fields)", formatList(allowed))
+	}
+	return usageErrorf("invalid output format %q: use %s", value, formatList(allowed))
+}
+
+// formatList is "text or json", "text, yaml or json".
+func formatList(formats []string) string {
+	if len(formats) < 2 {
+		return strings.Join(formats, "")
+	}
+	return strings.Join(formats[:len(formats)-1], ", ") + " or " + formats[len(formats)-1]
+}
+
+// addOutputFlag adds -o (--output) with formats, the first the default.
+func addOutputFlag(cmd *cobra.Command, output *string, formats ...string) {
+	cmd.Flags().StringVarP(output, "output", "o", formats[0], "output format: "+formatList(formats))
 }
 
 // writeJSON prints v as indented JSON.

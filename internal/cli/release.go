@@ -69,6 +69,7 @@ func newApplyCmd(g *globals) *cobra.Command {
 	var (
 		dryRun     bool
 		allowPaths []string
+		output     string
 	)
 	cmd := &cobra.Command{
 		Use:   "apply PATH...",
@@ -85,6 +86,9 @@ Applying a service config does not deploy it: drover push does.`,
   drover apply runtimes/ apps/... --dry-run`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := outputFormat(output, "text", "json"); err != nil {
+				return err
+			}
 			sources, err := config.LoadWith(args, config.LoadOptions{AllowPaths: allowPaths})
 			if err != nil {
 				return located(err)
@@ -108,6 +112,9 @@ Applying a service config does not deploy it: drover push does.`,
 				return apiErr(err)
 			}
 			w := cmd.OutOrStdout()
+			if output == "json" {
+				return writeJSON(w, resp)
+			}
 			for _, r := range resp.Results {
 				suffix := ""
 				if dryRun {
@@ -120,6 +127,7 @@ Applying a service config does not deploy it: drover push does.`,
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "validate on the server without storing anything")
 	addAllowPathFlag(cmd.Flags(), &allowPaths)
+	addOutputFlag(cmd, &output, "text", "json")
 	return cmd
 }
 
@@ -139,10 +147,10 @@ func relocate(details []apiv1.ConfigError, sources map[string]*config.Source) st
 
 func newPushCmd(g *globals) *cobra.Command {
 	var (
-		app              string
+		app, output      string
 		params, rcParams []string
 		wait             bool
-		timeout          time.Duration
+		wf               waitFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "push SERVICE --app APP [--param NAME=VALUE]...",
@@ -150,24 +158,51 @@ func newPushCmd(g *globals) *cobra.Command {
 		Long: `Push compiles the service's latest applied config with the given parameter
 values and sets the result as the service's desired state. The engine then
 rolls it out to every release channel in order, as preconditions allow. A push
-replaces any rollout still in progress.`,
+replaces any rollout still in progress.
+
+With --wait it then follows the rollout as drover wait does, and returns as
+wait does: once every channel converged (exit 0), a channel failed (2), a
+channel waits for a person's manual approval (4, printing the drover approve
+command; --wait-for-approval keeps waiting), or --timeout passed (3). With
+-o json it prints the push (desired state, version, release channels) as one
+JSON object, and with --wait the wait's result in it (wait).`,
 		Example: `  drover push web --app quickstart --param image=1.27
   drover push web --app quickstart --param image=1.28 --wait
+  drover push web --app quickstart --param image=1.28 -o json
   drover push api --app shop --param-by-release-channel staging=image=2.0-rc1`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := outputFormat(output, "text", "json"); err != nil {
+				return err
+			}
 			if app == "" {
 				return usageError(errors.New("--app is required"))
+			}
+			if !wait && (cmd.Flags().Changed("timeout") || wf.throughApprovals) {
+				return usageError(errors.New("--timeout and --wait-for-approval go with --wait"))
 			}
 			req, err := pushRequest(g, params, rcParams)
 			if err != nil {
 				return err
 			}
-			resp, err := g.client().Push(cmd.Context(), app, args[0], req)
+			c := g.client()
+			resp, err := c.Push(cmd.Context(), app, args[0], req)
 			if err != nil {
 				return apiErr(err)
 			}
 			w := cmd.OutOrStdout()
+			if output == "json" {
+				out := pushResult{Application: app, Service: args[0], PushResponse: *resp}
+				if st, err := c.Status(cmd.Context(), app, args[0]); err == nil && st.DesiredStateID == resp.DesiredStateID {
+					for _, ch := range st.ReleaseChannels {
+						out.ReleaseChannels = append(out.ReleaseChannels, ch.Name)
+					}
+				}
+				if wait {
+					out.Wait, err = waitFor(cmd.Context(), g, w, output, app, args[0], resp.DesiredStateID, wf)
+				}
+				return errors.Join(writeJSON(w, out), err)
+			}
 			name := resp.BundleVersion
 			if resp.BundleName != "" {
 				name = resp.BundleName + " (" + resp.BundleVersion + ")"
@@ -179,16 +214,30 @@ replaces any rollout still in progress.`,
 			if !wait {
 				return nil
 			}
-			return waitFor(cmd.Context(), g.client(), w, app, args[0], resp.DesiredStateID, timeout)
+			_, err = waitFor(cmd.Context(), g, w, output, app, args[0], resp.DesiredStateID, wf)
+			return err
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&app, "app", "", "application of the service (required)")
 	f.StringArrayVar(&params, "param", nil, "parameter value NAME=VALUE (repeatable)")
 	f.StringArrayVar(&rcParams, "param-by-release-channel", nil, "parameter value for one release channel RC=NAME=VALUE (repeatable)")
-	f.BoolVar(&wait, "wait", false, "wait until every release channel converged (see drover wait)")
-	f.DurationVar(&timeout, "timeout", 30*time.Minute, "with --wait: give up after this long (exit 3)")
+	f.BoolVar(&wait, "wait", false, "follow the rollout until every release channel converged, or one waits for an approval (see drover wait)")
+	wf.register(cmd, "with --wait: ")
+	addOutputFlag(cmd, &output, "text", "json")
 	return cmd
+}
+
+// pushResult is what drover push -o json prints.
+type pushResult struct {
+	Application string `json:"application"`
+	Service     string `json:"service"`
+	apiv1.PushResponse
+	// ReleaseChannels are the channels the desired state rolls out to, in
+	// the order status lists them.
+	ReleaseChannels []string `json:"releaseChannels,omitempty"`
+	// Wait is the result of --wait.
+	Wait *waitResult `json:"wait,omitempty"`
 }
 
 // pushRequest is the request of a push (or a preview of one) with the
@@ -208,10 +257,15 @@ func pushRequest(g *globals, params, rcParams []string) (apiv1.PushRequest, erro
 func newStatusCmd(g *globals) *cobra.Command {
 	var app, output string
 	cmd := &cobra.Command{
-		Use:   "status [SERVICE] --app APP",
+		Use:   "status [SERVICE --app APP | --app APP]",
 		Short: "Show per release channel what runs, what is coming, and why it waits",
+		Long: `Status shows a service's release channels: what each runs, where it is heading,
+and why it waits. A SERVICE needs its --app; with --app alone it shows every
+pushed service of that application, and with neither every pushed service the
+credential may read.`,
 		Example: `  drover status web --app quickstart
   drover status --app quickstart
+  drover status
   drover status web --app quickstart -o json`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -259,8 +313,8 @@ func newStatusCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&app, "app", "", "application")
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	cmd.Flags().StringVar(&app, "app", "", "application (required with a SERVICE)")
+	addOutputFlag(cmd, &output, "text", "json")
 	return cmd
 }
 
@@ -324,95 +378,17 @@ func printStatus(w io.Writer, st *apiv1.ServiceStatus) {
 	}
 }
 
-func newWaitCmd(g *globals) *cobra.Command {
-	var (
-		app     string
-		timeout time.Duration
-	)
-	cmd := &cobra.Command{
-		Use:   "wait SERVICE --app APP",
-		Short: "Follow a rollout until every release channel converged",
-		Long: `Wait prints each release channel's progress as it changes and exits when the
-rollout is over: 0 when every channel converged (or the desired state was
-replaced by a newer push), 2 when a channel failed or was rolled back, 3 on
-timeout, 1 on other errors, 64 on usage errors.`,
-		Example: `  drover wait web --app quickstart --timeout 10m`,
-		Args:    cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if app == "" {
-				return usageError(errors.New("--app is required"))
-			}
-			return waitFor(cmd.Context(), g.client(), cmd.OutOrStdout(), app, args[0], "", timeout)
-		},
-	}
-	cmd.Flags().StringVar(&app, "app", "", "application of the service (required)")
-	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Minute, "give up after this long (exit 3)")
-	return cmd
-}
-
-// waitFor follows a service until its rollout ends; dsID pins the desired
-// state to wait for ("" = the active one).
-func waitFor(ctx context.Context, c *client.Client, w io.Writer, app, svc, dsID string, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	last := map[string]string{}
-	check := func() (bool, error) {
-		st, err := c.Status(ctx, app, svc)
-		if err != nil {
-			return false, apiErr(err)
-		}
-		if dsID == "" {
-			dsID = st.DesiredStateID
-		}
-		if st.DesiredStateID != dsID {
-			fmt.Fprintf(w, "desired state %s was replaced by %s\n", clean(dsID), clean(st.DesiredStateID))
-			return true, nil
-		}
-		for _, ch := range st.ReleaseChannels {
-			line := clean(ch.Status + ": " + ch.Message)
-			if last[ch.Name] != line {
-				last[ch.Name] = line
-				fmt.Fprintf(w, "%s  %-14s %s\n", time.Now().Format("15:04:05"), clean(ch.Name), line)
-			}
-		}
-		switch st.Status {
-		case "CONVERGED":
-			fmt.Fprintf(w, "%s/%s converged: every release channel runs %s\n", app, svc, clean(st.DesiredVersion))
-			return true, nil
-		case "FAILED", "ROLLED_BACK":
-			return true, &ExitError{Code: exitFailed, Err: fmt.Errorf("%s/%s %s", app, svc, strings.ToLower(strings.ReplaceAll(st.Status, "_", " ")))}
-		}
-		return false, nil
-	}
-	if done, err := check(); done || err != nil {
-		return waitTimedOut(ctx, err, timeout, app, svc)
-	}
-	watchErr := c.Watch(ctx, app, svc, 0, func(apiv1.Event) error {
-		done, err := check()
-		if err != nil {
-			return err
-		}
-		if done {
-			return errDone
-		}
-		return nil
-	})
-	if errors.Is(watchErr, errDone) {
-		return nil
-	}
-	return waitTimedOut(ctx, watchErr, timeout, app, svc)
-}
-
-var errDone = errors.New("done")
-
 func newChannelCmd(g *globals, verb, short string, call func(*client.Client, context.Context, string, string, apiv1.ChannelRequest) (*apiv1.ServiceStatus, error)) *cobra.Command {
-	var app, rc string
+	var app, rc, output string
 	cmd := &cobra.Command{
 		Use:     verb + " SERVICE --app APP [--release-channel RC]",
 		Short:   short,
 		Example: fmt.Sprintf("  drover %s web --app quickstart --release-channel prod", verb),
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := outputFormat(output, "text", "json"); err != nil {
+				return err
+			}
 			if app == "" {
 				return usageError(errors.New("--app is required"))
 			}
@@ -420,12 +396,16 @@ func newChannelCmd(g *globals, verb, short string, call func(*client.Client, con
 			if err != nil {
 				return apiErr(err)
 			}
+			if output == "json" {
+				return writeJSON(cmd.OutOrStdout(), st)
+			}
 			printStatus(cmd.OutOrStdout(), st)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&app, "app", "", "application of the service (required)")
 	cmd.Flags().StringVar(&rc, "release-channel", "", "one release channel (default: all)")
+	addOutputFlag(cmd, &output, "text", "json")
 	return cmd
 }
 

@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/drover-dev/drover/api/client"
 	"github.com/drover-dev/drover/internal/config"
@@ -49,7 +50,9 @@ func Main(args []string, stdout, stderr io.Writer, cmds ...*cobra.Command) int {
 	// cobra adds help and completion when it executes; Find must see them.
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd(args...)
-	if _, _, err := root.Find(args); err != nil {
+	// Completion scripts ask cobra's hidden __complete command, which cobra
+	// adds only as it executes: Find would call it unknown.
+	if _, _, err := root.Find(args); err != nil && !isCompletionRequest(args) {
 		// An unknown command: cobra reports it before any command runs.
 		fmt.Fprintf(stderr, "error: %v\nrun 'drover --help' for usage\n", err)
 		return exitUsage
@@ -85,7 +88,7 @@ services run where, and under which conditions (release channel ordering,
 approvals, protections). It reads Prodvana-format configs (*.pvn.yaml).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       version.Version,
+		Version:       version.Info().String(),
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -109,17 +112,71 @@ approvals, protections). It reads Prodvana-format configs (*.pvn.yaml).`,
 	)
 	root.AddCommand(cmds...)
 	markUsageErrors(root)
+	addCompletions(root, g)
+	for _, c := range root.Commands() {
+		if c.Annotations[localAnnotation] != "" {
+			hideConnectionFlags(c)
+		}
+	}
 	return root
 }
 
+// localAnnotation marks a command that reads only local files and never
+// talks to a server (validate, compile, version): its help leaves out the
+// server-connection flags.
+const localAnnotation = "drover.local"
+
+// connectionFlags are the root's flags that say how to reach a server.
+var connectionFlags = []string{"server", "user", "token", "tls-fingerprint", "ca-file", "request-timeout"}
+
+// hideConnectionFlags leaves the server-connection flags out of c's help
+// (they are still accepted, as on every command).
+func hideConnectionFlags(c *cobra.Command) {
+	c.SetHelpFunc(func(cmd *cobra.Command, args []string) {
+		root := cmd.Root()
+		var hidden []*pflag.Flag
+		for _, name := range connectionFlags {
+			if f := root.PersistentFlags().Lookup(name); f != nil && !f.Hidden {
+				f.Hidden = true
+				hidden = append(hidden, f)
+			}
+		}
+		defer func() {
+			for _, f := range hidden {
+				f.Hidden = false
+			}
+		}()
+		c.SetHelpFunc(nil)
+		defer hideConnectionFlags(c)
+		cmd.HelpFunc()(cmd, args)
+	})
+}
+
+// isCompletionRequest reports whether args ask for shell completions (what
+// the scripts of drover completion run).
+func isCompletionRequest(args []string) bool {
+	return len(args) > 0 && (args[0] == cobra.ShellCompRequestCmd || args[0] == cobra.ShellCompNoDescRequestCmd)
+}
+
 func newVersionCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the drover version",
-		Args:  cobra.NoArgs,
+	var output string
+	cmd := &cobra.Command{
+		Use:         "version",
+		Short:       "Print the drover version, the commit it was built from and the Go toolchain",
+		Annotations: map[string]string{localAnnotation: "true"},
+		Args:        cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmt.Fprintln(cmd.OutOrStdout(), "drover", version.Version)
+			if err := outputFormat(output, "text", "json"); err != nil {
+				return err
+			}
+			info := version.Info()
+			if output == "json" {
+				return writeJSON(cmd.OutOrStdout(), info)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "drover %s %s %s\n", info, info.GoVersion, info.Platform)
 			return nil
 		},
 	}
+	addOutputFlag(cmd, &output, "text", "json")
+	return cmd
 }

@@ -36,8 +36,9 @@ func newValidateCmd() *cobra.Command {
 		allowPaths []string
 	)
 	cmd := &cobra.Command{
-		Use:   "validate PATH...",
-		Short: "Check configs and report every problem with its file and line",
+		Use:         "validate PATH...",
+		Annotations: map[string]string{localAnnotation: "true"},
+		Short:       "Check configs and report every problem with its file and line",
 		Long: `Validate reads drover configs (*.pvn.yaml) and reports every problem it finds,
 each as FILE:LINE:COL: field: message. It checks syntax, unknown fields, types,
 required fields, names and references between configs, label queries, and then

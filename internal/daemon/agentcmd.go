@@ -21,6 +21,7 @@ func newAgentCmd() *cobra.Command {
 	var (
 		cfg                                               agent.Config
 		tokenFile, logLevel, mode, serverFlag, healthAddr string
+		logFormat                                         string
 		moduleRoots                                       []string
 	)
 	cmd := &cobra.Command{
@@ -52,7 +53,7 @@ token: the runtime was unlinked or its token rotated.`,
   drover agent --server https://10.0.0.5:7421 --fingerprint sha256:3f… --token-file prod-eu.token --mode commands`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := (&serverFlags{logLevel: logLevel}).logger(cmd.ErrOrStderr())
+			log, err := (&serverFlags{logLevel: logLevel, logFormat: logFormat}).logger(cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -134,7 +135,7 @@ token: the runtime was unlinked or its token rotated.`,
 	fl.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig of the cluster to serve (default in a cluster: its service account)")
 	fl.StringVar(&cfg.Context, "context", "", "kubeconfig context (default: the current one)")
 	fl.StringVar(&cfg.DataDir, "data", "", "a directory runtimes may keep state in (default: none)")
-	fl.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	registerLogFlags(cmd, &logLevel, &logFormat)
 	fl.StringArrayVar(&moduleRoots, "terraform-module-root", nil, "with --mode commands: "+terraformModuleRootUsage)
 	fl.StringVar(&healthAddr, "health-listen", "", "serve probes on this address: /livez, and /healthz (503 when not connected to the server for 2 minutes); e.g. :8080")
 	return cmd

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/drover-dev/drover/api/client"
 	"github.com/drover-dev/drover/internal/auth"
 	"github.com/drover-dev/drover/internal/cli"
 )
@@ -175,5 +176,53 @@ func TestBenchSmallRun(t *testing.T) {
 	// An execution trace starts with its header: "go 1.N trace".
 	if b, err := os.ReadFile(trace); err != nil || !bytes.HasPrefix(b, []byte("go 1.")) || !bytes.Contains(b[:16], []byte(" trace")) {
 		t.Errorf("--trace wrote %d bytes (%v), not an execution trace", len(b), err)
+	}
+}
+
+func TestDevNextStepsStartTheCLIAsDevWasStarted(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		path string
+		want bool
+	}{
+		{"/tmp/go-build4133296789/b001/exe/drover", true},
+		{"/root/.cache/go-build/ab/abcdef/exe/drover", true},
+		{"/work/bin/drover", false},
+		{"bin/drover", false},
+	} {
+		if got := isGoRunBinary(tc.path); got != tc.want {
+			t.Errorf("isGoRunBinary(%q) = %v, want %v", tc.path, got, tc.want)
+		}
+	}
+	steps := nextSteps("go run ./cmd/drover", "http://127.0.0.1:7421")
+	for _, want := range []string{
+		"go build -o bin/drover ./cmd/drover",
+		"  go run ./cmd/drover status web --app quickstart --server http://127.0.0.1:7421\n",
+		"  go run ./cmd/drover events web --app quickstart --server http://127.0.0.1:7421\n",
+	} {
+		if !strings.Contains(steps, want) {
+			t.Errorf("next steps lack %q:\n%s", want, steps)
+		}
+	}
+	if steps := nextSteps("bin/drover", client.DefaultServer); strings.Contains(steps, "--server") || strings.Contains(steps, "go run") ||
+		!strings.Contains(steps, "  bin/drover approve web --app quickstart --release-channel prod\n") {
+		t.Errorf("next steps of bin/drover on the default address:\n%s", steps)
+	}
+}
+
+func TestLogFormat(t *testing.T) {
+	t.Parallel()
+	var b bytes.Buffer
+	log, err := (&serverFlags{logLevel: "info", logFormat: "json"}).logger(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Info("drover server listening", "url", "http://127.0.0.1:7420")
+	var rec map[string]any
+	if err := json.Unmarshal(b.Bytes(), &rec); err != nil || rec["msg"] != "drover server listening" || rec["url"] != "http://127.0.0.1:7420" {
+		t.Errorf("json log line %q: %v", b.String(), err)
+	}
+	if _, err := (&serverFlags{logLevel: "info", logFormat: "logfmt"}).logger(&b); err == nil || !strings.Contains(err.Error(), "use text or json") {
+		t.Errorf("--log-format logfmt: %v, want a usage error", err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/drover-dev/drover/api/client"
+	"github.com/drover-dev/drover/internal/atomicfile"
 	"github.com/drover-dev/drover/internal/auth"
 	"github.com/drover-dev/drover/internal/cli"
 	"github.com/drover-dev/drover/internal/server"
@@ -82,21 +83,95 @@ func (f *serverFlags) bootstrap(ctx context.Context, st store.Store, log *slog.L
 	if made {
 		log.Info("first admin token created", "name", server.BootstrapTokenName, "given", given)
 		if !given {
-			f.adminToken = token
+			f.keepAdminToken(token, log)
 		}
 	}
 	return nil
 }
 
-// printAdminToken shows the first admin token, once, if this start made it.
-func (f *serverFlags) printAdminToken(w io.Writer, addr string) {
-	if f.adminToken == "" {
+// AdminTokenFile is the file of the data directory the first admin token
+// is written to (mode 0600), when the server made it.
+const AdminTokenFile = "admin-token"
+
+// keepAdminToken writes the first admin token the server made to
+// DATA/admin-token (mode 0600, beside the local token, which is as
+// powerful) rather than to the terminal or a log collector; only when that
+// fails is it kept in f.adminToken to be printed once.
+func (f *serverFlags) keepAdminToken(token string, log *slog.Logger) {
+	path := filepath.Join(f.data, AdminTokenFile)
+	if err := atomicfile.Write(path, []byte(token+"\n"), 0o600); err != nil {
+		log.Warn("first admin token not written to the data directory; printing it once instead", "path", path, "error", err)
+		f.adminToken = token
 		return
 	}
-	fmt.Fprintf(w, "first admin token (shown once; the server keeps only its hash):\n  %s\n"+
-		"sign in from another machine with: drover login %s --token-file FILE\n"+
-		"and give others their own: drover tokens create NAME --role ROLE[@APP[/CHANNEL]]\n", f.adminToken, addr)
-	f.adminToken = ""
+	f.adminTokenPath = path
+}
+
+// adminTokenLines say where the first admin token is, or show it (once)
+// when it could not be written; none when this start made none. A login
+// line is added only for an address other machines reach: on this machine
+// the CLI finds the local token by itself.
+func (f *serverFlags) adminTokenLines(addr string) []string {
+	var lines []string
+	switch {
+	case f.adminTokenPath != "":
+		lines = append(lines, fmt.Sprintf("first admin token written to %s (mode 0600; the server keeps only its hash): move it somewhere safe", f.adminTokenPath))
+	case f.adminToken != "":
+		lines = append(lines, "first admin token (shown once; the server keeps only its hash):", "  "+f.adminToken)
+	default:
+		return nil
+	}
+	if !isLoopbackURL(addr) {
+		lines = append(lines, fmt.Sprintf("sign in from another machine with: drover login %s --token-file FILE (FILE holding that token)", addr))
+	}
+	lines = append(lines, "give others their own: drover tokens create NAME --role ROLE[@APP[/CHANNEL]]")
+	f.adminToken, f.adminTokenPath = "", ""
+	return lines
+}
+
+// isLoopbackURL reports whether url (scheme://host:port) is a loopback
+// address.
+func isLoopbackURL(url string) bool {
+	_, hostPort, _ := strings.Cut(url, "://")
+	ap, err := netip.ParseAddrPort(hostPort)
+	return err == nil && ap.Addr().Unmap().IsLoopback()
+}
+
+// banner tells people where the server is: lines on stdout with text
+// logs; with JSON logs (--log-format json), log records, so that every line
+// a log collector reads is JSON.
+func (f *serverFlags) banner(stdout, stderr io.Writer, log *slog.Logger, addr string) {
+	if f.jsonLogs() {
+		// start logged the warning of an address other machines reach.
+		log.Info("drover server listening", "url", addr, "data", f.data, "web_ui", addr+"/")
+		if f.tlsFingerprint != "" {
+			log.Info("api tls certificate", "fingerprint", "sha256:"+f.tlsFingerprint)
+		}
+		if f.adminTokenPath != "" {
+			log.Info("first admin token written", "path", f.adminTokenPath)
+			f.adminTokenPath = ""
+		}
+		if f.adminToken != "" {
+			// It could not be written: the only place it can go.
+			fmt.Fprintf(stdout, "first admin token (shown once; the server keeps only its hash): %s\n", f.adminToken)
+			f.adminToken = ""
+		}
+		if a := f.agentsOpen; a != nil {
+			log.Info("accepting agents", "addr", a.Listener.Addr().String(), "url", a.URL, "fingerprint", "sha256:"+a.Fingerprint)
+		}
+		return
+	}
+	warnExposure(stderr, addr)
+	fmt.Fprintf(stdout, "drover server listening on %s (data in %s); web UI at %s/\n", addr, f.data, addr)
+	if f.tlsFingerprint != "" {
+		fmt.Fprintf(stdout, "TLS certificate sha256:%s (clients pin it: --tls-fingerprint sha256:%s)\n", f.tlsFingerprint, f.tlsFingerprint)
+	}
+	for _, l := range f.adminTokenLines(addr) {
+		fmt.Fprintln(stdout, l)
+	}
+	if a := f.agentsOpen; a != nil {
+		fmt.Fprintf(stdout, "accepting agents on %s (%s; certificate sha256:%s)\n", a.Listener.Addr(), a.URL, a.Fingerprint)
+	}
 }
 
 // validateTLS refuses TLS flags that contradict each other.

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -39,6 +40,8 @@ import (
 // serverFlags are the flags of drover server and drover dev.
 type serverFlags struct {
 	data, listen, logLevel string
+	// logFormat is text (logfmt) or json (one JSON object a line).
+	logFormat string
 	// database is a PostgreSQL URL shared by several servers ("" = the
 	// data directory's embedded SQLite database).
 	database          string
@@ -67,8 +70,9 @@ type serverFlags struct {
 	// secretsKeyFile holds the keyring that seals secret values at rest.
 	secretsKeyFile string
 	// adminTokenFile holds the first admin token of a new store;
-	// adminToken is the one start generated, to show once.
-	adminTokenFile, adminToken string
+	// adminToken is the one start generated, to show once, when it could
+	// not be written to adminTokenPath (DATA/admin-token).
+	adminTokenFile, adminToken, adminTokenPath string
 	// leaseTTL is how long a service stays leased to a server that stopped
 	// renewing it (a task claim lasts twice as long).
 	leaseTTL time.Duration
@@ -103,7 +107,7 @@ func (f *serverFlags) register(cmd *cobra.Command, defaultData string) {
 	fl.IntVar(&f.mutationBurst, "rate-burst", server.DefaultMutationBurst, "changes one identity may send at once, beyond --rate-limit")
 	fl.IntVar(&f.maxStreams, "max-streams", server.DefaultMaxStreams, "event streams (drover events --follow, drover wait) one identity may hold open at once")
 	fl.BoolVar(&f.forbidSelfApproval, "forbid-self-approval", false, "refuse an approval from the identity that pushed the desired state (someone else must approve)")
-	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	registerLogFlags(cmd, &f.logLevel, &f.logFormat)
 	f.settings = engine.DefaultSettings()
 	fl.DurationVar(&f.settings.PollInterval, "poll-interval", f.settings.PollInterval, "fetch interval while converging (runtimes that push changes are seen sooner; at least 100ms)")
 	fl.DurationVar(&f.settings.SteadyPollInterval, "steady-poll-interval", f.settings.SteadyPollInterval, "fetch interval once converged, to catch drift (at least 100ms)")
@@ -125,13 +129,30 @@ func (f *serverFlags) register(cmd *cobra.Command, defaultData string) {
 	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", 30*time.Second, "on Ctrl-C or SIGTERM, how long applies in flight may still finish before they are stopped (a second signal stops at once)")
 }
 
+// registerLogFlags adds --log-level and --log-format (of server, dev and
+// agent).
+func registerLogFlags(cmd *cobra.Command, level, format *string) {
+	cmd.Flags().StringVar(level, "log-level", "info", "log level: debug, info, warn, error")
+	cmd.Flags().StringVar(format, "log-format", "text", "log format: text (key=value pairs) or json (one JSON object a line, for a log collector; the start-up lines people read become log records too)")
+}
+
 func (f *serverFlags) logger(w io.Writer) (*slog.Logger, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
 		return nil, cli.UsageErrorf("invalid --log-level %q: use debug, info, warn or error", f.logLevel)
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})), nil
+	opts := &slog.HandlerOptions{Level: level}
+	switch f.logFormat {
+	case "", "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, cli.UsageErrorf("invalid --log-format %q: use text or json", f.logFormat)
 }
+
+// jsonLogs reports whether the logs are JSON (--log-format json).
+func (f *serverFlags) jsonLogs() bool { return f.logFormat == "json" }
 
 // MinServerPollInterval is the shortest --poll-interval and
 // --steady-poll-interval a server accepts (B7): shorter ones would keep a core
@@ -425,15 +446,7 @@ approved or paused is recorded and acted on once a server runs without it.`,
 			if err != nil {
 				return err
 			}
-			warnExposure(cmd.ErrOrStderr(), addr)
-			fmt.Fprintf(cmd.OutOrStdout(), "drover server listening on %s (data in %s); web UI at %s/\n", addr, f.data, addr)
-			if f.tlsFingerprint != "" {
-				fmt.Fprintf(cmd.OutOrStdout(), "TLS certificate sha256:%s (clients pin it: --tls-fingerprint sha256:%s)\n", f.tlsFingerprint, f.tlsFingerprint)
-			}
-			f.printAdminToken(cmd.OutOrStdout(), addr)
-			if a := f.agentsOpen; a != nil {
-				fmt.Fprintf(cmd.OutOrStdout(), "accepting agents on %s (%s; certificate sha256:%s)\n", a.Listener.Addr(), a.URL, a.Fingerprint)
-			}
+			f.banner(cmd.OutOrStdout(), cmd.ErrOrStderr(), log, addr)
 			<-ctx.Done()
 			cancel() // a second signal now stops drover at once
 			return stop()
@@ -478,10 +491,12 @@ commands in another terminal. Ctrl-C stops it; run it again to continue.`,
 			}
 			warnExposure(cmd.ErrOrStderr(), addr)
 			out := cmd.OutOrStdout()
-			f.printAdminToken(out, addr)
+			for _, l := range f.adminTokenLines(addr) {
+				fmt.Fprintln(out, l)
+			}
 			c, err := f.localClient(addr)
 			if err == nil {
-				err = devSetup(ctx, out, c, addr, f.data, image)
+				err = devSetup(ctx, out, c, addr, f.data, image, cliCommand())
 			}
 			if err == nil {
 				<-ctx.Done()
@@ -504,13 +519,15 @@ func ensureDir(dir string) string {
 	return dir
 }
 
-// devSetup applies the embedded quickstart, pushes it once, and follows events.
-func devSetup(ctx context.Context, w io.Writer, c *client.Client, addr, data, image string) error {
+// devSetup applies the embedded quickstart, pushes it once (or says what
+// an earlier run left), and follows events; drover is how the commands it
+// prints start the CLI (see cliCommand).
+func devSetup(ctx context.Context, w io.Writer, c *client.Client, addr, data, image, drover string) error {
 	dir := filepath.Join(data, "quickstart")
 	if err := extract(examples.Quickstart, "quickstart", dir); err != nil {
 		return fmt.Errorf("write the quickstart to %s: %w", dir, err)
 	}
-	fmt.Fprintf(w, "drover dev: server on %s, data in %s\n", addr, data)
+	fmt.Fprintf(w, "drover dev: server on %s, data in %s, log in %s\n", addr, data, filepath.Join(data, "server.log"))
 	fmt.Fprintf(w, "drover dev: web UI at %s/ (sign in with the local token: %s)\n", addr, filepath.Join(data, "token"))
 	sources, err := config.Load([]string{dir + "/..."})
 	if err != nil {
@@ -534,34 +551,24 @@ func devSetup(ctx context.Context, w io.Writer, c *client.Client, addr, data, im
 	}
 	fmt.Fprintf(w, "applied %s: %s\n", dir, strings.Join(applied, ", "))
 	var from int64
-	if _, err := c.Status(ctx, "quickstart", "web"); client.IsNotFound(err) {
+	st, err := c.Status(ctx, "quickstart", "web")
+	switch {
+	case client.IsNotFound(err):
 		push, err := c.Push(ctx, "quickstart", "web", apiv1.PushRequest{Params: []apiv1.Param{{Name: "image", Value: image}}})
 		if err != nil {
 			return cli.APIError(err)
 		}
 		fmt.Fprintf(w, "pushed web with image=%s: version %s, desired state %s\n", image, push.BundleVersion, push.DesiredStateID)
-	} else if err != nil {
+		fmt.Fprintln(w, "\nstaging converges now; prod waits until staging runs the version and someone approves.")
+	case err != nil:
 		return cli.APIError(err)
-	} else {
-		fmt.Fprintln(w, "web was pushed in an earlier run; continuing where it stopped")
+	default:
+		fmt.Fprint(w, resumed(st))
 		if evs, err := c.Events(ctx, "quickstart", "web", 0, 0); err == nil && len(evs.Events) > 0 {
 			from = evs.Events[len(evs.Events)-1].Seq
 		}
 	}
-	server := ""
-	if addr != client.DefaultServer {
-		server = " --server " + addr
-	}
-	fmt.Fprintf(w, `
-staging converges now; prod waits until staging runs the version and someone approves.
-In another terminal:
-  drover status web --app quickstart%[1]s
-  drover approve web --app quickstart --release-channel prod%[1]s
-  drover wait web --app quickstart%[1]s
-  drover push web --app quickstart --param image=1.28 --wait%[1]s
-Ctrl-C stops the server; drover dev again continues.
-
-`, server)
+	fmt.Fprint(w, nextSteps(drover, addr))
 	err = c.Watch(ctx, "quickstart", "", from, func(e apiv1.Event) error {
 		rc := e.ReleaseChannel
 		if rc == "" {
@@ -574,6 +581,77 @@ Ctrl-C stops the server; drover dev again continues.
 		return nil
 	}
 	return err
+}
+
+// resumed says what an earlier run of drover dev left: the service's
+// desired state and each release channel's status, as drover status shows
+// them.
+func resumed(st *apiv1.ServiceStatus) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "web was pushed in an earlier run (version %s, desired state %s); resuming: quickstart/web is %s\n",
+		cli.Clean(st.DesiredVersion), cli.Clean(st.DesiredStateID), cli.Clean(st.Status))
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	for _, ch := range st.ReleaseChannels {
+		running := ch.Version
+		if running == "" {
+			running = "nothing yet"
+		}
+		msg := ch.Message
+		if ch.Reason != "" && ch.Status != "CONVERGED" {
+			msg = ch.Reason + ": " + msg
+		}
+		fmt.Fprintf(tw, "  %s\t%s\truns %s\t%s\n", cli.Clean(ch.Name), cli.Clean(ch.Status), cli.Clean(running), cli.Clean(msg))
+	}
+	_ = tw.Flush()
+	return b.String()
+}
+
+// nextSteps are the commands drover dev suggests, started as drover (with
+// --server when addr is not the default).
+func nextSteps(drover, addr string) string {
+	server := ""
+	if addr != client.DefaultServer {
+		server = " --server " + addr
+	}
+	var b strings.Builder
+	if strings.HasPrefix(drover, "go run") {
+		b.WriteString("\ndrover runs from go run, so the commands below do too (from this directory); to start them quicker,\n" +
+			"build it once, go build -o bin/drover ./cmd/drover, and use bin/drover instead of go run ./cmd/drover.\n")
+	}
+	fmt.Fprintf(&b, `
+In another terminal:
+  %[2]s status web --app quickstart%[1]s
+  %[2]s approve web --app quickstart --release-channel prod%[1]s
+  %[2]s wait web --app quickstart%[1]s
+  %[2]s push web --app quickstart --param image=1.28 --wait%[1]s
+  %[2]s events web --app quickstart%[1]s
+Ctrl-C stops the server; drover dev again continues where it stopped.
+
+`, server, drover)
+	return b.String()
+}
+
+// cliCommand is how this process's user starts the drover CLI: "go run
+// ./cmd/drover" when the binary is one go run built (in a go-build
+// directory), the path it was started by when it has one (bin/drover),
+// else drover (found on PATH).
+func cliCommand() string {
+	exe, err := os.Executable()
+	if err == nil && isGoRunBinary(exe) {
+		return "go run ./cmd/drover"
+	}
+	if arg := os.Args[0]; strings.ContainsRune(arg, filepath.Separator) && !isGoRunBinary(arg) {
+		return arg
+	}
+	return "drover"
+}
+
+// isGoRunBinary reports whether path is an executable go run built: in a
+// go-build work directory (…/go-build123/b001/exe/drover) or the build
+// cache's (…/go-build/…/exe/drover).
+func isGoRunBinary(path string) bool {
+	p := filepath.ToSlash(path)
+	return strings.Contains(p, "/go-build") && strings.Contains(p, "/exe/")
 }
 
 // extract copies the embedded directory root of fsys into dir.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"time"
 
@@ -38,6 +39,49 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		code = http.StatusServiceUnavailable
 	}
 	writeJSON(w, code, h)
+}
+
+// Probe paths: for a kubelet or load balancer that sends no credential and
+// reads only the status code.
+const (
+	// LivezPath answers 200 while the process serves HTTP.
+	LivezPath = "/livez"
+	// ReadyzPath answers 200 when the store is usable (as /v1/health
+	// decides), 503 otherwise.
+	ReadyzPath = "/readyz"
+)
+
+// isProbe reports whether path is a probe path.
+func isProbe(path string) bool { return path == LivezPath || path == ReadyzPath }
+
+// livez answers GET /livez: "ok" as long as the server answers at all.
+func (s *Server) livez(w http.ResponseWriter, _ *http.Request) {
+	writeProbe(w, http.StatusOK)
+}
+
+// readyz answers GET /readyz: "ok" when the store works (the check of
+// /v1/health), "not ok" and 503 otherwise, and nothing more: a caller
+// without a credential learns no detail.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), healthTimeout)
+	defer cancel()
+	code := http.StatusOK
+	if err := s.store.Check(ctx); err != nil {
+		code = http.StatusServiceUnavailable
+	}
+	writeProbe(w, code)
+}
+
+// writeProbe writes a probe's answer: "ok" or "not ok", as plain text.
+func writeProbe(w http.ResponseWriter, code int) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	if code == http.StatusOK {
+		_, _ = io.WriteString(w, "ok\n")
+		return
+	}
+	_, _ = io.WriteString(w, "not ok\n")
 }
 
 // monitorStore checks the store every storeCheckInterval until ctx ends and

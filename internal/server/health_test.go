@@ -80,6 +80,14 @@ func TestB25HealthReportsStore(t *testing.T) {
 		!strings.Contains(h.StoreError, "removed or replaced") {
 		t.Fatalf("health after the data directory was removed = %d %+v, want 503 with the store's error", code, h)
 	}
+	// So does the readiness probe, in two words; the process is still live.
+	for path, want := range map[string]string{"/readyz": "503 not ok\n", "/livez": "200 ok\n"} {
+		resp := request(t, http.MethodGet, anon.URL+path, nil) //nolint:bodyclose // request closes it at cleanup
+		raw, _ := io.ReadAll(resp.Body)
+		if got := fmt.Sprintf("%d %s", resp.StatusCode, raw); got != want {
+			t.Errorf("%s after the data directory was removed = %q, want %q", path, got, want)
+		}
+	}
 	// A probe without a credential learns that the store fails, not its files.
 	code, h = getHealth(t, anon.URL)
 	if code != http.StatusServiceUnavailable || h.Store != "error" || h.StoreError != "" || h.Version != "" {

@@ -74,6 +74,10 @@ func (s *Server) routeTable() []route {
 	return []route{
 		{method: "GET", path: "/v1/health", scope: scopeOpen, resp: apiv1.Health{}, summary: "Health of the server and its store",
 			handler: s.health},
+		{method: "GET", path: LivezPath, scope: scopeOpen, summary: "Liveness probe: 200 and ok while the server answers; needs no credential and says nothing more",
+			handler: s.livez},
+		{method: "GET", path: ReadyzPath, scope: scopeOpen, summary: "Readiness probe: 200 and ok when the store is usable (as /v1/health decides), else 503 and not ok; needs no credential and says nothing more",
+			handler: s.readyz},
 		{method: "GET", path: "/v1/openapi.json", scope: scopeOpen, summary: "This API's OpenAPI 3 document",
 			handler: s.serveOpenAPI},
 		{method: "GET", path: "/v1/auth/info", scope: scopeOpen, resp: apiv1.SignInInfo{}, summary: "How people sign in to this server (its OpenID provider, if any)",

@@ -72,6 +72,8 @@ func openAPIDocument(routes []route) ([]byte, error) {
 		case rt.path == "/v1/watch":
 			ok["description"] = "Server-sent events: each event's data is an Event (JSON), its id the event's seq"
 			ok["content"] = map[string]any{"text/event-stream": map[string]any{"schema": map[string]any{"type": "string"}}}
+		case isProbe(rt.path):
+			ok["content"] = map[string]any{"text/plain": map[string]any{"schema": map[string]any{"type": "string", "enum": []any{"ok\n"}}}}
 		case rt.path == "/metrics":
 			ok["description"] = "Prometheus text format"
 			ok["content"] = map[string]any{"text/plain": map[string]any{"schema": map[string]any{"type": "string"}}}
@@ -79,6 +81,10 @@ func openAPIDocument(routes []route) ([]byte, error) {
 		errResp := map[string]any{"description": "An error", "content": map[string]any{
 			"application/json": map[string]any{"schema": g.schema(reflect.TypeOf(apiv1.ErrorResponse{}))}}}
 		op["responses"] = map[string]any{"200": ok, "default": errResp}
+		if rt.path == ReadyzPath {
+			op["responses"].(map[string]any)["503"] = map[string]any{"description": "The store is not usable",
+				"content": map[string]any{"text/plain": map[string]any{"schema": map[string]any{"type": "string", "enum": []any{"not ok\n"}}}}}
+		}
 		if paths[rt.path] == nil {
 			paths[rt.path] = map[string]any{}
 		}
@@ -89,7 +95,7 @@ func openAPIDocument(routes []route) ([]byte, error) {
 		"info": map[string]any{
 			"title":       "drover API",
 			"version":     "v1",
-			"description": "The API of a drover server. Every request but GET /v1/health and GET /v1/openapi.json needs Authorization: Bearer TOKEN (an API token or the server's local token); mutating requests need Content-Type: application/json. See docs/access.md.",
+			"description": "The API of a drover server. Every request but GET /v1/health, the probes GET /livez and GET /readyz, and GET /v1/openapi.json needs Authorization: Bearer TOKEN (an API token or the server's local token); mutating requests need Content-Type: application/json. See docs/access.md.",
 		},
 		"paths": paths,
 		"components": map[string]any{

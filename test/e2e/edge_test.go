@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -175,13 +176,88 @@ func TestS1CLIFindsTheToken(t *testing.T) {
 }
 
 // TestS1DevFlowNeedsNoSetup: drover dev on a port and data directory of its
-// own, then the commands it prints, as they are printed.
+// own, then the commands it prints, as they are printed (started the way
+// drover dev itself was: this binary's path); the first admin token goes
+// to a file of mode 0600, not to the terminal. A second run on the same
+// directory says what it resumed: each channel's actual status.
 func TestS1DevFlowNeedsNoSetup(t *testing.T) {
 	requireE2E(t)
 	addr := freeAddr(t)
+	data := filepath.Join(t.TempDir(), "dev")
+	lines, stop := startDev(t, addr, data)
+	printed := map[string]string{}
+	var all []string
+	for line := range lines {
+		all = append(all, line)
+		if rest, ok := strings.CutPrefix(line, droverBin+" "); ok {
+			printed[strings.Fields(rest)[0]] = line
+		}
+		if strings.HasPrefix(line, "Ctrl-C stops the server") {
+			break
+		}
+	}
+	for _, verb := range []string{"status", "approve", "wait", "push", "events"} {
+		if printed[verb] == "" {
+			t.Errorf("drover dev printed no %s command:\n%s", verb, strings.Join(all, "\n"))
+		}
+	}
+	text := strings.Join(all, "\n")
+	adminFile := filepath.Join(data, "admin-token")
+	if !strings.Contains(text, "first admin token written to "+adminFile) || strings.Contains(text, "drover_") {
+		t.Errorf("drover dev should name the admin token's file and not print the token:\n%s", text)
+	}
+	if strings.Contains(text, "drover login") {
+		t.Errorf("drover dev on a loopback address should not suggest drover login from another machine:\n%s", text)
+	}
+	if fi, err := os.Stat(adminFile); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("admin token file: %v %v, want mode 0600", fi, err)
+	}
+	args := strings.Fields(printed["status"])[1:]
+	if r := runDrover(t, args...); r.code != 0 || !strings.Contains(r.stdout, "staging") {
+		t.Errorf("the printed %q: %s", printed["status"], r)
+	}
+	// Let staging converge, so that the second run has something to report.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		r := runDrover(t, "status", "web", "--app", "quickstart", "-o", "json", "--server", "http://"+addr)
+		var st apiv1.ServiceStatus
+		if r.code == 0 && json.Unmarshal([]byte(r.stdout), &st) == nil && len(st.ReleaseChannels) == 2 &&
+			findChannel(&st, "staging").Status == "CONVERGED" && findChannel(&st, "prod").Status == "WAITING_MANUAL_APPROVAL" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("staging did not converge: %s", r)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	stop()
+
+	lines, stop = startDev(t, addr, data)
+	defer stop()
+	all = nil
+	for line := range lines {
+		all = append(all, line)
+		if strings.HasPrefix(line, "Ctrl-C stops the server") {
+			break
+		}
+	}
+	text = strings.Join(all, "\n")
+	for _, want := range []string{"web was pushed in an earlier run", "resuming: quickstart/web is WAITING_MANUAL_APPROVAL", "staging  CONVERGED", "prod     WAITING_MANUAL_APPROVAL"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("second drover dev lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "converges now") || strings.Contains(text, "first admin token") {
+		t.Errorf("second drover dev repeats what only a first run does:\n%s", text)
+	}
+}
+
+// startDev starts drover dev on addr and data and returns its stdout's
+// lines (trimmed) and a function that stops it (SIGTERM) and waits.
+func startDev(t *testing.T, addr, data string) (<-chan string, func()) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, droverBin, "dev", "--listen", addr, "--data", filepath.Join(t.TempDir(), "dev"))
+	cmd := exec.CommandContext(ctx, droverBin, "dev", "--listen", addr, "--data", data)
 	cmd.Env = cleanEnv()
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 15 * time.Second
@@ -194,29 +270,33 @@ func TestS1DevFlowNeedsNoSetup(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		cancel()
-		_ = cmd.Wait()
-	})
-	var printed []string
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if strings.HasPrefix(line, "drover status") {
-			printed = append(printed, line)
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			select {
+			case lines <- strings.TrimSpace(sc.Text()):
+			case <-ctx.Done():
+			}
 		}
-		if strings.HasPrefix(line, "Ctrl-C stops the server") {
-			break
-		}
+	}()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			go func() {
+				for range lines {
+				}
+			}()
+			if err := cmd.Wait(); err != nil && ctx.Err() == nil {
+				t.Errorf("drover dev: %v; stderr:\n%s", err, stderr.String())
+			}
+			cancel()
+		})
 	}
-	if len(printed) != 1 {
-		t.Fatalf("drover dev printed no status command (%v); stderr:\n%s", sc.Err(), stderr.String())
-	}
-	go func() { _, _ = io.Copy(io.Discard, out) }()
-	args := strings.Fields(printed[0])[1:]
-	if r := runDrover(t, args...); r.code != 0 || !strings.Contains(r.stdout, "staging") {
-		t.Errorf("the printed %q: %s", printed[0], r)
-	}
+	t.Cleanup(stop)
+	return lines, stop
 }
 
 // runDroverEnv is runDrover with env added (later entries win).

@@ -55,10 +55,17 @@ func TestQuickstart(t *testing.T) {
 		t.Errorf("staging: %s", dump(staging))
 	}
 
-	// Waiting now can only time out: prod waits for a person (exit 3).
-	r = s.as("bob", "wait", "web", "--app", "quickstart", "--timeout", "1s")
+	// Waiting now returns at once: prod waits for a person (exit 4), and
+	// wait says how to approve; with --wait-for-approval it can only time
+	// out (exit 3).
+	r = s.as("bob", "wait", "web", "--app", "quickstart", "--timeout", "30s")
+	if r.code != 4 || !strings.Contains(r.stdout, "prod waits for a manual approval") ||
+		!strings.Contains(r.stdout, "drover approve web --app quickstart --release-channel prod --server "+s.url) {
+		t.Errorf("wait while prod waits for approval: want exit 4 with the approve command, got %s", r)
+	}
+	r = s.as("bob", "wait", "web", "--app", "quickstart", "--timeout", "1s", "--wait-for-approval")
 	if r.code != 3 {
-		t.Errorf("wait while prod waits for approval: want exit 3 (timeout), got %s", r)
+		t.Errorf("wait --wait-for-approval while prod waits for approval: want exit 3 (timeout), got %s", r)
 	}
 	if st := s.status("quickstart", "web"); channel(t, st, "prod").TargetVersion != "" {
 		t.Fatalf("prod received %s without an approval:\n%s", version, dump(st))
