@@ -342,6 +342,9 @@ type rcCompiler struct {
 	templates  *templateCache
 	// notes say what the compilation left out or decided on its own.
 	notes []string
+	// standIns ends every error of a channel rendered with stand-ins for
+	// required parameters (validation without values): it names them.
+	standIns string
 }
 
 // note records something the user should know about the channel's result.
@@ -353,7 +356,7 @@ func (c *rcCompiler) serviceObject() string {
 
 func (c *rcCompiler) fail(e Error) {
 	e.ReleaseChannel = c.rc.Name
-	e.Msg = clipMessage(e.Msg)
+	e.Msg = clipMessage(e.Msg) + c.standIns
 	c.errs = append(c.errs, e)
 }
 
@@ -373,11 +376,12 @@ func (c *rcCompiler) compile() *CompiledReleaseChannel {
 		c.fail(Error{Object: c.serviceObject(), Field: "service.parameters", Msg: err.Error()})
 		return nil
 	}
-	params, err := resolveParams(defs, c.in.Params, c.rc.Name, c.in.Placeholders)
+	params, standIns, err := resolveParams(defs, c.in.Params, c.rc.Name, c.in.Placeholders)
 	if err != nil {
 		c.fail(Error{Object: c.serviceObject(), Field: "service.parameters", Msg: err.Error()})
 		return nil
 	}
+	c.standIns = standInNote(params, standIns)
 	data := &Data{
 		Params:    params,
 		Constants: map[string]string{},
