@@ -2,6 +2,8 @@ package compiler_test
 
 import (
 	"io"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -119,5 +121,93 @@ func TestHelmMatchesHelmTemplate(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("drover rendered\n%v\nhelm template renders\n%v", got, want)
+	}
+}
+
+// TestKustomizeBasesBeside: an overlay of a subPath tree whose bases lie
+// beside local.path (testdata/kustomize-beside) renders what kustomize
+// builds from the overlay directory on disk, as `kubectl kustomize
+// deploy/overlays/production` does; the tree sent to the server holds
+// local.path and the bases the overlays use, not the rest of the config tree.
+func TestKustomizeBasesBeside(t *testing.T) {
+	t.Parallel()
+	set := loadCase(t, "testdata/kustomize-beside")
+	in, err := compiler.InputFor(set, config.ServiceKey{Application: "kb", Service: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree := in.Service.KubernetesConfig.Tree
+	if tree == nil || tree.Dir != "deploy" || tree.Root != "testdata/kustomize-beside/svc" {
+		t.Fatalf("tree: %+v", tree)
+	}
+	for name := range tree.Files {
+		if strings.HasPrefix(name, "unused/") || strings.HasSuffix(name, ".pvn.yaml") {
+			t.Errorf("the tree holds %s, which no kustomization uses", name)
+		}
+	}
+	res, err := compiler.Compile(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rc := range res.ReleaseChannels {
+		out, err := manifest.RenderKustomizeDir("testdata/kustomize-beside/svc/deploy/overlays/"+rc.Name, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, err := manifest.Decode(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := make([]any, len(objs))
+		for i, o := range objs {
+			want[i] = map[string]any(o)
+		}
+		if !reflect.DeepEqual(rc.Objects, want) {
+			t.Errorf("%s: drover rendered\n%v\nkustomize builds\n%v", rc.Name, rc.Objects, want)
+		}
+	}
+}
+
+// TestKustomizeBaseOutsideTree: a base outside the config tree is refused
+// when the configs load, naming the path and --allow-path; --allow-path
+// lets it in, and the overlay then renders.
+func TestKustomizeBaseOutsideTree(t *testing.T) {
+	t.Parallel()
+	outside := t.TempDir()
+	tree := t.TempDir()
+	write := func(dir, name, content string) {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(outside, "base/kustomization.yaml", "resources: [cm.yaml]\n")
+	write(outside, "base/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\n")
+	rel, err := filepath.Rel(filepath.Join(tree, "deploy", "overlays", "staging"), filepath.Join(outside, "base"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(tree, "deploy/overlays/staging/kustomization.yaml", "resources: ["+filepath.ToSlash(rel)+"]\n")
+	write(tree, "runtimes.pvn.yaml", "runtime: {name: k, fake: {}}\n")
+	write(tree, "app.pvn.yaml", "application: {name: kb, releaseChannels: [{name: staging, runtimes: [{runtime: k}]}]}\n")
+	write(tree, "web.pvn.yaml", "service:\n  name: web\n  application: kb\n  kubernetesConfig:\n    type: KUSTOMIZE\n    local: {path: deploy, subPath: overlays/staging}\n")
+	_, err = config.Load([]string{tree + "/..."})
+	if err == nil || !strings.Contains(err.Error(), "outside the config tree") || !strings.Contains(err.Error(), "--allow-path") || !strings.Contains(err.Error(), filepath.Join(outside, "base")) {
+		t.Fatalf("a base outside the tree: %v", err)
+	}
+	sources, err := config.LoadWith([]string{tree + "/..."}, config.LoadOptions{AllowPaths: []string{outside}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, errs := config.NewSet(sources)
+	if len(errs) > 0 {
+		t.Fatal(errs.Err())
+	}
+	if errs := compiler.ValidateSet(set); len(errs) > 0 {
+		t.Errorf("with --allow-path: %v", errs.Err())
 	}
 }

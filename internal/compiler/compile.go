@@ -983,6 +983,12 @@ func (c *rcCompiler) treeText(field string, kc *config.KubernetesConfig, data *D
 		return "", false
 	}
 	sub = strings.Trim(path.Clean("/"+sub), "/")
+	// sub lies in local.path, which is Tree.Dir in the tree (a kustomize
+	// tree holds the bases beside it too).
+	sub = strings.TrimPrefix(path.Join(kc.Tree.Dir, sub), "/")
+	if sub == "." {
+		sub = ""
+	}
 	display := path.Join(kc.Tree.Root, sub)
 	if kc.Type == config.KubernetesTypeKustomize {
 		files := map[string][]byte{}
@@ -995,7 +1001,12 @@ func (c *rcCompiler) treeText(field string, kc *config.KubernetesConfig, data *D
 		}
 		out, err := manifest.RenderKustomize(files, sub)
 		if err != nil {
-			c.fail(Error{Object: c.serviceObject(), Field: field + ".local.subPath", Msg: fmt.Sprintf("kustomize %s: %v", display, err)})
+			msg := err.Error()
+			if kc.Tree.Root != "" {
+				// Paths in kustomize's message are the tree's: say where it is.
+				msg += " (paths relative to " + kc.Tree.Root + ")"
+			}
+			c.fail(Error{Object: c.serviceObject(), Field: field + ".local.subPath", Msg: msg})
 			return "", false
 		}
 		return config.SourceMarker(display) + string(out), true

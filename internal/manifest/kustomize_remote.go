@@ -59,6 +59,9 @@ type remoteWalk struct {
 	tree  kustTree
 	visit func(remoteRef) error
 	seen  map[string]bool
+	// local, when set, is told each kustomization directory reached and
+	// each local path a kustomization names (KustomizeLocalRefs).
+	onLocal func(p string)
 }
 
 func walkRemote(tree kustTree, dir string, visit func(remoteRef) error) error {
@@ -99,6 +102,9 @@ func (w *remoteWalk) kustomization(dir string, plugin bool) error {
 	if file == "" {
 		return nil
 	}
+	if w.onLocal != nil {
+		w.onLocal(dir)
+	}
 	var k map[string]any
 	if err := yaml.Unmarshal(data, &k); err != nil {
 		// Left to kustomize, which reports a malformed kustomization
@@ -114,6 +120,16 @@ func (w *remoteWalk) kustomization(dir string, plugin bool) error {
 	}
 	if err := w.refs(file, "", k); err != nil {
 		return err
+	}
+	if w.onLocal != nil {
+		for _, r := range fileRefs(k) {
+			if isRemote(r.ref) || strings.Contains(r.ref, "\n") {
+				continue
+			}
+			if p, ok := w.tree.join(dir, r.ref); ok {
+				w.onLocal(p)
+			}
+		}
 	}
 	for _, f := range []string{"resources", "bases", "components"} {
 		for i, ref := range stringsIn(field(k, f)) {
