@@ -62,6 +62,9 @@ type remoteWalk struct {
 	// local, when set, is told each kustomization directory reached and
 	// each local path a kustomization names (KustomizeLocalRefs).
 	onLocal func(p string)
+	// outside, when set, is told each local reference of a kustomization
+	// that leads out of the tree (RenderKustomize: it names nothing).
+	outside func(file, field, ref string) error
 }
 
 func walkRemote(tree kustTree, dir string, visit func(remoteRef) error) error {
@@ -121,13 +124,19 @@ func (w *remoteWalk) kustomization(dir string, plugin bool) error {
 	if err := w.refs(file, "", k); err != nil {
 		return err
 	}
-	if w.onLocal != nil {
+	if w.onLocal != nil || w.outside != nil {
 		for _, r := range fileRefs(k) {
 			if isRemote(r.ref) || strings.Contains(r.ref, "\n") {
 				continue
 			}
-			if p, ok := w.tree.join(dir, r.ref); ok {
+			p, ok := w.tree.join(dir, r.ref)
+			switch {
+			case ok && w.onLocal != nil:
 				w.onLocal(p)
+			case !ok && w.outside != nil:
+				if err := w.outside(file, r.field, r.ref); err != nil {
+					return err
+				}
 			}
 		}
 	}
