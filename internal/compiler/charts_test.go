@@ -117,7 +117,7 @@ func TestHelmMatchesHelmTemplate(t *testing.T) {
 	}
 	want := make([]any, len(objs))
 	for i, o := range objs {
-		want[i] = map[string]any(o)
+		want[i] = o
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("drover rendered\n%v\nhelm template renders\n%v", got, want)
@@ -160,7 +160,7 @@ func TestKustomizeBasesBeside(t *testing.T) {
 		}
 		want := make([]any, len(objs))
 		for i, o := range objs {
-			want[i] = map[string]any(o)
+			want[i] = o
 		}
 		if !reflect.DeepEqual(rc.Objects, want) {
 			t.Errorf("%s: drover rendered\n%v\nkustomize builds\n%v", rc.Name, rc.Objects, want)

@@ -124,7 +124,7 @@ func (r *Runtime) apply(ctx context.Context, in *instance, t *runtimes.Target, i
 	// an apply interrupted half-way still knows what to prune.
 	pending := &inventory{Version: old.Version, DesiredStateID: old.DesiredStateID, Objects: append([]invEntry(nil), old.Objects...)}
 	for _, it := range items {
-		if it.mapped && it.gen == "" && pending.find(it.ref.id()) < 0 {
+		if it.mapped && it.gen == "" && !installed(it, old) && pending.find(it.ref.id()) < 0 {
 			pending.Objects = append(pending.Objects, invEntry{objRef: it.ref, Hash: it.hash})
 		}
 	}
@@ -148,7 +148,7 @@ func (r *Runtime) apply(ctx context.Context, in *instance, t *runtimes.Target, i
 		if _, err := r.informers.get(ctx, it.ref.gvr(), r.settings.SyncTimeout); err != nil {
 			return res, err
 		}
-		if old.Version != "" && installOnlyHook(it.obj.GetAnnotations()) {
+		if installed(it, old) {
 			// Installed: an install hook is not applied again (generated.go).
 			kept := keepInstalled(it, old)
 			inv.Objects = append(inv.Objects, kept...)

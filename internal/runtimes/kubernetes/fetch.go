@@ -418,6 +418,10 @@ type expectation struct {
 	hashes map[string]string
 }
 
+// installHook marks the hash of an install-only Helm hook among the
+// expected ones: an installed instance does not apply it (generated.go).
+const installHook = "install-hook:"
+
 // expected returns the objects t prepares to, computed once per target content.
 func (r *Runtime) expected(in *instance, t *runtimes.Target) map[string]string {
 	h := sha256.New()
@@ -451,6 +455,9 @@ func (r *Runtime) expected(in *instance, t *runtimes.Target) map[string]string {
 				break
 			}
 			hashes[it.key()] = it.hash
+			if installOnlyHook(it.obj.GetAnnotations()) {
+				hashes[it.key()] = installHook + it.hash
+			}
 		}
 	}
 	r.mu.Lock()
@@ -461,7 +468,8 @@ func (r *Runtime) expected(in *instance, t *runtimes.Target) map[string]string {
 
 // sameObjects reports whether the inventory holds exactly the expected
 // objects. A kept install hook stands for the target's, whatever its
-// content: it is not applied again.
+// content: it is not applied again; and an installed instance (one whose
+// inventory has a version) need not have an install hook it never applied.
 func sameObjects(exp map[string]string, inv *inventory) bool {
 	n := 0
 	for _, e := range inv.Objects {
@@ -471,10 +479,17 @@ func sameObjects(exp map[string]string, inv *inventory) bool {
 			if ok {
 				n++
 			}
-		case !ok || h != e.Hash:
+		case !ok || strings.TrimPrefix(h, installHook) != e.Hash:
 			return false
 		default:
 			n++
+		}
+	}
+	if inv.Version != "" {
+		for k, h := range exp {
+			if strings.HasPrefix(h, installHook) && inv.findKey(k) < 0 {
+				n++
+			}
 		}
 	}
 	return n == len(exp)

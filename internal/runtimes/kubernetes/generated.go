@@ -102,6 +102,13 @@ func installOnlyHook(ann map[string]string) bool {
 	return install
 }
 
+// installed reports whether it is an install-only hook of an instance
+// installed already (old: its inventory, which records a version once an
+// apply has completed).
+func installed(it *item, old *inventory) bool {
+	return old.Version != "" && installOnlyHook(it.obj.GetAnnotations())
+}
+
 // keepInstalled carries the entries of old that hold install-only hook it
 // into the new inventory, marked kept: applied on the first install, they
 // are neither applied again nor pruned, and fetch no longer looks at them.

@@ -163,4 +163,14 @@ func TestHelmInstallHooks(t *testing.T) {
 	if st := mustFetch(t, r, v2); !st.Converged || st.Drifted {
 		t.Errorf("v2: %+v", st)
 	}
+	// An install hook a later version adds is not applied either (the
+	// instance is installed), and nothing is said to be pruned.
+	v3 := target(t, k, "v3", append(objs("v3"), hook(configMapObject("late", "v3"), "pre-install"))...)
+	res := mustApply(t, r, v3)
+	for _, c := range res.Changes {
+		if strings.Contains(c.Object, "/late") || c.Action == runtimes.ActionDeleted {
+			t.Errorf("v3: %s %s", c.Object, c.Action)
+		}
+	}
+	waitConverged(t, r, v3)
 }

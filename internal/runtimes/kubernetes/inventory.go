@@ -47,6 +47,14 @@ func (inv *inventory) find(id string) int {
 	return slices.IndexFunc(inv.Objects, func(e invEntry) bool { return e.id() == id })
 }
 
+// findKey is find by key (invEntry.key: generated objects by generateName).
+func (inv *inventory) findKey(key string) int {
+	if inv == nil {
+		return -1
+	}
+	return slices.IndexFunc(inv.Objects, func(e invEntry) bool { return e.key() == key })
+}
+
 func (inv *inventory) equal(o *inventory) bool {
 	if inv == nil || o == nil {
 		return inv == o
