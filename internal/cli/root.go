@@ -44,7 +44,10 @@ var linkKustomize sync.Once
 // error, cobra's own (unknown command or flag, argument count) included.
 // cmds are further verbs to add to the root (see NewRoot).
 func Main(args []string, stdout, stderr io.Writer, cmds ...*cobra.Command) int {
-	linkKustomize.Do(func() { config.RenderKustomize = manifest.RenderKustomizeDir })
+	linkKustomize.Do(func() {
+		config.RenderKustomize = manifest.RenderKustomizeDir
+		config.KustomizeLocalRefs = manifest.KustomizeLocalRefs
+	})
 	root := NewRoot(stdout, stderr, cmds...)
 	root.SetArgs(args)
 	// cobra adds help and completion when it executes; Find must see them.

@@ -32,8 +32,9 @@ type validateResult struct {
 
 func newValidateCmd() *cobra.Command {
 	var (
-		output     string
-		allowPaths []string
+		output           string
+		allowPaths       []string
+		params, rcParams []string
 	)
 	cmd := &cobra.Command{
 		Use:         "validate PATH...",
@@ -42,8 +43,17 @@ func newValidateCmd() *cobra.Command {
 		Long: `Validate reads drover configs (*.pvn.yaml) and reports every problem it finds,
 each as FILE:LINE:COL: field: message. It checks syntax, unknown fields, types,
 required fields, names and references between configs, label queries, and then
-compiles every service for every release channel (with placeholders for
-required parameters) to find template and rendering errors.
+compiles every service for every release channel to find template and
+rendering errors (Helm charts and kustomize trees included).
+
+Parameters render with the values given by --param NAME=VALUE (each goes to
+every service with a parameter of that name; --param-by-release-channel
+RC=NAME=VALUE for one channel), else with their defaults. A required
+parameter with neither is rendered with a stand-in of its type ("placeholder"
+for a string or an image tag), and any error of that channel names the
+stand-in and the --param that would replace it: a chart that checks the value
+(a semver constraint on an image tag, say) refuses the stand-in, not your
+config.
 
 PATH is a file, a directory (its *.pvn.yaml files, one level), or DIR/...
 (recursive). Exits 0 when everything is valid, 1 otherwise.
@@ -55,10 +65,15 @@ directory; remote references kustomize would fetch or clone (http(s) URLs,
 git bases) are refused unless --allow-path URL allows them (the URL or a
 prefix of it, e.g. --allow-path https://github.com/org/).`,
 		Example: `  drover validate examples/quickstart/...
-  drover validate app.pvn.yaml services/web.pvn.yaml -o json`,
+  drover validate app.pvn.yaml services/web.pvn.yaml -o json
+  drover validate deploy/... --param image=1.27.3`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := outputFormat(output, "text", "json"); err != nil {
+				return err
+			}
+			given, err := parseParams(params, rcParams)
+			if err != nil {
 				return err
 			}
 			res := validateResult{Errors: config.ErrorList{}}
@@ -71,7 +86,11 @@ prefix of it, e.g. --allow-path https://github.com/org/).`,
 			set, errs := config.NewSet(sources)
 			res.Errors = append(res.Errors, errs...)
 			if len(errs) == 0 {
-				res.Errors = append(res.Errors, withoutEchoes(compiler.ValidateSet(set), loadErrs)...)
+				if unused := compiler.UnusedParams(set, given); len(unused) > 0 {
+					return usageErrorf("--param: no service among the configs has a parameter %s", strings.Join(quoteAll(unused), ", "))
+				}
+				opts := compiler.ValidateOptions{Params: given}
+				res.Errors = append(res.Errors, withoutEchoes(compiler.ValidateSetWith(cmd.Context(), set, opts), loadErrs)...)
 			}
 			res.Counts = countKinds(set)
 			if err := res.Errors.Err(); err != nil {
@@ -99,7 +118,17 @@ prefix of it, e.g. --allow-path https://github.com/org/).`,
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	addAllowPathFlag(cmd.Flags(), &allowPaths)
+	cmd.Flags().StringArrayVar(&params, "param", nil, "render with parameter value NAME=VALUE (repeatable)")
+	cmd.Flags().StringArrayVar(&rcParams, "param-by-release-channel", nil, "render with parameter value RC=NAME=VALUE in one release channel (repeatable)")
 	return cmd
+}
+
+func quoteAll(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = fmt.Sprintf("%q", config.Clip(n))
+	}
+	return out
 }
 
 // withoutEchoes drops problems that only repeat a load error: a field that

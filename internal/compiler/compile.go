@@ -358,6 +358,9 @@ type rcCompiler struct {
 	templates  *templateCache
 	// notes say what the compilation left out or decided on its own.
 	notes []string
+	// standIns ends every error of a channel rendered with stand-ins for
+	// required parameters (validation without values): it names them.
+	standIns string
 }
 
 // note records something the user should know about the channel's result.
@@ -369,7 +372,7 @@ func (c *rcCompiler) serviceObject() string {
 
 func (c *rcCompiler) fail(e Error) {
 	e.ReleaseChannel = c.rc.Name
-	e.Msg = clipMessage(e.Msg)
+	e.Msg = clipMessage(e.Msg) + c.standIns
 	c.errs = append(c.errs, e)
 }
 
@@ -389,11 +392,12 @@ func (c *rcCompiler) compile() *CompiledReleaseChannel {
 		c.fail(Error{Object: c.serviceObject(), Field: "service.parameters", Msg: err.Error()})
 		return nil
 	}
-	params, err := resolveParams(defs, c.in.Params, c.rc.Name, c.in.Placeholders)
+	params, standIns, err := resolveParams(defs, c.in.Params, c.rc.Name, c.in.Placeholders)
 	if err != nil {
 		c.fail(Error{Object: c.serviceObject(), Field: "service.parameters", Msg: err.Error()})
 		return nil
 	}
+	c.standIns = standInNote(params, standIns)
 	data := &Data{
 		Params:    params,
 		Constants: map[string]string{},
@@ -998,6 +1002,12 @@ func (c *rcCompiler) treeText(field string, kc *config.KubernetesConfig, data *D
 		return "", false
 	}
 	sub = strings.Trim(path.Clean("/"+sub), "/")
+	// sub lies in local.path, which is Tree.Dir in the tree (a kustomize
+	// tree holds the bases beside it too).
+	sub = strings.TrimPrefix(path.Join(kc.Tree.Dir, sub), "/")
+	if sub == "." {
+		sub = ""
+	}
 	display := path.Join(kc.Tree.Root, sub)
 	if kc.Type == config.KubernetesTypeKustomize {
 		files := map[string][]byte{}
@@ -1010,7 +1020,12 @@ func (c *rcCompiler) treeText(field string, kc *config.KubernetesConfig, data *D
 		}
 		out, err := manifest.RenderKustomize(files, sub)
 		if err != nil {
-			c.fail(Error{Object: c.serviceObject(), Field: field + ".local.subPath", Msg: fmt.Sprintf("kustomize %s: %v", display, err)})
+			msg := err.Error()
+			if kc.Tree.Root != "" {
+				// Paths in kustomize's message are the tree's: say where it is.
+				msg += " (paths relative to " + kc.Tree.Root + ")"
+			}
+			c.fail(Error{Object: c.serviceObject(), Field: field + ".local.subPath", Msg: msg})
 			return "", false
 		}
 		return config.SourceMarker(display) + string(out), true

@@ -105,7 +105,7 @@ func FuzzParams(f *testing.F) {
 			given = append(given, pv)
 		}
 		for _, placeholders := range []bool{false, true} {
-			_, err := resolveParams(defs, given, "prod", placeholders)
+			_, _, err := resolveParams(defs, given, "prod", placeholders)
 			if err != nil && len(err.Error()) > 2*quotedEcho+400 {
 				t.Fatalf("error of %d bytes for %q", len(err.Error()), arg)
 			}

@@ -19,7 +19,10 @@ import (
 
 var update = flag.Bool("update", false, "rewrite golden files")
 
-func init() { config.RenderKustomize = manifest.RenderKustomizeDir }
+func init() {
+	config.RenderKustomize = manifest.RenderKustomizeDir
+	config.KustomizeLocalRefs = manifest.KustomizeLocalRefs
+}
 
 // goldenCase is testdata/<name>/case.yaml: what to compile in that tree.
 type goldenCase struct {

@@ -221,7 +221,9 @@ func renderChart(tree *config.FileTree, release, namespace string, values map[st
 	// answers what a dry run asks of a cluster, and nothing is contacted.
 	install.ClientOnly = false
 	install.Replace = true
-	install.IncludeCRDs = true
+	// The chart's crds/ come first, before any hook, as Helm installs
+	// them (placeHooks puts them there).
+	install.IncludeCRDs = false
 	install.DisableHooks = true // hooks are placed by placeHooks
 	install.ReleaseName = release
 	install.Namespace = namespace
@@ -229,7 +231,11 @@ func renderChart(tree *config.FileTree, release, namespace string, values map[st
 	if err != nil {
 		return rendered{}, err
 	}
-	return placeHooks(strings.TrimSpace(rel.Manifest)+"\n", rel.Hooks), nil
+	var crds strings.Builder
+	for _, crd := range ch.CRDObjects() {
+		fmt.Fprintf(&crds, "---\n# Source: %s\n%s\n", crd.Filename, strings.TrimSpace(string(crd.File.Data)))
+	}
+	return placeHooks(crds.String(), strings.TrimSpace(rel.Manifest)+"\n", rel.Hooks), nil
 }
 
 // loadChart loads the chart of a file tree, as helm template loads a chart
@@ -261,11 +267,15 @@ func loadChart(tree *config.FileTree) (*chart.Chart, error) {
 }
 
 // placeHooks is drover's rule for Helm hooks, which it does not run as Helm
-// does (docs/kubernetes.md): hooks of pre-install or pre-upgrade are applied
-// as objects before the release's other objects, hooks of post-install or
-// post-upgrade after them, each group in Helm's order (weight, then name);
-// hooks only of test, delete or rollback events are left out, and said so.
-func placeHooks(manifest string, hooks []*release.Hook) rendered {
+// does (docs/kubernetes.md): the chart's CRDs (crds/) come first, as Helm
+// installs them before anything else; hooks of pre-install or pre-upgrade
+// are applied as objects after them and before the release's other
+// objects, hooks of post-install or post-upgrade after those, each group in
+// Helm's order (weight, then name); hooks only of test, delete or rollback
+// events are left out, and said so. A hook of install events only keeps
+// its helm.sh/hook annotation, by which the Kubernetes runtime applies it on
+// the instance's first install only.
+func placeHooks(crds, manifest string, hooks []*release.Hook) rendered {
 	var pre, post []*release.Hook
 	var skipped []string
 	for _, h := range hooks {
@@ -293,9 +303,16 @@ func placeHooks(manifest string, hooks []*release.Hook) rendered {
 		}
 		return strings.Compare(a.Name, b.Name)
 	}
+	for _, h := range slices.Concat(pre, post) {
+		if installOnly(h.Events) {
+			skipped = append(skipped, fmt.Sprintf("hook %s %s (%s) is an install hook: it is applied on the instance's first install only, not with later versions",
+				h.Kind, h.Name, h.Path))
+		}
+	}
 	slices.SortStableFunc(pre, order)
 	slices.SortStableFunc(post, order)
 	var b strings.Builder
+	b.WriteString(crds)
 	for _, h := range pre {
 		fmt.Fprintf(&b, "---\n# Source: %s\n%s\n", h.Path, strings.TrimSpace(h.Manifest))
 	}
@@ -304,6 +321,13 @@ func placeHooks(manifest string, hooks []*release.Hook) rendered {
 		fmt.Fprintf(&b, "---\n# Source: %s\n%s\n", h.Path, strings.TrimSpace(h.Manifest))
 	}
 	return rendered{manifest: b.String(), skipped: skipped}
+}
+
+// installOnly reports whether a hook runs on install only (no upgrade).
+func installOnly(events []release.HookEvent) bool {
+	return !slices.ContainsFunc(events, func(e release.HookEvent) bool {
+		return e == release.HookPreUpgrade || e == release.HookPostUpgrade
+	})
 }
 
 // helmIgnored reads the chart's .helmignore (and Helm's defaults) and

@@ -258,8 +258,10 @@ func defaultValue(def *config.ParameterDefinition) (any, error) {
 
 // resolveParams returns the values of defs for one release channel: explicit
 // per-channel values beat top-level ones, then defaults; a required parameter
-// left without a value is an error. Unknown names are errors too.
-func resolveParams(defs []config.ParameterDefinition, given []ParamValue, rc string, placeholders bool) (map[string]any, error) {
+// left without a value is an error, or, with placeholders, gets a stand-in of
+// its type (standIns names those parameters, sorted). Unknown names are
+// errors too.
+func resolveParams(defs []config.ParameterDefinition, given []ParamValue, rc string, placeholders bool) (values map[string]any, standIns []string, err error) {
 	byName := map[string]*config.ParameterDefinition{}
 	for i := range defs {
 		byName[defs[i].Name] = &defs[i]
@@ -267,7 +269,7 @@ func resolveParams(defs []config.ParameterDefinition, given []ParamValue, rc str
 	explicit := map[string]string{}
 	for _, pv := range given {
 		if byName[pv.Name] == nil {
-			return nil, fmt.Errorf("unknown parameter %q%s", config.Clip(pv.Name), nameHint(defs))
+			return nil, nil, fmt.Errorf("unknown parameter %q%s", config.Clip(pv.Name), nameHint(defs))
 		}
 		if pv.ReleaseChannel == "" {
 			if _, set := explicit[pv.Name]; !set {
@@ -287,19 +289,20 @@ func resolveParams(defs []config.ParameterDefinition, given []ParamValue, rc str
 		if raw, ok := explicit[def.Name]; ok {
 			v, err := parseValue(def, raw)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			out[def.Name] = v
 			continue
 		}
 		v, err := defaultValue(def)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if v == nil {
 			switch {
 			case def.Required && placeholders:
 				v = placeholder(def)
+				standIns = append(standIns, def.Name)
 			case def.Required:
 				missing = append(missing, def.Name)
 				continue
@@ -312,11 +315,32 @@ func resolveParams(defs []config.ParameterDefinition, given []ParamValue, rc str
 	if len(missing) > 0 {
 		sort.Strings(missing)
 		if len(missing) == 1 {
-			return nil, fmt.Errorf("required parameter %s has no value: pass --param %s=VALUE", missing[0], missing[0])
+			return nil, nil, fmt.Errorf("required parameter %s has no value: pass --param %s=VALUE", missing[0], missing[0])
 		}
-		return nil, fmt.Errorf("required parameters %s have no value: pass --param NAME=VALUE for each", strings.Join(missing, ", "))
+		return nil, nil, fmt.Errorf("required parameters %s have no value: pass --param NAME=VALUE for each", strings.Join(missing, ", "))
 	}
-	return out, nil
+	sort.Strings(standIns)
+	return out, standIns, nil
+}
+
+// standInNote is what a validation error says when the channel was rendered
+// with stand-ins for required parameters: the error may be the templates,
+// chart or tree refusing the stand-in, which says nothing about the config.
+func standInNote(params map[string]any, names []string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	shown := make([]string, len(names))
+	for i, n := range names {
+		shown[i] = fmt.Sprintf("%s=%v", n, params[n])
+	}
+	which, flags := "parameter "+names[0]+", which has", "--param "+names[0]+"=VALUE"
+	if len(names) > 1 {
+		which, flags = "parameters "+strings.Join(names, ", ")+", which have", "--param NAME=VALUE for each"
+	}
+	return fmt.Sprintf(" (rendered with a stand-in for required %s no value and no default: %s; "+
+		"if the stand-in is what was refused, give a real value: drover validate %s)",
+		which, strings.Join(shown, ", "), flags)
 }
 
 // placeholder is a value of the parameter's type used when validating configs.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/drover-dev/drover/internal/config"
@@ -40,11 +41,41 @@ func InputFor(set *config.Set, key config.ServiceKey) (Input, error) {
 }
 
 // ValidateSet runs the config checks and then compiles every service for every
-// release channel, with placeholder values for required parameters, so that
-// template errors, missing keys, group expansion and runtime selection are
-// found before anything is pushed. Every problem is returned, located.
+// release channel, with stand-in values for required parameters that have no
+// default, so that template errors, missing keys, group expansion and runtime
+// selection are found before anything is pushed. Every problem is returned,
+// located; an error of a channel rendered with stand-ins names them (see
+// ValidateOptions.Params).
 func ValidateSet(set *config.Set) config.ErrorList {
 	return ValidateSetContext(context.Background(), set)
+}
+
+// ValidateOptions are the values a validation renders with.
+type ValidateOptions struct {
+	// Params are given values (`drover validate --param`): each goes to
+	// every service with a parameter of its name (a per-channel value to
+	// those whose application has that release channel). A required
+	// parameter still without a value or a default is rendered with a
+	// stand-in of its type, and the errors of that channel say so.
+	Params []ParamValue
+}
+
+// UnusedParams returns the names of params that no service of set has a
+// parameter of: a mistyped name would otherwise be ignored.
+func UnusedParams(set *config.Set, params []ParamValue) []string {
+	known := map[string]bool{}
+	for _, src := range set.Services {
+		for _, def := range src.File.Service.Parameters {
+			known[def.Name] = true
+		}
+	}
+	var out []string
+	for _, pv := range params {
+		if !known[pv.Name] && !slices.Contains(out, pv.Name) {
+			out = append(out, pv.Name)
+		}
+	}
+	return out
 }
 
 // ValidateSetContext is ValidateSet bounded by ctx: template rendering stops
@@ -54,6 +85,11 @@ func ValidateSet(set *config.Set) config.ErrorList {
 // its own output budget (MaxCompileOutput): its result is dropped before the
 // next one is compiled.
 func ValidateSetContext(ctx context.Context, set *config.Set) config.ErrorList {
+	return ValidateSetWith(ctx, set, ValidateOptions{})
+}
+
+// ValidateSetWith is ValidateSetContext with given parameter values.
+func ValidateSetWith(ctx context.Context, set *config.Set, opts ValidateOptions) config.ErrorList {
 	errs := set.Validate()
 	if len(errs) > 0 {
 		// Compiling a structurally broken set would mostly repeat these errors.
@@ -62,13 +98,18 @@ func ValidateSetContext(ctx context.Context, set *config.Set) config.ErrorList {
 	ctx, cancel := context.WithTimeout(ctx, MaxCompileTime)
 	defer cancel()
 	var cerrs Errors
+	channels := map[string]map[string]bool{} // application -> its release channels
 	for _, src := range set.Applications {
 		if ctx.Err() != nil {
 			break // reported below, at the first service
 		}
 		app := set.ApplicationConfig(src.Name())
-		_, expandErrs := ExpandReleaseChannels(ctx, app, set.RuntimeConfigs())
+		rcs, expandErrs := ExpandReleaseChannels(ctx, app, set.RuntimeConfigs())
 		cerrs = append(cerrs, expandErrs...)
+		channels[src.Name()] = map[string]bool{}
+		for _, rc := range rcs {
+			channels[src.Name()][rc.Name] = true
+		}
 	}
 	for _, key := range set.ServiceKeys() {
 		if err := ctx.Err(); err != nil {
@@ -87,6 +128,7 @@ func ValidateSetContext(ctx context.Context, set *config.Set) config.ErrorList {
 			continue
 		}
 		in.Placeholders = true
+		in.Params = paramsFor(in.Service, channels[key.Application], opts.Params)
 		if _, err := CompileContext(ctx, in); err != nil {
 			var ce Errors
 			if !errors.As(err, &ce) {
@@ -97,6 +139,22 @@ func ValidateSetContext(ctx context.Context, set *config.Set) config.ErrorList {
 		}
 	}
 	return append(errs, Locate(set, cerrs)...)
+}
+
+// paramsFor keeps the given values that are parameters of svc, and for one
+// release channel, of a channel among rcs.
+func paramsFor(svc *config.Service, rcs map[string]bool, given []ParamValue) []ParamValue {
+	var out []ParamValue
+	for _, pv := range given {
+		if !slices.ContainsFunc(svc.Parameters, func(d config.ParameterDefinition) bool { return d.Name == pv.Name }) {
+			continue
+		}
+		if pv.ReleaseChannel != "" && !rcs[pv.ReleaseChannel] {
+			continue
+		}
+		out = append(out, pv)
+	}
+	return out
 }
 
 // Locate turns compiler errors into located config errors. The same problem
@@ -123,8 +181,10 @@ func Locate(set *config.Set, cerrs []Error) config.ErrorList {
 			out = append(out, &config.Error{File: e.Object, Field: e.Field, Msg: msg})
 			continue
 		}
-		ce := src.Errorf(e.Field, "%s", msg)
-		out = append(out, ce)
+		// msg is bounded already (clipMessage); Errorf would clip it to a
+		// quoted value's length, cutting off the cause.
+		pos := src.Locate(e.Field)
+		out = append(out, &config.Error{File: src.Path, Line: pos.Line, Column: pos.Column, Field: e.Field, Msg: msg})
 	}
 	return out
 }

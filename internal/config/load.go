@@ -437,6 +437,11 @@ func (c *confinement) resolveKubernetesLocal(kc *KubernetesConfig, typ Kubernete
 			return err
 		}
 		kc.Tree = &FileTree{Root: filepath.ToSlash(dir), SubPath: l.SubPath, Files: files}
+		if typ == KubernetesTypeKustomize {
+			if kc.Tree, err = c.kustomizeTree(l.Path, dir, l.SubPath, files); err != nil {
+				return err
+			}
+		}
 		kc.Local = nil
 		return nil
 	}

@@ -349,8 +349,13 @@ type LocalConfig struct {
 
 // FileTree is a directory read client-side: slash-separated relative paths to contents.
 type FileTree struct {
-	// Root is the directory as written in local.path, for messages.
-	Root    string            `json:"root"`
+	// Root is the directory as written in local.path, for messages; for a
+	// kustomize tree that uses bases outside local.path, the directory
+	// holding local.path and those bases.
+	Root string `json:"root"`
+	// Dir is where local.path lies in Files when Root is above it (a
+	// kustomize tree with bases beside it); "" when Files are local.path's.
+	Dir     string            `json:"dir,omitempty"`
 	SubPath string            `json:"subPath"`
 	Files   map[string]string `json:"files"`
 }

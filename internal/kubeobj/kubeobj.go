@@ -25,15 +25,16 @@ func Problem(obj map[string]any) (field, msg string) {
 		return "", ""
 	}
 	if gen, _ := meta["generateName"].(string); gen != "" {
-		return "metadata.generateName", "metadata.generateName is not supported: drover applies each object by its " +
-			"name, so that the next version updates it instead of adding another; set metadata.name " +
-			"(for a Job run once per version, a name with the version in it)"
+		// Created once per version, named by the apiserver (see the
+		// Kubernetes runtime's generated.go).
+		return "", ""
 	}
-	return "metadata.name", "metadata.name is required"
+	return "metadata.name", "metadata.name is required (or metadata.generateName, for an object created once per version)"
 }
 
 // Key identifies an object among those applied together: two objects with
-// one key are the same object given twice.
+// one key are the same object given twice. An object with generateName and
+// no name is known by its generateName, followed by "*".
 func Key(obj map[string]any) string {
 	apiVersion, _ := obj["apiVersion"].(string)
 	group, _, ok := strings.Cut(apiVersion, "/")
@@ -44,5 +45,10 @@ func Key(obj map[string]any) string {
 	meta, _ := obj["metadata"].(map[string]any)
 	ns, _ := meta["namespace"].(string)
 	name, _ := meta["name"].(string)
+	if name == "" {
+		if gen, _ := meta["generateName"].(string); gen != "" {
+			name = gen + "*"
+		}
+	}
 	return kind + "." + group + "/" + ns + "/" + name
 }

@@ -34,7 +34,13 @@ func TestProblem(t *testing.T) {
 		t.Errorf("a named object refused: %s: %s", f, msg)
 	}
 	gen := map[string]any{"apiVersion": "batch/v1", "kind": "Job", "metadata": map[string]any{"generateName": "y-"}}
-	if f, msg := Problem(gen); f != "metadata.generateName" || msg == "" {
-		t.Errorf("generateName: %q %q", f, msg)
+	if f, msg := Problem(gen); msg != "" {
+		t.Errorf("generateName refused: %q %q", f, msg)
+	}
+	if k := Key(gen); k != "Job.batch//y-*" {
+		t.Errorf("Key of a generateName object = %q", k)
+	}
+	if f, msg := Problem(map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{}}); f != "metadata.name" || msg == "" {
+		t.Errorf("no name: %q %q", f, msg)
 	}
 }

@@ -374,7 +374,7 @@ func TestDecodeApplicable(t *testing.T) {
 		line       int
 		want       string
 	}{
-		{"generateName", "apiVersion: batch/v1\nkind: Job\nmetadata:\n  generateName: migrate-\n", 4, "metadata.generateName is not supported"},
+		{"generateName twice", "apiVersion: batch/v1\nkind: Job\nmetadata:\n  generateName: migrate-\n---\napiVersion: batch/v1\nkind: Job\nmetadata:\n  generateName: migrate-\n", 6, "appears twice (first at line 1)"},
 		{"no name", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  labels: {a: b}\n", 1, "metadata.name is required"},
 		{"list kind without items", "apiVersion: example.com/v1\nkind: AllowList\nmetadata:\n  name: x\n", 2, "lists are not supported"},
 		{"twice", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n", 6, "appears twice (first at line 1)"},

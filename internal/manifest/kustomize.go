@@ -107,9 +107,15 @@ func RenderKustomize(files map[string][]byte, dir string) ([]byte, error) {
 	}
 	// The tree is rendered where it is compiled, the server included,
 	// which fetches nothing.
-	if err := walkRemote(memTree(tree), root, func(r remoteRef) error {
+	w := &remoteWalk{tree: memTree(tree), seen: map[string]bool{}, visit: func(r remoteRef) error {
 		return fmt.Errorf("%s: %s: %q is remote: remote bases and files are not supported; add the files to the repository instead", r.file, r.field, r.ref)
-	}); err != nil {
+	}, outside: func(file, field, ref string) error {
+		// kustomize would look for it beside the temporary copy, and
+		// name a path that means nothing to the user.
+		return fmt.Errorf("%s: %s: %s is not in the tree: it was not found when the configs were read "+
+			"(drover reads local.path and what its kustomizations use, inside the config tree)", file, field, ref)
+	}}
+	if err := w.kustomization(root, false); err != nil {
 		return fail(err)
 	}
 	// The tree is written to a private temporary directory and built

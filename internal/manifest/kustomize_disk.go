@@ -3,6 +3,7 @@ package manifest
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -85,4 +86,43 @@ func (c *confinedFS) Open(path string) (filesys.File, error) {
 		return nil, err
 	}
 	return c.FileSystem.Open(path)
+}
+
+// KustomizeLocalRefs returns what the kustomizations in dirs (directories
+// on disk), and the kustomizations they use locally (bases, components,
+// resources that are directories), refer to on disk: each kustomization
+// directory reached and each local file or directory a field of theirs
+// names (resources, patches, generator files, ...), as cleaned absolute
+// paths, sorted, each once. Nothing is checked or refused: remote
+// references are left out (RenderKustomize refuses them), and paths that
+// do not exist are kept (kustomize reports them if it uses them). check,
+// when not nil, is asked before a kustomization is read, as
+// RenderKustomizeDir's is.
+//
+// The config package reads these, with its own confinement, into the file
+// tree of a subPath, so that an overlay's bases outside local.path render
+// where the tree is compiled.
+func KustomizeLocalRefs(dirs []string, check func(path string) error) ([]string, error) {
+	seen := map[string]bool{}
+	var out []string
+	add := func(p string) {
+		p = filepath.Clean(p)
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	tree := diskTree{check: check}
+	for _, dir := range dirs {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return nil, err
+		}
+		w := &remoteWalk{tree: tree, visit: func(remoteRef) error { return nil }, seen: map[string]bool{}, onLocal: add}
+		if err := w.kustomization(abs, false); err != nil {
+			return nil, fmt.Errorf("kustomize %s: %w", dir, err)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }

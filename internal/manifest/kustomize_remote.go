@@ -59,6 +59,12 @@ type remoteWalk struct {
 	tree  kustTree
 	visit func(remoteRef) error
 	seen  map[string]bool
+	// local, when set, is told each kustomization directory reached and
+	// each local path a kustomization names (KustomizeLocalRefs).
+	onLocal func(p string)
+	// outside, when set, is told each local reference of a kustomization
+	// that leads out of the tree (RenderKustomize: it names nothing).
+	outside func(file, field, ref string) error
 }
 
 func walkRemote(tree kustTree, dir string, visit func(remoteRef) error) error {
@@ -99,6 +105,9 @@ func (w *remoteWalk) kustomization(dir string, plugin bool) error {
 	if file == "" {
 		return nil
 	}
+	if w.onLocal != nil {
+		w.onLocal(dir)
+	}
 	var k map[string]any
 	if err := yaml.Unmarshal(data, &k); err != nil {
 		// Left to kustomize, which reports a malformed kustomization
@@ -114,6 +123,22 @@ func (w *remoteWalk) kustomization(dir string, plugin bool) error {
 	}
 	if err := w.refs(file, "", k); err != nil {
 		return err
+	}
+	if w.onLocal != nil || w.outside != nil {
+		for _, r := range fileRefs(k) {
+			if isRemote(r.ref) || strings.Contains(r.ref, "\n") {
+				continue
+			}
+			p, ok := w.tree.join(dir, r.ref)
+			switch {
+			case ok && w.onLocal != nil:
+				w.onLocal(p)
+			case !ok && w.outside != nil:
+				if err := w.outside(file, r.field, r.ref); err != nil {
+					return err
+				}
+			}
+		}
 	}
 	for _, f := range []string{"resources", "bases", "components"} {
 		for i, ref := range stringsIn(field(k, f)) {

@@ -328,3 +328,26 @@ func TestRenderKustomizeAnyFileName(t *testing.T) {
 		t.Errorf("a reference out of the tree: %v", err)
 	}
 }
+
+// TestRenderKustomizeRefOutsideTree: a reference that leads out of the
+// in-memory tree is refused before kustomize runs, naming the
+// kustomization, the field and the reference, rather than with the path
+// kustomize would look for beside its temporary copy.
+func TestRenderKustomizeRefOutsideTree(t *testing.T) {
+	t.Parallel()
+	files := map[string][]byte{
+		"deploy/overlays/prod/kustomization.yaml": []byte("resources:\n- ../../base\n- ../../../../upstream/base\n"),
+		"deploy/base/kustomization.yaml":          []byte("resources: [cm.yaml]\n"),
+		"deploy/base/cm.yaml":                     []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\n"),
+	}
+	_, err := RenderKustomize(files, "deploy/overlays/prod")
+	want := "deploy/overlays/prod/kustomization.yaml: resources[1]: ../../../../upstream/base is not in the tree"
+	if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "drover-kustomize-") {
+		t.Fatalf("got %v, want %q", err, want)
+	}
+	// The same overlay with the base in the tree renders.
+	files["deploy/overlays/prod/kustomization.yaml"] = []byte("resources:\n- ../../base\n")
+	if _, err := RenderKustomize(files, "deploy/overlays/prod"); err != nil {
+		t.Fatal(err)
+	}
+}

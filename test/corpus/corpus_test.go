@@ -24,7 +24,10 @@ import (
 	"github.com/drover-dev/drover/internal/manifest"
 )
 
-func init() { config.RenderKustomize = manifest.RenderKustomizeDir }
+func init() {
+	config.RenderKustomize = manifest.RenderKustomizeDir
+	config.KustomizeLocalRefs = manifest.KustomizeLocalRefs
+}
 
 // corpusCase is <case>/corpus.yaml.
 type corpusCase struct {

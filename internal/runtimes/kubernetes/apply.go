@@ -124,7 +124,7 @@ func (r *Runtime) apply(ctx context.Context, in *instance, t *runtimes.Target, i
 	// an apply interrupted half-way still knows what to prune.
 	pending := &inventory{Version: old.Version, DesiredStateID: old.DesiredStateID, Objects: append([]invEntry(nil), old.Objects...)}
 	for _, it := range items {
-		if it.mapped && pending.find(it.ref.id()) < 0 {
+		if it.mapped && it.gen == "" && !installed(it, old) && pending.find(it.ref.id()) < 0 {
 			pending.Objects = append(pending.Objects, invEntry{objRef: it.ref, Hash: it.hash})
 		}
 	}
@@ -147,6 +147,24 @@ func (r *Runtime) apply(ctx context.Context, in *instance, t *runtimes.Target, i
 		}
 		if _, err := r.informers.get(ctx, it.ref.gvr(), r.settings.SyncTimeout); err != nil {
 			return res, err
+		}
+		if installed(it, old) {
+			// Installed: an install hook is not applied again (generated.go).
+			kept := keepInstalled(it, old)
+			inv.Objects = append(inv.Objects, kept...)
+			for _, e := range kept {
+				res.Changes = append(res.Changes, runtimes.Change{Object: e.id(), Action: runtimes.ActionSkipped})
+			}
+			continue
+		}
+		if it.gen != "" {
+			e, action, err := r.applyGenerated(ctx, in, it, old, pending, t.Version)
+			if err != nil {
+				return res, err
+			}
+			res.Changes = append(res.Changes, runtimes.Change{Object: e.id(), Action: action})
+			inv.Objects = append(inv.Objects, e)
+			continue
 		}
 		action, live, err := r.applyItem(ctx, in, it)
 		if err != nil {

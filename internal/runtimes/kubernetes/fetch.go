@@ -54,12 +54,25 @@ func (r *Runtime) Fetch(ctx context.Context, t runtimes.Target) (runtimes.State,
 	if len(inv.Objects) == 0 {
 		return runtimes.State{Message: "nothing deployed"}, nil
 	}
-	objs := make([]observed, len(inv.Objects))
-	for i, e := range inv.Objects {
+	objs := make([]observed, 0, len(inv.Objects))
+	for _, e := range inv.Objects {
+		if e.Kept {
+			continue // an install hook of an earlier version
+		}
 		if _, err := r.informers.get(ctx, e.gvr(), r.settings.SyncTimeout); err != nil {
 			return runtimes.State{}, fmt.Errorf("kubernetes runtime %s: %s: %w", r.name, t.InstanceKey, err)
 		}
-		objs[i] = observe(e, r.informers.cached(e.objRef), t.InstanceKey)
+		live := r.informers.cached(e.objRef)
+		if e.GenerateName != "" {
+			if live == nil {
+				continue // run and removed (a Job's TTL): not drift
+			}
+			o := observe(e, live, t.InstanceKey)
+			o.drift, o.obj.Message = "", o.detail // run once, not kept in shape
+			objs = append(objs, o)
+			continue
+		}
+		objs = append(objs, observe(e, live, t.InstanceKey))
 	}
 	st := summarize(objs)
 	if st.Version != "" && st.Version == t.Version && !st.Drifted {
@@ -405,6 +418,10 @@ type expectation struct {
 	hashes map[string]string
 }
 
+// installHook marks the hash of an install-only Helm hook among the
+// expected ones: an installed instance does not apply it (generated.go).
+const installHook = "install-hook:"
+
 // expected returns the objects t prepares to, computed once per target content.
 func (r *Runtime) expected(in *instance, t *runtimes.Target) map[string]string {
 	h := sha256.New()
@@ -437,7 +454,10 @@ func (r *Runtime) expected(in *instance, t *runtimes.Target) map[string]string {
 				hashes = nil
 				break
 			}
-			hashes[it.ref.id()] = it.hash
+			hashes[it.key()] = it.hash
+			if installOnlyHook(it.obj.GetAnnotations()) {
+				hashes[it.key()] = installHook + it.hash
+			}
 		}
 	}
 	r.mu.Lock()
@@ -446,15 +466,31 @@ func (r *Runtime) expected(in *instance, t *runtimes.Target) map[string]string {
 	return hashes
 }
 
-// sameObjects reports whether the inventory holds exactly the expected objects.
+// sameObjects reports whether the inventory holds exactly the expected
+// objects. A kept install hook stands for the target's, whatever its
+// content: it is not applied again; and an installed instance (one whose
+// inventory has a version) need not have an install hook it never applied.
 func sameObjects(exp map[string]string, inv *inventory) bool {
-	if len(exp) != len(inv.Objects) {
-		return false
-	}
+	n := 0
 	for _, e := range inv.Objects {
-		if exp[e.id()] != e.Hash {
+		h, ok := exp[e.key()]
+		switch {
+		case e.Kept:
+			if ok {
+				n++
+			}
+		case !ok || strings.TrimPrefix(h, installHook) != e.Hash:
 			return false
+		default:
+			n++
 		}
 	}
-	return true
+	if inv.Version != "" {
+		for k, h := range exp {
+			if strings.HasPrefix(h, installHook) && inv.findKey(k) < 0 {
+				n++
+			}
+		}
+	}
+	return n == len(exp)
 }

@@ -31,6 +31,13 @@ type invEntry struct {
 	// the apply (its managedFields entry); another field manager taking
 	// some of them changes it.
 	Fields string `json:"fields,omitempty"`
+	// GenerateName is set on an object created with metadata.generateName
+	// (its Name is the apiserver's); For is the version that created it.
+	GenerateName string `json:"generateName,omitempty"`
+	For          string `json:"for,omitempty"`
+	// Kept marks an install-only Helm hook applied by an earlier version:
+	// kept, not applied again, not looked at by fetch.
+	Kept bool `json:"kept,omitempty"`
 }
 
 func (inv *inventory) find(id string) int {
@@ -38,6 +45,14 @@ func (inv *inventory) find(id string) int {
 		return -1
 	}
 	return slices.IndexFunc(inv.Objects, func(e invEntry) bool { return e.id() == id })
+}
+
+// findKey is find by key (invEntry.key: generated objects by generateName).
+func (inv *inventory) findKey(key string) int {
+	if inv == nil {
+		return -1
+	}
+	return slices.IndexFunc(inv.Objects, func(e invEntry) bool { return e.key() == key })
 }
 
 func (inv *inventory) equal(o *inventory) bool {

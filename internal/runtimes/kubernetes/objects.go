@@ -73,6 +73,9 @@ type item struct {
 	// secretData is the data of an env Secret (envsecret.go), which
 	// prepare adds after hashing.
 	secretData map[string]any
+	// gen is the object's generateName when it has no name: it is
+	// created once per version (generated.go).
+	gen string
 }
 
 // decode parses the target's objects. Namespaces and CustomResourceDefinitions
@@ -97,7 +100,11 @@ func decode(t *runtimes.Target) ([]*item, error) {
 			return nil, fmt.Errorf("object %d: %s %s appears twice", i, gvk.Kind, obj.GetName())
 		}
 		seen[k] = true
-		items = append(items, &item{obj: obj, gvk: gvk})
+		it := &item{obj: obj, gvk: gvk}
+		if obj.GetName() == "" {
+			it.gen = obj.GetGenerateName()
+		}
+		items = append(items, it)
 	}
 	slices.SortStableFunc(items, func(a, b *item) int { return applyRank(a.gvk) - applyRank(b.gvk) })
 	return items, nil

@@ -172,7 +172,6 @@ var refusedObjects = []struct {
 	{"no kind", []map[string]any{{"apiVersion": "v1", "metadata": map[string]any{"name": "x"}}}},
 	{"no apiVersion", []map[string]any{{"kind": "ConfigMap", "metadata": map[string]any{"name": "x"}}}},
 	{"no name", []map[string]any{{"apiVersion": "v1", "kind": "ConfigMap"}}},
-	{"generateName", []map[string]any{{"apiVersion": "batch/v1", "kind": "Job", "metadata": map[string]any{"generateName": "migrate-"}}}},
 	{"list", []map[string]any{{"apiVersion": "v1", "kind": "ConfigMapList", "metadata": map[string]any{"name": "x"}}}},
 	{"duplicate", []map[string]any{
 		{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "x"}},
