@@ -104,7 +104,7 @@ approvals, protections). It reads Prodvana-format configs (*.pvn.yaml).`,
 		newChannelCmd(g, "resume", "Let drover apply to a paused release channel (or all) again", (*client.Client).Resume),
 		newChannelCmd(g, "rollback", "Roll a release channel (or all) back to its last converged version", (*client.Client).Rollback),
 		newEventsCmd(g), newRunsCmd(g), newRunCmd(g), newRuntimesCmd(g),
-		newTokensCmd(g), newWhoAmICmd(g), newAuditCmd(g), newLoginCmd(g), newLogoutCmd(g), newSessionsCmd(g), newContextCmd(),
+		newTokensCmd(g), newSecretsCmd(g), newWhoAmICmd(g), newAuditCmd(g), newLoginCmd(g), newLogoutCmd(g), newSessionsCmd(g), newContextCmd(),
 		newVersionCmd(),
 	)
 	root.AddCommand(cmds...)
