@@ -179,7 +179,8 @@ or what they write after the snapshot is not in the dump.
 The dump holds everything the store holds, secrets in compiled desired
 states included: keep it as private as the database. Process records (the
 commands a server had running on its host) are not exported: they mean
-nothing on another host.
+nothing on another host. The secret store (drover secrets set) is not
+exported yet: set its secrets again on the target.
 
 At the end it prints what it exported on standard error.`,
 		Example: `  drover admin export --data /var/lib/drover -o drover.dump
