@@ -516,6 +516,26 @@ func (c *Client) WhoAmI(ctx context.Context) (*apiv1.Identity, error) {
 	return &out, c.do(ctx, http.MethodGet, "/v1/whoami", nil, &out)
 }
 
+// SetSecret makes a new version of secret key with value and returns it
+// (never the value).
+func (c *Client) SetSecret(ctx context.Context, key, value string) (*apiv1.SecretVersion, error) {
+	var out apiv1.SecretVersion
+	return &out, c.do(ctx, http.MethodPost, "/v1/secrets/"+url.PathEscape(key)+":set", apiv1.SetSecretRequest{Value: value}, &out)
+}
+
+// ListSecrets lists the secrets' keys and versions (never their values).
+func (c *Client) ListSecrets(ctx context.Context) (*apiv1.SecretList, error) {
+	var out apiv1.SecretList
+	return &out, c.do(ctx, http.MethodGet, "/v1/secrets", nil, &out)
+}
+
+// DeleteSecret deletes every version of secret key, or only version
+// (KEY-N) when it is not "".
+func (c *Client) DeleteSecret(ctx context.Context, key, version string) (*apiv1.DeleteSecretResponse, error) {
+	var out apiv1.DeleteSecretResponse
+	return &out, c.do(ctx, http.MethodPost, "/v1/secrets/"+url.PathEscape(key)+":delete", apiv1.DeleteSecretRequest{Version: version}, &out)
+}
+
 // CreateToken creates an API token; the response holds the token, shown
 // once.
 func (c *Client) CreateToken(ctx context.Context, req apiv1.CreateTokenRequest) (*apiv1.CreateTokenResponse, error) {

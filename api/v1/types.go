@@ -21,6 +21,9 @@
 //	POST /v1/runtimes/{name}:rotateToken                 LinkRuntimeRequest -> LinkRuntimeResponse
 //	POST /v1/runtimes/{name}:unlink                      {} -> {}
 //	GET  /v1/watch?app=APP&service=SVC&after=N           text/event-stream of Event
+//	GET  /v1/secrets                                     SecretList (never values)
+//	POST /v1/secrets/{key}:set                           SetSecretRequest -> SecretVersion
+//	POST /v1/secrets/{key}:delete                        DeleteSecretRequest -> DeleteSecretResponse
 package v1
 
 import (
@@ -862,4 +865,45 @@ type CompiledObject struct {
 	// "custom/<runtime>".
 	Object string `json:"object"`
 	YAML   string `json:"yaml"`
+}
+
+// SetSecretRequest makes a new version of a secret
+// (POST /v1/secrets/{key}:set). The value is sealed at rest and never
+// shown again.
+type SetSecretRequest struct {
+	Value string `json:"value"`
+}
+
+// SecretVersion is one version of a secret, never its value. Version is
+// its name, KEY-N, as references give it: secret{key, version}.
+type SecretVersion struct {
+	Key       string    `json:"key"`
+	Version   string    `json:"version"`
+	CreatedBy string    `json:"createdBy,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// SecretInfo is a secret's versions, oldest first; Latest names the
+// newest.
+type SecretInfo struct {
+	Key      string          `json:"key"`
+	Latest   string          `json:"latest"`
+	Versions []SecretVersion `json:"versions"`
+}
+
+// SecretList lists the secrets drover keeps (GET /v1/secrets), by key.
+type SecretList struct {
+	Secrets []SecretInfo `json:"secrets"`
+}
+
+// DeleteSecretRequest deletes a secret (POST /v1/secrets/{key}:delete):
+// every version, or only Version (KEY-N).
+type DeleteSecretRequest struct {
+	Version string `json:"version,omitempty"`
+}
+
+// DeleteSecretResponse names the versions deleted.
+type DeleteSecretResponse struct {
+	Key     string   `json:"key"`
+	Deleted []string `json:"deleted"`
 }

@@ -32,11 +32,14 @@ const (
 	PermTokens Permission = "tokens"
 	// PermAudit: read the audit log.
 	PermAudit Permission = "audit"
+	// PermSecrets: set and delete the secrets drover keeps (listing their
+	// names and versions needs read on every application).
+	PermSecrets Permission = "secrets"
 )
 
 // Permissions lists every permission.
 var Permissions = []Permission{PermRead, PermPush, PermOperate, PermApprove, PermBypass, PermFreeze,
-	PermConfigure, PermRuntimes, PermTokens, PermAudit}
+	PermConfigure, PermRuntimes, PermTokens, PermAudit, PermSecrets}
 
 // Role is a named set of permissions.
 type Role string
@@ -55,7 +58,7 @@ var Roles = []Role{RoleViewer, RoleDeployer, RoleApprover, RoleAdmin}
 // grants is what each role may do.
 var grants = map[Role][]Permission{
 	RoleViewer:   {PermRead},
-	RoleDeployer: {PermRead, PermPush, PermOperate},
+	RoleDeployer: {PermRead, PermPush, PermOperate, PermSecrets},
 	RoleApprover: {PermRead, PermApprove},
 	RoleAdmin:    Permissions,
 }

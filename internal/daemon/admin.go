@@ -177,9 +177,9 @@ is read in one snapshot even while servers write; stop them before a move,
 or what they write after the snapshot is not in the dump.
 
 The dump holds everything the store holds, secrets in compiled desired
-states included: keep it as private as the database. Process records (the
-commands a server had running on its host) are not exported: they mean
-nothing on another host.
+states and the secret store's versions (sealed, as stored) included: keep it
+as private as the database. Process records (the commands a server had
+running on its host) are not exported: they mean nothing on another host.
 
 At the end it prints what it exported on standard error.`,
 		Example: `  drover admin export --data /var/lib/drover -o drover.dump

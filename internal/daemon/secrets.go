@@ -112,9 +112,10 @@ func newAdminResealCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "reseal",
 		Short: "Seal every stored secret value again with the keyring's first key",
-		Long: `Reseal encrypts again, with the first key of the keyring, every config body and
-every desired state's parameters and compiled form that another key sealed (or
-that was stored before sealing), so the keyring's older keys can go. The
+		Long: `Reseal encrypts again, with the first key of the keyring, every config body,
+every desired state's parameters and compiled form and every secret's value
+(drover secrets set) that another key sealed (or that was stored before
+sealing), so the keyring's older keys can go. The
 keyring is --secrets-key-file, else DROVER_SECRETS_KEY, else the data
 directory's secrets.key. Stop the data directory's server first.`,
 		Example: `  drover admin reseal --data /var/lib/drover

@@ -269,6 +269,19 @@ func (s *Server) routeTable() []route {
 			handler: handle(s, func(r *http.Request, _ apiv1.RevokeTokenRequest) (any, error) {
 				return s.revokeToken(r.Context(), r.PathValue("name"))
 			})},
+		{method: "GET", path: "/v1/secrets", perm: auth.PermRead, scope: scopeGlobal, resp: apiv1.SecretList{}, summary: "The secrets drover keeps: keys, versions, who set them and when (never values)",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				out, err := s.listSecrets(r.Context())
+				reply(w, s, out, err)
+			}},
+		{method: "POST", path: "/v1/secrets/{key}:set", perm: auth.PermSecrets, scope: scopeGlobal, req: apiv1.SetSecretRequest{}, resp: apiv1.SecretVersion{}, summary: "Make a new version of a secret (KEY-0, KEY-1, ...); the value is sealed and never shown",
+			handler: handle(s, func(r *http.Request, req apiv1.SetSecretRequest) (any, error) {
+				return s.setSecret(r.Context(), r.PathValue("key"), req)
+			})},
+		{method: "POST", path: "/v1/secrets/{key}:delete", perm: auth.PermSecrets, scope: scopeGlobal, req: apiv1.DeleteSecretRequest{}, resp: apiv1.DeleteSecretResponse{}, summary: "Delete a secret: every version, or one",
+			handler: handle(s, func(r *http.Request, req apiv1.DeleteSecretRequest) (any, error) {
+				return s.deleteSecret(r.Context(), r.PathValue("key"), req)
+			})},
 		{method: "GET", path: "/v1/audit", perm: auth.PermAudit, scope: scopeSome, resp: apiv1.AuditList{}, query: []queryParam{{"app", "string", "only this application's records"}, {"identity", "string", "only this identity's records"}, {"since", "string", "only records at or after this RFC 3339 time"}, {"after", "integer", "only records after this sequence number (a page's next)"}, {"limit", "integer", "at most this many records (1 to 5000; default 500)"}}, summary: "The audit log (of the applications the caller audits)",
 			handler: s.listAudit},
 		{method: "GET", path: "/metrics", perm: auth.PermRead, scope: scopeGlobal, summary: "Metrics in Prometheus's format (docs/metrics.md)",

@@ -78,6 +78,8 @@ func matrixBodies(t *testing.T, ds string) map[string]any {
 		"POST /v1/auth/logout":                        apiv1.SignOutRequest{},
 		"POST /v1/auth/token":                         apiv1.TokenSignInRequest{Token: "drover_matrix-not-a-token"},
 		"POST /v1/sessions:revoke":                    apiv1.RevokeSessionsRequest{Identity: "nobody"},
+		"POST /v1/secrets/{key}:set":                  apiv1.SetSecretRequest{Value: "matrix-value"},
+		"POST /v1/secrets/{key}:delete":               apiv1.DeleteSecretRequest{},
 	}
 }
 
@@ -85,10 +87,10 @@ func matrixBodies(t *testing.T, ds string) map[string]any {
 // out here, not read from package auth, so the matrix checks it.
 var roleMeaning = map[auth.Role][]auth.Permission{
 	auth.RoleViewer:   {auth.PermRead},
-	auth.RoleDeployer: {auth.PermRead, auth.PermPush, auth.PermOperate},
+	auth.RoleDeployer: {auth.PermRead, auth.PermPush, auth.PermOperate, auth.PermSecrets},
 	auth.RoleApprover: {auth.PermRead, auth.PermApprove},
 	auth.RoleAdmin: {auth.PermRead, auth.PermPush, auth.PermOperate, auth.PermApprove, auth.PermBypass, auth.PermFreeze,
-		auth.PermConfigure, auth.PermRuntimes, auth.PermTokens, auth.PermAudit},
+		auth.PermConfigure, auth.PermRuntimes, auth.PermTokens, auth.PermAudit, auth.PermSecrets},
 }
 
 // matrixExpect is whether binding b may make a request of rt in the
@@ -130,7 +132,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 			auth.Binding{Role: r, Application: "other"}, auth.Binding{Role: r, Application: "quickstart", ReleaseChannel: "prod"},
 			auth.Binding{Role: r, Application: "quickstart", ReleaseChannel: "staging"})
 	}
-	path := strings.NewReplacer("{app}", "quickstart", "{svc}", "web", "{name}", "matrix", "{id}", "1")
+	path := strings.NewReplacer("{app}", "quickstart", "{svc}", "web", "{name}", "matrix", "{key}", "matrix", "{id}", "1")
 	for _, rt := range s.table {
 		key := rt.method + " " + rt.path
 		body, ok := bodies[key]

@@ -45,6 +45,11 @@ func (s *Server) compilePush(ctx context.Context, app, svc string, req apiv1.Pus
 	if err != nil {
 		return in, 0, nil, nil, err
 	}
+	// Stored secrets referenced (secret{key, version}) become raw secrets
+	// here, before the engine form is stored (secretref.go).
+	if err := s.resolveSecrets(ctx, in, res, form); err != nil {
+		return in, 0, nil, nil, err
+	}
 	return in, configVersion, res, form, nil
 }
 

@@ -857,6 +857,25 @@ type Store interface {
 	// are credentials, not history: the audit log keeps sign-ins.
 	DeleteEndedSessions(ctx context.Context, before time.Time) (int, error)
 
+	// PutSecret stores sec.Value as a new version of secret sec.Key and
+	// returns it as stored (Version, and a zero CreatedAt, assigned; Value
+	// nil): the first version is 0, each next one the highest number ever
+	// given to the key plus 1, deleted versions included. A key or value
+	// that CheckPut refuses is an error. Concurrent puts of one key get
+	// distinct versions.
+	PutSecret(ctx context.Context, sec Secret) (Secret, error)
+	// GetSecret returns version version of secret key with its value, or
+	// ErrNotFound (also for a deleted version).
+	GetSecret(ctx context.Context, key string, version int64) (Secret, error)
+	// ListSecrets returns every version not deleted, without values,
+	// ordered by key and version.
+	ListSecrets(ctx context.Context) ([]Secret, error)
+	// DeleteSecret deletes version version of secret key, or every version
+	// of it (AllSecretVersions), and returns how many it deleted; none is
+	// ErrNotFound. A deleted version's value is erased and its number is
+	// never given again.
+	DeleteSecret(ctx context.Context, key string, version int64) (int, error)
+
 	// AppendAudit records r and returns its Seq (r.Seq is ignored; a zero
 	// Time is set to the current time). Action, Identity and Outcome are
 	// required. Audit records are never deleted.

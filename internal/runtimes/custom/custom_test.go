@@ -552,7 +552,7 @@ func TestUnsupported(t *testing.T) {
 		"kubernetesConfig": {&config.CustomRuntime{Apply: &config.ApplyCommand{KubernetesConfig: &config.KubernetesConfig{}}},
 			"kubernetesConfig commands run as Kubernetes Jobs, not supported yet; use taskConfig"},
 		"secret": {&config.CustomRuntime{Apply: &config.ApplyCommand{TaskConfig: task(apply), Env: map[string]config.EnvValue{"T": {Secret: &config.SecretRef{Key: "k"}}}}},
-			"apply.env.T: secret references are not supported yet"},
+			"apply.env.T: secret k (version \"\") arrived unresolved: the server resolves secret{key, version} at push"},
 		"kubernetesSecret": {&config.CustomRuntime{Apply: &config.ApplyCommand{TaskConfig: task(apply), Env: map[string]config.EnvValue{"T": {KubernetesSecret: &config.KubernetesSecret{SecretName: "s", Key: "k"}}}}},
 			"kubernetesSecret is not supported yet"},
 		"no program": {&config.CustomRuntime{Apply: &config.ApplyCommand{TaskConfig: &config.TaskConfig{}}}, "taskConfig.program is required"},

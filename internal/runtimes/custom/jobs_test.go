@@ -372,7 +372,7 @@ func TestJobsConfigErrors(t *testing.T) {
 		"no image": {&config.ApplyCommand{TaskConfig: task("/bin/deploy")},
 			"apply: taskConfig.program.image is required: commands run as Kubernetes Jobs, which need an image"},
 		"secret ref": {&config.ApplyCommand{TaskConfig: imageTask("i"), Env: map[string]config.EnvValue{"T": {Secret: &config.SecretRef{Key: "k"}}}},
-			"apply.env.T: secret references are not supported yet; use value, rawSecret or kubernetesSecret"},
+			"apply.env.T: secret k (version \"\") arrived unresolved: the server resolves secret{key, version} at push"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -294,10 +294,10 @@ func (r *Runtime) environ(c *command, t *runtimes.Target, progEnv, cmdEnv map[st
 	}{{kind + ".taskConfig.program.env", progEnv}, {kind + ".env", cmdEnv}} {
 		for k, v := range src.env {
 			switch {
-			case v.Secret != nil && inJob:
-				return r.permanent(t, "%s.%s: secret references are not supported yet; use value, rawSecret or kubernetesSecret", src.field, k)
 			case v.Secret != nil:
-				return r.permanent(t, "%s.%s: secret references are not supported yet by drover's local runner; use value or rawSecret", src.field, k)
+				// The server resolves references when a service is
+				// pushed: one that arrives here was stored unresolved.
+				return r.permanent(t, "%s.%s: secret %s (version %q) arrived unresolved: the server resolves secret{key, version} at push; push the service again", src.field, k, v.Secret.Key, v.Secret.Version)
 			case v.KubernetesSecret != nil && inJob:
 				refs[k] = *v.KubernetesSecret
 				delete(m, k)

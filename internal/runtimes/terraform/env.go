@@ -33,8 +33,12 @@ func overlayEnv(t runtimes.Target, runner *config.TerraformRunner) (map[string]s
 			switch {
 			case v.RawSecret != "":
 				env[k] = v.RawSecret
-			case v.Secret != nil || v.KubernetesSecret != nil:
-				return nil, fmt.Errorf("terraformRunner.env.%s: secret references are not supported by the terraform runner; set the variable in the service or release channel env instead", k)
+			case v.Secret != nil:
+				// The server resolves references when a service is
+				// pushed: one that arrives here was stored unresolved.
+				return nil, fmt.Errorf("terraformRunner.env.%s: secret %s (version %q) arrived unresolved: the server resolves secret{key, version} at push; push the service again", k, v.Secret.Key, v.Secret.Version)
+			case v.KubernetesSecret != nil:
+				return nil, fmt.Errorf("terraformRunner.env.%s: kubernetesSecret is not supported by the terraform runner (it does not run in Kubernetes); use rawSecret or secret", k)
 			default:
 				env[k] = v.Value
 			}

@@ -18,7 +18,7 @@
 //
 // in this order of kinds, so that everything a record refers to comes before
 // it: config, desiredState, approval, instance, observation, event, taskRun,
-// task, lease, runtimeFacts, linkedRuntime, apiToken, audit. The last line
+// task, lease, runtimeFacts, linkedRuntime, apiToken, audit, secret. The last line
 // closes the dump and counts the records before it:
 //
 //	{"kind":"end","record":{"records":1234}}
@@ -38,7 +38,7 @@
 // Each kind's record has the fields of the store's own record (see the types
 // of this package: Config, DesiredState, Approval, Instance, Observation,
 // Event, TaskRun, Task, Lease, RuntimeFacts, LinkedRuntime, APIToken,
-// AuditRecord), in their JSON form: times in RFC 3339 with up to nine
+// AuditRecord, Secret), in their JSON form: times in RFC 3339 with up to nine
 // fractional digits in UTC (exact to the nanosecond), byte fields in standard
 // base64 (kept byte for byte; an empty value is "", an absent one is left
 // out), and text as JSON strings.
@@ -76,13 +76,18 @@
 //     names of the tokens not revoked.
 //   - audit: the whole audit log, with each record's original seq and time,
 //     so that a reader paging it after seq N goes on where it was.
+//   - secret: every version of every secret of the secret store (drover
+//     secrets set), ordered by key and version, with its value as the store
+//     keeps it (sealed with the store's keyring: the target needs the same
+//     keyring), who made it and when; a deleted version has no value and its
+//     deletedAt, so that its number is never given again after a move.
 //
 // Processes (store.Process) are not exported: they name process groups of
 // the host that ran the exporting server (to end what a crashed server left
 // running), which mean nothing, or the wrong processes, on another host or
 // after a restart. Stop the server before exporting, and it ends them itself.
 // A reader still accepts records of the kind "process" (last, after the
-// audit log), and importers skip them.
+// secrets), and importers skip them.
 //
 // Sessions (store.Session: the people signed in through the OpenID
 // provider) are not exported either, and there is no kind for them: they

@@ -25,6 +25,7 @@ const (
 	KindLinkedRuntime Kind = "linkedRuntime"
 	KindAPIToken      Kind = "apiToken"
 	KindAudit         Kind = "audit"
+	KindSecret        Kind = "secret"
 	// KindProcess is read but never exported, and importers skip it (see
 	// the package documentation).
 	KindProcess Kind = "process"
@@ -34,7 +35,7 @@ const (
 var Kinds = []Kind{
 	KindConfig, KindDesiredState, KindApproval, KindInstance, KindObservation,
 	KindEvent, KindTaskRun, KindTask, KindLease, KindRuntimeFacts, KindLinkedRuntime,
-	KindAPIToken, KindAudit, KindProcess,
+	KindAPIToken, KindAudit, KindSecret, KindProcess,
 }
 
 // rank is the position of k in Kinds, or -1 for an unknown kind.
@@ -76,6 +77,8 @@ func (k Kind) plural() string {
 		return "API tokens"
 	case KindAudit:
 		return "audit records"
+	case KindSecret:
+		return "secret versions"
 	case KindProcess:
 		return "processes"
 	default:
@@ -86,7 +89,7 @@ func (k Kind) plural() string {
 // Record is one record of a dump: a value of one of this package's record
 // types (Config, DesiredState, Approval, Instance, Observation, Event,
 // TaskRun, Task, Lease, RuntimeFacts, LinkedRuntime, APIToken, AuditRecord,
-// Process).
+// Secret, Process).
 type Record interface {
 	// RecordKind says which kind of record it is.
 	RecordKind() Kind
@@ -317,6 +320,19 @@ type AuditRecord struct {
 	Message        string    `json:"message,omitempty"`
 }
 
+// Secret is one version of a secret of the secret store (kind "secret"):
+// its value as the store keeps it (sealed by the store's keyring, never in
+// clear), who made it and when. A deleted version has no value and its
+// deletedAt: it is kept so that its number is never given again.
+type Secret struct {
+	Key       string    `json:"key"`
+	Version   int64     `json:"version"`
+	Value     []byte    `json:"value,omitzero"`
+	CreatedBy string    `json:"createdBy,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+	DeletedAt time.Time `json:"deletedAt,omitzero"`
+}
+
 // Process is a command running on the exporting host (kind "process"): a
 // store.Process. Exporters do not write them and importers skip them (see
 // the package documentation).
@@ -373,6 +389,9 @@ func (APIToken) RecordKind() Kind { return KindAPIToken }
 func (AuditRecord) RecordKind() Kind { return KindAudit }
 
 // RecordKind implements Record.
+func (Secret) RecordKind() Kind { return KindSecret }
+
+// RecordKind implements Record.
 func (Process) RecordKind() Kind { return KindProcess }
 
 func (Config) isRecord()        {}
@@ -388,6 +407,7 @@ func (RuntimeFacts) isRecord()  {}
 func (LinkedRuntime) isRecord() {}
 func (APIToken) isRecord()      {}
 func (AuditRecord) isRecord()   {}
+func (Secret) isRecord()        {}
 func (Process) isRecord()       {}
 
 // Conversions from and to the store's records. Every record type but

@@ -177,6 +177,9 @@ func checkFixture(t *testing.T, st dumptest.State) {
 	if pruned < 2 || whole < 3 {
 		t.Errorf("the fixture has %d pruned and %d whole desired states; want some of each", pruned, whole)
 	}
+	if len(st.Secrets) != 3 || st.Secrets[1].VersionName() != "db-password-0" || st.Secrets[2].VersionName() != "db-password-2" {
+		t.Errorf("secrets %+v, want api.token-0, db-password-0 and db-password-2 (1 deleted)", st.Secrets)
+	}
 	statuses := map[store.TaskStatus]int{}
 	for _, task := range st.Tasks {
 		statuses[task.Status]++

@@ -139,7 +139,12 @@ type Reader struct {
 	states              map[string]bool // desired state id -> holds its own compiled copy
 	lastSeq, lastRun    int64
 	lastTask, lastProcs int64
-	lastToken, lastAud  int64
+	// secrets counts the secret versions read; secretKey and
+	// secretVersion name the last.
+	secrets            int
+	secretKey          string
+	secretVersion      int64
+	lastToken, lastAud int64
 	// tokenHashes and liveTokens give the id of the API token with a hash,
 	// and of the token not revoked with a name.
 	tokenHashes, liveTokens map[string]int64
@@ -326,6 +331,8 @@ func decode(k Kind, raw json.RawMessage) (Record, error) {
 		rec, err = decodeAs[APIToken](raw)
 	case KindAudit:
 		rec, err = decodeAs[AuditRecord](raw)
+	case KindSecret:
+		rec, err = decodeAs[Secret](raw)
 	case KindProcess:
 		rec, err = decodeAs[Process](raw)
 	default:
@@ -407,9 +414,30 @@ func (r *Reader) check(rec Record) error {
 			return fmt.Errorf("audit record %d: time, identity, action and outcome are required", v.Seq)
 		}
 		return increasing("audit seq", v.Seq, &r.lastAud)
+	case Secret:
+		return r.checkSecret(v)
 	case Process:
 		return increasing("process id", v.ID, &r.lastProcs)
 	}
+	return nil
+}
+
+// checkSecret checks a version of a secret: a valid key, a version after
+// the one before it (ordered by key and version), a creation time, and a
+// value exactly when it is not deleted. Errors never quote the value.
+func (r *Reader) checkSecret(v Secret) error {
+	name := store.SecretVersionName(v.Key, v.Version)
+	switch {
+	case store.CheckSecretKey(v.Key) != nil || v.Version < 0 || v.CreatedAt.IsZero():
+		return fmt.Errorf("secret %s: a valid key, a version of 0 or more and createdAt are required", name)
+	case v.DeletedAt.IsZero() && len(v.Value) == 0:
+		return fmt.Errorf("secret %s: a version not deleted needs its value", name)
+	case !v.DeletedAt.IsZero() && v.Value != nil:
+		return fmt.Errorf("secret %s: a deleted version has no value", name)
+	case r.secrets > 0 && (v.Key < r.secretKey || v.Key == r.secretKey && v.Version <= r.secretVersion):
+		return fmt.Errorf("secret %s after %s: they must be ordered by key and version", name, store.SecretVersionName(r.secretKey, r.secretVersion))
+	}
+	r.secrets, r.secretKey, r.secretVersion = r.secrets+1, v.Key, v.Version
 	return nil
 }
 

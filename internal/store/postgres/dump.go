@@ -89,6 +89,15 @@ func (s *Store) Export(ctx context.Context, emit func(dump.Record) error) error 
 			return each(ctx, tx, "SELECT "+auditColumns+" FROM audit ORDER BY seq", scanAudit,
 				func(r store.AuditRecord) error { return emit(dump.AuditRecord(r)) })
 		}},
+		{"secrets", func() error {
+			return each(ctx, tx, "SELECT key, version, value, created_by, created_at, deleted_at FROM secrets ORDER BY key, version",
+				func(row scanner) (dump.Secret, error) {
+					var r dump.Secret
+					err := row.Scan(&r.Key, &r.Version, &r.Value, &r.CreatedBy, at(&r.CreatedAt), at(&r.DeletedAt))
+					return r, err
+				},
+				func(r dump.Secret) error { return emit(r) })
+		}},
 	}
 	for _, step := range steps {
 		if err := step.fn(); err != nil {
@@ -169,6 +178,7 @@ var dumpTables = []struct {
 	{"linked_runtimes", dump.KindLinkedRuntime},
 	{"api_tokens", dump.KindAPIToken},
 	{"audit", dump.KindAudit},
+	{"secrets", dump.KindSecret},
 	{"processes", dump.KindProcess},
 }
 
@@ -396,6 +406,11 @@ func (im *importer) put(ctx context.Context, rec dump.Record) error {
 	case dump.AuditRecord:
 		im.maxAudit = max(im.maxAudit, r.Seq)
 		return im.queue(ctx, fmt.Sprintf("audit record %d", r.Seq), importAudit, append([]any{r.Seq}, auditArgs(r.Store())...)...)
+	case dump.Secret:
+		// The value is kept sealed, as dumped; errors never quote it.
+		return im.queue(ctx, "secret "+store.SecretVersionName(r.Key, r.Version),
+			"INSERT INTO secrets (key, version, value, created_by, created_at, deleted_at) VALUES ($1, $2, $3, $4, $5, $6)",
+			r.Key, r.Version, r.Value, text(r.CreatedBy), nanos(r.CreatedAt), nanos(r.DeletedAt))
 	case dump.Process:
 		// Processes of the exporting host mean nothing here (see package dump).
 		return nil

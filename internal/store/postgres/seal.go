@@ -11,7 +11,7 @@ import (
 )
 
 // Values at rest that may hold secrets (config bodies, desired states'
-// parameters and compiled forms) go through the store's sealer, when it has
+// parameters and compiled forms, the secrets' values) go through the store's sealer, when it has
 // one (WithSealer): sealed as they are written, opened as the store's
 // methods return them. Dumps read and write them sealed.
 
@@ -31,9 +31,9 @@ func (s *Store) openDesired(ds store.DesiredState) (store.DesiredState, error) {
 	return store.UnsealDesired(s.sealer, ds)
 }
 
-// Reseal seals again, with the store's sealer, every config body and every
-// desired state's parameters and compiled form not sealed by its current
-// key (sealed by an older key of the keyring, or stored before sealing), in
+// Reseal seals again, with the store's sealer, every config body, every
+// desired state's parameters and compiled form and every secret's value not
+// sealed by its current key (sealed by an older key of the keyring, or stored before sealing), in
 // one transaction, and returns how many values it rewrote. After it, the
 // keyring's older keys can go.
 func (s *Store) Reseal(ctx context.Context) (int, error) {
@@ -93,4 +93,5 @@ func (s *Store) Reseal(ctx context.Context) (int, error) {
 // resealTables are the columns the sealer keeps, with a key of their rows.
 var resealTables = []struct{ table, column, key string }{
 	{"configs", "body", "(kind, name, version)"}, {"desired_states", "params", "id"}, {"desired_state_compiled", "compiled", "id"},
+	{"secrets", "value", "(key, version)"},
 }

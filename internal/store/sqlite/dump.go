@@ -84,6 +84,15 @@ func (s *Store) Export(ctx context.Context, emit func(dump.Record) error) error 
 			return each(ctx, tx, "SELECT "+auditColumns+" FROM audit ORDER BY seq", scanAudit,
 				func(r store.AuditRecord) error { return emit(dump.AuditRecord(r)) })
 		}},
+		{"secrets", func() error {
+			return each(ctx, tx, "SELECT key, version, value, created_by, created_at, deleted_at FROM secrets ORDER BY key, version",
+				func(row interface{ Scan(...any) error }) (dump.Secret, error) {
+					var r dump.Secret
+					err := row.Scan(&r.Key, &r.Version, &r.Value, &r.CreatedBy, scanTime{&r.CreatedAt}, scanTime{&r.DeletedAt})
+					return r, err
+				},
+				func(r dump.Secret) error { return emit(r) })
+		}},
 	}
 	for _, step := range steps {
 		if err := step.fn(); err != nil {
@@ -181,6 +190,7 @@ var dumpTables = []struct {
 	{"linked_runtimes", dump.KindLinkedRuntime},
 	{"api_tokens", dump.KindAPIToken},
 	{"audit", dump.KindAudit},
+	{"secrets", dump.KindSecret},
 	{"processes", dump.KindProcess},
 }
 
@@ -379,6 +389,13 @@ func (im *importer) put(ctx context.Context, tx *wtx, rec dump.Record) error {
 			return fmt.Errorf("audit record %d: %w", r.Seq, err)
 		}
 		im.maxAudit = max(im.maxAudit, r.Seq)
+	case dump.Secret:
+		// The value is kept sealed, as dumped; errors never quote it.
+		_, err := tx.ExecContext(ctx, "INSERT INTO secrets (key, version, value, created_by, created_at, deleted_at) VALUES (?, ?, ?, ?, ?, ?)",
+			r.Key, r.Version, r.Value, r.CreatedBy, dbTime(r.CreatedAt), dbTime(r.DeletedAt))
+		if err != nil {
+			return fmt.Errorf("secret %s: %w", store.SecretVersionName(r.Key, r.Version), err)
+		}
 	case dump.Process:
 		// Processes of the exporting host mean nothing here (see package dump).
 	default:

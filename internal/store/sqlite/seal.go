@@ -9,7 +9,7 @@ import (
 )
 
 // Values at rest that may hold secrets (config bodies, desired states'
-// parameters and compiled forms) go through the store's sealer, when it has
+// parameters and compiled forms, the secrets' values) go through the store's sealer, when it has
 // one (WithSealer): sealed as they are written, opened as the store's
 // methods return them. Dumps read and write them sealed.
 
@@ -29,10 +29,10 @@ func (s *Store) openDesired(ds store.DesiredState) (store.DesiredState, error) {
 	return store.UnsealDesired(s.sealer, ds)
 }
 
-// Reseal seals again, with the store's sealer, every config body and every
-// desired state's parameters and compiled form not sealed by its current
-// key (sealed by an older key of the keyring, or stored before sealing), in
-// one transaction, and returns how many values it rewrote. After it, the
+// Reseal seals again, with the store's sealer, every config body, every
+// desired state's parameters and compiled form and every secret's value not
+// sealed by its current key (sealed by an older key of the keyring, or
+// stored before sealing), in one transaction, and returns how many values it rewrote. After it, the
 // keyring's older keys can go.
 func (s *Store) Reseal(ctx context.Context) (int, error) {
 	if s.sealer == nil {
@@ -88,5 +88,5 @@ func (s *Store) Reseal(ctx context.Context) (int, error) {
 
 // resealTables are the columns the sealer keeps.
 var resealTables = []struct{ table, column string }{
-	{"configs", "body"}, {"desired_states", "params"}, {"desired_state_compiled", "compiled"},
+	{"configs", "body"}, {"desired_states", "params"}, {"desired_state_compiled", "compiled"}, {"secrets", "value"},
 }

@@ -510,7 +510,7 @@ func TestConformanceSealed(t *testing.T) {
 }
 
 // TestSealedAtRest: with a sealer, a config's body, a desired state's
-// parameters and its compiled form are not in the database file in clear,
+// parameters and its compiled form, and a secret's value are not in the database file in clear,
 // and read back as they were written.
 func TestSealedAtRest(t *testing.T) {
 	keys, err := sealing.ParseKeyring(sealing.NewKey())
@@ -544,6 +544,12 @@ func TestSealedAtRest(t *testing.T) {
 	active, err := s.ActiveDesiredState(ctx, "shop", "web")
 	if err != nil || string(active.Params) != string(ds.Params) {
 		t.Fatalf("active desired state: %+v %v", active, err)
+	}
+	if _, err := s.PutSecret(ctx, store.Secret{Key: "db", Value: []byte(secret)}); err != nil {
+		t.Fatal(err)
+	}
+	if sec, err := s.GetSecret(ctx, "db", 0); err != nil || string(sec.Value) != secret {
+		t.Fatalf("secret read back: %q %v", sec.Value, err)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)

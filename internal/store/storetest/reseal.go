@@ -40,12 +40,15 @@ func Reseal(t *testing.T, open func(keys *sealing.Keyring) (Resealer, error)) {
 	if err := s.CreateDesiredState(ctx, store.DesiredState{ID: "ds-1", Application: "shop", Service: "web", Compiled: []byte(`{"c":1}`), Params: []byte(`[1]`)}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := s.PutSecret(ctx, store.Secret{Key: "db", Value: []byte("hunter2")}); err != nil {
+		t.Fatal(err)
+	}
 	_ = s.Close()
 	if s, err = open(ring(newKey + "\n" + oldKey)); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := s.Reseal(ctx); err != nil || n != 3 {
-		t.Fatalf("reseal: %d %v, want 3 values", n, err)
+	if n, err := s.Reseal(ctx); err != nil || n != 4 {
+		t.Fatalf("reseal: %d %v, want 4 values", n, err)
 	}
 	if n, err := s.Reseal(ctx); err != nil || n != 0 {
 		t.Fatalf("reseal again: %d %v, want nothing left", n, err)
@@ -62,5 +65,9 @@ func Reseal(t *testing.T, open func(keys *sealing.Keyring) (Resealer, error)) {
 	ds, err := s.GetDesiredState(ctx, "ds-1")
 	if err != nil || string(ds.Compiled) != `{"c":1}` || string(ds.Params) != `[1]` {
 		t.Errorf("desired state with the new key alone: %+v %v", ds, err)
+	}
+	sec, err := s.GetSecret(ctx, "db", 0)
+	if err != nil || string(sec.Value) != "hunter2" {
+		t.Errorf("secret with the new key alone: %q %v", sec.Value, err)
 	}
 }

@@ -88,6 +88,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	tests = append(tests, replicaTests...)
 	tests = append(tests, identityTests...)
 	tests = append(tests, sessionTests...)
+	tests = append(tests, secretTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

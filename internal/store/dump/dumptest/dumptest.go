@@ -246,6 +246,24 @@ func Fill(t testing.TB, s store.Store) {
 		Via: "browser", ExpiresAt: time.Now().Add(time.Hour)})
 	must(err)
 	must(s.TouchSession(ctx, sess.ID, at(95)))
+	// Secrets: two keys, the second version of one deleted (its number
+	// stays taken), a value of every byte but NUL.
+	var value []byte
+	for b := 1; b < 256; b++ {
+		value = append(value, byte(b))
+	}
+	for i, sec := range []store.Secret{
+		{Key: "db-password", Value: []byte("hunter2"), CreatedBy: "alice ü", CreatedAt: at(96)},
+		{Key: "db-password", Value: value, CreatedBy: "bob", CreatedAt: at(97)},
+		{Key: "db-password", Value: []byte("third"), CreatedAt: at(98)},
+		{Key: "api.token", Value: []byte("t0k3n"), CreatedBy: "ci", CreatedAt: at(99)},
+	} {
+		if _, err := s.PutSecret(ctx, sec); err != nil {
+			t.Fatalf("secret %d: %v", i, err)
+		}
+	}
+	_, err = s.DeleteSecret(ctx, "db-password", 1)
+	must(err)
 }
 
 // tokenHash is the hex SHA-256 of a join token, as the store keeps it.
@@ -276,6 +294,8 @@ type State struct {
 	// Tokens are every API token, by id; Audit the whole audit log.
 	Tokens []store.APIToken
 	Audit  []store.AuditRecord
+	// Secrets are every secret version not deleted, with its value.
+	Secrets []store.Secret
 }
 
 // Snapshot reads everything s shows through the store.Store API (every
@@ -378,6 +398,13 @@ func Snapshot(t testing.TB, s store.Store) State {
 	}
 	st.Audit, err = s.ListAudit(ctx, store.AuditFilter{})
 	must(err)
+	secrets, err := s.ListSecrets(ctx)
+	must(err)
+	for _, sec := range secrets {
+		got, err := s.GetSecret(ctx, sec.Key, sec.Version)
+		must(err)
+		st.Secrets = append(st.Secrets, got)
+	}
 	return st
 }
 
@@ -559,6 +586,19 @@ func Continues(t testing.TB, s store.Store, before State) {
 	}
 	if want := maxOf(audit) + 1; seq != want {
 		t.Errorf("the first audit record after the move has seq %d, want %d", seq, want)
+	}
+	// A deleted secret version's number stays taken after the move.
+	if len(before.Secrets) > 0 {
+		last := map[string]int64{}
+		for _, sec := range before.Secrets {
+			last[sec.Key] = max(last[sec.Key], sec.Version)
+		}
+		for key, n := range last {
+			sec, err := s.PutSecret(ctx, store.Secret{Key: key, Value: []byte("after the move")})
+			if err != nil || sec.Version != n+1 {
+				t.Errorf("the first version of secret %s after the move: %d %v, want %d", key, sec.Version, err, n+1)
+			}
+		}
 	}
 	for _, r := range before.Linked {
 		err := s.LinkRuntime(ctx, store.LinkedRuntime{Name: r.Name, TokenHash: r.TokenHash + "-new"})
