@@ -12,7 +12,10 @@ BIN_DIR := $(CURDIR)/bin
 MODULE := github.com/drover-dev/drover
 
 # Version stamped into the binary; override with `make build VERSION=v1.2.3`.
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# Evaluated once, so that every command of one make run stamps the same version.
+ifndef VERSION
+VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+endif
 # Build tags of every build of drover: make build, dist, test and e2e (and the e2e tests'
 # own build of the binary, test/e2e/main_test.go), lint, and the Dockerfile; a test
 # (test/e2e/build_test.go) checks that they agree. kustomize_disable_go_plugin_support drops
@@ -72,7 +75,7 @@ dist: ## Release archives for PLATFORMS in dist/: drover, LICENSE, README.md; a 
 
 .PHONY: dist-check
 dist-check: ## make dist for this machine's platform only, then verify it (hack/distcheck: checksums, archive contents, build flags, SBOM against the binary)
-	@$(MAKE) --no-print-directory dist PLATFORMS="$$($(GO) env GOOS)/$$($(GO) env GOARCH)"
+	@$(MAKE) --no-print-directory dist VERSION='$(VERSION)' PLATFORMS="$$($(GO) env GOOS)/$$($(GO) env GOARCH)"
 	$(GO) run ./hack/distcheck -tags $(BUILD_TAGS) -version '$(VERSION)' dist
 
 .PHONY: test

@@ -32,8 +32,12 @@ import (
 	"strings"
 )
 
-// module is drover's module path, the SBOM's main component.
-const module = "github.com/drover-dev/drover"
+const (
+	// module is drover's module path, the SBOM's main component.
+	module = "github.com/drover-dev/drover"
+	// maxBinary bounds the binary read from an archive.
+	maxBinary = 1 << 30
+)
 
 func main() {
 	tags := flag.String("tags", "", "build tags every binary must have been built with (comma-separated)")
@@ -53,7 +57,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "distcheck:", err)
 		os.Exit(1)
 	}
-	fmt.Printf("distcheck: %s: %d archives, their SBOMs and SHA256SUMS verified\n", c.dir, n)
+	fmt.Fprintf(os.Stdout, "distcheck: %s: %d archives, their SBOMs and SHA256SUMS verified\n", c.dir, n)
 }
 
 // checker verifies one release directory.
@@ -100,7 +104,7 @@ func (c checker) check() (int, error) {
 		if err := checkSBOM(filepath.Join(c.dir, sbom), deps); err != nil {
 			return 0, fmt.Errorf("%s: %w", sbom, err)
 		}
-		fmt.Printf("distcheck: %s: %s/%s, %d modules, all in %s\n", name, goos, goarch, len(deps), sbom)
+		fmt.Fprintf(os.Stdout, "distcheck: %s: %s/%s, %d modules, all in %s\n", name, goos, goarch, len(deps), sbom)
 	}
 	return len(archives), nil
 }
@@ -211,8 +215,11 @@ func readArchive(path, base string) ([]byte, error) {
 			if h.Typeflag != tar.TypeReg || h.Mode&0o111 != 0o111 {
 				return nil, fmt.Errorf("%s is not an executable file (mode %o)", h.Name, h.Mode)
 			}
-			if bin, err = io.ReadAll(tr); err != nil {
+			if bin, err = io.ReadAll(io.LimitReader(tr, maxBinary+1)); err != nil {
 				return nil, err
+			}
+			if len(bin) > maxBinary {
+				return nil, fmt.Errorf("%s is larger than %d bytes", h.Name, maxBinary)
 			}
 		case base + "/LICENSE", base + "/README.md":
 			if h.Typeflag != tar.TypeReg || h.Size == 0 {
