@@ -13,6 +13,12 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+for tool in /usr/bin/time python3 bc setsid; do
+	if ! command -v "${tool}" >/dev/null 2>&1; then
+		echo "first-run-cost: needs ${tool} (Debian: apt-get install time python3 bc util-linux)" >&2
+		exit 1
+	fi
+done
 work="${1:-$(mktemp -d -t drover-first-run-XXXXXX)}"
 mkdir -p "${work}"/{gocache,gomodcache,data,config}
 if [[ -n "$(find "${work}/gocache" "${work}/gomodcache" -mindepth 1 -print -quit)" ]]; then
