@@ -48,6 +48,19 @@ echo "dist: cyclonedx-gomod ${CYCLONEDX_GOMOD_VERSION}"
 GOOS= GOARCH= CGO_ENABLED=0 GOBIN="${stage}/bin" \
 	"${GO}" install "github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@${CYCLONEDX_GOMOD_VERSION}"
 cyclonedx="${stage}/bin/cyclonedx-gomod"
+# It reads the main module's version from git with go-git, which cannot open a linked
+# worktree (there .git is a file): then it reads a clone of HEAD, whose go.mod and go.sum
+# must be the ones built (distcheck compares the SBOM with the binary).
+sbom_src="${root}"
+if [[ "$(git rev-parse --git-dir 2>/dev/null)" != "$(git rev-parse --git-common-dir 2>/dev/null)" ]]; then
+	if ! git diff --quiet HEAD -- go.mod go.sum; then
+		echo "dist: go.mod or go.sum differ from HEAD in this worktree; commit them first (the SBOM is made from a clone of HEAD)" >&2
+		exit 1
+	fi
+	git clone -q --shared --no-checkout "${root}" "${stage}/src"
+	git -C "${stage}/src" checkout -q --detach "$(git rev-parse HEAD)"
+	sbom_src="${stage}/src"
+fi
 
 for platform in "$@"; do
 	goos="${platform%/*}"
@@ -73,7 +86,7 @@ for platform in "$@"; do
 	# -licenses reads each module's license file from the module cache.
 	CGO_ENABLED=0 GOOS="${goos}" GOARCH="${goarch}" GOFLAGS="${GOFLAGS:+${GOFLAGS} }-tags=${BUILD_TAGS}" \
 		"${cyclonedx}" app -json -licenses -main cmd/drover \
-		-output "${out}/${name}.cdx.json" "${root}"
+		-output "${out}/${name}.cdx.json" "${sbom_src}"
 done
 
 (
