@@ -57,7 +57,7 @@ if [[ "$(git rev-parse --git-dir 2>/dev/null)" != "$(git rev-parse --git-common-
 		echo "dist: go.mod or go.sum differ from HEAD in this worktree; commit them first (the SBOM is made from a clone of HEAD)" >&2
 		exit 1
 	fi
-	git clone -q --shared --no-checkout "${root}" "${stage}/src"
+	git clone -q --no-checkout "${root}" "${stage}/src"
 	git -C "${stage}/src" checkout -q --detach "$(git rev-parse HEAD)"
 	sbom_src="${stage}/src"
 fi
