@@ -21,20 +21,21 @@ func TestReadmeTourParse(t *testing.T) {
 		return p
 	}
 	readme := write("# x\n\n<!-- tour: server -->\n```sh\ngo run ./cmd/drover dev\n```\n\n```sh\nmake test\n```\n" +
-		"text\n<!-- tour -->\n```sh\nmake build   # bin/drover\n\nbin/drover status web \\\n  --app quickstart  # why\necho 'a # b'\n```\n")
+		"text\n<!-- tour -->\n```sh\nmake build   # bin/drover\n\nbin/drover status web \\\n  --app quickstart  # why\necho 'a # b'\nbin/drover push web --wait   # returns (exit 4) once prod waits\n```\n")
 	cmds, err := readmeTour(readme)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got []string
 	for _, c := range cmds {
-		got = append(got, strings.Join([]string{strconv.Itoa(c.line), c.text, map[bool]string{true: "server", false: "fg"}[c.server]}, "|"))
+		got = append(got, strings.Join([]string{strconv.Itoa(c.line), c.text, map[bool]string{true: "server", false: "fg"}[c.server], strconv.Itoa(c.exit)}, "|"))
 	}
 	want := []string{
-		"5|go run ./cmd/drover dev|server",
-		"14|make build|fg",
-		"16|bin/drover status web --app quickstart|fg",
-		"18|echo 'a # b'|fg",
+		"5|go run ./cmd/drover dev|server|0",
+		"14|make build|fg|0",
+		"16|bin/drover status web --app quickstart|fg|0",
+		"18|echo 'a # b'|fg|0",
+		"19|bin/drover push web --wait|fg|4",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("commands:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

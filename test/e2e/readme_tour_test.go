@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -37,7 +39,8 @@ import (
 //     under test at bin/drover.
 //
 // Any other `go` or `make` command fails the test, and so does a command
-// that exits non-zero or does not finish within cliTimeout (a hang).
+// that exits with another code than 0 (or than the N its comment states as
+// "(exit N)") or does not finish within cliTimeout (a hang).
 const (
 	tourMarker       = "<!-- tour -->"
 	tourServerMarker = "<!-- tour: server -->"
@@ -48,7 +51,11 @@ type tourCommand struct {
 	line   int    // README.md's line number
 	text   string // the command as written, comments removed
 	server bool   // from a server block: runs in the background
+	exit   int    // the exit code its comment states as "(exit N)", else 0
 }
+
+// exitNoteRE is how a tour line's comment states an exit code other than 0.
+var exitNoteRE = regexp.MustCompile(`\(exit (\d+)\)`)
 
 // TestReadmeTour runs the README's tour, literally (see tourMarker).
 func TestReadmeTour(t *testing.T) {
@@ -165,13 +172,20 @@ func (r *tourRun) run(c tourCommand, script string) {
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
 	err := cmd.Run()
+	code := 0
+	var exit *exec.ExitError
 	switch {
 	case ctx.Err() != nil:
 		r.t.Fatalf("README.md:%d: %s\ndid not finish within %s (it hangs); its output:\n%s", c.line, c.text, cliTimeout, out.String())
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
 	case err != nil:
-		r.t.Fatalf("README.md:%d: %s\nfailed after %s: %v; its output:\n%s", c.line, c.text, time.Since(start).Round(time.Millisecond), err, out.String())
+		r.t.Fatalf("README.md:%d: %s: %v", c.line, c.text, err)
 	}
-	r.t.Logf("exit 0 after %s:\n%s", time.Since(start).Round(time.Millisecond), out.String())
+	if code != c.exit {
+		r.t.Fatalf("README.md:%d: %s\nexited %d after %s, the README says %d; its output:\n%s", c.line, c.text, code, time.Since(start).Round(time.Millisecond), c.exit, out.String())
+	}
+	r.t.Logf("exit %d after %s:\n%s", code, time.Since(start).Round(time.Millisecond), out.String())
 }
 
 // startServer starts a server block's command in the background.
@@ -306,6 +320,9 @@ func readmeTour(path string) ([]tourCommand, error) {
 		} else if strings.TrimSpace(text) != "" {
 			cmds = append(cmds, tourCommand{line: n, text: strings.TrimSpace(text), server: server})
 			pending = &cmds[len(cmds)-1]
+		}
+		if m := exitNoteRE.FindStringSubmatch(line[len(text):]); m != nil && pending != nil {
+			pending.exit, _ = strconv.Atoi(m[1])
 		}
 		if pending != nil {
 			if cont, ok := strings.CutSuffix(pending.text, `\`); ok {
