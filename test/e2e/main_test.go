@@ -14,6 +14,10 @@ import (
 	"github.com/drover-dev/drover/internal/testing/pgtest"
 )
 
+// buildTags are the build tags of the binary under test: the Makefile's
+// BUILD_TAGS, which every build of drover uses (TestBuildTagsAgree checks).
+const buildTags = "kustomize_disable_go_plugin_support"
+
 var (
 	// raceEnabled is set by race_test.go when the tests run with -race.
 	raceEnabled bool
@@ -56,7 +60,7 @@ func buildAndRun(m *testing.M) int {
 		return runThenStop(m)
 	}
 	droverBin = filepath.Join(dir, "drover")
-	args := []string{"build", "-o", droverBin}
+	args := []string{"build", "-tags", buildTags, "-o", droverBin}
 	if raceEnabled && os.Getenv("DROVER_E2E_RACE") != "0" {
 		args = append(args, "-race")
 	}
