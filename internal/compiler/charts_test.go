@@ -145,6 +145,9 @@ func TestKustomizeBasesBeside(t *testing.T) {
 			t.Errorf("the tree holds %s, which no kustomization uses", name)
 		}
 	}
+	// Without drover's env injection, which kustomize does not do (the
+	// golden case shows it).
+	in.Service.KubernetesConfig.EnvInjectionMode = config.EnvInjectDisabled
 	res, err := compiler.Compile(in)
 	if err != nil {
 		t.Fatal(err)
