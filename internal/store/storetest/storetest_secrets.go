@@ -140,7 +140,7 @@ func testSecretConcurrent(t *testing.T, s store.Store) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			sec, err := s.PutSecret(ctx, store.Secret{Key: "shared", Value: []byte(string(rune('a' + i)))})
+			sec, err := s.PutSecret(ctx, store.Secret{Key: "shared", Value: []byte("abcdefgh"[i : i+1])})
 			versions[i], errs[i] = sec.Version, err
 		})
 	}
