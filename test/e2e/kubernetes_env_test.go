@@ -14,13 +14,15 @@ import (
 // TestKubernetesEnvInjection: a service relying on Prodvana's env injection
 // runs with it. The release channel's defaultEnv, the service's env and
 // the PVN_* variables reach the applied Deployment's containers; the
-// container's own variable wins; the raw secret reaches them through the
+// container's own variable wins; the raw secret and a secret from drover's
+// store (drover secrets set) reach them through the
 // instance's env Secret, which holds the value, while neither drover
 // compile nor the Deployment shows it.
 func TestKubernetesEnvInjection(t *testing.T) {
 	requireE2E(t)
 	c := k8sCluster(t)
 	const secret = "s3cr3t-e2e-value"
+	const stored = "st0red-e2e-token" // in drover's secret store, as api-token-0
 	dir := t.TempDir()
 	files := map[string]string{
 		"runtime.pvn.yaml": "runtime:\n  name: env-cluster\n  kubernetes:\n    kubeconfig: " + c.Kubeconfig + "\n",
@@ -41,6 +43,7 @@ func TestKubernetesEnvInjection(t *testing.T) {
   application: envapp
   env:
     REGION: {value: us-east-1}
+    API_TOKEN: {secret: {key: api-token, version: api-token-0}}
   kubernetesConfig:
     type: KUBERNETES
     inlined: |
@@ -79,6 +82,11 @@ func TestKubernetesEnvInjection(t *testing.T) {
 
 	s := newServer(t, k8sServerFlags...)
 	s.ok("alice", "apply", dir+"/...")
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(stored), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.ok("alice", "secrets", "set", "api-token", "--from-file", tokenFile)
 	version, _ := s.push("alice", "envapp", "web")
 
 	const ns = "drover-envapp-staging"
@@ -112,6 +120,7 @@ func TestKubernetesEnvInjection(t *testing.T) {
 	}
 	const secretName = "drover-env.envapp.web.staging"
 	want := []string{
+		"API_TOKEN<-" + secretName + "/API_TOKEN",
 		"DB_PASSWORD<-" + secretName + "/DB_PASSWORD",
 		"PVN_APPLICATION=envapp", "PVN_APPLICATION_ID=envapp",
 		"PVN_RELEASE_CHANNEL=staging", "PVN_RELEASE_CHANNEL_ID=envapp/staging",
@@ -126,8 +135,16 @@ func TestKubernetesEnvInjection(t *testing.T) {
 	if !k8sGet(t, c, "/api/v1/namespaces/"+ns+"/secrets/"+secretName, &sec) {
 		t.Fatalf("no Secret %s/%s", ns, secretName)
 	}
-	if v, err := base64.StdEncoding.DecodeString(sec.Data["DB_PASSWORD"]); err != nil || string(v) != secret || len(sec.Data) != 1 {
+	if v, err := base64.StdEncoding.DecodeString(sec.Data["DB_PASSWORD"]); err != nil || string(v) != secret || len(sec.Data) != 2 {
 		t.Errorf("the env Secret's data: %v (%v)", sec.Data, err)
+	}
+	if v, err := base64.StdEncoding.DecodeString(sec.Data["API_TOKEN"]); err != nil || string(v) != stored {
+		t.Errorf("the stored secret did not reach the env Secret: %v (%v)", sec.Data, err)
+	}
+	for _, args := range [][]string{{"status", "web", "--app", "envapp", "-o", "json"}, {"events", "web", "--app", "envapp"}, {"compiled", "web", "--app", "envapp", "-o", "json"}} {
+		if out := s.ok("alice", args...); strings.Contains(out.stdout+out.stderr, stored) {
+			t.Errorf("drover %s shows the stored secret's value", strings.Join(args, " "))
+		}
 	}
 	if t.Failed() {
 		fmt.Println(s.ok("alice", "status", "web", "--app", "envapp").stdout)
