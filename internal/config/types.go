@@ -663,12 +663,13 @@ type AwsAccessKey struct {
 	AwsSecretAccessKey AwsSecretValue `json:"awsSecretAccessKey"`
 }
 
-// AwsSecretValue is where a secret comes from. drover keeps no secret
-// store yet: rawSecret (drover extension) is sealed at rest with the
-// server's keyring and never shown.
+// AwsSecretValue is where a secret comes from: secret, a version of a
+// secret in drover's store (drover secrets set), read by the server when
+// it builds the runtime, or rawSecret (drover extension), sealed at rest
+// with the server's keyring. Neither is ever shown.
 type AwsSecretValue struct {
 	RawSecret        string      `json:"rawSecret,omitempty" drover:"extension"`
-	Secret           Unsupported `json:"secret,omitzero"`
+	Secret           *SecretRef  `json:"secret,omitempty"`
 	KubernetesSecret Unsupported `json:"kubernetesSecret,omitzero"`
 }
 

@@ -919,8 +919,13 @@ func (v *validator) runtime(src *Source, rt *Runtime) {
 			if k.AwsAccessKeyID == "" {
 				v.add(src, p+".accessKey.awsAccessKeyId", "awsAccessKeyId is required")
 			}
-			if k.AwsSecretAccessKey.RawSecret == "" {
-				v.add(src, p+".accessKey.awsSecretAccessKey", "rawSecret is required (sealed at rest; drover keeps no other secret store yet)")
+			switch sk := k.AwsSecretAccessKey; {
+			case sk.RawSecret != "" && sk.Secret != nil:
+				v.add(src, p+".accessKey.awsSecretAccessKey", "set only one of rawSecret and secret")
+			case sk.Secret != nil && (sk.Secret.Key == "" || sk.Secret.Version == ""):
+				v.add(src, p+".accessKey.awsSecretAccessKey.secret", "key and version are required (drover secrets list shows them)")
+			case sk.RawSecret == "" && sk.Secret == nil:
+				v.add(src, p+".accessKey.awsSecretAccessKey", "secret (a stored secret: drover secrets set) or rawSecret is required")
 			}
 		}
 	}

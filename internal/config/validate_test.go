@@ -747,13 +747,13 @@ func TestValidateECS(t *testing.T) {
 	}
 	got := errs.Err().Error()
 	for _, want := range []string{
-		`runtime.awsEcs.accessKey.awsSecretAccessKey.secret: not supported yet: secret`,
+		`runtime.awsEcs.accessKey.awsSecretAccessKey.secret: key and version are required`,
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("errors lack %q:\n%s", want, got)
 		}
 	}
-	// Without the unsupported reference, the rest is checked.
+	// Without the reference, the rest is checked.
 	write("rt.pvn.yaml", `runtime:
   name: ecs
   awsEcs:
@@ -776,7 +776,7 @@ func TestValidateECS(t *testing.T) {
 		`runtime.awsEcs.region: "mars-1" is not an AWS region`,
 		`runtime.awsEcs.ecsCluster: ecsCluster is required`,
 		`runtime.awsEcs: set only one of accessKey and inheritRoleFromRuntimeEnv`,
-		`runtime.awsEcs.accessKey.awsSecretAccessKey: rawSecret is required`,
+		`runtime.awsEcs.accessKey.awsSecretAccessKey: secret (a stored secret: drover secrets set) or rawSecret is required`,
 		`runtime.awsEcs.pollInterval: `,
 		`service.awsEcs.taskDefinition.inlined: `,
 	} {

@@ -121,12 +121,16 @@ func New(cfg Config) *Host {
 		cfg.DiscoverEvery = DefaultDiscoverEvery
 	}
 	spool := newRunSpool(cfg.DataDir, cfg.Store, cfg.Log)
+	opts := runtimes.Options{DataDir: cfg.DataDir, Now: cfg.Now, Log: cfg.Log,
+		Runs: runRecorder{store: cfg.Store, spool: spool, log: cfg.Log}, Processes: processRecorder{store: cfg.Store, log: cfg.Log}}
+	if sg, ok := cfg.Store.(secretStore); ok {
+		opts.Secret = storedSecret(sg)
+	}
 	return &Host{
 		store: cfg.Store, registry: cfg.Registry, agents: cfg.Agents, log: cfg.Log, now: cfg.Now,
 		discoverEvery: cfg.DiscoverEvery, rediscover: make(chan struct{}, 1),
 		ctx: context.Background(), notify: func(runtimes.InstanceKey) {}, spool: spool,
-		opts: runtimes.Options{DataDir: cfg.DataDir, Now: cfg.Now, Log: cfg.Log,
-			Runs: runRecorder{store: cfg.Store, spool: spool, log: cfg.Log}, Processes: processRecorder{store: cfg.Store, log: cfg.Log}},
+		opts: opts,
 	}
 }
 

@@ -274,4 +274,8 @@ type Options struct {
 	Processes ProcessRecorder
 	// Log is the runtime's logger (nil = discard).
 	Log *slog.Logger
+	// Secret returns the value of version version (KEY-N) of the stored
+	// secret key (drover secrets), for a runtime config that references
+	// one; nil where no secret store is reachable (an agent's host).
+	Secret func(ctx context.Context, key, version string) (string, error)
 }

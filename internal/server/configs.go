@@ -213,6 +213,9 @@ func (s *Server) applyConfigs(ctx context.Context, req apiv1.ApplyConfigsRequest
 	if len(errs) > 0 {
 		return nil, &validationError{details: toDetails(errs.Err())}
 	}
+	if err := s.checkRuntimeSecrets(ctx, incoming); err != nil {
+		return nil, err
+	}
 	resp := &apiv1.ApplyConfigsResponse{}
 	var objs []store.ConfigObject
 	for _, src := range incoming {

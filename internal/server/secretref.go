@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	apiv1 "github.com/drover-dev/drover/api/v1"
 	"github.com/drover-dev/drover/internal/compiler"
 	"github.com/drover-dev/drover/internal/config"
 	ds "github.com/drover-dev/drover/internal/desiredstate"
@@ -299,4 +300,30 @@ func replaceIn(v any, rep *strings.Replacer) any {
 		}
 	}
 	return v
+}
+
+// checkRuntimeSecrets refuses an apply whose runtime configs reference a
+// stored secret that does not exist (an ECS runtime's
+// accessKey.awsSecretAccessKey.secret), naming the file and field, rather
+// than storing a runtime that cannot be built. The value is read again
+// when the runtime is built (runtimehost), never stored with the config.
+func (s *Server) checkRuntimeSecrets(ctx context.Context, incoming []*config.Source) error {
+	r := &secretResolver{ctx: ctx, store: s.store, values: map[string]string{}}
+	var details []apiv1.ConfigError
+	for _, src := range incoming {
+		rt := src.File.Runtime
+		if rt == nil || rt.AwsEcs == nil || rt.AwsEcs.AccessKey == nil || rt.AwsEcs.AccessKey.AwsSecretAccessKey.Secret == nil {
+			continue
+		}
+		field := "runtime.awsEcs.accessKey.awsSecretAccessKey"
+		before := len(r.errs)
+		r.value(field, *rt.AwsEcs.AccessKey.AwsSecretAccessKey.Secret)
+		for _, msg := range r.errs[before:] {
+			details = append(details, apiv1.ConfigError{Kind: src.Kind(), Name: rt.Name, File: src.Path, Field: field + ".secret", Message: msg})
+		}
+	}
+	if len(details) > 0 {
+		return &validationError{details: details}
+	}
+	return nil
 }

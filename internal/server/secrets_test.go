@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -298,5 +299,44 @@ func TestSecretsResolvedAtPush(t *testing.T) {
 		if raw, _ := json.Marshal(ev); strings.Contains(string(raw), secretValue) {
 			t.Errorf("event holds the value: %s", raw)
 		}
+	}
+}
+
+// TestRuntimeSecretRefCheckedAtApply: an ECS runtime whose static key's
+// secret is a stored secret (Prodvana's accessKey.awsSecretAccessKey.secret)
+// is refused at apply while the version does not exist, naming the field;
+// once it does, the config is stored with the reference, never the value.
+func TestRuntimeSecretRefCheckedAtApply(t *testing.T) {
+	t.Parallel()
+	s, st := newSecretServer(t)
+	ctx := as(t.Context(), "alice")
+	runtime := func(version string) []byte {
+		return []byte(`{"runtime": {"name": "ecs-prod", "awsEcs": {"region": "us-east-1", "ecsCluster": "prod",
+  "accessKey": {"awsAccessKeyId": "AKIDEXAMPLE", "awsSecretAccessKey": {"secret": {"key": "aws-key", "version": "` + version + `"}}}}}}`)
+	}
+	apply := func(version string) (*apiv1.ApplyConfigsResponse, error) {
+		return s.applyConfigs(local(t.Context()), apiv1.ApplyConfigsRequest{Configs: []apiv1.Config{{Source: "ecs.pvn.yaml", Body: runtime(version)}}})
+	}
+	_, err := apply("aws-key-0")
+	var verr *validationError
+	if !errors.As(err, &verr) || len(verr.details) != 1 || verr.details[0].Field != "runtime.awsEcs.accessKey.awsSecretAccessKey.secret" ||
+		verr.details[0].File != "ecs.pvn.yaml" || !strings.Contains(verr.details[0].Message, "secret aws-key has no version aws-key-0") {
+		t.Fatalf("apply before the secret exists: %v (%+v), want a validation error naming the field", err, verr)
+	}
+	if _, err := st.GetConfig(t.Context(), "runtime", "ecs-prod"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a refused apply stored the runtime: %v", err)
+	}
+	if _, err := s.setSecret(ctx, "aws-key", apiv1.SetSecretRequest{Value: secretValue}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := apply("aws-key-0"); err != nil {
+		t.Fatalf("apply once the secret exists: %v", err)
+	}
+	obj, err := st.GetConfig(t.Context(), "runtime", "ecs-prod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(obj.Body), secretValue) || !strings.Contains(string(obj.Body), "aws-key-0") {
+		t.Errorf("the stored runtime config holds the value, or lost the reference: %s", obj.Body)
 	}
 }

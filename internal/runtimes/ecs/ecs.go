@@ -158,7 +158,18 @@ func New(ctx context.Context, cfg *config.Runtime, opts runtimes.Options, client
 		}),
 	}
 	if k := e.AccessKey; k != nil {
-		loads = append(loads, awsconfig.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(k.AwsAccessKeyID, k.AwsSecretAccessKey.RawSecret, "")))
+		secret := k.AwsSecretAccessKey.RawSecret
+		if ref := k.AwsSecretAccessKey.Secret; ref != nil {
+			if opts.Secret == nil {
+				return nil, fmt.Errorf("runtime %s: accessKey.awsSecretAccessKey.secret: stored secrets are read by the drover server, not here; an agent uses the credentials of its own environment (leave accessKey out)", cfg.Name)
+			}
+			v, err := opts.Secret(ctx, ref.Key, ref.Version)
+			if err != nil {
+				return nil, fmt.Errorf("runtime %s: accessKey.awsSecretAccessKey.secret: %w", cfg.Name, err)
+			}
+			secret = v
+		}
+		loads = append(loads, awsconfig.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(k.AwsAccessKeyID, secret, "")))
 	}
 	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, loads...)
 	if err != nil {
