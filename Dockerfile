@@ -31,5 +31,6 @@ ENTRYPOINT ["/usr/local/bin/drover"]
 # --tls-cert/--tls-key; it prints the fingerprint) and answers any IP address; add
 # --public-name NAME for the host name clients use.
 # No HEALTHCHECK: the image has no HTTP client, and drover has no probe command yet; in
-# Kubernetes, probe GET /v1/health (answered without a token) with httpGet, scheme HTTPS.
+# Kubernetes, probe GET /livez and GET /readyz (answered without a token) with httpGet,
+# scheme HTTPS.
 CMD ["server", "--data", "/data", "--listen", "0.0.0.0:7420"]
