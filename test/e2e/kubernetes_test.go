@@ -652,7 +652,7 @@ func TestKubernetesJourney(t *testing.T) {
 		})
 		t.Logf("while stuck: %s", channel(t, st, "staging").Message)
 		text := s.ok("bob", "status", "web", "--app", k8sApp).stdout
-		if !regexp.MustCompile(`staging\s+CONVERGING\s+` + v3 + `\s+` + v4 + `\s+UPDATING_PODS: Deployment/web: \d/2 replicas available`).MatchString(text) {
+		if !regexp.MustCompile(`staging\s+CONVERGING\s+` + v3 + ` \(1\.1\)\s+` + v4 + ` \(1\.2\)\s+UPDATING_PODS: Deployment/web: \d/2 replicas available`).MatchString(text) {
 			t.Errorf("drover status while rolling out %s:\n%s", v4, text)
 		}
 		d, _ := j.deployment(t, stagingNS)
