@@ -105,7 +105,7 @@ Setting secrets needs the deployer or admin role on every application.`,
 	}
 	cmd.Flags().BoolVar(&stdin, "from-stdin", false, "read the value from stdin")
 	cmd.Flags().StringVar(&file, "from-file", "", "read the value from FILE")
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	addOutputFlag(cmd, &output, "text", "json")
 	return cmd
 }
 
@@ -133,7 +133,7 @@ Values are never shown. Needs a role on every application (viewer is enough).`,
 			return printSecrets(cmd.OutOrStdout(), list)
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	addOutputFlag(cmd, &output, "text", "json")
 	return cmd
 }
 
@@ -188,6 +188,6 @@ Deleting secrets needs the deployer or admin role on every application.`,
 		},
 	}
 	cmd.Flags().StringVar(&version, "version", "", "delete only this version (KEY-N); default: every version")
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	addOutputFlag(cmd, &output, "text", "json")
 	return cmd
 }

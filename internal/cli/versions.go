@@ -68,7 +68,7 @@ waited for); every other channel stays where it is.`,
 	cmd.Flags().StringVar(&app, "app", "", "application of the service (required)")
 	cmd.Flags().StringVar(&rc, "release-channel", "", "one release channel (default: all; required with --to)")
 	cmd.Flags().StringVar(&to, "to", "", "roll back to this earlier version: a version id, a display name or a desired state id (see drover versions)")
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	addOutputFlag(cmd, &output, "text", "json")
 	return cmd
 }
 
@@ -113,7 +113,7 @@ ran there before (+). These are the choices of drover rollback --to.`,
 	}
 	cmd.Flags().StringVar(&app, "app", "", "application of the service (required)")
 	cmd.Flags().IntVar(&limit, "limit", 20, "at most this many versions (the server keeps at most 200 in a listing)")
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	addOutputFlag(cmd, &output, "text", "json")
 	return cmd
 }
 

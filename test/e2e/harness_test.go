@@ -904,3 +904,29 @@ var (
 	keyringsMu sync.Mutex
 	keyrings   = map[string]string{}
 )
+
+// atRest passes check every file of the stopped server's data directory
+// but its keyring (the database and its WAL included), and its log: where
+// a secret must not be in clear.
+func (s *server) atRest(t *testing.T, check func(where, text string)) {
+	t.Helper()
+	err := filepath.WalkDir(s.data, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Name() == "secrets.key" {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		check(path, string(b))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logText, err := os.ReadFile(s.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("the server log", string(logText))
+}

@@ -111,25 +111,7 @@ printf '%s\n' "$PVN_SERVICE_VERSION" > "$STATE_DIR/version"
 	// At rest: no file of the data directory (the database and its WAL
 	// included) but the keyring holds a secret, nor does the server's log.
 	s.kill()
-	err := filepath.WalkDir(s.data, func(path string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() || d.Name() == "secrets.key" {
-			return err
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		noSecret(path, string(b))
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	logText, err := os.ReadFile(s.logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	noSecret("the server log", string(logText))
+	s.atRest(t, noSecret)
 }
 
 // TestB2ServerApplyRunawayTemplate: configs:apply with a runaway template
