@@ -1,0 +1,166 @@
+package compiler
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/drover-dev/drover/internal/config"
+	"github.com/drover-dev/drover/internal/ecsspec"
+	"github.com/drover-dev/drover/internal/labelquery"
+)
+
+// RuntimeKind returns fake, kubernetes, custom or terraformRunner. A runtime
+// with no type is a Kubernetes runtime, as in Prodvana.
+func RuntimeKind(rt *config.Runtime) string {
+	switch {
+	case rt.Fake != nil:
+		return "fake"
+	case rt.Custom != nil:
+		return "custom"
+	case rt.TerraformRunner != nil:
+		return "terraformRunner"
+	case rt.AwsEcs != nil:
+		return ecsspec.Kind
+	}
+	return "kubernetes"
+}
+
+// accepts reports whether a runtime kind can run a backend.
+func accepts(kind, backend string) bool {
+	switch kind {
+	case "fake":
+		return true
+	case "kubernetes":
+		return backend == "kubernetesConfig"
+	case "custom", "terraformRunner":
+		return backend == "customRuntime"
+	case ecsspec.Kind:
+		return backend == ecsspec.Kind
+	}
+	return false
+}
+
+// selectRuntime picks the runtime connection: the one named by
+// runtimeConnection, else the only one whose runtime accepts the backend.
+func (c *rcCompiler) selectRuntime(m *serviceForRC) (SelectedRuntime, *config.Runtime, bool) {
+	backend := ""
+	switch {
+	case m.Backend.KubernetesConfig != nil:
+		backend = "kubernetesConfig"
+	case m.Backend.Helm != nil:
+		backend = "kubernetesConfig" // rendered to Kubernetes objects
+	case m.Backend.CustomRuntime != nil:
+		backend = "customRuntime"
+	case m.Backend.AwsEcs != nil:
+		backend = ecsspec.Kind
+	default:
+		c.fail(Error{Object: c.serviceObject(), Field: "service", Msg: "no backend for this release channel: set kubernetesConfig, helm, customRuntime or awsEcs (at the top level or in perReleaseChannel)"})
+		return SelectedRuntime{}, nil, false
+	}
+	var candidates []config.RuntimeConnection
+	for _, conn := range c.rc.Runtimes {
+		rt := c.in.Runtimes[conn.Runtime]
+		if rt == nil {
+			c.fail(Error{Object: "application/" + c.in.Application.Name, Field: c.rc.Field, Msg: fmt.Sprintf("unknown runtime %q", conn.Runtime)})
+			return SelectedRuntime{}, nil, false
+		}
+		// Also for channels a release channel group made.
+		if err := config.RuntimeAllows(rt, c.in.Application.Name); err != nil {
+			c.fail(Error{Object: "application/" + c.in.Application.Name, Field: c.rc.Field, Msg: err.Error()})
+			return SelectedRuntime{}, nil, false
+		}
+		if m.RuntimeConnection != "" {
+			if conn.ConnectionName() == m.RuntimeConnection {
+				candidates = append(candidates, conn)
+			}
+			continue
+		}
+		if accepts(RuntimeKind(rt), backend) {
+			candidates = append(candidates, conn)
+		}
+	}
+	switch {
+	case len(candidates) == 0 && m.RuntimeConnection != "":
+		c.fail(Error{Object: c.serviceObject(), Field: "service.runtimeConnection", Msg: fmt.Sprintf("release channel %s has no runtime connection named %q", c.rc.Name, m.RuntimeConnection)})
+		return SelectedRuntime{}, nil, false
+	case len(candidates) == 0:
+		c.fail(Error{Object: c.serviceObject(), Field: "service." + backend, Msg: fmt.Sprintf("no runtime of release channel %s can run a %s service (runtimes: %s)", c.rc.Name, backend, strings.Join(c.runtimeNames(), ", "))})
+		return SelectedRuntime{}, nil, false
+	case len(candidates) > 1:
+		names := make([]string, len(candidates))
+		for i, cand := range candidates {
+			names[i] = cand.ConnectionName()
+		}
+		c.fail(Error{Object: c.serviceObject(), Field: "service.runtimeConnection", Msg: fmt.Sprintf("several runtimes of release channel %s fit (%s): set runtimeConnection", c.rc.Name, strings.Join(names, ", "))})
+		return SelectedRuntime{}, nil, false
+	}
+	conn := candidates[0]
+	rt := c.in.Runtimes[conn.Runtime]
+	if !accepts(RuntimeKind(rt), backend) {
+		c.fail(Error{Object: c.serviceObject(), Field: "service.runtimeConnection", Msg: fmt.Sprintf("runtime %s (%s) cannot run a %s service", rt.Name, RuntimeKind(rt), backend)})
+		return SelectedRuntime{}, nil, false
+	}
+	sel := SelectedRuntime{Connection: conn.ConnectionName(), Name: rt.Name, Kind: RuntimeKind(rt)}
+	if co := conn.ContainerOrchestration; co != nil && co.K8s != nil {
+		sel.Namespace = co.K8s.Namespace
+	}
+	return sel, rt, true
+}
+
+func (c *rcCompiler) runtimeNames() []string {
+	var out []string
+	for _, conn := range c.rc.Runtimes {
+		kind := "unknown"
+		if rt := c.in.Runtimes[conn.Runtime]; rt != nil {
+			kind = RuntimeKind(rt)
+		}
+		out = append(out, conn.Runtime+" ("+kind+")")
+	}
+	return out
+}
+
+// dependencies resolves releaseChannelStable preconditions to channel names.
+func (c *rcCompiler) dependencies() []string {
+	var deps []string
+	for i, pc := range c.rc.Preconditions {
+		s := pc.ReleaseChannelStable
+		if s == nil {
+			continue
+		}
+		field := fmt.Sprintf("%s.preconditions[%d].releaseChannelStable", c.rc.Field, i)
+		if c.rc.FromGroup != "" {
+			field = fmt.Sprintf("%s.template.preconditions[%d].releaseChannelStable", c.rc.Field, i)
+		}
+		appObj := "application/" + c.in.Application.Name
+		if s.ReleaseChannel != "" {
+			found := false
+			for _, other := range c.all {
+				found = found || other.Name == s.ReleaseChannel
+			}
+			if !found {
+				c.fail(Error{Object: appObj, Field: field + ".releaseChannel", Msg: fmt.Sprintf("unknown release channel %q%s", s.ReleaseChannel, rcHint(s.ReleaseChannel, c.all))})
+				continue
+			}
+			deps = append(deps, s.ReleaseChannel)
+			continue
+		}
+		q, err := labelquery.Parse(s.Selector)
+		if err != nil {
+			c.fail(Error{Object: appObj, Field: field + ".selector", Msg: err.Error()})
+			continue
+		}
+		matched := 0
+		for i := range c.all {
+			other := &c.all[i]
+			if other.Name == c.rc.Name || !q.Match(ReleaseChannelLabels(c.in.Application.Name, other)) {
+				continue
+			}
+			matched++
+			deps = append(deps, other.Name)
+		}
+		if matched == 0 && !s.AllowEmpty {
+			c.fail(Error{Object: appObj, Field: field + ".selector", Msg: fmt.Sprintf("selector %q matches no release channel (set allowEmpty: true to allow this)", s.Selector)})
+		}
+	}
+	return dedupe(deps)
+}
