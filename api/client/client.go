@@ -72,15 +72,24 @@ func New(base string, opts ...Option) *Client {
 	return c
 }
 
-// Error is an error returned by the server.
+// Error is an error returned by the server. It wraps its code, so that
+// errors.Is(err, apiv1.CodeNotFound) tells what kind of error it is.
 type Error struct {
 	Status  int
-	Code    string
+	Code    apiv1.ErrorCode
 	Message string
 	Details []apiv1.ConfigError
 }
 
 func (e *Error) Error() string { return e.Message }
+
+// Unwrap returns the error's code (nil if the server sent none).
+func (e *Error) Unwrap() error {
+	if e.Code == "" {
+		return nil
+	}
+	return e.Code
+}
 
 func newError(status int, e apiv1.Error) *Error {
 	return &Error{Status: status, Code: e.Code, Message: e.Message, Details: e.Details}
@@ -88,8 +97,7 @@ func newError(status int, e apiv1.Error) *Error {
 
 // IsNotFound reports whether err is a not_found error from the server.
 func IsNotFound(err error) bool {
-	var e *Error
-	return errors.As(err, &e) && e.Code == "not_found"
+	return errors.Is(err, apiv1.CodeNotFound)
 }
 
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
@@ -153,7 +161,7 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	if resp.StatusCode >= 300 {
 		var er apiv1.ErrorResponse
 		if json.Unmarshal(raw, &er) != nil || er.Error.Message == "" {
-			return newError(resp.StatusCode, apiv1.Error{Code: "internal", Message: fmt.Sprintf("%s %s: %s", method, path, resp.Status)})
+			return newError(resp.StatusCode, apiv1.Error{Code: apiv1.CodeInternal, Message: fmt.Sprintf("%s %s: %s", method, path, resp.Status)})
 		}
 		return newError(resp.StatusCode, er.Error)
 	}

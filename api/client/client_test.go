@@ -135,3 +135,42 @@ func TestEachService(t *testing.T) {
 		t.Error("a broken list read without an error")
 	}
 }
+
+// TestErrorsWrapTheirCode: a server error matches its code with errors.Is
+// (and no other), keeps status, message and details, and a response that
+// is not an API error is an internal one.
+func TestErrorsWrapTheirCode(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/apps/a/services/gone":
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = io.WriteString(w, `{"error":{"code":"not_found","message":"no service a/gone"}}`)
+		case "/v1/apps/a/services/busy":
+			w.WriteHeader(http.StatusConflict)
+			_, _ = io.WriteString(w, `{"error":{"code":"failed_precondition","message":"a/busy is paused","details":[{"kind":"service","name":"a/busy"}]}}`)
+		default:
+			w.WriteHeader(http.StatusBadGateway)
+			_, _ = io.WriteString(w, "<html>proxy error</html>")
+		}
+	}))
+	t.Cleanup(srv.Close)
+	c := client.New(srv.URL)
+
+	_, err := c.Status(t.Context(), "a", "gone")
+	if !errors.Is(err, apiv1.CodeNotFound) || errors.Is(err, apiv1.CodeFailedPrecondition) || !client.IsNotFound(err) {
+		t.Fatalf("not found: %v (%#v)", err, err)
+	}
+	_, err = c.Status(t.Context(), "a", "busy")
+	var ce *client.Error
+	if !errors.As(err, &ce) || !errors.Is(err, apiv1.CodeFailedPrecondition) || client.IsNotFound(err) {
+		t.Fatalf("failed precondition: %v (%#v)", err, err)
+	}
+	if ce.Status != http.StatusConflict || ce.Message != "a/busy is paused" || len(ce.Details) != 1 || ce.Code.HTTPStatus() != ce.Status {
+		t.Errorf("failed precondition: %+v", ce)
+	}
+	_, err = c.Status(t.Context(), "a", "proxied")
+	if !errors.As(err, &ce) || !errors.Is(err, apiv1.CodeInternal) || ce.Status != http.StatusBadGateway || !strings.Contains(ce.Message, "502") {
+		t.Fatalf("not an API error: %v (%#v)", err, err)
+	}
+}

@@ -1,6 +1,7 @@
 // Package v1 defines drover's HTTP/JSON API, version 1: the request and
 // response types shared by the server and the Go client. Every endpoint is
-// under /v1; errors are {"error": {...}} with an HTTP status.
+// under /v1; errors are {"error": {...}} with an HTTP status and one of the
+// ErrorCode constants (errors.go) as their code.
 //
 //	GET  /v1/health                                      Health
 //	POST /v1/configs:apply                               ApplyConfigsRequest -> ApplyConfigsResponse
@@ -33,10 +34,10 @@ import (
 
 // Error is the body of every non-2xx response.
 type Error struct {
-	// Code is machine-readable: invalid_argument, not_found,
-	// failed_precondition, conflict, already_exists, internal.
-	Code    string `json:"code"`
-	Message string `json:"message"`
+	// Code is machine-readable: one of the ErrorCode constants
+	// (errors.go), such as invalid_argument or not_found.
+	Code    ErrorCode `json:"code"`
+	Message string    `json:"message"`
 	// Details lists located config problems, when the error is about configs.
 	Details []ConfigError `json:"details,omitempty"`
 }

@@ -14,9 +14,9 @@ import (
 
 // Error codes of refused requests (the "code" of the JSON error body).
 const (
-	CodeUnauthenticated      = "unauthenticated"        // 401
-	CodePermissionDenied     = "permission_denied"      // 403
-	CodeUnsupportedMediaType = "unsupported_media_type" // 415
+	CodeUnauthenticated      = apiv1.CodeUnauthenticated      // 401
+	CodePermissionDenied     = apiv1.CodePermissionDenied     // 403
+	CodeUnsupportedMediaType = apiv1.CodeUnsupportedMediaType // 415
 )
 
 // credentialHint says how a client gets a credential; it ends every 401.
@@ -43,7 +43,7 @@ type Guard struct {
 	// OnRefuse is told of every request the guard refuses (nil: none),
 	// with the status, code and message it answers: the server audits the
 	// refused changes.
-	OnRefuse func(r *http.Request, status int, code, msg string)
+	OnRefuse func(r *http.Request, status int, code apiv1.ErrorCode, msg string)
 }
 
 // Wrap returns next behind the guard. The identity of an authenticated
@@ -54,7 +54,7 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		refuse := func(status int, code, reason, msg string) {
+		refuse := func(status int, code apiv1.ErrorCode, reason, msg string) {
 			// A request without any credential is what a browser sends
 			// before its user signs in (one per API call of the web UI's
 			// page): routine, so debug. The others say something is wrong.
@@ -110,7 +110,7 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 		default:
 			// The credential could not be checked (the store failed).
 			log.Error("authentication failed", "error", err, "method", r.Method, "path", r.URL.Path)
-			writeError(w, http.StatusServiceUnavailable, "unavailable", "the credential could not be checked; try again")
+			writeError(w, http.StatusServiceUnavailable, apiv1.CodeUnavailable, "the credential could not be checked; try again")
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -161,7 +161,7 @@ func quote(s string) string {
 	return string(b)
 }
 
-func writeError(w http.ResponseWriter, status int, code, msg string) {
+func writeError(w http.ResponseWriter, status int, code apiv1.ErrorCode, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)

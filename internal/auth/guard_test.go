@@ -58,7 +58,7 @@ func TestS1GuardRefusesCrossSiteAndUnauthenticated(t *testing.T) {
 		path    string
 		headers map[string]string
 		want    int
-		code    string
+		code    apiv1.ErrorCode
 	}{
 		{"the report's apply: text/plain, foreign origin, rebinding host", "127.0.0.1:7420", nil, "POST", "rebind.evil.example:7420", "/v1/configs:apply",
 			map[string]string{"Content-Type": "text/plain;charset=UTF-8", "Origin": "http://evil.example"}, 403, auth.CodePermissionDenied},

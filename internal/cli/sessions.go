@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -90,7 +89,7 @@ until an admin revokes it (drover tokens revoke).`,
 			res, err := g.client().SignOut(cmd.Context())
 			var ce *client.Error
 			switch {
-			case errors.As(err, &ce) && ce.Status == http.StatusUnauthorized:
+			case errors.As(err, &ce) && errors.Is(err, apiv1.CodeUnauthenticated):
 				// Ended already (expired, revoked): forget it all the same.
 				fmt.Fprintf(cmd.ErrOrStderr(), "the server refused the credential (%s): nothing to end there\n", clean(ce.Message))
 			case err != nil:

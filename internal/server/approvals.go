@@ -21,7 +21,7 @@ import (
 func requestUser(ctx context.Context, raw string) (string, error) {
 	id, ok := auth.FromContext(ctx)
 	if !ok {
-		return "", errorf("unauthenticated", "this request carries no credential")
+		return "", errorf(apiv1.CodeUnauthenticated, "this request carries no credential")
 	}
 	name, err := usertext.User(id.Name)
 	if err != nil {
@@ -32,10 +32,10 @@ func requestUser(ctx context.Context, raw string) (string, error) {
 	}
 	u, err := usertext.User(raw)
 	if err != nil {
-		return "", statusError("invalid_argument", err)
+		return "", statusError(apiv1.CodeInvalidArgument, err)
 	}
 	if u != name {
-		return "", errorf("permission_denied", "the request names user %q, but it is authenticated as %q: "+
+		return "", errorf(apiv1.CodePermissionDenied, "the request names user %q, but it is authenticated as %q: "+
 			"drover records what a request does under the identity that sends it; drop --user, or send it with %s's own credential", u, name, u)
 	}
 	return name, nil
@@ -47,14 +47,14 @@ func requestUser(ctx context.Context, raw string) (string, error) {
 // that desired state, so it cannot count for another push.
 func (s *Server) approve(ctx context.Context, app, svc string, req apiv1.ApproveRequest) (*apiv1.ServiceStatus, error) {
 	if req.ReleaseChannel == "" {
-		return nil, errorf("invalid_argument", "releaseChannel is required")
+		return nil, errorf(apiv1.CodeInvalidArgument, "releaseChannel is required")
 	}
 	user, comment, err := userAndComment(ctx, req.User, req.Comment)
 	if err != nil {
 		return nil, err
 	}
 	if req.DesiredStateID == "" && req.Version == "" {
-		return nil, errorf("invalid_argument", "desiredStateId or version is required: the desired state being approved, as drover status %s --app %s shows it", svc, app)
+		return nil, errorf(apiv1.CodeInvalidArgument, "desiredStateId or version is required: the desired state being approved, as drover status %s --app %s shows it", svc, app)
 	}
 	rec, _, ch, err := s.channelOf(ctx, app, svc, req.ReleaseChannel)
 	if err != nil {
@@ -64,7 +64,7 @@ func (s *Server) approve(ctx context.Context, app, svc string, req apiv1.Approve
 		return nil, err
 	}
 	if s.edgeCfg.ForbidSelfApproval && !req.Reject && rec.CreatedBy != "" && rec.CreatedBy == user {
-		return nil, errorf("permission_denied", "%s pushed %s and may not approve it: this server requires someone else's approval of a push (--forbid-self-approval)", user, rec.Version)
+		return nil, errorf(apiv1.CodePermissionDenied, "%s pushed %s and may not approve it: this server requires someone else's approval of a push (--forbid-self-approval)", user, rec.Version)
 	}
 	inst, err := s.store.GetInstance(ctx, app, svc, ch.Name)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -89,9 +89,9 @@ func (s *Server) approve(ctx context.Context, app, svc string, req apiv1.Approve
 		gate, err := engine.PendingApproval(*ch, inst, recorded, req.Topic, user)
 		switch {
 		case errors.Is(err, engine.ErrAlreadyAnswered):
-			return store.Approval{}, nil, statusError("already_exists", err)
+			return store.Approval{}, nil, statusError(apiv1.CodeAlreadyExists, err)
 		case err != nil:
-			return store.Approval{}, nil, statusError("failed_precondition", err)
+			return store.Approval{}, nil, statusError(apiv1.CodeFailedPrecondition, err)
 		}
 		msg := fmt.Sprintf("%s: %s %s by %s", ch.Name, ds.VersionLabel(ch.Version, ch.DisplayName), typ, user)
 		if comment != "" {
@@ -107,7 +107,7 @@ func (s *Server) approve(ctx context.Context, app, svc string, req apiv1.Approve
 	case errors.As(err, &ae):
 		return nil, ae
 	case errors.Is(err, store.ErrDuplicate):
-		return nil, errorf("already_exists", "%s already answered the approval of %s; each person counts once", user, ch.Name)
+		return nil, errorf(apiv1.CodeAlreadyExists, "%s already answered the approval of %s; each person counts once", user, ch.Name)
 	case err != nil:
 		return nil, err
 	}
@@ -133,7 +133,7 @@ func userAndComment(ctx context.Context, user, comment string) (string, string, 
 	}
 	c, err := usertext.Comment(comment)
 	if err != nil {
-		return "", "", statusError("invalid_argument", err)
+		return "", "", statusError(apiv1.CodeInvalidArgument, err)
 	}
 	return u, c, nil
 }
@@ -174,7 +174,7 @@ func (s *Server) sameDesiredState(ctx context.Context, rec store.DesiredState, r
 		named, err := s.store.GetDesiredState(ctx, req.DesiredStateID)
 		switch {
 		case errors.Is(err, store.ErrNotFound), err == nil && (named.Application != rec.Application || named.Service != rec.Service):
-			return errorf("not_found", "service %s of %s has no desired state %q; its desired state is %s (%s): drover status %s --app %s",
+			return errorf(apiv1.CodeNotFound, "service %s of %s has no desired state %q; its desired state is %s (%s): drover status %s --app %s",
 				rec.Service, rec.Application, req.DesiredStateID, rec.ID, rec.Version, rec.Service, rec.Application)
 		case err != nil:
 			return err
@@ -182,7 +182,7 @@ func (s *Server) sameDesiredState(ctx context.Context, rec store.DesiredState, r
 		return replacedError(rec.Application, rec.Service, named, rec.ID)
 	}
 	if req.Version != "" && req.Version != rec.Version {
-		return errorf("conflict", "version %s is not the desired version of %s/%s: another push made it %s (desired state %s); look again with drover status %s --app %s",
+		return errorf(apiv1.CodeConflict, "version %s is not the desired version of %s/%s: another push made it %s (desired state %s); look again with drover status %s --app %s",
 			req.Version, rec.Application, rec.Service, rec.Version, rec.ID, rec.Service, rec.Application)
 	}
 	return nil
@@ -191,6 +191,6 @@ func (s *Server) sameDesiredState(ctx context.Context, rec store.DesiredState, r
 // replacedError says that desired state old, which an approval names, was
 // replaced by a newer push.
 func replacedError(app, svc string, old store.DesiredState, by string) error {
-	return errorf("conflict", "desired state %s (%s) of %s/%s was replaced by %s (another push); nothing was recorded: look again with drover status %s --app %s and approve what it shows",
+	return errorf(apiv1.CodeConflict, "desired state %s (%s) of %s/%s was replaced by %s (another push); nothing was recorded: look again with drover status %s --app %s and approve what it shows",
 		old.ID, old.Version, app, svc, by, svc, app)
 }

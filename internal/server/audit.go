@@ -125,7 +125,7 @@ func (s *Server) audited(rt route, w http.ResponseWriter, r *http.Request, h htt
 	if aw.status >= 400 {
 		var e apiv1.ErrorResponse
 		if json.Unmarshal(aw.body.Bytes(), &e) == nil && e.Error.Code != "" {
-			rec.Outcome, rec.Message = e.Error.Code, e.Error.Message
+			rec.Outcome, rec.Message = string(e.Error.Code), e.Error.Message
 		} else {
 			rec.Outcome = http.StatusText(aw.status)
 		}
@@ -145,7 +145,7 @@ func (s *Server) audited(rt route, w http.ResponseWriter, r *http.Request, h htt
 // or a bad credential, a foreign Host or Origin, not JSON). Whoever reaches
 // the port can send those: each source address's records are rate limited
 // (as an identity's changes are), beyond which they are only counted.
-func (s *Server) auditRefusal(r *http.Request, status int, code, msg string) {
+func (s *Server) auditRefusal(r *http.Request, status int, code apiv1.ErrorCode, msg string) {
 	if r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodOptions {
 		return
 	}
@@ -157,7 +157,7 @@ func (s *Server) auditRefusal(r *http.Request, status int, code, msg string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
 	defer cancel()
 	rec := store.AuditRecord{Time: s.now(), Identity: "unauthenticated", Source: r.RemoteAddr, Action: r.Method + " " + r.URL.Path,
-		Status: status, Outcome: code, Message: msg}
+		Status: status, Outcome: string(code), Message: msg}
 	if _, err := s.store.AppendAudit(ctx, rec); err != nil {
 		s.auditFailed(err, rec)
 	}
@@ -180,20 +180,20 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 	var err error
 	if v := q.Get("after"); v != "" {
 		if f.AfterSeq, err = strconv.ParseInt(v, 10, 64); err != nil {
-			writeError(w, s, errorf("invalid_argument", "after %q is not a number", v))
+			writeError(w, s, errorf(apiv1.CodeInvalidArgument, "after %q is not a number", v))
 			return
 		}
 	}
 	if v := q.Get("since"); v != "" {
 		if f.Since, err = time.Parse(time.RFC3339Nano, v); err != nil {
-			writeError(w, s, errorf("invalid_argument", "since %q is not an RFC 3339 time", v))
+			writeError(w, s, errorf(apiv1.CodeInvalidArgument, "since %q is not an RFC 3339 time", v))
 			return
 		}
 	}
 	limit := 500
 	if v := q.Get("limit"); v != "" {
 		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > 5000 {
-			writeError(w, s, errorf("invalid_argument", "limit %q: want 1 to 5000", v))
+			writeError(w, s, errorf(apiv1.CodeInvalidArgument, "limit %q: want 1 to 5000", v))
 			return
 		}
 	}

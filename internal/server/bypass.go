@@ -18,11 +18,11 @@ import (
 func (s *Server) bypass(ctx context.Context, app, svc string, req apiv1.BypassRequest) (*apiv1.ServiceStatus, error) {
 	switch {
 	case req.ReleaseChannel == "":
-		return nil, errorf("invalid_argument", "releaseChannel is required")
+		return nil, errorf(apiv1.CodeInvalidArgument, "releaseChannel is required")
 	case req.Protection == "":
-		return nil, errorf("invalid_argument", "protection is required: the attachment (or protection, or extension) to bypass")
+		return nil, errorf(apiv1.CodeInvalidArgument, "protection is required: the attachment (or protection, or extension) to bypass")
 	case req.DesiredStateID == "" && req.Version == "":
-		return nil, errorf("invalid_argument", "desiredStateId or version is required: the desired state the bypass is for, as drover status %s --app %s shows it", svc, app)
+		return nil, errorf(apiv1.CodeInvalidArgument, "desiredStateId or version is required: the desired state the bypass is for, as drover status %s --app %s shows it", svc, app)
 	}
 	user, comment, err := userAndComment(ctx, req.User, req.Comment)
 	if err != nil {
@@ -37,7 +37,7 @@ func (s *Server) bypass(ctx context.Context, app, svc string, req apiv1.BypassRe
 	}
 	attachment, checks, err := engine.BypassableChecks(*ch, req.Protection)
 	if err != nil {
-		return nil, statusError("not_found", err)
+		return nil, statusError(apiv1.CodeNotFound, err)
 	}
 	inst, err := s.store.GetInstance(ctx, app, svc, ch.Name)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -52,7 +52,7 @@ func (s *Server) bypass(ctx context.Context, app, svc string, req apiv1.BypassRe
 		}
 		for _, a := range recorded {
 			if a.ReleaseChannel == ch.Name && a.Topic == topic {
-				return store.Approval{}, nil, errorf("already_exists", "%s of %s was already bypassed for %s by %s", attachment, ch.Name, rec.Version, a.User)
+				return store.Approval{}, nil, errorf(apiv1.CodeAlreadyExists, "%s of %s was already bypassed for %s by %s", attachment, ch.Name, rec.Version, a.User)
 			}
 		}
 		phases := ""
@@ -76,7 +76,7 @@ func (s *Server) bypass(ctx context.Context, app, svc string, req apiv1.BypassRe
 	case errors.As(err, &ae):
 		return nil, ae
 	case errors.Is(err, store.ErrDuplicate):
-		return nil, errorf("already_exists", "%s of %s was already bypassed for %s", attachment, ch.Name, rec.Version)
+		return nil, errorf(apiv1.CodeAlreadyExists, "%s of %s was already bypassed for %s", attachment, ch.Name, rec.Version)
 	case err != nil:
 		return nil, err
 	}

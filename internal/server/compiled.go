@@ -21,18 +21,18 @@ func (s *Server) compiled(ctx context.Context, app, svc, id, rc string) (*apiv1.
 	}
 	if id == "" {
 		if err != nil {
-			return nil, errorf("not_found", "service %s/%s has no desired state (push it first)", app, svc)
+			return nil, errorf(apiv1.CodeNotFound, "service %s/%s has no desired state (push it first)", app, svc)
 		}
 		id = active.ID
 	}
 	rec, err := s.store.GetDesiredState(ctx, id)
 	switch {
 	case errors.Is(err, store.ErrNotFound), err == nil && (rec.Application != app || rec.Service != svc):
-		return nil, errorf("not_found", "no desired state %q of service %s/%s", id, app, svc)
+		return nil, errorf(apiv1.CodeNotFound, "no desired state %q of service %s/%s", id, app, svc)
 	case err != nil:
 		return nil, err
 	case !rec.PrunedAt.IsZero():
-		return nil, errorf("not_found", "desired state %s of %s/%s was pruned at %s: only recent ones keep their compiled config",
+		return nil, errorf(apiv1.CodeNotFound, "desired state %s of %s/%s was pruned at %s: only recent ones keep their compiled config",
 			id, app, svc, rec.PrunedAt.UTC().Format("2006-01-02 15:04:05Z"))
 	}
 	d, err := engine.DecodeDesired(ctx, s.store, rec)
@@ -49,7 +49,7 @@ func (s *Server) compiled(ctx context.Context, app, svc, id, rc string) (*apiv1.
 		out.ReleaseChannels = append(out.ReleaseChannels, compiledChannel(ch))
 	}
 	if rc != "" && len(out.ReleaseChannels) == 0 {
-		return nil, errorf("not_found", "desired state %s of %s/%s has no release channel %q", rec.ID, app, svc, rc)
+		return nil, errorf(apiv1.CodeNotFound, "desired state %s of %s/%s has no release channel %q", rec.ID, app, svc, rc)
 	}
 	return out, nil
 }

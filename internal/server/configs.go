@@ -143,7 +143,7 @@ func (s *Server) storedSources(ctx context.Context, kinds ...string) ([]*config.
 // and stores them only when everything is valid.
 func (s *Server) applyConfigs(ctx context.Context, req apiv1.ApplyConfigsRequest) (*apiv1.ApplyConfigsResponse, error) {
 	if len(req.Configs) == 0 {
-		return nil, errorf("invalid_argument", "no configs given")
+		return nil, errorf(apiv1.CodeInvalidArgument, "no configs given")
 	}
 	user, err := requestUser(ctx, req.User)
 	if err != nil {
@@ -319,7 +319,7 @@ func (s *Server) listConfigs(ctx context.Context, kind string) (*apiv1.ConfigLis
 	kinds := config.KindNames()
 	if kind != "" {
 		if !slices.Contains(kinds, kind) {
-			return nil, errorf("invalid_argument", "kind %q is not a config kind (one of %s)", kind, strings.Join(kinds, ", "))
+			return nil, errorf(apiv1.CodeInvalidArgument, "kind %q is not a config kind (one of %s)", kind, strings.Join(kinds, ", "))
 		}
 		kinds = []string{kind}
 	}
@@ -363,14 +363,14 @@ func (s *Server) compileInput(ctx context.Context, app, svc string) (compiler.In
 	var srcs []*config.Source
 	appObj, err := s.store.GetConfig(ctx, "application", app)
 	if errors.Is(err, store.ErrNotFound) {
-		return compiler.Input{}, 0, errorf("not_found", "application %q is not configured", app)
+		return compiler.Input{}, 0, errorf(apiv1.CodeNotFound, "application %q is not configured", app)
 	}
 	if err != nil {
 		return compiler.Input{}, 0, err
 	}
 	svcObj, err := s.store.GetConfig(ctx, "service", app+"/"+svc)
 	if errors.Is(err, store.ErrNotFound) {
-		return compiler.Input{}, 0, errorf("not_found", "service %q of application %q is not configured", svc, app)
+		return compiler.Input{}, 0, errorf(apiv1.CodeNotFound, "service %q of application %q is not configured", svc, app)
 	}
 	if err != nil {
 		return compiler.Input{}, 0, err
@@ -401,7 +401,7 @@ func (s *Server) compileInput(ctx context.Context, app, svc string) (compiler.In
 	}
 	in, err := compiler.InputFor(set, config.ServiceKey{Application: app, Service: svc})
 	if err != nil {
-		return compiler.Input{}, 0, errorf("not_found", "%v", err)
+		return compiler.Input{}, 0, errorf(apiv1.CodeNotFound, "%v", err)
 	}
 	// Charts render against what the clusters last said of themselves.
 	facts, err := s.store.ListRuntimeFacts(ctx)
@@ -504,7 +504,7 @@ func (s *Server) listRuntimes(ctx context.Context) (*apiv1.RuntimeList, error) {
 func (s *Server) parameters(ctx context.Context, app, svc string) (*apiv1.ParameterList, error) {
 	obj, err := s.store.GetConfig(ctx, "service", app+"/"+svc)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, errorf("not_found", "no service %q in application %q", svc, app)
+		return nil, errorf(apiv1.CodeNotFound, "no service %q in application %q", svc, app)
 	}
 	if err != nil {
 		return nil, err

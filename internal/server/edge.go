@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/net/netutil"
 
+	apiv1 "github.com/drover-dev/drover/api/v1"
 	"github.com/drover-dev/drover/internal/auth"
 )
 
@@ -116,7 +117,7 @@ type Metrics interface {
 // requireEOF refuses anything but white space after the request's JSON value.
 func requireEOF(dec *json.Decoder) error {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return errorf("invalid_argument", "invalid request body: unexpected data after the JSON value")
+		return errorf(apiv1.CodeInvalidArgument, "invalid request body: unexpected data after the JSON value")
 	}
 	return nil
 }

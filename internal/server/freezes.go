@@ -34,14 +34,14 @@ func (s *Server) freeze(ctx context.Context, req apiv1.FreezeRequest) (*apiv1.Fr
 	}
 	switch {
 	case reason == "":
-		return nil, errorf("invalid_argument", "reason is required: it is shown on every release channel the freeze holds")
+		return nil, errorf(apiv1.CodeInvalidArgument, "reason is required: it is shown on every release channel the freeze holds")
 	case req.Application != "" && !appName.MatchString(req.Application):
-		return nil, errorf("invalid_argument", "application %q is not an application name (lower-case letters, digits and dashes)", req.Application)
+		return nil, errorf(apiv1.CodeInvalidArgument, "application %q is not an application name (lower-case letters, digits and dashes)", req.Application)
 	case !req.Until.IsZero() && !req.Until.After(s.now()):
-		return nil, errorf("invalid_argument", "until %s is not in the future", req.Until.UTC().Format("2006-01-02T15:04:05Z"))
+		return nil, errorf(apiv1.CodeInvalidArgument, "until %s is not in the future", req.Until.UTC().Format("2006-01-02T15:04:05Z"))
 	}
 	if err := ds.ParseChannelScope(req.ReleaseChannel); err != nil {
-		return nil, statusError("invalid_argument", err)
+		return nil, statusError(apiv1.CodeInvalidArgument, err)
 	}
 	id, err := freezeID()
 	if err != nil {
@@ -95,9 +95,9 @@ func (s *Server) unfreeze(ctx context.Context, req apiv1.UnfreezeRequest) (*apiv
 			what = "no freeze in force of " + freezeScope(ds.Freeze{Application: req.Application, ReleaseChannel: req.ReleaseChannel})
 		}
 		if len(active) == 0 {
-			return nil, errorf("not_found", "%s: nothing is frozen", what)
+			return nil, errorf(apiv1.CodeNotFound, "%s: nothing is frozen", what)
 		}
-		return nil, errorf("not_found", "%s; in force: %s", what, strings.Join(active, ", "))
+		return nil, errorf(apiv1.CodeNotFound, "%s; in force: %s", what, strings.Join(active, ", "))
 	}
 	for _, f := range lift {
 		if err := allow(ctx, auth.PermFreeze, f.Application, ""); err != nil {

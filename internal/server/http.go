@@ -205,7 +205,7 @@ func (s *Server) routeTable() []route {
 			handler: func(w http.ResponseWriter, r *http.Request) {
 				id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 				if err != nil {
-					writeError(w, s, errorf("invalid_argument", "run id %q is not a number", r.PathValue("id")))
+					writeError(w, s, errorf(apiv1.CodeInvalidArgument, "run id %q is not a number", r.PathValue("id")))
 					return
 				}
 				out, err := s.run(r.Context(), id)
@@ -287,7 +287,7 @@ func (s *Server) routeTable() []route {
 		{method: "GET", path: "/metrics", perm: auth.PermRead, scope: scopeGlobal, summary: "Metrics in Prometheus's format (docs/metrics.md)",
 			handler: func(w http.ResponseWriter, r *http.Request) {
 				if s.edgeCfg.Metrics == nil {
-					writeError(w, s, errorf("not_found", "this server keeps no metrics"))
+					writeError(w, s, errorf(apiv1.CodeNotFound, "this server keeps no metrics"))
 					return
 				}
 				s.edgeCfg.Metrics.Handler().ServeHTTP(w, r)
@@ -424,23 +424,23 @@ func (l *serviceListWriter) end() {
 }
 
 func writeError(w http.ResponseWriter, s *Server, err error) {
-	body := apiv1.Error{Code: "internal", Message: err.Error()}
+	body := apiv1.Error{Code: apiv1.CodeInternal, Message: err.Error()}
 	code := http.StatusInternalServerError
 	var ae *apiError
 	var ve *validationError
 	switch {
 	case errors.As(err, &ve):
-		body.Code, body.Message, body.Details = "invalid_argument", "invalid configs", ve.details
+		body.Code, body.Message, body.Details = apiv1.CodeInvalidArgument, "invalid configs", ve.details
 		code = http.StatusBadRequest
 	case errors.As(err, &ae):
 		body.Code = ae.code
-		code = httpStatus(ae.code)
+		code = ae.code.HTTPStatus()
 	case errors.Is(err, store.ErrNotFound):
-		body.Code, code = "not_found", http.StatusNotFound
+		body.Code, code = apiv1.CodeNotFound, http.StatusNotFound
 	case errors.Is(err, store.ErrConflict):
-		body.Code, code = "conflict", http.StatusConflict
+		body.Code, code = apiv1.CodeConflict, http.StatusConflict
 	case errors.Is(err, store.ErrDuplicate):
-		body.Code, code = "already_exists", http.StatusConflict
+		body.Code, code = apiv1.CodeAlreadyExists, http.StatusConflict
 	}
 	if code == http.StatusInternalServerError {
 		// An unexpected failure is often the store's: a removed data
@@ -454,40 +454,16 @@ func writeError(w http.ResponseWriter, s *Server, err error) {
 	writeJSON(w, code, apiv1.ErrorResponse{Error: body})
 }
 
-func httpStatus(code string) int {
-	switch code {
-	case "invalid_argument":
-		return http.StatusBadRequest
-	case "not_found":
-		return http.StatusNotFound
-	case "failed_precondition", "conflict", "already_exists":
-		return http.StatusConflict
-	case "unauthenticated":
-		return http.StatusUnauthorized
-	case "permission_denied":
-		return http.StatusForbidden
-	case "too_large":
-		return http.StatusRequestEntityTooLarge
-	case "expired":
-		return http.StatusGone
-	case "unavailable":
-		return http.StatusServiceUnavailable
-	case "resource_exhausted":
-		return http.StatusTooManyRequests
-	}
-	return http.StatusInternalServerError
-}
-
 // watch streams events (server-sent events) after the given sequence number,
 // waking whenever something is written, with a heartbeat to keep proxies open.
 func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
-		writeError(w, s, errorf("internal", "streaming unsupported"))
+		writeError(w, s, errorf(apiv1.CodeInternal, "streaming unsupported"))
 		return
 	}
 	if r.ContentLength != 0 {
-		writeError(w, s, errorf("invalid_argument", "GET /v1/watch takes no request body"))
+		writeError(w, s, errorf(apiv1.CodeInvalidArgument, "GET /v1/watch takes no request body"))
 		return
 	}
 	bodyRead(w) // the stream is long-lived
@@ -626,7 +602,7 @@ func eventTypes(q url.Values) ([]ds.EventType, error) {
 				for _, k := range ds.EventTypes() {
 					known = append(known, string(k))
 				}
-				return nil, errorf("invalid_argument", "unknown event type %q: one of %s", t, strings.Join(known, ", "))
+				return nil, errorf(apiv1.CodeInvalidArgument, "unknown event type %q: one of %s", t, strings.Join(known, ", "))
 			}
 			if !slices.Contains(out, ds.EventType(t)) {
 				out = append(out, ds.EventType(t))

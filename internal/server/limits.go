@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	apiv1 "github.com/drover-dev/drover/api/v1"
 	"github.com/drover-dev/drover/internal/auth"
 )
 
@@ -97,7 +98,7 @@ func (l *limiter) openStream(id auth.Identity) (done func(), err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.streams[id.Name] >= l.maxStreams {
-		return nil, errorf("resource_exhausted", "%s holds %d event streams open, as many as one identity may: close one first", id.Name, l.maxStreams)
+		return nil, errorf(apiv1.CodeResourceExhausted, "%s holds %d event streams open, as many as one identity may: close one first", id.Name, l.maxStreams)
 	}
 	l.streams[id.Name]++
 	return func() {
@@ -113,7 +114,7 @@ func (l *limiter) openStream(id auth.Identity) (done func(), err error) {
 func tooMany(w http.ResponseWriter, s *Server, id auth.Identity, retry time.Duration) {
 	secs := int(math.Ceil(retry.Seconds()))
 	w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
-	writeError(w, s, errorf("resource_exhausted", "%s sends changes faster than %g per second (bursts of %d): try again in %s",
+	writeError(w, s, errorf(apiv1.CodeResourceExhausted, "%s sends changes faster than %g per second (bursts of %d): try again in %s",
 		id.Name, float64(s.limits.rate), s.limits.burst, retry.Round(time.Millisecond)))
 }
 
@@ -122,9 +123,9 @@ func tooMany(w http.ResponseWriter, s *Server, id auth.Identity, retry time.Dura
 func bodyError(err error) error {
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
-		return errorf("too_large", "the request body is larger than %s, the most this server takes", sizeText(tooLarge.Limit))
+		return errorf(apiv1.CodeTooLarge, "the request body is larger than %s, the most this server takes", sizeText(tooLarge.Limit))
 	}
-	return errorf("invalid_argument", "invalid request body: %v", err)
+	return errorf(apiv1.CodeInvalidArgument, "invalid request body: %v", err)
 }
 
 func sizeText(n int64) string {

@@ -58,7 +58,7 @@ func newAgentToken() string { return agentTokenPrefix + rand.Text() }
 
 func (s *Server) linkRuntime(ctx context.Context, req apiv1.LinkRuntimeRequest) (*apiv1.LinkRuntimeResponse, error) {
 	if !config.ValidName(req.Name) {
-		return nil, errorf("invalid_argument", "runtime name %q is not valid: use lower-case letters, digits and '-', starting with a letter, at most 63 characters", req.Name)
+		return nil, errorf(apiv1.CodeInvalidArgument, "runtime name %q is not valid: use lower-case letters, digits and '-', starting with a letter, at most 63 characters", req.Name)
 	}
 	if err := validLabels(req.Labels); err != nil {
 		return nil, err
@@ -76,7 +76,7 @@ func (s *Server) linkRuntime(ctx context.Context, req apiv1.LinkRuntimeRequest) 
 				if kind == "kubernetes" {
 					what = "Kubernetes runtime the server connects to itself (kubernetes:)"
 				}
-				return nil, errorf("failed_precondition", "runtime %q is configured as a %s: only a runtime config with no type (a Kubernetes runtime) can be linked; rename one of them", req.Name, what)
+				return nil, errorf(apiv1.CodeFailedPrecondition, "runtime %q is configured as a %s: only a runtime config with no type (a Kubernetes runtime) can be linked; rename one of them", req.Name, what)
 			}
 		}
 	case !errors.Is(err, store.ErrNotFound):
@@ -85,7 +85,7 @@ func (s *Server) linkRuntime(ctx context.Context, req apiv1.LinkRuntimeRequest) 
 	token := newAgentToken()
 	err = s.store.LinkRuntime(ctx, store.LinkedRuntime{Name: req.Name, Labels: req.Labels, TokenHash: auth.HashToken(token), CreatedAt: s.now()})
 	if errors.Is(err, store.ErrConflict) {
-		return nil, errorf("already_exists", "runtime %q is already linked: drover runtimes rotate-token %s gives it a new token, drover runtimes unlink %s removes it", req.Name, req.Name, req.Name)
+		return nil, errorf(apiv1.CodeAlreadyExists, "runtime %q is already linked: drover runtimes rotate-token %s gives it a new token, drover runtimes unlink %s removes it", req.Name, req.Name, req.Name)
 	}
 	if err != nil {
 		return nil, err
@@ -102,7 +102,7 @@ func (s *Server) rotateRuntimeToken(ctx context.Context, name string, req apiv1.
 	token := newAgentToken()
 	err := s.store.SetLinkToken(ctx, name, auth.HashToken(token))
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, errorf("not_found", "runtime %q is not linked", name)
+		return nil, errorf(apiv1.CodeNotFound, "runtime %q is not linked", name)
 	}
 	if err != nil {
 		return nil, err
@@ -118,7 +118,7 @@ func (s *Server) rotateRuntimeToken(ctx context.Context, name string, req apiv1.
 func (s *Server) unlinkRuntime(ctx context.Context, name string) (any, error) {
 	err := s.store.UnlinkRuntime(ctx, name)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, errorf("not_found", "runtime %q is not linked", name)
+		return nil, errorf(apiv1.CodeNotFound, "runtime %q is not linked", name)
 	}
 	if err != nil {
 		return nil, err
@@ -134,10 +134,10 @@ func (s *Server) unlinkRuntime(ctx context.Context, name string) (any, error) {
 func validLabels(labels map[string]string) error {
 	for k, v := range labels {
 		if k == "" || strings.HasPrefix(k, "@") || strings.ContainsAny(k, "=, \t\n") {
-			return errorf("invalid_argument", "label %q is not valid: a label is a name without '=', ',', spaces, or a leading '@'", k)
+			return errorf(apiv1.CodeInvalidArgument, "label %q is not valid: a label is a name without '=', ',', spaces, or a leading '@'", k)
 		}
 		if strings.ContainsAny(v, ",\n") {
-			return errorf("invalid_argument", "the value of label %q must not contain ',' or a line break", k)
+			return errorf(apiv1.CodeInvalidArgument, "the value of label %q must not contain ',' or a line break", k)
 		}
 	}
 	return nil
@@ -145,13 +145,13 @@ func validLabels(labels map[string]string) error {
 
 func validInstall(req apiv1.LinkRuntimeRequest) error {
 	if req.Namespace != "" && !config.ValidName(req.Namespace) {
-		return errorf("invalid_argument", "namespace %q is not a valid Kubernetes namespace name", req.Namespace)
+		return errorf(apiv1.CodeInvalidArgument, "namespace %q is not a valid Kubernetes namespace name", req.Namespace)
 	}
 	if strings.ContainsAny(req.Image, " \t\n\"'") {
-		return errorf("invalid_argument", "image %q is not a valid image reference", req.Image)
+		return errorf(apiv1.CodeInvalidArgument, "image %q is not a valid image reference", req.Image)
 	}
 	if len(req.TokenFile) > 4096 || strings.ContainsFunc(req.TokenFile, unicode.IsControl) {
-		return errorf("invalid_argument", "token file %q is not a valid path: give a path of at most 4096 bytes with no control characters", req.TokenFile)
+		return errorf(apiv1.CodeInvalidArgument, "token file %q is not a valid path: give a path of at most 4096 bytes with no control characters", req.TokenFile)
 	}
 	return nil
 }

@@ -166,8 +166,9 @@ func rolesWith(p auth.Permission) []string {
 type schemaGen struct{ defs map[string]any }
 
 var (
-	timeType = reflect.TypeOf(time.Time{})
-	rawType  = reflect.TypeOf(json.RawMessage{})
+	timeType      = reflect.TypeOf(time.Time{})
+	rawType       = reflect.TypeOf(json.RawMessage{})
+	errorCodeType = reflect.TypeFor[apiv1.ErrorCode]()
 )
 
 func (g *schemaGen) schema(t reflect.Type) map[string]any {
@@ -179,6 +180,12 @@ func (g *schemaGen) schema(t reflect.Type) map[string]any {
 		return map[string]any{"type": "string", "format": "date-time"}
 	case rawType:
 		return map[string]any{"description": "any JSON value"}
+	case errorCodeType:
+		codes := []any{}
+		for _, c := range apiv1.ErrorCodes() {
+			codes = append(codes, string(c))
+		}
+		return map[string]any{"type": "string", "enum": codes}
 	}
 	switch t.Kind() {
 	case reflect.String:

@@ -126,7 +126,7 @@ func (s *Server) mount(routes []route) *http.ServeMux {
 			name, verb, ok := cutLast(r.PathValue(wildcard), ":")
 			h := byVerb[verb]
 			if !ok || h == nil {
-				writeError(w, s, errorf("not_found", "unknown endpoint %s %s", r.Method, r.URL.Path))
+				writeError(w, s, errorf(apiv1.CodeNotFound, "unknown endpoint %s %s", r.Method, r.URL.Path))
 				return
 			}
 			r.SetPathValue(wildcard, name)
@@ -219,7 +219,7 @@ func (s *Server) check(rt route) http.HandlerFunc {
 		id, ok := auth.FromContext(r.Context())
 		if !ok {
 			// The edge lets no such request through; fail closed all the same.
-			writeError(w, s, errorf("unauthenticated", "this request carries no credential"))
+			writeError(w, s, errorf(apiv1.CodeUnauthenticated, "this request carries no credential"))
 			return
 		}
 		var allowed bool
@@ -276,7 +276,7 @@ func denied(id auth.Identity, p auth.Permission, where string) error {
 	if where != "" {
 		msg += " on " + where
 	}
-	return errorf("permission_denied", "%s (granted by the roles %s); ask an admin for one", msg, strings.Join(roles, ", "))
+	return errorf(apiv1.CodePermissionDenied, "%s (granted by the roles %s); ask an admin for one", msg, strings.Join(roles, ", "))
 }
 
 // allow checks, in a handler, that the request's identity may do p on
@@ -285,7 +285,7 @@ func denied(id auth.Identity, p auth.Permission, where string) error {
 func allow(ctx context.Context, p auth.Permission, app, rc string) error {
 	id, ok := auth.FromContext(ctx)
 	if !ok {
-		return errorf("unauthenticated", "this request carries no credential")
+		return errorf(apiv1.CodeUnauthenticated, "this request carries no credential")
 	}
 	if id.Can(p, app, rc) {
 		return nil

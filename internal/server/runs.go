@@ -36,14 +36,14 @@ func (s *Server) runs(ctx context.Context, f store.RunFilter) (*apiv1.RunList, e
 func (s *Server) run(ctx context.Context, id int64) (*apiv1.Run, error) {
 	r, err := s.store.GetRun(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, errorf("not_found", "no run %d", id)
+		return nil, errorf(apiv1.CodeNotFound, "no run %d", id)
 	}
 	if err != nil {
 		return nil, err
 	}
 	if !visible(ctx, r.Application) {
 		// As an unknown id: an id must not tell another application's name.
-		return nil, errorf("not_found", "no run %d", id)
+		return nil, errorf(apiv1.CodeNotFound, "no run %d", id)
 	}
 	out := toAPIRun(r, true)
 	return &out, nil

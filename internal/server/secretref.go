@@ -99,7 +99,7 @@ func (s *Server) resolveSecrets(ctx context.Context, in compiler.Input, res *com
 		}
 	}
 	if len(r.errs) > 0 {
-		return errorf("invalid_argument", "%s", strings.Join(r.errs, "; "))
+		return errorf(apiv1.CodeInvalidArgument, "%s", strings.Join(r.errs, "; "))
 	}
 	return nil
 }

@@ -19,17 +19,17 @@ import (
 func (s *Server) setSecret(ctx context.Context, key string, req apiv1.SetSecretRequest) (*apiv1.SecretVersion, error) {
 	noteAudit(ctx, "secret "+key)
 	if err := store.CheckSecretKey(key); err != nil {
-		return nil, statusError("invalid_argument", err)
+		return nil, statusError(apiv1.CodeInvalidArgument, err)
 	}
 	switch {
 	case req.Value == "":
-		return nil, errorf("invalid_argument", "secret %s: the value is empty", key)
+		return nil, errorf(apiv1.CodeInvalidArgument, "secret %s: the value is empty", key)
 	case len(req.Value) > store.MaxSecretSize:
-		return nil, errorf("invalid_argument", "secret %s: the value has %d bytes, more than %d", key, len(req.Value), store.MaxSecretSize)
+		return nil, errorf(apiv1.CodeInvalidArgument, "secret %s: the value has %d bytes, more than %d", key, len(req.Value), store.MaxSecretSize)
 	case !utf8.ValidString(req.Value) || strings.ContainsRune(req.Value, 0):
 		// Values reach commands' and containers' environments, which
 		// hold text without NUL bytes.
-		return nil, errorf("invalid_argument", "secret %s: the value must be UTF-8 text without NUL bytes (it is given to programs as an environment variable)", key)
+		return nil, errorf(apiv1.CodeInvalidArgument, "secret %s: the value must be UTF-8 text without NUL bytes (it is given to programs as an environment variable)", key)
 	}
 	sec, err := s.store.PutSecret(ctx, store.Secret{Key: key, Value: []byte(req.Value), CreatedBy: actor(ctx), CreatedAt: s.now()})
 	if err != nil {
@@ -63,7 +63,7 @@ func (s *Server) deleteSecret(ctx context.Context, key string, req apiv1.DeleteS
 		noteAudit(ctx, "secret "+req.Version)
 		n, ok := store.ParseSecretVersion(key, req.Version)
 		if !ok {
-			return nil, errorf("invalid_argument", "version %q is not a version of secret %s: versions are named %s-N (drover secrets list shows them)", req.Version, key, key)
+			return nil, errorf(apiv1.CodeInvalidArgument, "version %q is not a version of secret %s: versions are named %s-N (drover secrets list shows them)", req.Version, key, key)
 		}
 		version = n
 	} else {
@@ -78,9 +78,9 @@ func (s *Server) deleteSecret(ctx context.Context, key string, req apiv1.DeleteS
 	_, err = s.store.DeleteSecret(ctx, key, version)
 	if errors.Is(err, store.ErrNotFound) {
 		if req.Version != "" {
-			return nil, errorf("not_found", "secret %s has no version %s (drover secrets list shows them)", key, req.Version)
+			return nil, errorf(apiv1.CodeNotFound, "secret %s has no version %s (drover secrets list shows them)", key, req.Version)
 		}
-		return nil, errorf("not_found", "no secret %s (drover secrets list shows them)", key)
+		return nil, errorf(apiv1.CodeNotFound, "no secret %s (drover secrets list shows them)", key)
 	}
 	if err != nil {
 		return nil, err

@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	apiv1 "github.com/drover-dev/drover/api/v1"
 	"github.com/drover-dev/drover/internal/store"
 	"github.com/drover-dev/drover/internal/web"
 )
@@ -192,18 +193,22 @@ func (b *broadcaster) wait() <-chan struct{} {
 	return b.ch
 }
 
-func statusError(code string, err error) error {
+// statusError gives err the API error code the client receives with it.
+func statusError(code apiv1.ErrorCode, err error) error {
 	return &apiError{code: code, err: err}
 }
 
+// apiError is an error with its API error code. It wraps both, so that
+// errors.Is finds the code as well as the causes err wraps.
 type apiError struct {
-	code string
+	code apiv1.ErrorCode
 	err  error
 }
 
-func (e *apiError) Error() string { return e.err.Error() }
-func (e *apiError) Unwrap() error { return e.err }
+func (e *apiError) Error() string   { return e.err.Error() }
+func (e *apiError) Unwrap() []error { return []error{e.code, e.err} }
 
-func errorf(code, format string, args ...any) error {
+// errorf is statusError of a new error formatted as fmt.Errorf does.
+func errorf(code apiv1.ErrorCode, format string, args ...any) error {
 	return &apiError{code: code, err: fmt.Errorf(format, args...)}
 }

@@ -25,7 +25,7 @@ func (s *Server) compilePush(ctx context.Context, app, svc string, req apiv1.Pus
 	}
 	for _, p := range req.Params {
 		if p.Name == "" {
-			return in, 0, nil, nil, errorf("invalid_argument", "parameter without a name")
+			return in, 0, nil, nil, errorf(apiv1.CodeInvalidArgument, "parameter without a name")
 		}
 		in.Params = append(in.Params, compiler.ParamValue{Name: p.Name, Value: p.Value, ReleaseChannel: p.ReleaseChannel})
 	}
@@ -128,9 +128,9 @@ func (s *Server) status(ctx context.Context, app, svc string) (*apiv1.ServiceSta
 	rec, err := s.store.ActiveDesiredState(ctx, app, svc)
 	if errors.Is(err, store.ErrNotFound) {
 		if _, cerr := s.store.GetConfig(ctx, "service", app+"/"+svc); cerr == nil {
-			return nil, errorf("not_found", "service %s of %s has not been pushed yet: drover push %s --app %s", svc, app, svc, app)
+			return nil, errorf(apiv1.CodeNotFound, "service %s of %s has not been pushed yet: drover push %s --app %s", svc, app, svc, app)
 		}
-		return nil, errorf("not_found", "no service %q in application %q", svc, app)
+		return nil, errorf(apiv1.CodeNotFound, "no service %q in application %q", svc, app)
 	}
 	if err != nil {
 		return nil, err
@@ -404,7 +404,7 @@ func takeService[T any](list []T, app, svc string, key func(T) (string, string))
 func (s *Server) channelOf(ctx context.Context, app, svc, rc string) (store.DesiredState, *engine.Desired, *engine.Channel, error) {
 	rec, err := s.store.ActiveDesiredState(ctx, app, svc)
 	if errors.Is(err, store.ErrNotFound) {
-		return rec, nil, nil, errorf("not_found", "service %s of %s has no desired state (push it first)", svc, app)
+		return rec, nil, nil, errorf(apiv1.CodeNotFound, "service %s of %s has no desired state (push it first)", svc, app)
 	}
 	if err != nil {
 		return rec, nil, nil, err
@@ -425,7 +425,7 @@ func (s *Server) channelOf(ctx context.Context, app, svc, rc string) (store.Desi
 	for _, c := range d.Channels {
 		names = append(names, c.Name)
 	}
-	return rec, d, nil, errorf("not_found", "service %s has no release channel %q (release channels: %v)", svc, rc, names)
+	return rec, d, nil, errorf(apiv1.CodeNotFound, "service %s has no release channel %q (release channels: %v)", svc, rc, names)
 }
 
 // instanceAction applies one of the engine's request rules (pause, resume,
@@ -464,7 +464,7 @@ func (s *Server) instanceAction(ctx context.Context, app, svc string, req apiv1.
 			}
 		}
 		if len(b.Instances) == 0 && len(errs) > 0 {
-			return nil, statusError("failed_precondition", errors.Join(errs...))
+			return nil, statusError(apiv1.CodeFailedPrecondition, errors.Join(errs...))
 		}
 		err := s.store.Write(ctx, b)
 		if errors.Is(err, store.ErrConflict) && attempt < 10 {
@@ -488,7 +488,7 @@ func (s *Server) events(ctx context.Context, f store.EventFilter) (*apiv1.EventL
 	if len(evs) == 0 {
 		// No history: tell an unknown service from one that has none yet.
 		if _, err := s.store.GetConfig(ctx, "service", f.Application+"/"+f.Service); errors.Is(err, store.ErrNotFound) {
-			return nil, errorf("not_found", "no service %q in application %q", f.Service, f.Application)
+			return nil, errorf(apiv1.CodeNotFound, "no service %q in application %q", f.Service, f.Application)
 		} else if err != nil {
 			return nil, err
 		}

@@ -74,7 +74,7 @@ type SSOConfig struct {
 
 func (s *Server) sso() (*sso.RP, error) {
 	if s.edgeCfg.SSO == nil || s.edgeCfg.SSO.RP == nil {
-		return nil, errorf("failed_precondition", "this server signs no one in through an OpenID provider (start it with --oidc-issuer): use an API token (drover login SERVER --token-file FILE)")
+		return nil, errorf(apiv1.CodeFailedPrecondition, "this server signs no one in through an OpenID provider (start it with --oidc-issuer): use an API token (drover login SERVER --token-file FILE)")
 	}
 	return s.edgeCfg.SSO.RP, nil
 }
@@ -103,7 +103,7 @@ func (s *Server) startDevice(ctx context.Context) (*apiv1.DeviceSignIn, error) {
 	}
 	d, err := rp.DeviceStart(ctx)
 	if err != nil {
-		return nil, statusError("unavailable", err)
+		return nil, statusError(apiv1.CodeUnavailable, err)
 	}
 	return &apiv1.DeviceSignIn{DeviceCode: d.DeviceCode, UserCode: d.UserCode, VerificationURI: d.VerificationURI,
 		VerificationURIComplete: d.VerificationURIComplete, ExpiresAt: d.Expiry.UTC(), Interval: d.Interval}, nil
@@ -117,7 +117,7 @@ func (s *Server) pollDevice(r *http.Request, req apiv1.DeviceTokenRequest) (*api
 		return nil, err
 	}
 	if req.DeviceCode == "" {
-		return nil, errorf("invalid_argument", "deviceCode is required (from POST /v1/auth/device)")
+		return nil, errorf(apiv1.CodeInvalidArgument, "deviceCode is required (from POST /v1/auth/device)")
 	}
 	done, err := s.polls.enter(sourceHost(r))
 	if err != nil {
@@ -139,12 +139,12 @@ func (s *Server) pollDevice(r *http.Request, req apiv1.DeviceTokenRequest) (*api
 	case errors.Is(err, sso.ErrDenied):
 		// Only the person at the provider's page refuses a real code:
 		// that is worth a record; an unknown code is not.
-		s.auditSignIn(r, "device", sso.Person{}, 0, "permission_denied", err.Error())
-		return nil, statusError("permission_denied", err)
+		s.auditSignIn(r, "device", sso.Person{}, 0, apiv1.CodePermissionDenied, err.Error())
+		return nil, statusError(apiv1.CodePermissionDenied, err)
 	case errors.Is(err, sso.ErrExpired):
-		return nil, statusError("expired", err)
+		return nil, statusError(apiv1.CodeExpired, err)
 	case err != nil:
-		return nil, statusError("unavailable", err)
+		return nil, statusError(apiv1.CodeUnavailable, err)
 	}
 	token, sess, err := s.newSession(r, p, "device")
 	if err != nil {
@@ -175,10 +175,10 @@ func (s *Server) newSessionUntil(r *http.Request, p sso.Person, via string, expi
 	sess, err := s.store.CreateSession(ctx, store.Session{Hash: auth.HashToken(token), Identity: p.Name, Subject: p.Subject,
 		Roles: roles, Groups: p.Groups, Via: via, Source: r.RemoteAddr, CreatedAt: now, ExpiresAt: expires.UTC()})
 	if err != nil {
-		s.auditSignIn(r, via, p, 0, "internal", err.Error())
+		s.auditSignIn(r, via, p, 0, apiv1.CodeInternal, err.Error())
 		return "", store.Session{}, err
 	}
-	s.auditSignIn(r, via, p, sess.ID, "ok", "")
+	s.auditSignIn(r, via, p, sess.ID, "", "")
 	return token, sess, nil
 }
 
@@ -197,10 +197,10 @@ const (
 func (s *Server) tokenSignIn(w http.ResponseWriter, r *http.Request, req apiv1.TokenSignInRequest) (*apiv1.SignInResult, error) {
 	token := strings.TrimSpace(req.Token)
 	if token == "" || strings.HasPrefix(token, SessionPrefix) {
-		return nil, errorf("invalid_argument", "token: give an API token (drover tokens create) or the server's local token")
+		return nil, errorf(apiv1.CodeInvalidArgument, "token: give an API token (drover tokens create) or the server's local token")
 	}
 	if s.edgeCfg.Auth == nil {
-		return nil, errorf("failed_precondition", "this server authenticates no one")
+		return nil, errorf(apiv1.CodeFailedPrecondition, "this server authenticates no one")
 	}
 	probe := r.Clone(r.Context())
 	probe.Header = http.Header{"Authorization": {"Bearer " + token}}
@@ -208,14 +208,14 @@ func (s *Server) tokenSignIn(w http.ResponseWriter, r *http.Request, req apiv1.T
 	switch {
 	case err == nil && (id.Kind == auth.KindToken || id.Kind == auth.KindLocal):
 	case err == nil, errors.Is(err, auth.ErrBadCredential), errors.Is(err, auth.ErrNoCredential):
-		s.auditSignIn(r, "token", sso.Person{}, 0, "unauthenticated", "a token this server does not take")
+		s.auditSignIn(r, "token", sso.Person{}, 0, apiv1.CodeUnauthenticated, "a token this server does not take")
 		msg := "the token is not valid for this server"
 		if err != nil && errors.Unwrap(err) != nil {
 			msg = err.Error()
 		}
-		return nil, errorf("unauthenticated", "%s", msg)
+		return nil, errorf(apiv1.CodeUnauthenticated, "%s", msg)
 	default:
-		return nil, statusError("unavailable", err)
+		return nil, statusError(apiv1.CodeUnavailable, err)
 	}
 	// A local-token session names the token by its hash: it ends when the
 	// server's local token changes.
@@ -241,8 +241,9 @@ func (s *Server) tokenSignIn(w http.ResponseWriter, r *http.Request, req apiv1.T
 	return &apiv1.SignInResult{Status: "signed_in", Identity: out, ExpiresAt: sess.ExpiresAt}, nil
 }
 
-// auditSignIn records a sign-in, or a refused one (outcome other than ok).
-func (s *Server) auditSignIn(r *http.Request, via string, p sso.Person, id int64, outcome, msg string) {
+// auditSignIn records a sign-in, or a refused one (refused is its error
+// code; "" for a sign-in made).
+func (s *Server) auditSignIn(r *http.Request, via string, p sso.Person, id int64, refused apiv1.ErrorCode, msg string) {
 	kind := auth.KindOIDC
 	switch via {
 	case "token":
@@ -251,15 +252,15 @@ func (s *Server) auditSignIn(r *http.Request, via string, p sso.Person, id int64
 		kind = auth.KindLocal
 	}
 	rec := store.AuditRecord{Time: s.now(), Identity: p.Name, IdentityKind: kind, Source: r.RemoteAddr,
-		Action: "sign in (" + via + ")", Outcome: outcome, Message: msg, Status: http.StatusOK}
+		Action: "sign in (" + via + ")", Outcome: "ok", Message: msg, Status: http.StatusOK}
 	if id != 0 {
 		rec.Target = fmt.Sprintf("session %d", id)
 	}
 	if rec.Identity == "" {
 		rec.Identity, rec.IdentityKind = "unauthenticated", ""
 	}
-	if outcome != "ok" {
-		rec.Status = httpStatus(outcome)
+	if refused != "" {
+		rec.Outcome, rec.Status = string(refused), refused.HTTPStatus()
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
 	defer cancel()
@@ -380,13 +381,13 @@ func (s *Server) browserCallback(w http.ResponseWriter, r *http.Request) {
 		if d := q.Get("error_description"); d != "" {
 			msg += ": " + clip(d)
 		}
-		s.auditSignIn(r, "browser", sso.Person{}, 0, "permission_denied", msg)
+		s.auditSignIn(r, "browser", sso.Person{}, 0, apiv1.CodePermissionDenied, msg)
 		signInPage(w, http.StatusForbidden, "Sign-in refused", msg)
 		return
 	}
 	p, err := rp.Exchange(r.Context(), s.redirectURL(r), q.Get("code"), sso.Browser{State: flight.State, Verifier: flight.Verifier, Nonce: flight.Nonce})
 	if err != nil {
-		s.auditSignIn(r, "browser", sso.Person{}, 0, "permission_denied", err.Error())
+		s.auditSignIn(r, "browser", sso.Person{}, 0, apiv1.CodePermissionDenied, err.Error())
 		signInPage(w, http.StatusForbidden, "Sign-in refused", err.Error())
 		return
 	}
@@ -537,12 +538,12 @@ func (s *Server) sessionInfo(sess store.Session) apiv1.SessionInfo {
 func (s *Server) revokeSessions(ctx context.Context, req apiv1.RevokeSessionsRequest) (*apiv1.RevokeSessionsResult, error) {
 	switch {
 	case (req.ID == 0) == (req.Identity == ""):
-		return nil, errorf("invalid_argument", "name one session (id) or one person (identity)")
+		return nil, errorf(apiv1.CodeInvalidArgument, "name one session (id) or one person (identity)")
 	case req.ID != 0:
 		noteAudit(ctx, fmt.Sprintf("session %d", req.ID))
 		_, err := s.store.RevokeSession(ctx, req.ID, actor(ctx))
 		if errors.Is(err, store.ErrNotFound) {
-			return nil, errorf("not_found", "no session %d is in force (drover sessions list shows them)", req.ID)
+			return nil, errorf(apiv1.CodeNotFound, "no session %d is in force (drover sessions list shows them)", req.ID)
 		}
 		if err != nil {
 			return nil, err
@@ -551,7 +552,7 @@ func (s *Server) revokeSessions(ctx context.Context, req apiv1.RevokeSessionsReq
 	}
 	who, err := usertext.User(req.Identity)
 	if err != nil {
-		return nil, statusError("invalid_argument", err)
+		return nil, statusError(apiv1.CodeInvalidArgument, err)
 	}
 	noteAudit(ctx, "sessions of "+who)
 	n, err := s.store.RevokeSessionsOf(ctx, who, actor(ctx))
@@ -711,7 +712,7 @@ func (g *pollGate) enter(source string) (func(), error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.open[source] >= maxPollsPerSource {
-		return nil, errorf("resource_exhausted", "%s polls %d device sign-ins at once, as many as one address may", source, maxPollsPerSource)
+		return nil, errorf(apiv1.CodeResourceExhausted, "%s polls %d device sign-ins at once, as many as one address may", source, maxPollsPerSource)
 	}
 	if g.open == nil {
 		g.open = map[string]int{}

@@ -31,27 +31,27 @@ const BootstrapTokenName = "admin"
 func (s *Server) createToken(ctx context.Context, req apiv1.CreateTokenRequest) (*apiv1.CreateTokenResponse, error) {
 	noteAudit(ctx, "token "+req.Name)
 	if !tokenName.MatchString(req.Name) {
-		return nil, errorf("invalid_argument", "token name %q: use 1 to 64 lower-case letters, digits and . _ @ + - (starting with a letter or digit); it is the identity the token acts as", req.Name)
+		return nil, errorf(apiv1.CodeInvalidArgument, "token name %q: use 1 to 64 lower-case letters, digits and . _ @ + - (starting with a letter or digit); it is the identity the token acts as", req.Name)
 	}
 	if len(req.Roles) == 0 {
-		return nil, errorf("invalid_argument", "a token needs at least one role: ROLE, ROLE@APPLICATION or ROLE@APPLICATION/RELEASE_CHANNEL (roles: viewer, deployer, approver, admin)")
+		return nil, errorf(apiv1.CodeInvalidArgument, "a token needs at least one role: ROLE, ROLE@APPLICATION or ROLE@APPLICATION/RELEASE_CHANNEL (roles: viewer, deployer, approver, admin)")
 	}
 	roles := make([]string, 0, len(req.Roles))
 	for _, r := range req.Roles {
 		b, err := auth.ParseBinding(r)
 		if err != nil {
-			return nil, statusError("invalid_argument", err)
+			return nil, statusError(apiv1.CodeInvalidArgument, err)
 		}
 		roles = append(roles, b.String())
 	}
 	if !req.ExpiresAt.IsZero() && !req.ExpiresAt.After(s.now()) {
-		return nil, errorf("invalid_argument", "expiresAt %s is not in the future", req.ExpiresAt.UTC().Format(time.RFC3339))
+		return nil, errorf(apiv1.CodeInvalidArgument, "expiresAt %s is not in the future", req.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	token := auth.NewToken()
 	t, err := s.store.CreateAPIToken(ctx, store.APIToken{Name: req.Name, Hash: auth.HashToken(token), Roles: roles,
 		CreatedBy: actor(ctx), ExpiresAt: req.ExpiresAt.UTC()})
 	if errors.Is(err, store.ErrConflict) {
-		return nil, errorf("already_exists", "a token named %s exists: revoke it first (drover tokens revoke %s), or choose another name", req.Name, req.Name)
+		return nil, errorf(apiv1.CodeAlreadyExists, "a token named %s exists: revoke it first (drover tokens revoke %s), or choose another name", req.Name, req.Name)
 	}
 	if err != nil {
 		return nil, err
@@ -75,7 +75,7 @@ func (s *Server) revokeToken(ctx context.Context, name string) (*apiv1.TokenInfo
 	noteAudit(ctx, "token "+name)
 	t, err := s.store.RevokeAPIToken(ctx, name, actor(ctx))
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, errorf("not_found", "no token named %s is in force (drover tokens list shows them)", name)
+		return nil, errorf(apiv1.CodeNotFound, "no token named %s is in force (drover tokens list shows them)", name)
 	}
 	if err != nil {
 		return nil, err

@@ -58,7 +58,7 @@ func (s *Server) rollback(ctx context.Context, app, svc, user string, req apiv1.
 // then gates and rolls it out like any push.
 func (s *Server) rollbackTo(ctx context.Context, app, svc, user string, req apiv1.RollbackRequest) (*apiv1.RollbackResponse, error) {
 	if req.ReleaseChannel == "" {
-		return nil, errorf("invalid_argument", "rollback to %q: name the release channel to roll back (--release-channel)", req.To)
+		return nil, errorf(apiv1.CodeInvalidArgument, "rollback to %q: name the release channel to roll back (--release-channel)", req.To)
 	}
 	defer s.pushMu.lock(app + "/" + svc)()
 	rec, activeD, _, err := s.channelOf(ctx, app, svc, req.ReleaseChannel)
@@ -87,7 +87,7 @@ func (s *Server) rollbackTo(ctx context.Context, app, svc, user string, req apiv
 	}
 	composed, err := engine.RollbackTo(active, activeD, targetD, req.ReleaseChannel, insts)
 	if errors.Is(err, engine.ErrNotAVersionOf) {
-		return nil, statusError("failed_precondition", err)
+		return nil, statusError(apiv1.CodeFailedPrecondition, err)
 	}
 	if err != nil {
 		return nil, err
@@ -155,7 +155,7 @@ func (s *Server) findVersion(ctx context.Context, app, svc, rc, to string) (stor
 		rec := &recs[i]
 		if !rec.PrunedAt.IsZero() {
 			if rec.ID == to || rec.Version == to {
-				return store.DesiredState{}, nil, errorf("failed_precondition", "desired state %s (version %s) was pruned at %s: only recent versions keep their compiled config and can be rolled back to",
+				return store.DesiredState{}, nil, errorf(apiv1.CodeFailedPrecondition, "desired state %s (version %s) was pruned at %s: only recent versions keep their compiled config and can be rolled back to",
 					rec.ID, rec.Version, rec.PrunedAt.UTC().Format("2006-01-02 15:04:05Z"))
 			}
 			continue
@@ -177,7 +177,7 @@ func (s *Server) findVersion(ctx context.Context, app, svc, rc, to string) (stor
 		}
 		if matched && found == nil {
 			if ch == nil {
-				return store.DesiredState{}, nil, errorf("failed_precondition", "version %s (desired state %s) never had release channel %s",
+				return store.DesiredState{}, nil, errorf(apiv1.CodeFailedPrecondition, "version %s (desired state %s) never had release channel %s",
 					ds.VersionLabel(d.Version, d.DisplayName), rec.ID, rc)
 			}
 			found, foundD = rec, d
@@ -188,7 +188,7 @@ func (s *Server) findVersion(ctx context.Context, app, svc, rc, to string) (stor
 		if len(recent) > 0 {
 			hint = "recent versions there: " + strings.Join(recent, ", ")
 		}
-		return store.DesiredState{}, nil, errorf("not_found", "service %s of %s has no version %q in release channel %s (%s; drover versions %s --app %s lists them)",
+		return store.DesiredState{}, nil, errorf(apiv1.CodeNotFound, "service %s of %s has no version %q in release channel %s (%s; drover versions %s --app %s lists them)",
 			svc, app, to, rc, hint, svc, app)
 	}
 	return *found, foundD, nil
@@ -209,7 +209,7 @@ func (s *Server) versions(ctx context.Context, app, svc string, limit int) (*api
 		if _, err := s.store.GetConfig(ctx, "service", app+"/"+svc); err == nil {
 			return &apiv1.VersionList{Versions: []apiv1.ServiceVersion{}}, nil
 		}
-		return nil, errorf("not_found", "no service %q in application %q", svc, app)
+		return nil, errorf(apiv1.CodeNotFound, "no service %q in application %q", svc, app)
 	}
 	list, err := s.store.ListInstances(ctx, app, svc)
 	if err != nil {

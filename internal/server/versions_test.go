@@ -107,7 +107,7 @@ func TestRollbackToChosenVersion(t *testing.T) {
 	v29 := pushAndRoll(t, s, "1.29")
 	ctx := as(t.Context(), "dev")
 
-	refused := func(req apiv1.RollbackRequest, code string, says ...string) {
+	refused := func(req apiv1.RollbackRequest, code apiv1.ErrorCode, says ...string) {
 		t.Helper()
 		_, err := s.rollback(ctx, "quickstart", "web", "dev", req)
 		var ae *apiError
