@@ -235,7 +235,7 @@ func (n *Node) agentConnected(string) {
 func (n *Node) lookAgain(why string) {
 	go func() {
 		if err := n.loop.EnqueueAll(context.Background()); err != nil {
-			n.log.Warn(why+": list services", "error", err)
+			n.log.Warn("services not queued to be looked at again", "why", why, "error", err)
 		}
 	}()
 }

@@ -109,7 +109,7 @@ func (o *oidcFlags) config(log *slog.Logger) (*server.SSOConfig, error) {
 	if u, _ := url.Parse(o.issuer); u.Scheme == "http" && !loopbackHost(u.Hostname()) {
 		log.Warn("the OpenID provider is reached over plain HTTP", "issuer", o.issuer)
 	}
-	log.Info("people sign in through an OpenID provider", "issuer", o.issuer, "groups mapped", len(cfg.Groups))
+	log.Info("people sign in through an OpenID provider", "issuer", o.issuer, "groups_mapped", len(cfg.Groups))
 	return &server.SSOConfig{RP: rp, SessionTTL: o.sessionTTL, RedirectURL: o.redirectURL}, nil
 }
 
