@@ -1,7 +1,9 @@
-// Package store defines drover's durable state and the Store interface every
-// backend implements: the embedded SQLite store (the default, pure Go) and,
-// later, PostgreSQL. The conformance suite in storetest is the contract: every
-// implementation must pass it.
+// Package store is drover's persistence: the Store interface, the union of
+// the roles its consumers take (roles.go), that every backend implements:
+// the embedded SQLite store (the default, pure Go) and PostgreSQL. The
+// conformance suite in storetest is the contract: every implementation must
+// pass it. The engine's records (instances, approvals, events,
+// observations) are declared in package state; this package keeps aliases.
 //
 // The engine writes everything it depends on here before it acts (principle 2
 // of docs/architecture.md): desired states, approvals, instance states, apply
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	ds "github.com/drover-dev/drover/internal/desiredstate"
+	"github.com/drover-dev/drover/internal/state"
 )
 
 // Sealer encrypts at rest what may hold secrets: config bodies, desired
@@ -131,99 +134,17 @@ func (ds DesiredState) Check() error {
 // (see CreateDesiredState).
 const DefaultKeepSuperseded = 50
 
-// Approval is one person's approval (or rejection) of a topic of a desired state.
-type Approval struct {
-	DesiredStateID string    `json:"desiredStateId"`
-	Application    string    `json:"application"`
-	Service        string    `json:"service"`
-	ReleaseChannel string    `json:"releaseChannel"`
-	Topic          string    `json:"topic"`
-	User           string    `json:"user"`
-	Reject         bool      `json:"reject,omitempty"`
-	Comment        string    `json:"comment,omitempty"`
-	CreatedAt      time.Time `json:"createdAt"`
-}
+// Approval is state.Approval, kept here under its old name for the code that
+// still uses it.
+type Approval = state.Approval
 
-// Instance is the engine's durable state of a service in one release channel.
-type Instance struct {
-	Application    string `json:"application"`
-	Service        string `json:"service"`
-	ReleaseChannel string `json:"releaseChannel"`
-	// DesiredStateID is the desired state the instance is converging toward.
-	DesiredStateID string `json:"desiredStateId"`
-	// TargetStateID and TargetVersion are what was last applied (the target):
-	// the desired state once its preconditions held, an older one while
-	// waiting, or the rollback version.
-	TargetStateID string `json:"targetStateId,omitempty"`
-	TargetVersion string `json:"targetVersion,omitempty"`
-	// CurrentStateID and CurrentVersion are the last version seen converged.
-	CurrentStateID string    `json:"currentStateId,omitempty"`
-	CurrentVersion string    `json:"currentVersion,omitempty"`
-	Status         ds.Status `json:"status"`
-	Reason         ds.Reason `json:"reason,omitempty"`
-	Message        string    `json:"message,omitempty"`
-	Paused         bool      `json:"paused,omitempty"`
-	// ApplyAttempts counts applies of the target since it last changed or progressed.
-	ApplyAttempts int       `json:"applyAttempts,omitempty"`
-	LastApplyAt   time.Time `json:"lastApplyAt,omitzero"`
-	ConvergedAt   time.Time `json:"convergedAt,omitzero"`
-	UpdatedAt     time.Time `json:"updatedAt,omitzero"`
-	// PreviousStateID and PreviousVersion were converged before the current
-	// version: the rollback target when the current version is the bad one.
-	PreviousStateID string `json:"previousStateId,omitempty"`
-	PreviousVersion string `json:"previousVersion,omitempty"`
-	// DesiredVersion is the version of the desired state the bookkeeping
-	// below belongs to.
-	DesiredVersion string `json:"desiredVersion,omitempty"`
-	// Satisfied lists release channel conditions already met, as
-	// "<channel>@<version>"; they carry over when a push of the same version
-	// replaces the desired state.
-	Satisfied []string `json:"satisfied,omitempty"`
-	// RollbackFrom is the version being rolled back from, and
-	// RollbackReason why, for people.
-	RollbackFrom   string `json:"rollbackFrom,omitempty"`
-	RollbackReason string `json:"rollbackReason,omitempty"`
-	// FailedVersion is the version that failed (not retried until a new push).
-	FailedVersion string `json:"failedVersion,omitempty"`
-	// Healed counts drift corrections since the last push.
-	Healed int `json:"healed,omitempty"`
-	// ActionSeq numbers the applies that needed their own approval
-	// (everyAction); ActionPending is set while one waits for it.
-	ActionSeq     int  `json:"actionSeq,omitempty"`
-	ActionPending bool `json:"actionPending,omitempty"`
-	// AppliedAt is when the last apply call returned successfully; an apply
-	// started (LastApplyAt) but never finished was interrupted (a restart).
-	AppliedAt time.Time `json:"appliedAt,omitzero"`
-	// Checks are the last results of the channel's command checks, one per
-	// check run key, for the desired state they ran for.
-	Checks []CheckResult `json:"checks,omitempty"`
-	// RuntimeMemo is what the channel's runtime asked to remember of its
-	// last successful apply (runtimes.ApplyResult.Memo), handed back in
-	// every target (runtimes.Target.Memo): kept here, in the shared store,
-	// so that every server and agent sees the same ("" = none).
-	RuntimeMemo string `json:"runtimeMemo,omitempty"`
-	// Revision increases with every write; Write with a Revision that does
-	// not match the stored one fails with ErrConflict (0 = create).
-	Revision int64 `json:"revision"`
-}
+// Instance is state.Instance, kept here under its old name for the code that
+// still uses it.
+type Instance = state.Instance
 
-// CheckResult is the outcome of the last run of a command check (a
-// protection's taskConfig or kubernetesConfig) for an instance.
-type CheckResult struct {
-	// Key is the check's run key (desiredstate.Check.RunKey).
-	Key string `json:"key"`
-	// DesiredStateID is the desired state the check ran for.
-	DesiredStateID string `json:"desiredStateId"`
-	// Passed says it exited 0. Error says why it could not run at all
-	// (then Passed is false and the run says nothing about the check).
-	Passed  bool   `json:"passed,omitempty"`
-	Error   string `json:"error,omitempty"`
-	Message string `json:"message,omitempty"`
-	// At is when the run finished.
-	At time.Time `json:"at"`
-	// Runs counts the runs for this desired state.
-	Runs int `json:"runs,omitempty"`
-}
+// CheckResult is state.CheckResult, kept here under its old name for the code that
+// still uses it.
+type CheckResult = state.CheckResult
 
 // Process is a command a runtime started on this host that has not been
 // seen to end: recorded when it starts and removed once it and its process
@@ -245,25 +166,9 @@ type Process struct {
 	StartedAt time.Time `json:"startedAt"`
 }
 
-// Event is one entry of the append-only history.
-type Event struct {
-	// Seq is assigned by the store, strictly increasing. Methods that append
-	// events also set Seq (and a zero Time) in the caller's slice once the
-	// write has committed: AppendEvents(ctx, evs...) makes them visible.
-	Seq            int64     `json:"seq"`
-	Time           time.Time `json:"time"`
-	Application    string    `json:"application,omitempty"`
-	Service        string    `json:"service,omitempty"`
-	ReleaseChannel string    `json:"releaseChannel,omitempty"`
-	DesiredStateID string    `json:"desiredStateId,omitempty"`
-	// Type is a short word: configured, pushed, replaced, approved, rejected,
-	// applying, applied, converged, failed, drift, rollback, paused, resumed...
-	Type    ds.EventType `json:"type"`
-	Actor   string       `json:"actor,omitempty"`
-	Message string       `json:"message"`
-	// Data is optional structured detail as JSON.
-	Data []byte `json:"data,omitempty"`
-}
+// Event is state.Event, kept here under its old name for the code that
+// still uses it.
+type Event = state.Event
 
 // TaskRun is one command a runtime ran for an instance, with its output.
 type TaskRun struct {
@@ -569,50 +474,17 @@ type AgentState struct {
 	Error          string    `json:"error,omitempty"`
 }
 
-// Observation is what the engine last saw of one instance: what its
-// runtime's fetch (or watch) reported for the instance's target, and the
-// runtime's display-only information. People read instances through it:
-// status never asks a runtime.
-type Observation struct {
-	Application    string `json:"-"`
-	Service        string `json:"-"`
-	ReleaseChannel string `json:"-"`
-	// DesiredStateID and TargetVersion name the target the fetch was for.
-	DesiredStateID string `json:"desiredStateId,omitempty"`
-	TargetVersion  string `json:"targetVersion,omitempty"`
-	// Version is the version running ("" = none).
-	Version   string           `json:"version,omitempty"`
-	Converged bool             `json:"converged,omitempty"`
-	Failed    bool             `json:"failed,omitempty"`
-	Drifted   bool             `json:"drifted,omitempty"`
-	Message   string           `json:"message,omitempty"`
-	Objects   []ObservedObject `json:"objects,omitempty"`
-	Info      []ObservedInfo   `json:"info,omitempty"`
-	// Error says why the fetch failed ("" = it answered).
-	Error string `json:"error,omitempty"`
-	// Since is when the engine first saw what this records (it writes an
-	// observation again only when what it sees changes).
-	Since time.Time `json:"-"`
-}
+// Observation is state.Observation, kept here under its old name for the code that
+// still uses it.
+type Observation = state.Observation
 
-// ObservedObject is one runtime object of an observation.
-type ObservedObject struct {
-	ObjectType        string `json:"objectType"`
-	Namespace         string `json:"namespace,omitempty"`
-	Name              string `json:"name"`
-	Version           string `json:"version,omitempty"`
-	Replicas          int32  `json:"replicas,omitempty"`
-	AvailableReplicas int32  `json:"availableReplicas,omitempty"`
-	TargetReplicas    int32  `json:"targetReplicas,omitempty"`
-	Status            string `json:"status,omitempty"`
-	Message           string `json:"message,omitempty"`
-}
+// ObservedObject is state.ObservedObject, kept here under its old name for the code that
+// still uses it.
+type ObservedObject = state.ObservedObject
 
-// ObservedInfo is one display-only output of a runtime (getInfo).
-type ObservedInfo struct {
-	Name string `json:"name"`
-	Text string `json:"text"`
-}
+// ObservedInfo is state.ObservedInfo, kept here under its old name for the code that
+// still uses it.
+type ObservedInfo = state.ObservedInfo
 
 // Committed sets in b what a store assigned when it committed b at time t:
 // instance revisions and zero UpdatedAt, event Seq and zero Time, task ID,
