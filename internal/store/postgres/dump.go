@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/drover-dev/drover/internal/store"
+	"github.com/drover-dev/drover/internal/store/sqlcore"
 	"github.com/drover-dev/drover/internal/store/dump"
 )
 
@@ -78,7 +79,7 @@ func (s *Store) Export(ctx context.Context, emit func(dump.Record) error) error 
 				func(f store.RuntimeFacts) error { return emit(dump.RuntimeFacts(f)) })
 		}},
 		{"linked runtimes", func() error {
-			return each(ctx, tx, "SELECT "+linkedColumns+" FROM linked_runtimes ORDER BY name", scanLinked,
+			return each(ctx, tx, sqlcore.SelectLinked, func(row scanner) (store.LinkedRuntime, error) { return sqlcore.ScanLinked(dialect{}, row) },
 				func(r store.LinkedRuntime) error { return emit(dump.LinkedRuntime(r)) })
 		}},
 		{"api tokens", func() error {
@@ -90,13 +91,9 @@ func (s *Store) Export(ctx context.Context, emit func(dump.Record) error) error 
 				func(r store.AuditRecord) error { return emit(dump.AuditRecord(r)) })
 		}},
 		{"secrets", func() error {
-			return each(ctx, tx, "SELECT key, version, value, created_by, created_at, deleted_at FROM secrets ORDER BY key, version",
-				func(row scanner) (dump.Secret, error) {
-					var r dump.Secret
-					err := row.Scan(&r.Key, &r.Version, &r.Value, &r.CreatedBy, at(&r.CreatedAt), at(&r.DeletedAt))
-					return r, err
-				},
-				func(r dump.Secret) error { return emit(r) })
+			return each(ctx, tx, sqlcore.SelectSecrets,
+				func(row scanner) (sqlcore.SecretRow, error) { return sqlcore.ScanSecretRow(dialect{}, row) },
+				func(r sqlcore.SecretRow) error { return emit(dump.SecretOf(r.Secret, r.DeletedAt)) })
 		}},
 	}
 	for _, step := range steps {
@@ -394,11 +391,11 @@ func (im *importer) put(ctx context.Context, rec dump.Record) error {
 			r.Runtime, body, nanos(r.ObservedAt))
 	case dump.LinkedRuntime:
 		what := "linked runtime " + r.Name
-		args, err := linkedArgs(r.Store())
+		args, err := sqlcore.LinkedArgs(dialect{}, r.Store())
 		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
-		return im.queue(ctx, what, insertLinked, args...)
+		return im.queue(ctx, what, bound(sqlcore.InsertLinked), args...)
 	case dump.APIToken:
 		// Named by id and name, never by its hash.
 		im.maxToken = max(im.maxToken, r.ID)
@@ -409,8 +406,7 @@ func (im *importer) put(ctx context.Context, rec dump.Record) error {
 	case dump.Secret:
 		// The value is kept sealed, as dumped; errors never quote it.
 		return im.queue(ctx, "secret "+store.SecretVersionName(r.Key, r.Version),
-			"INSERT INTO secrets (key, version, value, created_by, created_at, deleted_at) VALUES ($1, $2, $3, $4, $5, $6)",
-			r.Key, r.Version, r.Value, text(r.CreatedBy), nanos(r.CreatedAt), nanos(r.DeletedAt))
+			bound(sqlcore.InsertSecret), sqlcore.SecretArgs(dialect{}, sqlcore.SecretRow{Secret: r.Store(), DeletedAt: r.DeletedAt})...)
 	case dump.Process:
 		// Processes of the exporting host mean nothing here (see package dump).
 		return nil

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/drover-dev/drover/internal/store"
+	"github.com/drover-dev/drover/internal/store/sqlcore"
 	"github.com/drover-dev/drover/internal/store/dump"
 )
 
@@ -73,7 +74,7 @@ func (s *Store) Export(ctx context.Context, emit func(dump.Record) error) error 
 				func(f store.RuntimeFacts) error { return emit(dump.RuntimeFacts(f)) })
 		}},
 		{"linked runtimes", func() error {
-			return each(ctx, tx, "SELECT "+linkedColumns+" FROM linked_runtimes ORDER BY name", scanLinked,
+			return each(ctx, tx, sqlcore.SelectLinked, func(row interface{ Scan(...any) error }) (store.LinkedRuntime, error) { return sqlcore.ScanLinked(dialect{}, row) },
 				func(r store.LinkedRuntime) error { return emit(dump.LinkedRuntime(r)) })
 		}},
 		{"api tokens", func() error {
@@ -85,13 +86,9 @@ func (s *Store) Export(ctx context.Context, emit func(dump.Record) error) error 
 				func(r store.AuditRecord) error { return emit(dump.AuditRecord(r)) })
 		}},
 		{"secrets", func() error {
-			return each(ctx, tx, "SELECT key, version, value, created_by, created_at, deleted_at FROM secrets ORDER BY key, version",
-				func(row interface{ Scan(...any) error }) (dump.Secret, error) {
-					var r dump.Secret
-					err := row.Scan(&r.Key, &r.Version, &r.Value, &r.CreatedBy, scanTime{&r.CreatedAt}, scanTime{&r.DeletedAt})
-					return r, err
-				},
-				func(r dump.Secret) error { return emit(r) })
+			return each(ctx, tx, sqlcore.SelectSecrets,
+				func(row interface{ Scan(...any) error }) (sqlcore.SecretRow, error) { return sqlcore.ScanSecretRow(dialect{}, row) },
+				func(r sqlcore.SecretRow) error { return emit(dump.SecretOf(r.Secret, r.DeletedAt)) })
 		}},
 	}
 	for _, step := range steps {
@@ -367,9 +364,9 @@ func (im *importer) put(ctx context.Context, tx *wtx, rec dump.Record) error {
 			return fmt.Errorf("facts of runtime %s: %w", r.Runtime, err)
 		}
 	case dump.LinkedRuntime:
-		args, err := linkedArgs(r.Store())
+		args, err := sqlcore.LinkedArgs(dialect{}, r.Store())
 		if err == nil {
-			_, err = tx.ExecContext(ctx, insertLinked, args...)
+			_, err = tx.ExecContext(ctx, sqlcore.InsertLinked, args...)
 		}
 		if err != nil {
 			return fmt.Errorf("linked runtime %s: %w", r.Name, err)
@@ -391,8 +388,7 @@ func (im *importer) put(ctx context.Context, tx *wtx, rec dump.Record) error {
 		im.maxAudit = max(im.maxAudit, r.Seq)
 	case dump.Secret:
 		// The value is kept sealed, as dumped; errors never quote it.
-		_, err := tx.ExecContext(ctx, "INSERT INTO secrets (key, version, value, created_by, created_at, deleted_at) VALUES (?, ?, ?, ?, ?, ?)",
-			r.Key, r.Version, r.Value, r.CreatedBy, dbTime(r.CreatedAt), dbTime(r.DeletedAt))
+		_, err := tx.ExecContext(ctx, sqlcore.InsertSecret, sqlcore.SecretArgs(dialect{}, sqlcore.SecretRow{Secret: r.Store(), DeletedAt: r.DeletedAt})...)
 		if err != nil {
 			return fmt.Errorf("secret %s: %w", store.SecretVersionName(r.Key, r.Version), err)
 		}
