@@ -444,3 +444,16 @@ type Store interface {
 	// Close releases the store.
 	Close() error
 }
+
+// Cache is the role of a store that keeps caches of what it holds in its
+// own process: the SQLite store, the only writer of its file, caches
+// instances and active desired states, configs, lease tokens and open
+// tasks. Not part of Store: a store shared by several servers (PostgreSQL)
+// keeps none. Every read answers the same with the caches as without them
+// (storetest.RunCache checks it).
+type Cache interface {
+	// DropCaches empties every cache, so that the next reads go to the
+	// database and fill them again. It is safe to call at any time,
+	// concurrently with reads and writes.
+	DropCaches(ctx context.Context) error
+}
