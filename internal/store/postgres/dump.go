@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/drover-dev/drover/internal/store"
-	"github.com/drover-dev/drover/internal/store/sqlcore"
 	"github.com/drover-dev/drover/internal/store/dump"
+	"github.com/drover-dev/drover/internal/store/sqlcore"
 )
 
 var (

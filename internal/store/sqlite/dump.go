@@ -10,8 +10,8 @@ import (
 	"strings"
 
 	"github.com/drover-dev/drover/internal/store"
-	"github.com/drover-dev/drover/internal/store/sqlcore"
 	"github.com/drover-dev/drover/internal/store/dump"
+	"github.com/drover-dev/drover/internal/store/sqlcore"
 )
 
 var (
@@ -74,7 +74,9 @@ func (s *Store) Export(ctx context.Context, emit func(dump.Record) error) error 
 				func(f store.RuntimeFacts) error { return emit(dump.RuntimeFacts(f)) })
 		}},
 		{"linked runtimes", func() error {
-			return each(ctx, tx, sqlcore.SelectLinked, func(row interface{ Scan(...any) error }) (store.LinkedRuntime, error) { return sqlcore.ScanLinked(dialect{}, row) },
+			return each(ctx, tx, sqlcore.SelectLinked, func(row interface{ Scan(...any) error }) (store.LinkedRuntime, error) {
+				return sqlcore.ScanLinked(dialect{}, row)
+			},
 				func(r store.LinkedRuntime) error { return emit(dump.LinkedRuntime(r)) })
 		}},
 		{"api tokens", func() error {
@@ -87,7 +89,9 @@ func (s *Store) Export(ctx context.Context, emit func(dump.Record) error) error 
 		}},
 		{"secrets", func() error {
 			return each(ctx, tx, sqlcore.SelectSecrets,
-				func(row interface{ Scan(...any) error }) (sqlcore.SecretRow, error) { return sqlcore.ScanSecretRow(dialect{}, row) },
+				func(row interface{ Scan(...any) error }) (sqlcore.SecretRow, error) {
+					return sqlcore.ScanSecretRow(dialect{}, row)
+				},
 				func(r sqlcore.SecretRow) error { return emit(dump.SecretOf(r.Secret, r.DeletedAt)) })
 		}},
 	}
