@@ -23,7 +23,7 @@ const (
 	// SelectLinked selects every linked runtime, by name.
 	SelectLinked = "SELECT " + LinkedColumns + " FROM linked_runtimes ORDER BY name"
 	// SetLinkToken sets the token hash (first) of a name (second).
-	SetLinkToken = "UPDATE linked_runtimes SET token_hash = ? WHERE name = ?"
+	SetLinkToken = "UPDATE linked_runtimes SET token_hash = ? WHERE name = ?" //nolint:gosec // a query, not a credential
 	// SetAgent sets the agent (first, EncodeAgent) of a name (second).
 	SetAgent = "UPDATE linked_runtimes SET agent = ? WHERE name = ?"
 	// DeleteLinked deletes a name.
