@@ -75,7 +75,7 @@ func (s *Store) Export(ctx context.Context, emit func(dump.Record) error) error 
 				func(l store.Lease) error { return emit(dump.Lease(l)) })
 		}},
 		{"runtime facts", func() error {
-			return each(ctx, tx, "SELECT runtime, body, observed_at FROM runtime_facts ORDER BY runtime", scanFacts,
+			return each(ctx, tx, sqlcore.SelectFacts, func(row scanner) (store.RuntimeFacts, error) { return sqlcore.ScanFacts(dialect{}, row) },
 				func(f store.RuntimeFacts) error { return emit(dump.RuntimeFacts(f)) })
 		}},
 		{"linked runtimes", func() error {
@@ -382,13 +382,11 @@ func (im *importer) put(ctx context.Context, rec dump.Record) error {
 		return im.queue(ctx, "lease "+r.Key, "INSERT INTO leases (key, owner, token, expires) VALUES ($1, $2, $3, $4)",
 			r.Key, r.Owner, r.Token, nanos(r.Expires))
 	case dump.RuntimeFacts:
-		what := "facts of runtime " + r.Runtime
-		body, err := json.Marshal(factsBody{KubeVersion: r.KubeVersion, APIVersions: r.APIVersions})
+		args, err := sqlcore.FactsArgs(dialect{}, store.RuntimeFacts(r))
 		if err != nil {
-			return fmt.Errorf("%s: %w", what, err)
+			return err
 		}
-		return im.queue(ctx, what, "INSERT INTO runtime_facts (runtime, body, observed_at) VALUES ($1, $2, $3)",
-			r.Runtime, body, nanos(r.ObservedAt))
+		return im.queue(ctx, "facts of runtime "+r.Runtime, bound(sqlcore.InsertFacts), args...)
 	case dump.LinkedRuntime:
 		what := "linked runtime " + r.Name
 		args, err := sqlcore.LinkedArgs(dialect{}, r.Store())

@@ -70,7 +70,9 @@ func (s *Store) Export(ctx context.Context, emit func(dump.Record) error) error 
 				func(l store.Lease) error { return emit(dump.Lease(l)) })
 		}},
 		{"runtime facts", func() error {
-			return each(ctx, tx, "SELECT runtime, body, observed_at FROM runtime_facts ORDER BY runtime", scanFacts,
+			return each(ctx, tx, sqlcore.SelectFacts, func(row interface{ Scan(...any) error }) (store.RuntimeFacts, error) {
+				return sqlcore.ScanFacts(dialect{}, row)
+			},
 				func(f store.RuntimeFacts) error { return emit(dump.RuntimeFacts(f)) })
 		}},
 		{"linked runtimes", func() error {
@@ -132,23 +134,6 @@ type extraColumns struct {
 }
 
 func (e extraColumns) Scan(dest ...any) error { return e.row.Scan(append(dest, e.extra...)...) }
-
-// scanFacts scans a runtime_facts row.
-func scanFacts(row interface{ Scan(...any) error }) (store.RuntimeFacts, error) {
-	var (
-		f    store.RuntimeFacts
-		body []byte
-		b    factsBody
-	)
-	if err := row.Scan(&f.Runtime, &body, scanTime{&f.ObservedAt}); err != nil {
-		return f, err
-	}
-	if err := json.Unmarshal(body, &b); err != nil {
-		return f, fmt.Errorf("facts of runtime %s: %w", f.Runtime, err)
-	}
-	f.KubeVersion, f.APIVersions = b.KubeVersion, b.APIVersions
-	return f, nil
-}
 
 // each runs q in tx and calls fn with each row as scan reads it.
 func each[T any](ctx context.Context, tx *sql.Tx, q string, scan func(interface{ Scan(...any) error }) (T, error), fn func(T) error) error {
@@ -359,10 +344,9 @@ func (im *importer) put(ctx context.Context, tx *wtx, rec dump.Record) error {
 		}
 		tx.noteLease(r.Key, r.Token)
 	case dump.RuntimeFacts:
-		body, err := json.Marshal(factsBody{KubeVersion: r.KubeVersion, APIVersions: r.APIVersions})
+		args, err := sqlcore.FactsArgs(dialect{}, store.RuntimeFacts(r))
 		if err == nil {
-			_, err = tx.ExecContext(ctx, "INSERT INTO runtime_facts (runtime, body, observed_at) VALUES (?, ?, ?)",
-				r.Runtime, body, dbTime(r.ObservedAt))
+			_, err = tx.ExecContext(ctx, sqlcore.InsertFacts, args...)
 		}
 		if err != nil {
 			return fmt.Errorf("facts of runtime %s: %w", r.Runtime, err)
