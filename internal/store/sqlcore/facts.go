@@ -16,6 +16,8 @@ import (
 const FactsColumns = "runtime, body, observed_at"
 
 // Queries of runtime facts, with ? placeholders (Bind).
+//
+//nolint:gosec // queries, not credentials
 const (
 	// InsertFacts inserts FactsArgs (an import).
 	InsertFacts = "INSERT INTO runtime_facts (" + FactsColumns + ") VALUES (?, ?, ?)"

@@ -17,13 +17,15 @@ import (
 const LinkedColumns = "name, labels, token_hash, created_at, agent"
 
 // Queries of linked runtimes, with ? placeholders (Bind).
+//
+//nolint:gosec // queries, not credentials
 const (
 	// InsertLinked inserts LinkedArgs.
 	InsertLinked = "INSERT INTO linked_runtimes (" + LinkedColumns + ") VALUES (?, ?, ?, ?, ?)"
 	// SelectLinked selects every linked runtime, by name.
 	SelectLinked = "SELECT " + LinkedColumns + " FROM linked_runtimes ORDER BY name"
 	// SetLinkToken sets the token hash (first) of a name (second).
-	SetLinkToken = "UPDATE linked_runtimes SET token_hash = ? WHERE name = ?" //nolint:gosec // a query, not a credential
+	SetLinkToken = "UPDATE linked_runtimes SET token_hash = ? WHERE name = ?"
 	// SetAgent sets the agent (first, EncodeAgent) of a name (second).
 	SetAgent = "UPDATE linked_runtimes SET agent = ? WHERE name = ?"
 	// DeleteLinked deletes a name.

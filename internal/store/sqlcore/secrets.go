@@ -14,13 +14,17 @@ import (
 
 // SecretColumns are the columns of a secret's row, in the order of
 // SecretArgs and ScanSecretRow: what export and import carry.
-const SecretColumns = "key, version, value, created_by, created_at, deleted_at" //nolint:gosec // column names, not a credential
+//
+//nolint:gosec // column names, not a credential
+const SecretColumns = "key, version, value, created_by, created_at, deleted_at"
 
 // Queries of secrets, with ? placeholders (Bind).
+//
+//nolint:gosec // queries, not credentials
 const (
 	// NextSecretVersion selects the next version of a key: the highest
 	// ever given plus 1, deleted ones included (0 for a new key).
-	NextSecretVersion = "SELECT COALESCE(MAX(version) + 1, 0) FROM secrets WHERE key = ?" //nolint:gosec // a query, not a credential
+	NextSecretVersion = "SELECT COALESCE(MAX(version) + 1, 0) FROM secrets WHERE key = ?"
 	// InsertSecret inserts SecretArgs.
 	InsertSecret = "INSERT INTO secrets (" + SecretColumns + ") VALUES (?, ?, ?, ?, ?, ?)"
 	// SelectSecrets selects every row of SecretColumns, deleted versions
