@@ -56,6 +56,12 @@ var Rules = []Rule{
 		Why:  "desiredstate is the model the compiler emits and the store persists",
 	},
 	{
+		Name: "state-is-a-model",
+		From: []string{"internal/state"},
+		Deny: []string{"internal/store", "internal/engine", "internal/runtimes", "internal/server"},
+		Why:  "the engine's state records are a model the engine decides on and the store persists",
+	},
+	{
 		Name: "server-has-no-backend",
 		From: []string{"internal/server/...", "internal/runtimehost"},
 		Deny: []string{

@@ -59,7 +59,7 @@ type CommitChecker interface {
 
 // LocalExecutor carries out actions in this process through the runtimes.
 type LocalExecutor struct {
-	store    store.Store
+	store    ExecutorStore
 	runtimes RuntimeSource
 	// alerts asks Alertmanagers for alert gates (nil: they cannot run);
 	// commits decides commitDenylist ranges (nil: they cannot run).
@@ -73,7 +73,7 @@ type LocalExecutor struct {
 
 // NewLocalExecutor builds the executor a Loop uses unless given another. It
 // writes nothing itself: the runner records each outcome with its task.
-func NewLocalExecutor(st store.Store, rs RuntimeSource, settings Settings, now func() time.Time, log *slog.Logger) *LocalExecutor {
+func NewLocalExecutor(st ExecutorStore, rs RuntimeSource, settings Settings, now func() time.Time, log *slog.Logger) *LocalExecutor {
 	if now == nil {
 		now = time.Now
 	}

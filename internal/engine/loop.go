@@ -35,7 +35,7 @@ func (l *Loop) QueueLen() int { return l.queue.Len() }
 // them out through the executor. Several loops may share one store.
 type Loop struct {
 	observer Observer
-	store    store.Store
+	store    Store
 	runtimes RuntimeSource
 	settings Settings
 	now      func() time.Time
@@ -93,7 +93,7 @@ type Loop struct {
 
 // Config configures a Loop.
 type Config struct {
-	Store    store.Store
+	Store    Store
 	Runtimes RuntimeSource
 	Settings Settings
 	// Now is the clock (nil = time.Now).

@@ -38,7 +38,7 @@ import (
 // secretResolver resolves the references of one push.
 type secretResolver struct {
 	ctx   context.Context
-	store store.Store
+	store store.Secrets
 	// runtimes are the push's runtime configs, whose definitions say
 	// which parameters are secrets.
 	runtimes map[string]*config.Runtime

@@ -21,7 +21,6 @@ import (
 	"time"
 
 	apiv1 "github.com/drover-dev/drover/api/v1"
-	"github.com/drover-dev/drover/internal/store"
 	"github.com/drover-dev/drover/internal/web"
 )
 
@@ -43,7 +42,7 @@ type Runtimes interface {
 
 // Config configures a Server.
 type Config struct {
-	Store store.Store
+	Store Store
 	// Engine is woken after every write that may change a plan.
 	Engine Engine
 	// Runtimes is told when runtime configs change.
@@ -62,7 +61,7 @@ type Config struct {
 
 // Server is the API.
 type Server struct {
-	store    store.Store
+	store    Store
 	engine   Engine
 	runtimes Runtimes
 	log      *slog.Logger

@@ -590,7 +590,7 @@ func sessionOf(ctx context.Context) (int64, bool) {
 // SessionAuthenticator accepts the sessions kept in a store: a bearer
 // token starting with SessionPrefix, or a browser's session cookie.
 type SessionAuthenticator struct {
-	store store.Store
+	store Identities
 	now   func() time.Time
 	// localHash is the hash of the server's local token: the sessions
 	// made from it are valid while it is ("": none are).
@@ -603,7 +603,7 @@ type SessionAuthenticator struct {
 var _ auth.Authenticator = (*SessionAuthenticator)(nil)
 
 // NewSessionAuthenticator accepts the sessions of st (now nil = time.Now).
-func NewSessionAuthenticator(st store.Store, now func() time.Time) *SessionAuthenticator {
+func NewSessionAuthenticator(st Identities, now func() time.Time) *SessionAuthenticator {
 	if now == nil {
 		now = time.Now
 	}

@@ -105,7 +105,7 @@ func (s *Server) tokenInfo(t store.APIToken) apiv1.TokenInfo {
 // never had a token, with the value token. It reports whether it created
 // one: a store with tokens (revoked ones too), or a token another server
 // sharing the store created meanwhile, is left as it is.
-func Bootstrap(ctx context.Context, st store.Store, token string) (bool, error) {
+func Bootstrap(ctx context.Context, st store.Tokens, token string) (bool, error) {
 	list, err := st.ListAPITokens(ctx)
 	if err != nil || len(list) > 0 {
 		return false, err
@@ -120,7 +120,7 @@ func Bootstrap(ctx context.Context, st store.Store, token string) (bool, error) 
 
 // TokenAuthenticator accepts the API tokens kept in a store.
 type TokenAuthenticator struct {
-	store store.Store
+	store store.Tokens
 	now   func() time.Time
 	// last writes each token's last use, once a minute at most.
 	last lastUse
@@ -133,7 +133,7 @@ const touchEvery = time.Minute
 
 // NewTokenAuthenticator accepts "Authorization: Bearer TOKEN" for the API
 // tokens of st (now nil = time.Now).
-func NewTokenAuthenticator(st store.Store, now func() time.Time) *TokenAuthenticator {
+func NewTokenAuthenticator(st store.Tokens, now func() time.Time) *TokenAuthenticator {
 	if now == nil {
 		now = time.Now
 	}

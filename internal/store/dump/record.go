@@ -333,6 +333,18 @@ type Secret struct {
 	DeletedAt time.Time `json:"deletedAt,omitzero"`
 }
 
+// SecretOf is the record of sec, its value sealed as kept, deleted at
+// deletedAt (zero: not deleted).
+func SecretOf(sec store.Secret, deletedAt time.Time) Secret {
+	return Secret{Key: sec.Key, Version: sec.Version, Value: sec.Value, CreatedBy: sec.CreatedBy, CreatedAt: sec.CreatedAt, DeletedAt: deletedAt}
+}
+
+// Store is the version as a store.Secret, its value sealed; DeletedAt
+// goes beside it.
+func (s Secret) Store() store.Secret {
+	return store.Secret{Key: s.Key, Version: s.Version, Value: s.Value, CreatedBy: s.CreatedBy, CreatedAt: s.CreatedAt}
+}
+
 // Process is a command running on the exporting host (kind "process"): a
 // store.Process. Exporters do not write them and importers skip them (see
 // the package documentation).

@@ -12,6 +12,7 @@ import (
 
 	"github.com/drover-dev/drover/internal/store"
 	"github.com/drover-dev/drover/internal/store/dump"
+	"github.com/drover-dev/drover/internal/store/sqlcore"
 )
 
 var (
@@ -74,11 +75,11 @@ func (s *Store) Export(ctx context.Context, emit func(dump.Record) error) error 
 				func(l store.Lease) error { return emit(dump.Lease(l)) })
 		}},
 		{"runtime facts", func() error {
-			return each(ctx, tx, "SELECT runtime, body, observed_at FROM runtime_facts ORDER BY runtime", scanFacts,
+			return each(ctx, tx, sqlcore.SelectFacts, func(row scanner) (store.RuntimeFacts, error) { return sqlcore.ScanFacts(dialect{}, row) },
 				func(f store.RuntimeFacts) error { return emit(dump.RuntimeFacts(f)) })
 		}},
 		{"linked runtimes", func() error {
-			return each(ctx, tx, "SELECT "+linkedColumns+" FROM linked_runtimes ORDER BY name", scanLinked,
+			return each(ctx, tx, sqlcore.SelectLinked, func(row scanner) (store.LinkedRuntime, error) { return sqlcore.ScanLinked(dialect{}, row) },
 				func(r store.LinkedRuntime) error { return emit(dump.LinkedRuntime(r)) })
 		}},
 		{"api tokens", func() error {
@@ -90,13 +91,9 @@ func (s *Store) Export(ctx context.Context, emit func(dump.Record) error) error 
 				func(r store.AuditRecord) error { return emit(dump.AuditRecord(r)) })
 		}},
 		{"secrets", func() error {
-			return each(ctx, tx, "SELECT key, version, value, created_by, created_at, deleted_at FROM secrets ORDER BY key, version",
-				func(row scanner) (dump.Secret, error) {
-					var r dump.Secret
-					err := row.Scan(&r.Key, &r.Version, &r.Value, &r.CreatedBy, at(&r.CreatedAt), at(&r.DeletedAt))
-					return r, err
-				},
-				func(r dump.Secret) error { return emit(r) })
+			return each(ctx, tx, sqlcore.SelectSecrets,
+				func(row scanner) (sqlcore.SecretRow, error) { return sqlcore.ScanSecretRow(dialect{}, row) },
+				func(r sqlcore.SecretRow) error { return emit(dump.SecretOf(r.Secret, r.DeletedAt)) })
 		}},
 	}
 	for _, step := range steps {
@@ -385,20 +382,18 @@ func (im *importer) put(ctx context.Context, rec dump.Record) error {
 		return im.queue(ctx, "lease "+r.Key, "INSERT INTO leases (key, owner, token, expires) VALUES ($1, $2, $3, $4)",
 			r.Key, r.Owner, r.Token, nanos(r.Expires))
 	case dump.RuntimeFacts:
-		what := "facts of runtime " + r.Runtime
-		body, err := json.Marshal(factsBody{KubeVersion: r.KubeVersion, APIVersions: r.APIVersions})
+		args, err := sqlcore.FactsArgs(dialect{}, store.RuntimeFacts(r))
 		if err != nil {
-			return fmt.Errorf("%s: %w", what, err)
+			return err
 		}
-		return im.queue(ctx, what, "INSERT INTO runtime_facts (runtime, body, observed_at) VALUES ($1, $2, $3)",
-			r.Runtime, body, nanos(r.ObservedAt))
+		return im.queue(ctx, "facts of runtime "+r.Runtime, bound(sqlcore.InsertFacts), args...)
 	case dump.LinkedRuntime:
 		what := "linked runtime " + r.Name
-		args, err := linkedArgs(r.Store())
+		args, err := sqlcore.LinkedArgs(dialect{}, r.Store())
 		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
-		return im.queue(ctx, what, insertLinked, args...)
+		return im.queue(ctx, what, bound(sqlcore.InsertLinked), args...)
 	case dump.APIToken:
 		// Named by id and name, never by its hash.
 		im.maxToken = max(im.maxToken, r.ID)
@@ -409,8 +404,7 @@ func (im *importer) put(ctx context.Context, rec dump.Record) error {
 	case dump.Secret:
 		// The value is kept sealed, as dumped; errors never quote it.
 		return im.queue(ctx, "secret "+store.SecretVersionName(r.Key, r.Version),
-			"INSERT INTO secrets (key, version, value, created_by, created_at, deleted_at) VALUES ($1, $2, $3, $4, $5, $6)",
-			r.Key, r.Version, r.Value, text(r.CreatedBy), nanos(r.CreatedAt), nanos(r.DeletedAt))
+			bound(sqlcore.InsertSecret), sqlcore.SecretArgs(dialect{}, sqlcore.SecretRow{Secret: r.Store(), DeletedAt: r.DeletedAt})...)
 	case dump.Process:
 		// Processes of the exporting host mean nothing here (see package dump).
 		return nil

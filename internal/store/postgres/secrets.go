@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/drover-dev/drover/internal/store"
+	"github.com/drover-dev/drover/internal/store/sqlcore"
 )
 
 // Secrets (table secrets, migration 0008): the versions of the secrets
@@ -31,11 +32,12 @@ func (s *Store) PutSecret(ctx context.Context, sec store.Secret) (store.Secret, 
 		if err := lockName(ctx, tx, "secret", sec.Key); err != nil {
 			return err
 		}
-		if err := tx.QueryRow(ctx, "SELECT COALESCE(MAX(version) + 1, 0) FROM secrets WHERE key = $1", sec.Key).Scan(&sec.Version); err != nil {
+		if err := tx.QueryRow(ctx, bound(sqlcore.NextSecretVersion), sec.Key).Scan(&sec.Version); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, "INSERT INTO secrets (key, version, value, created_by, created_at) VALUES ($1, $2, $3, $4, $5)",
-			sec.Key, sec.Version, sealed, text(sec.CreatedBy), nanos(sec.CreatedAt))
+		row := sqlcore.SecretRow{Secret: sec}
+		row.Value = sealed
+		_, err := tx.Exec(ctx, bound(sqlcore.InsertSecret), sqlcore.SecretArgs(dialect{}, row)...)
 		return err
 	})
 	if err != nil {
@@ -47,36 +49,21 @@ func (s *Store) PutSecret(ctx context.Context, sec store.Secret) (store.Secret, 
 
 // GetSecret implements store.Store.
 func (s *Store) GetSecret(ctx context.Context, key string, version int64) (store.Secret, error) {
-	sec := store.Secret{Key: key, Version: version}
-	err := s.pool.QueryRow(ctx, "SELECT value, created_by, created_at FROM secrets WHERE key = $1 AND version = $2 AND deleted_at IS NULL",
-		key, version).Scan(&sec.Value, &sec.CreatedBy, at(&sec.CreatedAt))
+	sec, err := sqlcore.GetSealedSecret(ctx, dialect{}, pgReader{s.pool}, key, version)
 	if err != nil {
-		return store.Secret{}, fmt.Errorf("get secret %s: %w", sec.VersionName(), notFound(err))
+		return store.Secret{}, err
 	}
 	return store.UnsealSecret(s.sealer, sec)
 }
 
 // ListSecrets implements store.Store.
 func (s *Store) ListSecrets(ctx context.Context) ([]store.Secret, error) {
-	out, err := queryAll(ctx, s.pool, "SELECT key, version, created_by, created_at FROM secrets WHERE deleted_at IS NULL ORDER BY key, version", nil,
-		func(row scanner) (store.Secret, error) {
-			var sec store.Secret
-			err := row.Scan(&sec.Key, &sec.Version, &sec.CreatedBy, at(&sec.CreatedAt))
-			return sec, err
-		})
-	if err != nil {
-		return nil, fmt.Errorf("list secrets: %w", err)
-	}
-	return out, nil
+	return sqlcore.ListSecrets(ctx, dialect{}, pgReader{s.pool})
 }
 
 // DeleteSecret implements store.Store.
 func (s *Store) DeleteSecret(ctx context.Context, key string, version int64) (int, error) {
-	q, args := "UPDATE secrets SET value = NULL, deleted_at = $1 WHERE key = $2 AND deleted_at IS NULL", []any{nanos(now()), key}
-	what := key
-	if version != store.AllSecretVersions {
-		q, args, what = q+" AND version = $3", append(args, version), store.SecretVersionName(key, version)
-	}
+	q, args, what := sqlcore.DeleteSecret(dialect{}, key, version, now())
 	tag, err := s.pool.Exec(ctx, q, args...)
 	if err := s.health.wrote(err); err != nil {
 		return 0, fmt.Errorf("delete secret %s: %w", what, err)

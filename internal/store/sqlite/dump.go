@@ -11,6 +11,7 @@ import (
 
 	"github.com/drover-dev/drover/internal/store"
 	"github.com/drover-dev/drover/internal/store/dump"
+	"github.com/drover-dev/drover/internal/store/sqlcore"
 )
 
 var (
@@ -69,11 +70,15 @@ func (s *Store) Export(ctx context.Context, emit func(dump.Record) error) error 
 				func(l store.Lease) error { return emit(dump.Lease(l)) })
 		}},
 		{"runtime facts", func() error {
-			return each(ctx, tx, "SELECT runtime, body, observed_at FROM runtime_facts ORDER BY runtime", scanFacts,
+			return each(ctx, tx, sqlcore.SelectFacts, func(row interface{ Scan(...any) error }) (store.RuntimeFacts, error) {
+				return sqlcore.ScanFacts(dialect{}, row)
+			},
 				func(f store.RuntimeFacts) error { return emit(dump.RuntimeFacts(f)) })
 		}},
 		{"linked runtimes", func() error {
-			return each(ctx, tx, "SELECT "+linkedColumns+" FROM linked_runtimes ORDER BY name", scanLinked,
+			return each(ctx, tx, sqlcore.SelectLinked, func(row interface{ Scan(...any) error }) (store.LinkedRuntime, error) {
+				return sqlcore.ScanLinked(dialect{}, row)
+			},
 				func(r store.LinkedRuntime) error { return emit(dump.LinkedRuntime(r)) })
 		}},
 		{"api tokens", func() error {
@@ -85,13 +90,11 @@ func (s *Store) Export(ctx context.Context, emit func(dump.Record) error) error 
 				func(r store.AuditRecord) error { return emit(dump.AuditRecord(r)) })
 		}},
 		{"secrets", func() error {
-			return each(ctx, tx, "SELECT key, version, value, created_by, created_at, deleted_at FROM secrets ORDER BY key, version",
-				func(row interface{ Scan(...any) error }) (dump.Secret, error) {
-					var r dump.Secret
-					err := row.Scan(&r.Key, &r.Version, &r.Value, &r.CreatedBy, scanTime{&r.CreatedAt}, scanTime{&r.DeletedAt})
-					return r, err
+			return each(ctx, tx, sqlcore.SelectSecrets,
+				func(row interface{ Scan(...any) error }) (sqlcore.SecretRow, error) {
+					return sqlcore.ScanSecretRow(dialect{}, row)
 				},
-				func(r dump.Secret) error { return emit(r) })
+				func(r sqlcore.SecretRow) error { return emit(dump.SecretOf(r.Secret, r.DeletedAt)) })
 		}},
 	}
 	for _, step := range steps {
@@ -131,23 +134,6 @@ type extraColumns struct {
 }
 
 func (e extraColumns) Scan(dest ...any) error { return e.row.Scan(append(dest, e.extra...)...) }
-
-// scanFacts scans a runtime_facts row.
-func scanFacts(row interface{ Scan(...any) error }) (store.RuntimeFacts, error) {
-	var (
-		f    store.RuntimeFacts
-		body []byte
-		b    factsBody
-	)
-	if err := row.Scan(&f.Runtime, &body, scanTime{&f.ObservedAt}); err != nil {
-		return f, err
-	}
-	if err := json.Unmarshal(body, &b); err != nil {
-		return f, fmt.Errorf("facts of runtime %s: %w", f.Runtime, err)
-	}
-	f.KubeVersion, f.APIVersions = b.KubeVersion, b.APIVersions
-	return f, nil
-}
 
 // each runs q in tx and calls fn with each row as scan reads it.
 func each[T any](ctx context.Context, tx *sql.Tx, q string, scan func(interface{ Scan(...any) error }) (T, error), fn func(T) error) error {
@@ -358,18 +344,17 @@ func (im *importer) put(ctx context.Context, tx *wtx, rec dump.Record) error {
 		}
 		tx.noteLease(r.Key, r.Token)
 	case dump.RuntimeFacts:
-		body, err := json.Marshal(factsBody{KubeVersion: r.KubeVersion, APIVersions: r.APIVersions})
+		args, err := sqlcore.FactsArgs(dialect{}, store.RuntimeFacts(r))
 		if err == nil {
-			_, err = tx.ExecContext(ctx, "INSERT INTO runtime_facts (runtime, body, observed_at) VALUES (?, ?, ?)",
-				r.Runtime, body, dbTime(r.ObservedAt))
+			_, err = tx.ExecContext(ctx, sqlcore.InsertFacts, args...)
 		}
 		if err != nil {
 			return fmt.Errorf("facts of runtime %s: %w", r.Runtime, err)
 		}
 	case dump.LinkedRuntime:
-		args, err := linkedArgs(r.Store())
+		args, err := sqlcore.LinkedArgs(dialect{}, r.Store())
 		if err == nil {
-			_, err = tx.ExecContext(ctx, insertLinked, args...)
+			_, err = tx.ExecContext(ctx, sqlcore.InsertLinked, args...)
 		}
 		if err != nil {
 			return fmt.Errorf("linked runtime %s: %w", r.Name, err)
@@ -391,8 +376,7 @@ func (im *importer) put(ctx context.Context, tx *wtx, rec dump.Record) error {
 		im.maxAudit = max(im.maxAudit, r.Seq)
 	case dump.Secret:
 		// The value is kept sealed, as dumped; errors never quote it.
-		_, err := tx.ExecContext(ctx, "INSERT INTO secrets (key, version, value, created_by, created_at, deleted_at) VALUES (?, ?, ?, ?, ?, ?)",
-			r.Key, r.Version, r.Value, r.CreatedBy, dbTime(r.CreatedAt), dbTime(r.DeletedAt))
+		_, err := tx.ExecContext(ctx, sqlcore.InsertSecret, sqlcore.SecretArgs(dialect{}, sqlcore.SecretRow{Secret: r.Store(), DeletedAt: r.DeletedAt})...)
 		if err != nil {
 			return fmt.Errorf("secret %s: %w", store.SecretVersionName(r.Key, r.Version), err)
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/drover-dev/drover/internal/store"
+	"github.com/drover-dev/drover/internal/store/sqlcore"
 )
 
 // Secrets (table secrets, migration 0017): the versions of the secrets
@@ -26,11 +27,12 @@ func (s *Store) PutSecret(ctx context.Context, sec store.Secret) (store.Secret, 
 		return store.Secret{}, fmt.Errorf("put secret %s: %w", sec.Key, err)
 	}
 	err = s.writeTx(ctx, func(tx *wtx) error {
-		if err := tx.QueryRowContext(ctx, "SELECT COALESCE(MAX(version) + 1, 0) FROM secrets WHERE key = ?", sec.Key).Scan(&sec.Version); err != nil {
+		if err := tx.QueryRowContext(ctx, sqlcore.NextSecretVersion, sec.Key).Scan(&sec.Version); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, "INSERT INTO secrets (key, version, value, created_by, created_at) VALUES (?, ?, ?, ?, ?)",
-			sec.Key, sec.Version, sealed, sec.CreatedBy, dbTime(sec.CreatedAt))
+		row := sqlcore.SecretRow{Secret: sec}
+		row.Value = sealed
+		_, err := tx.ExecContext(ctx, sqlcore.InsertSecret, sqlcore.SecretArgs(dialect{}, row)...)
 		return err
 	})
 	if err != nil {
@@ -42,37 +44,23 @@ func (s *Store) PutSecret(ctx context.Context, sec store.Secret) (store.Secret, 
 
 // GetSecret implements store.Store.
 func (s *Store) GetSecret(ctx context.Context, key string, version int64) (store.Secret, error) {
-	sec := store.Secret{Key: key, Version: version}
-	err := s.reads.QueryRowContext(ctx, "SELECT value, created_by, created_at FROM secrets WHERE key = ? AND version = ? AND deleted_at IS NULL",
-		key, version).Scan(&sec.Value, &sec.CreatedBy, scanTime{&sec.CreatedAt})
+	sec, err := sqlcore.GetSealedSecret(ctx, dialect{}, sqlReader{s.reads}, key, version)
 	if err != nil {
-		return store.Secret{}, fmt.Errorf("get secret %s: %w", sec.VersionName(), notFound(err))
+		return store.Secret{}, err
 	}
 	return store.UnsealSecret(s.sealer, sec)
 }
 
 // ListSecrets implements store.Store.
 func (s *Store) ListSecrets(ctx context.Context) ([]store.Secret, error) {
-	out, err := queryAll(ctx, s.reads, "SELECT key, version, created_by, created_at FROM secrets WHERE deleted_at IS NULL ORDER BY key, version", nil,
-		func(row interface{ Scan(...any) error }) (store.Secret, error) {
-			var sec store.Secret
-			err := row.Scan(&sec.Key, &sec.Version, &sec.CreatedBy, scanTime{&sec.CreatedAt})
-			return sec, err
-		})
-	if err != nil {
-		return nil, fmt.Errorf("list secrets: %w", err)
-	}
-	return out, nil
+	return sqlcore.ListSecrets(ctx, dialect{}, sqlReader{s.reads})
 }
 
 // DeleteSecret implements store.Store.
 func (s *Store) DeleteSecret(ctx context.Context, key string, version int64) (int, error) {
 	var n int64
+	q, args, what := sqlcore.DeleteSecret(dialect{}, key, version, now())
 	err := s.writeTx(ctx, func(tx *wtx) error {
-		q, args := "UPDATE secrets SET value = NULL, deleted_at = ? WHERE key = ? AND deleted_at IS NULL", []any{dbTime(now()), key}
-		if version != store.AllSecretVersions {
-			q, args = q+" AND version = ?", append(args, version)
-		}
 		res, err := tx.ExecContext(ctx, q, args...)
 		if err != nil {
 			return err
@@ -82,10 +70,6 @@ func (s *Store) DeleteSecret(ctx context.Context, key string, version int64) (in
 		}
 		return err
 	})
-	what := key
-	if version != store.AllSecretVersions {
-		what = store.SecretVersionName(key, version)
-	}
 	if err != nil {
 		return 0, fmt.Errorf("delete secret %s: %w", what, err)
 	}

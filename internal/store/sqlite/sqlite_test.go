@@ -51,6 +51,14 @@ func TestConformanceMemory(t *testing.T) {
 	})
 }
 
+func TestCacheRole(t *testing.T) {
+	t.Parallel()
+	storetest.RunCache(t, func(t *testing.T) store.Store {
+		s, _ := openTemp(t)
+		return s
+	})
+}
+
 type appliedMigration struct {
 	version   int64
 	appliedAt string
