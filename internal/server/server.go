@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/drover-dev/drover/internal/gates"
 	"github.com/drover-dev/drover/internal/store"
 	"github.com/drover-dev/drover/internal/web"
 )
@@ -57,18 +58,21 @@ type Config struct {
 	// StoreKind ("sqlite", "postgres") and Replica (this server's name in
 	// leases and task claims) are reported by /v1/health.
 	StoreKind, Replica string
+	// Gates describes the checks of gate kinds in previews (nil: by kind).
+	Gates *gates.Registry
 }
 
 // Server is the API.
 type Server struct {
-	store    store.Store
-	engine   Engine
-	runtimes Runtimes
-	log      *slog.Logger
-	now      func() time.Time
-	changed  *broadcaster
-	cache    decodeCache
-	mux      *http.ServeMux
+	store     store.Store
+	engine    Engine
+	runtimes  Runtimes
+	gateKinds *gates.Registry
+	log       *slog.Logger
+	now       func() time.Time
+	changed   *broadcaster
+	cache     decodeCache
+	mux       *http.ServeMux
 	// openapi is the API's document, made once (OpenAPI).
 	openapiOnce sync.Once
 	openapi     []byte
@@ -116,7 +120,7 @@ func New(cfg Config) *Server {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Server{store: cfg.Store, engine: cfg.Engine, runtimes: cfg.Runtimes, log: cfg.Log, now: cfg.Now,
+	s := &Server{store: cfg.Store, engine: cfg.Engine, runtimes: cfg.Runtimes, gateKinds: cfg.Gates, log: cfg.Log, now: cfg.Now,
 		changed: newBroadcaster(), edgeCfg: cfg.Edge, agents: cfg.Agents, storeKind: cfg.StoreKind, replica: cfg.Replica,
 		limits: newLimiter(cfg.Edge.MutationRate, cfg.Edge.MutationBurst, cfg.Edge.MaxStreams), streamRecheck: streamRecheck, ui: web.New()}
 	s.routes()
