@@ -90,7 +90,9 @@ func TestToyGateKindEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The push: one channel whose deployment is gated by the toy check.
+	// The push: one channel whose deployment is gated by the toy check
+	// (under an id of its own: the engine caches desired states by id
+	// across loops of a process).
 	gate, err := ds.NewGate(changeTicket, ticketSpec{Ticket: "CHG-7"})
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +108,7 @@ func TestToyGateKindEndToEnd(t *testing.T) {
 	if !strings.Contains(string(compiled), `"changeTicket":{"ticket":"CHG-7"}`) {
 		t.Fatalf("stored check does not carry the toy gate as its member: %s", compiled)
 	}
-	if err := st.CreateDesiredState(ctx, store.DesiredState{ID: "ds-1", Application: "app", Service: "svc", Version: "v1", Compiled: compiled}); err != nil {
+	if err := st.CreateDesiredState(ctx, store.DesiredState{ID: "ds-toy-gate", Application: "app", Service: "svc", Version: "v1", Compiled: compiled}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -153,7 +155,7 @@ func TestToyGateKindEndToEnd(t *testing.T) {
 	if want := "blocked by change (deployment): ticket CHG-7 not approved yet"; held.Message != want {
 		t.Fatalf("held with %q, want %q", held.Message, want)
 	}
-	ch := engine.Channel{Channel: mustDecode(t, compiled).Channels[0], Version: "v1", StateID: "ds-1"}
+	ch := engine.Channel{Channel: mustDecode(t, compiled).Channels[0], Version: "v1", StateID: "ds-toy-gate"}
 	reports := engine.CheckReports(ch, held, nil, nil, time.Now())
 	if len(reports) != 1 || reports[0].State != engine.CheckFailing || reports[0].Message != "ticket CHG-7 not approved yet" {
 		t.Fatalf("status of the toy check: %+v", reports)
@@ -169,7 +171,7 @@ func TestToyGateKindEndToEnd(t *testing.T) {
 	})
 	desk.mu.Lock()
 	defer desk.mu.Unlock()
-	if want := (gates.Target{Application: "app", Service: "svc", ReleaseChannel: "prod", DesiredStateID: "ds-1", Version: "v1"}); desk.asked[0] != want {
+	if want := (gates.Target{Application: "app", Service: "svc", ReleaseChannel: "prod", DesiredStateID: "ds-toy-gate", Version: "v1"}); desk.asked[0] != want {
 		t.Fatalf("evaluated for %+v, want %+v", desk.asked[0], want)
 	}
 }
