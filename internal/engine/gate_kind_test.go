@@ -16,7 +16,6 @@ import (
 	"github.com/drover-dev/drover/internal/engine"
 	"github.com/drover-dev/drover/internal/gates"
 	"github.com/drover-dev/drover/internal/runtimes"
-	"github.com/drover-dev/drover/internal/runtimes/fake"
 	"github.com/drover-dev/drover/internal/store"
 	"github.com/drover-dev/drover/internal/store/sqlite"
 )
@@ -66,14 +65,40 @@ func (d *ticketDesk) Describe(raw json.RawMessage) string {
 	return "asks the desk about ticket " + spec.Ticket
 }
 
-// fakeRuntimes serves one fake runtime under every name.
-type fakeRuntimes struct{ rt *fake.Runtime }
+// instantRuntime runs what it is given at once, under every runtime name,
+// counting the applies.
+type instantRuntime struct {
+	mu      sync.Mutex
+	running map[string]string // target -> version
+	applies int
+}
 
-func (f fakeRuntimes) Runtime(context.Context, string) (runtimes.Runtime, error) { return f.rt, nil }
+func (r *instantRuntime) Runtime(context.Context, string) (runtimes.Runtime, error) { return r, nil }
+
+func (r *instantRuntime) Fetch(_ context.Context, t runtimes.Target) (runtimes.State, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	v := r.running[t.String()]
+	return runtimes.State{Version: v, Converged: v != ""}, nil
+}
+
+func (r *instantRuntime) Apply(_ context.Context, t runtimes.Target) (runtimes.ApplyResult, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.running[t.String()] = t.Version
+	r.applies++
+	return runtimes.ApplyResult{}, nil
+}
+
+func (r *instantRuntime) applied() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.applies
+}
 
 // TestToyGateKindEndToEnd: a gate kind registered from outside the engine
 // (its own spec type and evaluator, nothing else) gates a push through the
-// real engine, store and a fake runtime: the channel is held, naming the
+// real engine and store, on a runtime that runs what it is given: the channel is held, naming the
 // evaluator's answer, while it says no, and converges once it says yes.
 func TestToyGateKindEndToEnd(t *testing.T) {
 	t.Parallel()
@@ -114,12 +139,17 @@ func TestToyGateKindEndToEnd(t *testing.T) {
 
 	settings := engine.DefaultSettings()
 	settings.PollInterval, settings.CheckInterval = 20*time.Millisecond, 20*time.Millisecond
-	rt := fake.NewWithSettings("rt", fake.Settings{}, runtimes.Options{})
-	loop := engine.NewLoop(engine.Config{Store: st, Runtimes: fakeRuntimes{rt}, Settings: settings, Gates: reg, Workers: 2, TaskPoll: 20 * time.Millisecond})
+	rt := &instantRuntime{running: map[string]string{}}
+	loop := engine.NewLoop(engine.Config{Store: st, Runtimes: rt, Settings: settings, Gates: reg, Workers: 2, TaskPoll: 20 * time.Millisecond})
 	lctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- loop.Run(lctx) }()
-	t.Cleanup(func() { stop(); <-done })
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("loop: %v", err)
+		}
+	})
 	loop.Enqueue("app", "svc")
 
 	instance := func() store.Instance {
@@ -149,8 +179,8 @@ func TestToyGateKindEndToEnd(t *testing.T) {
 	held := waitFor("held by the toy gate", func(i store.Instance) bool {
 		return i.Status == ds.StatusBlocked && slices.ContainsFunc(i.Checks, func(r store.CheckResult) bool { return !r.Passed && r.Runs >= 2 })
 	})
-	if held.CurrentVersion != "" || !held.AppliedAt.IsZero() {
-		t.Fatalf("applied past a failing gate: current %q, applied at %v", held.CurrentVersion, held.AppliedAt)
+	if held.CurrentVersion != "" || !held.AppliedAt.IsZero() || rt.applied() != 0 {
+		t.Fatalf("applied past a failing gate: current %q, applied at %v, %d applies", held.CurrentVersion, held.AppliedAt, rt.applied())
 	}
 	if want := "blocked by change (deployment): ticket CHG-7 not approved yet"; held.Message != want {
 		t.Fatalf("held with %q, want %q", held.Message, want)
