@@ -3,6 +3,7 @@ package desiredstate
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -40,7 +41,7 @@ func ValidGateKind(kind string) error {
 		return fmt.Errorf("gate kind %q: want a plain name", kind)
 	}
 	for _, t := range []reflect.Type{reflect.TypeFor[checkFields](), reflect.TypeFor[attachmentFields]()} {
-		if fieldNames(t)[strings.ToLower(kind)] {
+		if fieldNames(t).lower[strings.ToLower(kind)] {
 			return fmt.Errorf("gate kind %q: a check field of that name exists", kind)
 		}
 	}
@@ -88,39 +89,135 @@ func UnmarshalGated(data []byte, v any) (*Gate, error) {
 	if err := json.Unmarshal(data, v); err != nil {
 		return nil, err
 	}
-	var members map[string]json.RawMessage
-	if err := json.Unmarshal(data, &members); err != nil {
-		return nil, err
-	}
-	known := fieldNames(reflect.TypeOf(v).Elem())
+	names := fieldNames(reflect.TypeOf(v).Elem())
 	var g *Gate
-	for name, raw := range members {
-		if known[strings.ToLower(name)] || string(raw) == "null" {
-			continue
+	err := eachMember(data, func(name, raw []byte) error {
+		if names.exact[string(name)] || string(raw) == "null" {
+			return nil
+		}
+		kind := string(name)
+		if bytes.IndexByte(name, '\\') >= 0 {
+			if err := json.Unmarshal(append(append([]byte{'"'}, name...), '"'), &kind); err != nil {
+				return err
+			}
+		}
+		if names.lower[strings.ToLower(kind)] {
+			return nil // encoding/json matched it to a field regardless of case
 		}
 		if g != nil {
-			a, b := g.Kind, name
+			a, b := g.Kind, kind
 			if b < a {
 				a, b = b, a
 			}
-			return nil, fmt.Errorf("two gates, %q and %q: a check has one", a, b)
+			return fmt.Errorf("two gates, %q and %q: a check has one", a, b)
 		}
-		g = &Gate{Kind: name, Spec: raw}
+		g = &Gate{Kind: kind, Spec: append(json.RawMessage(nil), raw...)}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return g, nil
 }
 
-// fieldsByType caches fieldNames by type.
-var fieldsByType sync.Map // reflect.Type -> map[string]bool
-
-// fieldNames are the JSON member names of struct type t's fields, in
-// lower case (encoding/json matches them regardless of case), without
-// embedded structs' promotion: the types read here embed none.
-func fieldNames(t reflect.Type) map[string]bool {
-	if m, ok := fieldsByType.Load(t); ok {
-		return m.(map[string]bool)
+// eachMember calls f with the name (as written, without its quotes) and
+// the value of each member of the JSON object data, which json.Unmarshal
+// has already found valid. It reads the object once, allocating nothing,
+// where decoding it into a map would copy every member.
+func eachMember(data []byte, f func(name, value []byte) error) error {
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return errors.New("not a JSON object")
 	}
-	m := map[string]bool{}
+	i = skipSpace(data, i+1)
+	for i < len(data) && data[i] != '}' {
+		end := endOfString(data, i)
+		name := data[i+1 : end-1]
+		i = skipSpace(data, end)
+		if i >= len(data) || data[i] != ':' {
+			return errors.New("undecodable JSON object")
+		}
+		i = skipSpace(data, i+1)
+		start := i
+		i = endOfValue(data, i)
+		if err := f(name, data[start:i]); err != nil {
+			return err
+		}
+		i = skipSpace(data, i)
+		if i < len(data) && data[i] == ',' {
+			i = skipSpace(data, i+1)
+		}
+	}
+	return nil
+}
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// endOfString is the index after the string that starts at data[i] (").
+func endOfString(data []byte, i int) int {
+	for j := i + 1; j < len(data); j++ {
+		switch data[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return len(data)
+}
+
+// endOfValue is the index after the value that starts at data[i].
+func endOfValue(data []byte, i int) int {
+	if i >= len(data) {
+		return i
+	}
+	switch data[i] {
+	case '"':
+		return endOfString(data, i)
+	case '{', '[':
+		depth := 0
+		for i < len(data) {
+			switch data[i] {
+			case '"':
+				i = endOfString(data, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return i
+	}
+	for i < len(data) && !strings.ContainsRune(",}] \t\r\n", rune(data[i])) {
+		i++ // a number, true, false or null
+	}
+	return i
+}
+
+// memberNames are the JSON member names of a struct's fields: as written,
+// and in lower case (encoding/json matches them regardless of case).
+type memberNames struct{ exact, lower map[string]bool }
+
+// fieldsByType caches fieldNames by type.
+var fieldsByType sync.Map // reflect.Type -> memberNames
+
+// fieldNames are the JSON member names of struct type t's fields, without
+// embedded structs' promotion: the types read here embed none.
+func fieldNames(t reflect.Type) memberNames {
+	if m, ok := fieldsByType.Load(t); ok {
+		return m.(memberNames)
+	}
+	m := memberNames{exact: map[string]bool{}, lower: map[string]bool{}}
 	for i := range t.NumField() {
 		f := t.Field(i)
 		if !f.IsExported() {
@@ -134,7 +231,7 @@ func fieldNames(t reflect.Type) map[string]bool {
 		if name == "" {
 			name = f.Name
 		}
-		m[strings.ToLower(name)] = true
+		m.exact[name], m.lower[strings.ToLower(name)] = true, true
 	}
 	fieldsByType.Store(t, m)
 	return m

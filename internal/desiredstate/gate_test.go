@@ -107,3 +107,28 @@ func TestAttachmentGate(t *testing.T) {
 		t.Fatalf("completed check %+v, gate %+v", checks[0], g)
 	}
 }
+
+// TestGateMemberScan: the gate is found beside members whose values hold
+// what could mislead a reader of the object (braces and quotes in strings,
+// nested objects and arrays, numbers, escapes, spaces), and a member
+// named like a field in another case is that field (as encoding/json
+// reads it).
+func TestGateMemberScan(t *testing.T) {
+	t.Parallel()
+	raw := " {\n \"name\" : \"a}\\\"{,\" , \"entity\":{\"type\":\"x\",\"name\":\"[{\"}, \"dependsOn\":[\"a\",\"]\"], \"retry\":{\"base\":\"1s\"}, " +
+		"\"shared\":null,\"Lifecycle\":\"deployment\", \"to\\u0079\" : {\"n\": [1, 2.5e3, true, false, null]} , \"kind\":\"protection\"}"
+	var c Check
+	if err := json.Unmarshal([]byte(raw), &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.Gate == nil || c.Gate.Kind != "toy" || string(c.Gate.Spec) != `{"n": [1, 2.5e3, true, false, null]}` {
+		t.Fatalf("gate %+v", c.Gate)
+	}
+	if c.Name != `a}"{,` || c.Lifecycle != "deployment" || c.Kind != CheckProtection || c.Entity.Name != "[{" {
+		t.Fatalf("fields %+v", c)
+	}
+	var none Check
+	if err := json.Unmarshal([]byte(`{"NAME":"n","PollInterval":"1s"}`), &none); err != nil || none.Gate != nil || none.Name != "n" {
+		t.Fatalf("fields in another case: %+v, gate %+v, %v", none, none.Gate, err)
+	}
+}
