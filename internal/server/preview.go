@@ -226,7 +226,7 @@ func (s *Server) gates(app string, ch engine.Channel, freezes []ds.Freeze) []str
 		case r.State == engine.CheckPending && len(r.Check.Command) > 0:
 			line = fmt.Sprintf("%s: runs its command then", r.Check)
 		case r.State == engine.CheckPending && r.Check.Gate != nil:
-			line = fmt.Sprintf("%s: %s then", r.Check, s.gateKinds.Describe(*r.Check.Gate))
+			line = fmt.Sprintf("%s: %s then", r.Check, s.gateKind.Describe(*r.Check.Gate))
 		case r.Message != "":
 			line += " now: " + r.Message
 		}

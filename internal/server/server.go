@@ -64,15 +64,15 @@ type Config struct {
 
 // Server is the API.
 type Server struct {
-	store     store.Store
-	engine    Engine
-	runtimes  Runtimes
-	gateKinds *gates.Registry
-	log       *slog.Logger
-	now       func() time.Time
-	changed   *broadcaster
-	cache     decodeCache
-	mux       *http.ServeMux
+	store    store.Store
+	engine   Engine
+	runtimes Runtimes
+	gateKind *gates.Registry // describes gates in previews
+	log      *slog.Logger
+	now      func() time.Time
+	changed  *broadcaster
+	cache    decodeCache
+	mux      *http.ServeMux
 	// openapi is the API's document, made once (OpenAPI).
 	openapiOnce sync.Once
 	openapi     []byte
@@ -120,7 +120,7 @@ func New(cfg Config) *Server {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Server{store: cfg.Store, engine: cfg.Engine, runtimes: cfg.Runtimes, gateKinds: cfg.Gates, log: cfg.Log, now: cfg.Now,
+	s := &Server{store: cfg.Store, engine: cfg.Engine, runtimes: cfg.Runtimes, gateKind: cfg.Gates, log: cfg.Log, now: cfg.Now,
 		changed: newBroadcaster(), edgeCfg: cfg.Edge, agents: cfg.Agents, storeKind: cfg.StoreKind, replica: cfg.Replica,
 		limits: newLimiter(cfg.Edge.MutationRate, cfg.Edge.MutationBurst, cfg.Edge.MaxStreams), streamRecheck: streamRecheck, ui: web.New()}
 	s.routes()
