@@ -128,11 +128,31 @@ type CompiledProtection struct {
 	// release channel's runtime runs it, every PollInterval.
 	Command      *ProtectionCommand `json:"command,omitempty"`
 	PollInterval config.Duration    `json:"pollInterval,omitzero"`
-	// Alert is a release channel's alertGate (drover's).
-	Alert *desiredstate.AlertGate `json:"alert,omitempty"`
-	// Commits is a commitDenylist with ranges, decided against the
-	// repository when it runs.
-	Commits *desiredstate.CommitRanges `json:"commits,omitempty"`
+	// Gate is a check a registered evaluator decides when it runs (a
+	// release channel's alertGate, a commitDenylist's ranges), written as
+	// a member named by its kind (desiredstate.Gate).
+	Gate *desiredstate.Gate `json:"-"`
+}
+
+// protectionFields are a CompiledProtection's fields, encoded as
+// encoding/json does.
+type protectionFields CompiledProtection
+
+// MarshalJSON writes the protection's fields and, last, its gate.
+func (p CompiledProtection) MarshalJSON() ([]byte, error) {
+	return desiredstate.MarshalGated(protectionFields(p), p.Gate)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (p *CompiledProtection) UnmarshalJSON(b []byte) error {
+	var f protectionFields
+	g, err := desiredstate.UnmarshalGated(b, &f)
+	if err != nil {
+		return fmt.Errorf("protection: %w", err)
+	}
+	*p = CompiledProtection(f)
+	p.Gate = g
+	return nil
 }
 
 // ProtectionCommand is a protection's command as its runtime runs it: exit

@@ -5,13 +5,15 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/drover-dev/drover/internal/alerts"
 	"github.com/drover-dev/drover/internal/config"
 	"github.com/drover-dev/drover/internal/desiredstate"
+	"github.com/drover-dev/drover/internal/gitcheck"
 )
 
-// protections lists the channel's protection attachments, and its deploy
-// windows (drover's, kept with disableAllProtections: they are no
-// protection).
+// protections lists the channel's protection attachments, and the gates
+// its own config fields add (drover's deployWindows and alertGate, kept
+// with disableAllProtections: they are no protection; see channelGates).
 func (c *rcCompiler) protections(out *CompiledReleaseChannel, m *serviceForRC, defs []config.ParameterDefinition, params map[string]any, data *Data) {
 	add := func(source string, atts []config.ProtectionAttachment) {
 		if c.rc.DisableAllProtections {
@@ -34,7 +36,12 @@ func (c *rcCompiler) protections(out *CompiledReleaseChannel, m *serviceForRC, d
 			cp := CompiledProtection{Attachment: name, Protection: ref, Source: source, Lifecycle: a.Lifecycle,
 				Builtin: builtinCheck(prot.Builtin, defs, params), PollInterval: prot.PollInterval}
 			if cp.Builtin == nil && prot.Builtin != nil && prot.Builtin.CommitDenylist != nil {
-				cp.Commits = commitRanges(prot.Builtin.CommitDenylist, defs, params)
+				g, err := desiredstate.NewGate(gitcheck.Kind, commitRanges(prot.Builtin.CommitDenylist, defs, params))
+				if err != nil {
+					c.fail(Error{Object: c.serviceObject(), Msg: err.Error()})
+					continue
+				}
+				cp.Gate = g
 			}
 			if prot.Builtin == nil {
 				cp.Command = c.protectionCommand(prot, a.Ref.Parameters, data)
@@ -47,21 +54,64 @@ func (c *rcCompiler) protections(out *CompiledReleaseChannel, m *serviceForRC, d
 	add("serviceInstance", m.Protections)
 	add("convergence", c.rc.ConvergenceProtections)
 	add("convergence", m.ConvergenceProtections)
-	if len(c.rc.DeployWindows) > 0 {
-		// drover's deploy windows: an allowedTimes check when a deployment
-		// starts (BLOCK).
-		out.Protections = append(out.Protections, CompiledProtection{Attachment: DeployWindowsCheck, Protection: DeployWindowsCheck, Source: desiredstate.SourceDrover,
-			Lifecycle: []config.ProtectionLifecycle{{Deployment: &config.DeploymentCheck{FailureBehavior: "BLOCK"}}},
-			Builtin:   builtinCheck(&config.BuiltinProtection{AllowedTimes: &config.AllowedTimes{Windows: c.rc.DeployWindows}}, nil, nil)})
+	for _, hook := range channelGates {
+		cp, err := hook(&c.rc.ReleaseChannel)
+		switch {
+		case err != nil:
+			c.fail(Error{Object: c.serviceObject(), Msg: err.Error()})
+		case cp != nil:
+			if cp.Protection == "" {
+				cp.Protection = cp.Attachment
+			}
+			if cp.Source == "" {
+				cp.Source = desiredstate.SourceDrover
+			}
+			if len(cp.Lifecycle) == 0 {
+				// A gate holds a deployment from starting (BLOCK).
+				cp.Lifecycle = []config.ProtectionLifecycle{{Deployment: &config.DeploymentCheck{FailureBehavior: "BLOCK"}}}
+			}
+			out.Protections = append(out.Protections, *cp)
+		}
 	}
-	if g := c.rc.AlertGate; g != nil {
-		// drover's alert gate: no alert may fire when a deployment starts
-		// (BLOCK).
-		out.Protections = append(out.Protections, CompiledProtection{Attachment: AlertGateCheck, Protection: AlertGateCheck, Source: desiredstate.SourceDrover,
-			Lifecycle:    []config.ProtectionLifecycle{{Deployment: &config.DeploymentCheck{FailureBehavior: "BLOCK"}}},
-			Alert:        &desiredstate.AlertGate{URL: g.Alertmanager, Matchers: g.Matchers},
-			PollInterval: g.PollInterval})
+}
+
+// channelGate is the compile hook of a gate a release channel's config
+// field adds (drover's): the channel's protection attachment of that kind,
+// or nil for none. The compiler fills in what the hook leaves empty: the
+// protection's name (the attachment's), its source (drover) and its
+// lifecycle (when a deployment starts, BLOCK). Hooks run with
+// disableAllProtections too: a gate of a channel's own is no protection.
+type channelGate func(rc *config.ReleaseChannel) (*CompiledProtection, error)
+
+// channelGates are the compile hooks of release channels' gates, one line
+// per kind, in the order their checks are listed.
+var channelGates = []channelGate{
+	deployWindowsGate,
+	alertGate,
+}
+
+// deployWindowsGate compiles a release channel's deployWindows into an
+// allowedTimes builtin.
+func deployWindowsGate(rc *config.ReleaseChannel) (*CompiledProtection, error) {
+	if len(rc.DeployWindows) == 0 {
+		return nil, nil
 	}
+	return &CompiledProtection{Attachment: DeployWindowsCheck,
+		Builtin: builtinCheck(&config.BuiltinProtection{AllowedTimes: &config.AllowedTimes{Windows: rc.DeployWindows}}, nil, nil)}, nil
+}
+
+// alertGate compiles a release channel's alertGate: no alert matching it
+// may fire when a deployment starts (internal/alerts evaluates it).
+func alertGate(rc *config.ReleaseChannel) (*CompiledProtection, error) {
+	g := rc.AlertGate
+	if g == nil {
+		return nil, nil
+	}
+	gate, err := desiredstate.NewGate(alerts.Kind, alerts.Spec{URL: g.Alertmanager, Matchers: g.Matchers})
+	if err != nil {
+		return nil, err
+	}
+	return &CompiledProtection{Attachment: AlertGateCheck, Gate: gate, PollInterval: g.PollInterval}, nil
 }
 
 // DeployWindowsCheck names the check of a release channel's deployWindows,
@@ -147,11 +197,11 @@ func commitDenylist(d *config.CommitDenylist, defs []config.ParameterDefinition,
 
 // commitRanges is the check of a commitDenylist's ranges, for the commits
 // the push holds (decided when it runs, against the repository).
-func commitRanges(d *config.CommitDenylist, defs []config.ParameterDefinition, params map[string]any) *desiredstate.CommitRanges {
-	out := &desiredstate.CommitRanges{Repository: d.Repository, Pushed: pushedCommits(d, defs, params)}
+func commitRanges(d *config.CommitDenylist, defs []config.ParameterDefinition, params map[string]any) *gitcheck.Ranges {
+	out := &gitcheck.Ranges{Repository: d.Repository, Pushed: pushedCommits(d, defs, params)}
 	for _, cd := range d.Commits {
 		if cd.Range != nil {
-			out.Ranges = append(out.Ranges, desiredstate.CommitRange{Start: strings.TrimSpace(cd.Range.StartCommit), End: strings.TrimSpace(cd.Range.EndCommit)})
+			out.Ranges = append(out.Ranges, gitcheck.Range{Start: strings.TrimSpace(cd.Range.StartCommit), End: strings.TrimSpace(cd.Range.EndCommit)})
 		}
 	}
 	return out
@@ -159,14 +209,14 @@ func commitRanges(d *config.CommitDenylist, defs []config.ParameterDefinition, p
 
 // pushedCommits are the values of the service's commit parameters for the
 // denylist's repository (every one when it names none).
-func pushedCommits(d *config.CommitDenylist, defs []config.ParameterDefinition, params map[string]any) []desiredstate.PushedCommit {
-	var out []desiredstate.PushedCommit
+func pushedCommits(d *config.CommitDenylist, defs []config.ParameterDefinition, params map[string]any) []gitcheck.PushedCommit {
+	var out []gitcheck.PushedCommit
 	for _, def := range defs {
 		if def.Commit == nil || d.Repository != "" && !strings.EqualFold(strings.TrimSuffix(def.Commit.Repository, ".git"), strings.TrimSuffix(d.Repository, ".git")) {
 			continue
 		}
 		if v, _ := params[def.Name].(string); v != "" {
-			out = append(out, desiredstate.PushedCommit{Param: def.Name, Commit: v, Repository: def.Commit.Repository})
+			out = append(out, gitcheck.PushedCommit{Param: def.Name, Commit: v, Repository: def.Commit.Repository})
 		}
 	}
 	return out

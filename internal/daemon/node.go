@@ -5,14 +5,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"path/filepath"
 	"time"
 
 	apiv1 "github.com/drover-dev/drover/api/v1"
-	"github.com/drover-dev/drover/internal/alerts"
 	"github.com/drover-dev/drover/internal/engine"
 	"github.com/drover-dev/drover/internal/eventretention"
-	"github.com/drover-dev/drover/internal/gitcheck"
 	"github.com/drover-dev/drover/internal/metrics"
 	"github.com/drover-dev/drover/internal/runtimehost"
 	"github.com/drover-dev/drover/internal/runtimehost/builtin"
@@ -145,9 +142,10 @@ func New(cfg Config) *Node {
 	if f, ok := cfg.Store.(store.Feed); ok && cfg.Shared {
 		feed = f
 	}
+	kinds := gateKinds(cfg.DataDir)
 	if cfg.APIOnly {
 		return &Node{feed: feed, log: cfg.Log, srv: server.New(server.Config{Store: cfg.Store, Engine: noEngine{}, Runtimes: noEngine{}, Log: cfg.Log, Now: cfg.Now,
-			Edge: cfg.Edge, StoreKind: cfg.StoreKind})}
+			Edge: cfg.Edge, StoreKind: cfg.StoreKind, Gates: kinds})}
 	}
 	var hs runtimehost.Store = cfg.Store
 	if cfg.Processes != nil {
@@ -164,9 +162,8 @@ func New(cfg Config) *Node {
 	n.host = runtimehost.New(hostCfg)
 	n.hub.SetRuns(n.host.Runs())
 	n.loop = engine.NewLoop(engine.Config{
-		Store: cfg.Store, Runtimes: n.host, Settings: cfg.Settings, Now: cfg.Now, Alerts: &alerts.Client{},
-		Commits: &gitcheck.Checker{Dir: filepath.Join(cfg.DataDir, "git")},
-		Log:     cfg.Log, Workers: cfg.Workers, OnWrite: n.changed, ShutdownGrace: cfg.ShutdownGrace,
+		Store: cfg.Store, Runtimes: n.host, Settings: cfg.Settings, Now: cfg.Now, Gates: kinds,
+		Log: cfg.Log, Workers: cfg.Workers, OnWrite: n.changed, ShutdownGrace: cfg.ShutdownGrace,
 		// An unshared store is the data directory's SQLite database, which
 		// the directory's lock gives to this process alone: claims left in
 		// it are a dead process's.
@@ -184,7 +181,7 @@ func New(cfg Config) *Node {
 	n.hub.SetReplica(n.loop.Owner())
 	n.retention = eventretention.Config{Horizon: cfg.EventRetention, ArchiveDir: cfg.EventArchive, Owner: n.loop.Owner(), Now: cfg.Now, Log: cfg.Log}
 	n.srv = server.New(server.Config{Store: cfg.Store, Engine: n.loop, Runtimes: n.host, Log: cfg.Log, Now: cfg.Now, Edge: cfg.Edge,
-		StoreKind: cfg.StoreKind, Replica: n.loop.Owner(), Agents: n.agentsInfo()})
+		StoreKind: cfg.StoreKind, Replica: n.loop.Owner(), Agents: n.agentsInfo(), Gates: kinds})
 	return n
 }
 

@@ -154,12 +154,11 @@ type Check struct {
 	// default); exit code 0 passes.
 	Command      json.RawMessage `json:"command,omitempty"`
 	PollInterval Duration        `json:"pollInterval,omitzero"`
-	// Alert is an alert gate (drover's): it passes while no alert matching
-	// it fires; asked every PollInterval like a command.
-	Alert *AlertGate `json:"alert,omitempty"`
-	// Commits is a commitDenylist with ranges: whether a pushed commit lies
-	// in one needs the repository's history, so it runs like a command.
-	Commits *CommitRanges `json:"commits,omitempty"`
+	// Gate is a check of a kind an evaluator registered with the engine
+	// decides (an alert gate, commitDenylist ranges: see gate.go), asked
+	// every PollInterval like a command. It is stored as a member of its
+	// own, named by its kind.
+	Gate *Gate `json:"-"`
 	// Shared is the key of the run a convergence extension shares with
 	// every channel whose extension has it ("" = its channel's own run).
 	Shared string `json:"shared,omitempty"`
@@ -170,39 +169,31 @@ type Check struct {
 	DependsOn []string `json:"dependsOn,omitempty"`
 }
 
-// CommitRanges is a commitDenylist check that needs the repository: the
-// commits pushed (parameter name and commit) and the denylisted ranges
-// (start exclusive, end inclusive) of Repository.
-type CommitRanges struct {
-	Repository string         `json:"repository"`
-	Pushed     []PushedCommit `json:"pushed"`
-	Ranges     []CommitRange  `json:"ranges"`
-}
-
-// PushedCommit is a commit parameter's value.
-type PushedCommit struct {
-	Param  string `json:"param"`
-	Commit string `json:"commit"`
-	// Repository is the parameter's repository.
-	Repository string `json:"repository"`
-}
-
-// CommitRange is a denylisted range: after Start, up to and with End.
-type CommitRange struct {
-	Start string `json:"start"`
-	End   string `json:"end"`
-}
-
 // Retry is a convergence extension's retry policy.
 type Retry struct {
 	Base Duration `json:"base,omitzero"`
 	Max  Duration `json:"max,omitzero"`
 }
 
-// AlertGate is a check that asks a Prometheus Alertmanager (drover's).
-type AlertGate struct {
-	URL      string   `json:"url"`
-	Matchers []string `json:"matchers"`
+// checkFields are a Check's fields, encoded as encoding/json does.
+type checkFields Check
+
+// MarshalJSON writes the check's fields and, last, its gate as a member
+// named by its kind.
+func (c Check) MarshalJSON() ([]byte, error) {
+	return MarshalGated(checkFields(c), c.Gate)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (c *Check) UnmarshalJSON(b []byte) error {
+	var f checkFields
+	g, err := UnmarshalGated(b, &f)
+	if err != nil {
+		return fmt.Errorf("check: %w", err)
+	}
+	*c = Check(f)
+	c.Gate = g
+	return nil
 }
 
 // RunKey names the runs of a command check: one run serves every phase of

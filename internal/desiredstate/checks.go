@@ -153,15 +153,32 @@ func (b *Builtin) nextChange(now time.Time, in bool) time.Time {
 // protection checks the graph names.
 type Attachment struct {
 	Attachment string                `json:"attachment"`
+	Protection string                `json:"protection"`
 	Source     string                `json:"source"`
 	Lifecycle  []AttachmentLifecycle `json:"lifecycle"`
 	Builtin    *Builtin              `json:"builtin"`
-	// Command and PollInterval: a protection that runs a command; Alert,
-	// an alert gate.
+	// Command and PollInterval: a protection that runs a command; Gate,
+	// one a registered evaluator decides (stored as a member named by its
+	// kind, as in a Check).
 	Command      json.RawMessage `json:"command"`
 	PollInterval Duration        `json:"pollInterval"`
-	Alert        *AlertGate      `json:"alert"`
-	Commits      *CommitRanges   `json:"commits"`
+	Gate         *Gate           `json:"-"`
+}
+
+// attachmentFields are an Attachment's fields, decoded as encoding/json
+// does.
+type attachmentFields Attachment
+
+// UnmarshalJSON reads an attachment and its gate.
+func (a *Attachment) UnmarshalJSON(b []byte) error {
+	var f attachmentFields
+	g, err := UnmarshalGated(b, &f)
+	if err != nil {
+		return fmt.Errorf("protection attachment: %w", err)
+	}
+	*a = Attachment(f)
+	a.Gate = g
+	return nil
 }
 
 // AttachmentLifecycle is one lifecycle item of an attachment.
@@ -192,10 +209,8 @@ func CompleteChecks(checks []Check, atts []Attachment) {
 			chk.Builtin = a.Builtin
 			switch {
 			case chk.Builtin != nil:
-			case a.Alert != nil:
-				chk.Alert, chk.PollInterval = a.Alert, a.PollInterval
-			case a.Commits != nil:
-				chk.Commits, chk.PollInterval = a.Commits, a.PollInterval
+			case a.Gate != nil:
+				chk.Gate, chk.PollInterval = a.Gate, a.PollInterval
 			case len(a.Command) > 0 && string(a.Command) != "null":
 				chk.Command, chk.PollInterval = a.Command, a.PollInterval
 			}

@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"time"
 
 	ds "github.com/drover-dev/drover/internal/desiredstate"
+	"github.com/drover-dev/drover/internal/gates"
 	"github.com/drover-dev/drover/internal/runtimes"
 	"github.com/drover-dev/drover/internal/store"
 )
@@ -43,28 +43,14 @@ type Outcome struct {
 	Interrupted bool
 }
 
-// AlertQuerier asks a Prometheus Alertmanager which alerts matching all
-// matchers fire (active, not silenced, not inhibited), naming each for
-// people; alert gates are run through it.
-type AlertQuerier interface {
-	FiringAlerts(ctx context.Context, url string, matchers []string) ([]string, error)
-}
-
-// CommitChecker answers whether commit lies after start (excluded) and up
-// to end (included) in repository's history; commitDenylist ranges are
-// decided through it.
-type CommitChecker interface {
-	InRange(ctx context.Context, repository, commit, start, end string) (bool, error)
-}
-
 // LocalExecutor carries out actions in this process through the runtimes.
 type LocalExecutor struct {
 	store    ExecutorStore
 	runtimes RuntimeSource
-	// alerts asks Alertmanagers for alert gates (nil: they cannot run);
-	// commits decides commitDenylist ranges (nil: they cannot run).
-	alerts   AlertQuerier
-	commits  CommitChecker
+	// gates evaluates the checks of gate kinds (alert gates,
+	// commitDenylist ranges: whatever the composition root registered;
+	// nil: none).
+	gates    *gates.Registry
 	settings Settings
 	now      func() time.Time
 	log      *slog.Logger
@@ -232,12 +218,9 @@ func (x *LocalExecutor) runCheck(ctx context.Context, app, svc string, a Action)
 	}
 	var out runtimes.CheckOutcome
 	var err error
-	switch {
-	case chk.Alert != nil:
-		out, err = x.askAlerts(ctx, chk.Alert)
-	case chk.Commits != nil:
-		out, err = x.checkCommits(ctx, chk.Commits)
-	default:
+	if chk.Gate != nil {
+		out, err = x.evaluate(ctx, app, svc, a, *chk.Gate)
+	} else {
 		out, err = x.runCommand(ctx, a, chk)
 	}
 	if stopped := shutdownCause(ctx); err != nil && stopped != nil {
@@ -294,24 +277,14 @@ func (x *LocalExecutor) runCommand(ctx context.Context, a Action, chk ds.Check) 
 	return cr.RunCheck(ctx, target, runtimes.CheckCommand{Name: chk.Name, Spec: chk.Command})
 }
 
-// askAlerts runs an alert gate: it passes while no alert matching it fires.
-func (x *LocalExecutor) askAlerts(ctx context.Context, g *ds.AlertGate) (runtimes.CheckOutcome, error) {
-	if x.alerts == nil {
-		return runtimes.CheckOutcome{}, errors.New("this engine has no Alertmanager client")
-	}
-	firing, err := x.alerts.FiringAlerts(ctx, g.URL, g.Matchers)
+// evaluate runs a gate through the evaluator registered for its kind.
+func (x *LocalExecutor) evaluate(ctx context.Context, app, svc string, a Action, g ds.Gate) (runtimes.CheckOutcome, error) {
+	target := gates.Target{Application: app, Service: svc, ReleaseChannel: a.ReleaseChannel, DesiredStateID: a.StateID, Version: a.Version}
+	out, err := x.gates.Evaluate(ctx, target, g)
 	if err != nil {
 		return runtimes.CheckOutcome{}, err
 	}
-	what := strings.Join(g.Matchers, ", ")
-	n := len(firing)
-	switch {
-	case n == 0:
-		return runtimes.CheckOutcome{Passed: true, Message: "no alert firing matching " + what}, nil
-	case n > 3:
-		firing = append(firing[:3:3], fmt.Sprintf("and %d more", n-3))
-	}
-	return runtimes.CheckOutcome{Message: fmt.Sprintf("%d alert(s) firing matching %s: %s", n, what, strings.Join(firing, ", "))}, nil
+	return runtimes.CheckOutcome{Passed: out.Passed, Message: out.Message}, nil
 }
 
 // checkWord is what people call chk: a protection, an extension, drover's
@@ -324,30 +297,4 @@ func checkWord(chk ds.Check) string {
 		return "gate"
 	}
 	return "protection"
-}
-
-// checkCommits decides a commitDenylist's ranges: it fails when a pushed
-// commit lies in one.
-func (x *LocalExecutor) checkCommits(ctx context.Context, c *ds.CommitRanges) (runtimes.CheckOutcome, error) {
-	if x.commits == nil {
-		return runtimes.CheckOutcome{}, errors.New("this engine cannot read repositories")
-	}
-	var seen []string
-	for _, pc := range c.Pushed {
-		repo := c.Repository
-		if repo == "" {
-			repo = pc.Repository
-		}
-		for _, r := range c.Ranges {
-			in, err := x.commits.InRange(ctx, repo, pc.Commit, r.Start, r.End)
-			if err != nil {
-				return runtimes.CheckOutcome{}, fmt.Errorf("%s: %w", repo, err)
-			}
-			if in {
-				return runtimes.CheckOutcome{Message: fmt.Sprintf("commit %s (parameter %s) is in the denylisted range %s..%s of %s", pc.Commit, pc.Param, r.Start, r.End, repo)}, nil
-			}
-		}
-		seen = append(seen, pc.Param+"="+pc.Commit)
-	}
-	return runtimes.CheckOutcome{Passed: true, Message: "no commit in a denylisted range (" + strings.Join(seen, ", ") + ")"}, nil
 }

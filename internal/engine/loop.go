@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/drover-dev/drover/internal/gates"
 	"github.com/drover-dev/drover/internal/runtimes"
 	"github.com/drover-dev/drover/internal/store"
 )
@@ -111,10 +112,9 @@ type Config struct {
 	// context ends (0 = they are stopped at once); those still running
 	// then are stopped and recorded as interrupted.
 	ShutdownGrace time.Duration
-	// Alerts asks Alertmanagers for alert gates, Commits reads repositories
-	// for commitDenylist ranges (for the LocalExecutor).
-	Alerts  AlertQuerier
-	Commits CommitChecker
+	// Gates evaluates the checks of gate kinds, by kind (for the
+	// LocalExecutor; nil: none).
+	Gates *gates.Registry
 	// Executor carries out the actions plans decide (nil = a LocalExecutor
 	// over Store and Runtimes).
 	Executor Executor
@@ -189,7 +189,7 @@ func NewLoop(cfg Config) *Loop {
 	}
 	if cfg.Executor == nil {
 		x := NewLocalExecutor(cfg.Store, cfg.Runtimes, cfg.Settings, cfg.Now, cfg.Log)
-		x.alerts, x.commits = cfg.Alerts, cfg.Commits
+		x.gates = cfg.Gates
 		if cfg.Observer != nil {
 			x.observer = cfg.Observer
 		}

@@ -46,12 +46,13 @@ type Channel struct {
 // (planner.unenforced).
 
 // enforced reports whether the engine evaluates chk: a builtin protection
-// (alwaysPassing, alwaysFailing, allowedTimes), a command protection or an
-// alert gate, in any lifecycle phase.
+// (alwaysPassing, alwaysFailing, allowedTimes), a command protection or a
+// gate (evaluated by its kind's evaluator, which says "could not run" when
+// this engine has none), in any lifecycle phase.
 func enforced(chk ds.Check) bool {
 	switch chk.Kind {
 	case ds.CheckProtection:
-		if chk.Builtin == nil && len(chk.Command) == 0 && chk.Alert == nil && chk.Commits == nil {
+		if chk.Builtin == nil && len(chk.Command) == 0 && chk.Gate == nil {
 			return false
 		}
 	case ds.CheckConvergenceExtension:

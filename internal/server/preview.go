@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"net/url"
 	"slices"
 	"sort"
 	"strings"
@@ -226,8 +225,8 @@ func (s *Server) gates(app string, ch engine.Channel, freezes []ds.Freeze) []str
 		switch {
 		case r.State == engine.CheckPending && len(r.Check.Command) > 0:
 			line = fmt.Sprintf("%s: runs its command then", r.Check)
-		case r.State == engine.CheckPending && r.Check.Alert != nil:
-			line = fmt.Sprintf("%s: asks %s for alerts matching %s then", r.Check, withoutUserinfo(r.Check.Alert.URL), strings.Join(r.Check.Alert.Matchers, ", "))
+		case r.State == engine.CheckPending && r.Check.Gate != nil:
+			line = fmt.Sprintf("%s: %s then", r.Check, s.gateKind.Describe(*r.Check.Gate))
 		case r.Message != "":
 			line += " now: " + r.Message
 		}
@@ -393,16 +392,6 @@ func diffLines(s string) []string {
 		lines = lines[:len(lines)-1]
 	}
 	return lines
-}
-
-// withoutUserinfo is a URL without the credentials it may carry.
-func withoutUserinfo(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
-	}
-	u.User = nil
-	return u.String()
 }
 
 func orNone(v string) string {

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	apiv1 "github.com/drover-dev/drover/api/v1"
+	"github.com/drover-dev/drover/internal/gates"
 	"github.com/drover-dev/drover/internal/web"
 )
 
@@ -57,6 +58,8 @@ type Config struct {
 	// StoreKind ("sqlite", "postgres") and Replica (this server's name in
 	// leases and task claims) are reported by /v1/health.
 	StoreKind, Replica string
+	// Gates describes the checks of gate kinds in previews (nil: by kind).
+	Gates *gates.Registry
 }
 
 // Server is the API.
@@ -64,6 +67,7 @@ type Server struct {
 	store    Store
 	engine   Engine
 	runtimes Runtimes
+	gateKind *gates.Registry // describes gates in previews
 	log      *slog.Logger
 	now      func() time.Time
 	changed  *broadcaster
@@ -116,7 +120,7 @@ func New(cfg Config) *Server {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Server{store: cfg.Store, engine: cfg.Engine, runtimes: cfg.Runtimes, log: cfg.Log, now: cfg.Now,
+	s := &Server{store: cfg.Store, engine: cfg.Engine, runtimes: cfg.Runtimes, gateKind: cfg.Gates, log: cfg.Log, now: cfg.Now,
 		changed: newBroadcaster(), edgeCfg: cfg.Edge, agents: cfg.Agents, storeKind: cfg.StoreKind, replica: cfg.Replica,
 		limits: newLimiter(cfg.Edge.MutationRate, cfg.Edge.MutationBurst, cfg.Edge.MaxStreams), streamRecheck: streamRecheck, ui: web.New()}
 	s.routes()
