@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/drover-dev/drover/internal/config"
+	"github.com/drover-dev/drover/internal/customspec"
 	"github.com/drover-dev/drover/internal/desiredstate"
 	"github.com/drover-dev/drover/internal/ecsspec"
 )
@@ -135,15 +136,9 @@ type CompiledProtection struct {
 	Commits *desiredstate.CommitRanges `json:"commits,omitempty"`
 }
 
-// ProtectionCommand is a protection's command as its runtime runs it: exit
-// code 0 passes.
-type ProtectionCommand struct {
-	Protection       string                     `json:"protection"`
-	TaskConfig       *config.TaskConfig         `json:"taskConfig,omitempty"`
-	KubernetesConfig *config.KubernetesConfig   `json:"kubernetesConfig,omitempty"`
-	Env              map[string]config.EnvValue `json:"env,omitempty"`
-	Timeout          config.Duration            `json:"timeout,omitzero"`
-}
+// ProtectionCommand is a protection's command as its runtime runs it
+// (customspec.ProtectionCommand, which the runtimes read).
+type ProtectionCommand = customspec.ProtectionCommand
 
 // CustomRuntimeObject is what a custom runtime (or terraform runner) converges:
 // its commands rendered with the service's parameter values.

@@ -19,11 +19,11 @@ var terraformRunnerParams = []config.ParameterDefinition{
 // the runtime's commands with the runtime parameters as .Params.
 func (c *rcCompiler) customRuntime(field string, cr *config.CustomRuntimeValues, rt *config.Runtime, data *Data) *CustomRuntimeObject {
 	var defs []config.ParameterDefinition
-	kind := RuntimeKind(rt)
+	kind := rt.Kind()
 	switch kind {
-	case "custom":
+	case config.KindCustom:
 		defs = rt.Custom.Parameters
-	case "terraformRunner":
+	case config.KindTerraformRunner:
 		defs = terraformRunnerParams
 		if sa := rt.TerraformRunner.ServiceAccount; sa != "" && rt.TerraformRunner.ProxyRuntime == nil {
 			c.note(fmt.Sprintf("runtime %s: terraformRunner.serviceAccount %q is not used: without proxyRuntime drover runs the runner's commands on its own host, not as Kubernetes Jobs", rt.Name, sa))
@@ -44,13 +44,13 @@ func (c *rcCompiler) customRuntime(field string, cr *config.CustomRuntimeValues,
 			}
 			pv.String = &s
 		}
-		if pv.Secret != nil && kind == "terraformRunner" {
+		if pv.Secret != nil && kind == config.KindTerraformRunner {
 			c.fail(Error{Object: c.serviceObject(), Field: pf + ".secret", Msg: terraformSecretMsg})
 			continue
 		}
 		def := byName[pv.Name]
 		if def == nil {
-			if kind == "fake" {
+			if kind == config.KindFake {
 				given[pv.Name] = plainValue(pv)
 				continue
 			}
@@ -84,7 +84,7 @@ func (c *rcCompiler) customRuntime(field string, cr *config.CustomRuntimeValues,
 		}
 		obj.ParameterValues[def.Name] = v
 	}
-	if kind == "fake" {
+	if kind == config.KindFake {
 		for k, v := range given {
 			obj.ParameterValues[k] = v
 		}
@@ -93,9 +93,9 @@ func (c *rcCompiler) customRuntime(field string, cr *config.CustomRuntimeValues,
 		return nil
 	}
 	switch kind {
-	case "custom":
+	case config.KindCustom:
 		obj.markSecrets()
-	case "terraformRunner":
+	case config.KindTerraformRunner:
 		// Only a custom runtime puts a raw secret parameter's value in place
 		// of its marker (B5); elsewhere it would render as "(secret)".
 		for name, v := range obj.ParameterValues {
@@ -110,7 +110,7 @@ func (c *rcCompiler) customRuntime(field string, cr *config.CustomRuntimeValues,
 	rdata := &Data{Params: obj.ParameterValues, Constants: data.Constants, Builtins: data.Builtins}
 	rdata.Params, rdata.secrets = withSecretSentinels(obj.ParameterValues)
 	switch kind {
-	case "custom":
+	case config.KindCustom:
 		var rendered config.CustomRuntime
 		if !c.renderConfig("runtime/"+rt.Name, "runtime.custom", withoutParameters(rt.Custom), &rendered, rdata) {
 			return nil
@@ -123,7 +123,7 @@ func (c *rcCompiler) customRuntime(field string, cr *config.CustomRuntimeValues,
 			}
 		}
 		obj.Custom = &rendered
-	case "terraformRunner":
+	case config.KindTerraformRunner:
 		var rendered config.TerraformRunner
 		if !c.renderConfig("runtime/"+rt.Name, "runtime.terraformRunner", rt.TerraformRunner, &rendered, rdata) {
 			return nil

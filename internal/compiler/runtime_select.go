@@ -5,40 +5,8 @@ import (
 	"strings"
 
 	"github.com/drover-dev/drover/internal/config"
-	"github.com/drover-dev/drover/internal/ecsspec"
 	"github.com/drover-dev/drover/internal/labelquery"
 )
-
-// RuntimeKind returns fake, kubernetes, custom or terraformRunner. A runtime
-// with no type is a Kubernetes runtime, as in Prodvana.
-func RuntimeKind(rt *config.Runtime) string {
-	switch {
-	case rt.Fake != nil:
-		return "fake"
-	case rt.Custom != nil:
-		return "custom"
-	case rt.TerraformRunner != nil:
-		return "terraformRunner"
-	case rt.AwsEcs != nil:
-		return ecsspec.Kind
-	}
-	return "kubernetes"
-}
-
-// accepts reports whether a runtime kind can run a backend.
-func accepts(kind, backend string) bool {
-	switch kind {
-	case "fake":
-		return true
-	case "kubernetes":
-		return backend == "kubernetesConfig"
-	case "custom", "terraformRunner":
-		return backend == "customRuntime"
-	case ecsspec.Kind:
-		return backend == ecsspec.Kind
-	}
-	return false
-}
 
 // selectRuntime picks the runtime connection: the one named by
 // runtimeConnection, else the only one whose runtime accepts the backend.
@@ -46,13 +14,13 @@ func (c *rcCompiler) selectRuntime(m *serviceForRC) (SelectedRuntime, *config.Ru
 	backend := ""
 	switch {
 	case m.Backend.KubernetesConfig != nil:
-		backend = "kubernetesConfig"
+		backend = config.BackendKubernetesConfig
 	case m.Backend.Helm != nil:
-		backend = "kubernetesConfig" // rendered to Kubernetes objects
+		backend = config.BackendKubernetesConfig // rendered to Kubernetes objects
 	case m.Backend.CustomRuntime != nil:
-		backend = "customRuntime"
+		backend = config.BackendCustomRuntime
 	case m.Backend.AwsEcs != nil:
-		backend = ecsspec.Kind
+		backend = config.BackendAwsEcs
 	default:
 		c.fail(Error{Object: c.serviceObject(), Field: "service", Msg: "no backend for this release channel: set kubernetesConfig, helm, customRuntime or awsEcs (at the top level or in perReleaseChannel)"})
 		return SelectedRuntime{}, nil, false
@@ -75,7 +43,7 @@ func (c *rcCompiler) selectRuntime(m *serviceForRC) (SelectedRuntime, *config.Ru
 			}
 			continue
 		}
-		if accepts(RuntimeKind(rt), backend) {
+		if rt.KindFacts().Accepts(backend) {
 			candidates = append(candidates, conn)
 		}
 	}
@@ -96,11 +64,11 @@ func (c *rcCompiler) selectRuntime(m *serviceForRC) (SelectedRuntime, *config.Ru
 	}
 	conn := candidates[0]
 	rt := c.in.Runtimes[conn.Runtime]
-	if !accepts(RuntimeKind(rt), backend) {
-		c.fail(Error{Object: c.serviceObject(), Field: "service.runtimeConnection", Msg: fmt.Sprintf("runtime %s (%s) cannot run a %s service", rt.Name, RuntimeKind(rt), backend)})
+	if !rt.KindFacts().Accepts(backend) {
+		c.fail(Error{Object: c.serviceObject(), Field: "service.runtimeConnection", Msg: fmt.Sprintf("runtime %s (%s) cannot run a %s service", rt.Name, rt.Kind(), backend)})
 		return SelectedRuntime{}, nil, false
 	}
-	sel := SelectedRuntime{Connection: conn.ConnectionName(), Name: rt.Name, Kind: RuntimeKind(rt)}
+	sel := SelectedRuntime{Connection: conn.ConnectionName(), Name: rt.Name, Kind: rt.Kind()}
 	if co := conn.ContainerOrchestration; co != nil && co.K8s != nil {
 		sel.Namespace = co.K8s.Namespace
 	}
@@ -112,7 +80,7 @@ func (c *rcCompiler) runtimeNames() []string {
 	for _, conn := range c.rc.Runtimes {
 		kind := "unknown"
 		if rt := c.in.Runtimes[conn.Runtime]; rt != nil {
-			kind = RuntimeKind(rt)
+			kind = rt.Kind()
 		}
 		out = append(out, conn.Runtime+" ("+kind+")")
 	}
