@@ -14,6 +14,19 @@ var terraformRunnerParams = []config.ParameterDefinition{
 	{Name: "extraInitArgs", String: &config.StringParameter{}},
 }
 
+func init() {
+	registerBackend(serviceBackend{
+		name: "customRuntime", accepted: config.BackendCustomRuntime, compiled: "customRuntime",
+		set: func(b *config.ServiceBackend) bool { return b.CustomRuntime != nil },
+		compile: func(c *rcCompiler, field string, m *serviceForRC, rt *config.Runtime, data *Data, out *CompiledReleaseChannel) {
+			out.Backend = "customRuntime"
+			if obj := c.customRuntime(field+".customRuntime", m.Backend.CustomRuntime, rt, data); obj != nil {
+				out.Objects = []any{obj}
+			}
+		},
+	})
+}
+
 // customRuntime renders the service's parameter values (templates over the
 // service's data), resolves the runtime's parameters with them, and renders
 // the runtime's commands with the runtime parameters as .Params.

@@ -8,23 +8,85 @@ import (
 	"github.com/drover-dev/drover/internal/labelquery"
 )
 
+// serviceBackend is the compiler's hook for one backend a service sets for
+// a release channel (kubernetesConfig, helm, customRuntime, awsEcs): the
+// file that compiles the backend registers it (registerBackend), and the
+// compiler looks it up instead of switching on the backend.
+type serviceBackend struct {
+	// name is the backend's field in the service config.
+	name string
+	// accepted is the backend as runtime kinds accept it
+	// (config.RuntimeKind.Backends: helm is rendered to Kubernetes
+	// objects, so it is kubernetesConfig).
+	accepted string
+	// compiled is the compiled channel's Backend the hook gives
+	// ("kubernetes", "customRuntime", "awsEcs").
+	compiled string
+	// set reports whether b sets the backend (validation allows one).
+	set func(b *config.ServiceBackend) bool
+	// compile sets out.Backend and out.Objects for the channel, rendering
+	// m's backend for runtime rt; problems go to c.fail.
+	compile func(c *rcCompiler, field string, m *serviceForRC, rt *config.Runtime, data *Data, out *CompiledReleaseChannel)
+	// inject, if set, adds the channel's env to the objects of a channel
+	// compiled to this backend, once res has its bundle version (injectEnv).
+	inject func(res *Result, rc *CompiledReleaseChannel, meta map[string]string) error
+}
+
+// sbKubernetes is the compiled Backend of channels of Kubernetes objects.
+const sbKubernetes = "kubernetes"
+
+// serviceBackends are the registered backends, by name.
+var serviceBackends = map[string]serviceBackend{}
+
+// registerBackend adds a backend; called from init of the file compiling it.
+func registerBackend(b serviceBackend) {
+	if _, dup := serviceBackends[b.name]; dup {
+		panic("compiler: backend " + b.name + " registered twice")
+	}
+	serviceBackends[b.name] = b
+}
+
+// backendOf returns the backend b sets.
+func backendOf(b *config.ServiceBackend) (serviceBackend, bool) {
+	for _, sb := range serviceBackends {
+		if sb.set(b) {
+			return sb, true
+		}
+	}
+	return serviceBackend{}, false
+}
+
+func init() {
+	registerBackend(serviceBackend{
+		name: "kubernetesConfig", accepted: config.BackendKubernetesConfig, compiled: sbKubernetes,
+		set: func(b *config.ServiceBackend) bool { return b.KubernetesConfig != nil },
+		compile: func(c *rcCompiler, field string, m *serviceForRC, _ *config.Runtime, data *Data, out *CompiledReleaseChannel) {
+			out.Backend = sbKubernetes
+			out.EnvInjectionDisabled = m.Backend.KubernetesConfig.EnvInjectionMode == config.EnvInjectDisabled
+			out.Objects = c.kubernetes(field+".kubernetesConfig", m.Backend.KubernetesConfig, data)
+		},
+		inject: injectKubernetes,
+	})
+	registerBackend(serviceBackend{
+		name: "helm", accepted: config.BackendKubernetesConfig, compiled: sbKubernetes,
+		set: func(b *config.ServiceBackend) bool { return b.Helm != nil },
+		compile: func(c *rcCompiler, field string, m *serviceForRC, _ *config.Runtime, data *Data, out *CompiledReleaseChannel) {
+			out.Backend = sbKubernetes
+			out.chart = true
+			out.Objects = c.helm(field+".helm", m.Backend.Helm, data, out.Runtime)
+		},
+	})
+}
+
 // selectRuntime picks the runtime connection: the one named by
 // runtimeConnection, else the only one whose runtime accepts the backend.
 func (c *rcCompiler) selectRuntime(m *serviceForRC) (SelectedRuntime, *config.Runtime, bool) {
-	backend := ""
-	switch {
-	case m.Backend.KubernetesConfig != nil:
-		backend = config.BackendKubernetesConfig
-	case m.Backend.Helm != nil:
-		backend = config.BackendKubernetesConfig // rendered to Kubernetes objects
-	case m.Backend.CustomRuntime != nil:
-		backend = config.BackendCustomRuntime
-	case m.Backend.AwsEcs != nil:
-		backend = config.BackendAwsEcs
-	default:
+	sb, ok := backendOf(&m.Backend)
+	if !ok {
 		c.fail(Error{Object: c.serviceObject(), Field: "service", Msg: "no backend for this release channel: set kubernetesConfig, helm, customRuntime or awsEcs (at the top level or in perReleaseChannel)"})
 		return SelectedRuntime{}, nil, false
 	}
+	backend := sb.accepted
 	var candidates []config.RuntimeConnection
 	for _, conn := range c.rc.Runtimes {
 		rt := c.in.Runtimes[conn.Runtime]
