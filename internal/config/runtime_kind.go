@@ -56,6 +56,11 @@ type RuntimeKind struct {
 	// Validate checks rt's section, reporting each problem with add (field
 	// is a path such as "runtime.awsEcs.region"); nil = nothing to check.
 	Validate func(rt *Runtime, add func(field, msg string))
+	// ValidateBackend, for a kind that brings a service backend of its own,
+	// checks that backend's section of b (path is "service" or a
+	// perReleaseChannel entry's path) and returns its name when b sets it
+	// ("" when not), so that a service setting two backends is refused.
+	ValidateBackend func(b *ServiceBackend, path string, add func(field, msg string)) string
 	// validate is a built-in kind's Validate, which needs the whole set of
 	// configs (proxy runtimes are looked up).
 	validate func(v *validator, src *Source, rt *Runtime)

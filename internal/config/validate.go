@@ -616,6 +616,15 @@ func (v *validator) backend(src *Source, path string, b *ServiceBackend, require
 		}
 		v.template(src, p+".ecsServiceNameOverride", e.EcsServiceNameOverride)
 	}
+	// Backends that registered kinds bring validate their own sections.
+	for _, k := range RuntimeKinds() {
+		if k.ValidateBackend == nil {
+			continue
+		}
+		if name := k.ValidateBackend(b, path, func(field, msg string) { v.add(src, field, "%s", msg) }); name != "" {
+			set = append(set, name)
+		}
+	}
 	switch {
 	case len(set) > 1:
 		v.add(src, path+"."+set[1], "set only one backend (found %s)", strings.Join(set, " and "))

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,6 +34,9 @@ const toyKind = "toy"
 // toyRuntimes are the toy runtimes the host built, by name.
 var toyRuntimes sync.Map
 
+// backendsSeen counts the service backends the toy kind's ValidateBackend saw.
+var backendsSeen atomic.Int64
+
 func init() {
 	// The facts half: what the compiler, the server and the host read.
 	config.RegisterRuntimeKind(config.RuntimeKind{
@@ -46,6 +50,14 @@ func init() {
 			return false
 		},
 		Backends: []string{config.BackendKubernetesConfig},
+		// A kind bringing its own service backend would check and name it
+		// here; the toy records that services' backends reach it.
+		ValidateBackend: func(b *config.ServiceBackend, path string, _ func(field, msg string)) string {
+			if b.KubernetesConfig != nil && path == "service" {
+				backendsSeen.Add(1)
+			}
+			return ""
+		},
 		Validate: func(rt *config.Runtime, add func(field, msg string)) {
 			if len(rt.Applications) == 0 {
 				add("runtime.applications", "a toy runtime names the applications it serves")
@@ -146,6 +158,9 @@ func TestToyKindEndToEnd(t *testing.T) {
 	files["toybox.pvn.yaml"] += "  applications: [play]\n"
 	if _, err := apply(); err != nil {
 		t.Fatal(err)
+	}
+	if backendsSeen.Load() == 0 {
+		t.Error("the toy kind's ValidateBackend never saw the service's backend")
 	}
 	push, err := c.Push(t.Context(), "play", "blocks", apiv1.PushRequest{Params: []apiv1.Param{{Name: "color", Value: "red"}}})
 	if err != nil {
