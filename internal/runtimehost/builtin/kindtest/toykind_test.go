@@ -1,4 +1,7 @@
-package builtin_test
+// Package kindtest_test proves that a runtime kind lands without an edit
+// elsewhere: it registers one and runs a service on it (its own test
+// binary, so the built-in kinds' tests do not see it).
+package kindtest_test
 
 import (
 	"context"
