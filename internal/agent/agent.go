@@ -25,9 +25,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/drover-dev/drover/internal/compiler"
 	"github.com/drover-dev/drover/internal/config"
-	"github.com/drover-dev/drover/internal/ecsspec"
 	"github.com/drover-dev/drover/internal/runtimehost"
 	"github.com/drover-dev/drover/internal/runtimes"
 	"github.com/drover-dev/drover/internal/runtimes/remote"
@@ -288,10 +286,10 @@ func (a *agent) buildLocked(ref remote.RuntimeRef) (*built, error) {
 	if err := json.Unmarshal(ref.Config, &f); err != nil || f.Runtime == nil {
 		return nil, runtimes.Permanent(fmt.Errorf("agent: the config of runtime %s is not a runtime", ref.Name))
 	}
-	cfg := *f.Runtime
-	kind := compiler.RuntimeKind(&cfg)
-	switch kind {
-	case "kubernetes":
+	cfg := f.Runtime
+	kind := cfg.KindFacts()
+	switch {
+	case kind.Cluster:
 		if a.cfg.Mode != remote.ModeKubernetes {
 			return nil, runtimes.Permanent(fmt.Errorf("runtime %s is a Kubernetes runtime, but its agent runs commands only (start it with --mode kubernetes, in the cluster or with --kubeconfig)", ref.Name))
 		}
@@ -301,37 +299,25 @@ func (a *agent) buildLocked(ref remote.RuntimeRef) (*built, error) {
 		}
 		// The agent's own credentials, never the server's.
 		k.Kubeconfig, k.Context = a.cfg.Kubeconfig, a.cfg.Context
-		cfg.Kubernetes = &k
-	case ecsspec.Kind:
-		// The ECS API is called from here, with this environment's
-		// credentials (or the config's access key), in either mode.
-		e := *cfg.AwsEcs
-		e.ProxyRuntime = nil
-		cfg.AwsEcs = &e
-	case "custom", "terraformRunner":
-		if a.cfg.Mode == remote.ModeKubernetes {
-			jobs := a.cfg.Jobs[kind]
-			if jobs == nil {
-				return nil, runtimes.Permanent(fmt.Errorf("runtime %s: this agent cannot run %s commands as Kubernetes Jobs", ref.Name, kind))
-			}
-			// The proxy runtime's namespace (containerOrchestration) stays:
-			// the Jobs run there.
-			return a.keep(ref, kind, jobs(a.cfg.Kubeconfig, a.cfg.Context), &cfg)
+		cp := *cfg
+		cp.Kubernetes = &k
+		cfg = &cp
+	case kind.RunsCommands && a.cfg.Mode == remote.ModeKubernetes:
+		jobs := a.cfg.Jobs[kind.Name]
+		if jobs == nil {
+			return nil, runtimes.Permanent(fmt.Errorf("runtime %s: this agent cannot run %s commands as Kubernetes Jobs", ref.Name, kind.Name))
 		}
-		if cfg.TerraformRunner != nil {
-			t := *cfg.TerraformRunner
-			t.ProxyRuntime = nil
-			cfg.TerraformRunner = &t
-		}
-		if cfg.Custom != nil {
-			c := *cfg.Custom
-			c.ProxyRuntime = nil
-			cfg.Custom = &c
-		}
+		// The proxy runtime's namespace (containerOrchestration) stays:
+		// the Jobs run there.
+		return a.keep(ref, kind.Name, jobs(a.cfg.Kubeconfig, a.cfg.Context), cfg)
+	case kind.Unproxied != nil:
+		// This agent does the work the server sent here: with this
+		// environment's credentials (ECS), on this host (commands).
+		cfg = kind.Unproxied(cfg)
 	}
-	return a.keep(ref, kind, func(c *config.Runtime, opts runtimes.Options) (runtimes.Runtime, error) {
-		return a.cfg.Registry.New(kind, c, opts)
-	}, &cfg)
+	return a.keep(ref, kind.Name, func(c *config.Runtime, opts runtimes.Options) (runtimes.Runtime, error) {
+		return a.cfg.Registry.New(kind.Name, c, opts)
+	}, cfg)
 }
 
 // keep builds a runtime with factory and keeps it for ref's name and

@@ -28,6 +28,11 @@ type Rule struct {
 	// drover's own are relative to Module; the standard library's are not
 	// ("net/http").
 	Deny []string
+	// Allow are exceptions to Deny: packages below a denied one that From
+	// may import (an import path, or a pattern ending in "/..."), such as
+	// the interface package internal/runtimes below a denied
+	// "internal/runtimes/..." of its implementations.
+	Allow []string
 	// Why is what the rule protects, for the failure message.
 	Why string
 	// Direct rules deny only From's own imports: a denied package reached
@@ -150,7 +155,9 @@ func Check(g Graph, rules []Rule) []Violation {
 				}
 			}
 			for _, d := range r.Deny {
-				denied := func(p string) bool { return matches(p, d) }
+				denied := func(p string) bool {
+					return matches(p, d) && !slices.ContainsFunc(r.Allow, func(a string) bool { return fromMatches(p, a) })
+				}
 				if r.Direct {
 					if i := slices.IndexFunc(g[pkg], denied); i >= 0 {
 						out = append(out, Violation{Rule: r, Chain: []string{pkg, g[pkg][i]}, Pending: r.Pending})

@@ -87,3 +87,27 @@ func TestCheckReportsViolations(t *testing.T) {
 		t.Errorf("%d failing violations, want 4", failing)
 	}
 }
+
+// TestAllowExempts: a rule denying everything below a package allows what
+// its Allow names, and denies a new package below it.
+func TestAllowExempts(t *testing.T) {
+	t.Parallel()
+	m := func(p string) string { return Module + "/" + p }
+	g := Graph{
+		m("internal/engine"):              {m("internal/runtimes"), m("internal/runtimes/helper")},
+		m("internal/runtimes"):            {"fmt"},
+		m("internal/runtimes/helper"):     {m("internal/runtimes/newbackend")},
+		m("internal/runtimes/newbackend"): {"fmt"},
+		"fmt":                             nil,
+	}
+	rules := []Rule{{Name: "engine", From: []string{"internal/engine"}, Deny: []string{"internal/runtimes"},
+		Allow: []string{"internal/runtimes", "internal/runtimes/helper"}, Why: "pure"}}
+	var got []string
+	for _, v := range Check(g, rules) {
+		got = append(got, v.String())
+	}
+	want := `rule "engine": internal/engine must not import internal/runtimes/newbackend (pure), but it does: internal/engine -> internal/runtimes/helper -> internal/runtimes/newbackend`
+	if strings.Join(got, "\n") != want {
+		t.Errorf("violations:\n%s\nwant:\n%s", strings.Join(got, "\n"), want)
+	}
+}

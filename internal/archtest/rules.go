@@ -7,11 +7,12 @@ var Rules = []Rule{
 		Name: "engine-is-pure",
 		From: []string{"internal/engine/..."},
 		Deny: []string{
-			"internal/runtimes/fake", "internal/runtimes/custom", "internal/runtimes/terraform",
-			"internal/runtimes/kubernetes", "internal/runtimes/localexec",
-			"internal/server", "internal/runtimehost", "internal/daemon", "api", "net/http", "os/exec",
+			"internal/runtimes", "internal/server", "internal/runtimehost", "internal/daemon", "api", "net/http", "os/exec",
 		},
-		Why: "the engine decides and imports no runtime implementation, server or transport; the composition root wires them",
+		// Every runtime below internal/runtimes is denied, the next one too;
+		// the interface package is what the engine calls.
+		Allow: []string{"internal/runtimes"},
+		Why:   "the engine decides and imports no runtime implementation, server or transport; the composition root wires them",
 	},
 	{
 		Name: "engine-without-compiler",
@@ -64,11 +65,12 @@ var Rules = []Rule{
 	{
 		Name: "server-has-no-backend",
 		From: []string{"internal/server/...", "internal/runtimehost"},
-		Deny: []string{
-			"internal/runtimes/fake", "internal/runtimes/custom", "internal/runtimes/terraform",
-			"internal/runtimes/kubernetes", "internal/daemon",
-		},
-		Why: "runtime kinds are chosen by the composition root (runtimehost/builtin)",
+		Deny: []string{"internal/runtimes", "internal/daemon"},
+		// The interface package, the agents' transport, and the helpers
+		// that end a crashed process's commands and redact secrets; every
+		// backend below internal/runtimes is denied, the next one too.
+		Allow: []string{"internal/runtimes", "internal/runtimes/remote", "internal/runtimes/localexec", "internal/runtimes/redact"},
+		Why:   "runtime kinds are chosen by the composition root (runtimehost/builtin)",
 	},
 	{
 		Name:   "requests-reach-no-runtime",
@@ -82,5 +84,31 @@ var Rules = []Rule{
 		From: []string{"internal/runtimehost/..."},
 		Deny: []string{"internal/server", "internal/engine", "internal/daemon"},
 		Why:  "an agent hosts the same runtime host without a server or an engine",
+	},
+	{
+		Name: "runtimes-without-compiler",
+		From: []string{"internal/runtimes/..."},
+		Deny: []string{"internal/compiler"},
+		Why:  "a runtime reads the compiled objects of its spec package (ecsspec, customspec), not the compiler, which brings Helm and kustomize",
+	},
+	{
+		Name: "runtimehost-and-agent-without-compiler",
+		From: []string{"internal/runtimehost/...", "internal/agent/..."},
+		Deny: []string{"internal/compiler"},
+		Why:  "the runtime host and the agent build runtimes from config.RuntimeKind facts and spec packages; compiling is the server's",
+	},
+	{
+		Name:   "agent-without-store",
+		From:   []string{"internal/agent/..."},
+		Deny:   []string{"internal/store"},
+		Why:    "the agent has no database: what it records goes to the server over its stream",
+		Direct: true,
+	},
+	{
+		Name:    "agent-has-no-database",
+		From:    []string{"internal/agent/..."},
+		Deny:    []string{"internal/store"},
+		Why:     "the agent has no database; today it reaches the store's record types through runtimehost.Store and the server side of internal/runtimes/remote (Hub), which move out of its imports next",
+		Pending: true,
 	},
 }

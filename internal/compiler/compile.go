@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/drover-dev/drover/internal/config"
+	"github.com/drover-dev/drover/internal/customspec"
 	"github.com/drover-dev/drover/internal/desiredstate"
-	"github.com/drover-dev/drover/internal/ecsspec"
 )
 
 // Input is everything one compilation needs. The compiler is pure: it reads no
@@ -155,15 +155,9 @@ func (p *CompiledProtection) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// ProtectionCommand is a protection's command as its runtime runs it: exit
-// code 0 passes.
-type ProtectionCommand struct {
-	Protection       string                     `json:"protection"`
-	TaskConfig       *config.TaskConfig         `json:"taskConfig,omitempty"`
-	KubernetesConfig *config.KubernetesConfig   `json:"kubernetesConfig,omitempty"`
-	Env              map[string]config.EnvValue `json:"env,omitempty"`
-	Timeout          config.Duration            `json:"timeout,omitzero"`
-}
+// ProtectionCommand is a protection's command as its runtime runs it
+// (customspec.ProtectionCommand, which the runtimes read).
+type ProtectionCommand = customspec.ProtectionCommand
 
 // CustomRuntimeObject is what a custom runtime (or terraform runner) converges:
 // its commands rendered with the service's parameter values.
@@ -481,26 +475,8 @@ func (c *rcCompiler) compile() *CompiledReleaseChannel {
 	if merged.Field != "" {
 		field = merged.Field
 	}
-	switch {
-	case merged.Backend.KubernetesConfig != nil:
-		out.Backend = "kubernetes"
-		out.EnvInjectionDisabled = merged.Backend.KubernetesConfig.EnvInjectionMode == config.EnvInjectDisabled
-		out.Objects = c.kubernetes(field+".kubernetesConfig", merged.Backend.KubernetesConfig, data)
-	case merged.Backend.Helm != nil:
-		out.Backend = "kubernetes"
-		out.chart = true
-		out.Objects = c.helm(field+".helm", merged.Backend.Helm, data, sel)
-	case merged.Backend.CustomRuntime != nil:
-		out.Backend = "customRuntime"
-		if obj := c.customRuntime(field+".customRuntime", merged.Backend.CustomRuntime, rt, data); obj != nil {
-			out.Objects = []any{obj}
-		}
-	case merged.Backend.AwsEcs != nil:
-		out.Backend = ecsspec.Kind
-		c.checkECSEnv(merged)
-		if obj := c.awsEcs(field+".awsEcs", merged.Backend.AwsEcs, rt, data); obj != nil {
-			out.Objects = []any{obj}
-		}
+	if sb, ok := backendOf(&merged.Backend); ok {
+		sb.compile(c, field, merged, rt, data, out)
 	}
 	if len(c.errs) > 0 {
 		return nil

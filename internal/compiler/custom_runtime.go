@@ -14,16 +14,29 @@ var terraformRunnerParams = []config.ParameterDefinition{
 	{Name: "extraInitArgs", String: &config.StringParameter{}},
 }
 
+func init() {
+	registerBackend(serviceBackend{
+		name: "customRuntime", accepted: config.BackendCustomRuntime, compiled: "customRuntime",
+		set: func(b *config.ServiceBackend) bool { return b.CustomRuntime != nil },
+		compile: func(c *rcCompiler, field string, m *serviceForRC, rt *config.Runtime, data *Data, out *CompiledReleaseChannel) {
+			out.Backend = "customRuntime"
+			if obj := c.customRuntime(field+".customRuntime", m.Backend.CustomRuntime, rt, data); obj != nil {
+				out.Objects = []any{obj}
+			}
+		},
+	})
+}
+
 // customRuntime renders the service's parameter values (templates over the
 // service's data), resolves the runtime's parameters with them, and renders
 // the runtime's commands with the runtime parameters as .Params.
 func (c *rcCompiler) customRuntime(field string, cr *config.CustomRuntimeValues, rt *config.Runtime, data *Data) *CustomRuntimeObject {
 	var defs []config.ParameterDefinition
-	kind := RuntimeKind(rt)
+	kind := rt.Kind()
 	switch kind {
-	case "custom":
+	case config.KindCustom:
 		defs = rt.Custom.Parameters
-	case "terraformRunner":
+	case config.KindTerraformRunner:
 		defs = terraformRunnerParams
 		if sa := rt.TerraformRunner.ServiceAccount; sa != "" && rt.TerraformRunner.ProxyRuntime == nil {
 			c.note(fmt.Sprintf("runtime %s: terraformRunner.serviceAccount %q is not used: without proxyRuntime drover runs the runner's commands on its own host, not as Kubernetes Jobs", rt.Name, sa))
@@ -44,13 +57,13 @@ func (c *rcCompiler) customRuntime(field string, cr *config.CustomRuntimeValues,
 			}
 			pv.String = &s
 		}
-		if pv.Secret != nil && kind == "terraformRunner" {
+		if pv.Secret != nil && kind == config.KindTerraformRunner {
 			c.fail(Error{Object: c.serviceObject(), Field: pf + ".secret", Msg: terraformSecretMsg})
 			continue
 		}
 		def := byName[pv.Name]
 		if def == nil {
-			if kind == "fake" {
+			if kind == config.KindFake {
 				given[pv.Name] = plainValue(pv)
 				continue
 			}
@@ -84,7 +97,7 @@ func (c *rcCompiler) customRuntime(field string, cr *config.CustomRuntimeValues,
 		}
 		obj.ParameterValues[def.Name] = v
 	}
-	if kind == "fake" {
+	if kind == config.KindFake {
 		for k, v := range given {
 			obj.ParameterValues[k] = v
 		}
@@ -93,9 +106,9 @@ func (c *rcCompiler) customRuntime(field string, cr *config.CustomRuntimeValues,
 		return nil
 	}
 	switch kind {
-	case "custom":
+	case config.KindCustom:
 		obj.markSecrets()
-	case "terraformRunner":
+	case config.KindTerraformRunner:
 		// Only a custom runtime puts a raw secret parameter's value in place
 		// of its marker (B5); elsewhere it would render as "(secret)".
 		for name, v := range obj.ParameterValues {
@@ -110,7 +123,7 @@ func (c *rcCompiler) customRuntime(field string, cr *config.CustomRuntimeValues,
 	rdata := &Data{Params: obj.ParameterValues, Constants: data.Constants, Builtins: data.Builtins}
 	rdata.Params, rdata.secrets = withSecretSentinels(obj.ParameterValues)
 	switch kind {
-	case "custom":
+	case config.KindCustom:
 		var rendered config.CustomRuntime
 		if !c.renderConfig("runtime/"+rt.Name, "runtime.custom", withoutParameters(rt.Custom), &rendered, rdata) {
 			return nil
@@ -123,7 +136,7 @@ func (c *rcCompiler) customRuntime(field string, cr *config.CustomRuntimeValues,
 			}
 		}
 		obj.Custom = &rendered
-	case "terraformRunner":
+	case config.KindTerraformRunner:
 		var rendered config.TerraformRunner
 		if !c.renderConfig("runtime/"+rt.Name, "runtime.terraformRunner", rt.TerraformRunner, &rendered, rdata) {
 			return nil

@@ -11,6 +11,30 @@ import (
 	"github.com/drover-dev/drover/internal/ecsspec"
 )
 
+func init() {
+	registerBackend(serviceBackend{
+		name: "awsEcs", accepted: config.BackendAwsEcs, compiled: ecsspec.Kind,
+		set: func(b *config.ServiceBackend) bool { return b.AwsEcs != nil },
+		compile: func(c *rcCompiler, field string, m *serviceForRC, rt *config.Runtime, data *Data, out *CompiledReleaseChannel) {
+			out.Backend = ecsspec.Kind
+			c.checkECSEnv(m)
+			if obj := c.awsEcs(field+".awsEcs", m.Backend.AwsEcs, rt, data); obj != nil {
+				out.Objects = []any{obj}
+			}
+		},
+		inject: func(_ *Result, rc *CompiledReleaseChannel, meta map[string]string) error {
+			for _, obj := range rc.Objects {
+				if o, ok := obj.(*ecsspec.Object); ok {
+					if err := injectECS(o, rc.Env, meta); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		},
+	})
+}
+
 // awsEcs renders a service's ECS task definition and service definition for
 // the channel (templates over the service's data: parameters, constants,
 // builtins), checks each against the AWS SDK's input shapes, and returns

@@ -58,22 +58,28 @@ func metadataEnv(app, svc, rc, version string) map[string]string {
 func injectEnv(res *Result) error {
 	for _, rc := range res.ReleaseChannels {
 		meta := metadataEnv(res.Application, res.Service, rc.Name, res.BundleVersion)
-		switch {
-		case rc.Backend == "kubernetes" && !rc.EnvInjectionDisabled && !rc.chart:
-			env := kubeEnv(rc.Env, meta, desiredstate.EnvSecretName(res.Application, res.Service, rc.Name))
-			for i, obj := range rc.Objects {
-				if m, ok := obj.(map[string]any); ok {
-					rc.Objects[i] = injectWorkload(m, env)
-				}
+		for _, sb := range serviceBackends {
+			if sb.inject == nil || sb.compiled != rc.Backend {
+				continue
 			}
-		case rc.Backend == ecsspec.Kind:
-			for _, obj := range rc.Objects {
-				if o, ok := obj.(*ecsspec.Object); ok {
-					if err := injectECS(o, rc.Env, meta); err != nil {
-						return fmt.Errorf("release channel %s: %w", rc.Name, err)
-					}
-				}
+			if err := sb.inject(res, rc, meta); err != nil {
+				return fmt.Errorf("release channel %s: %w", rc.Name, err)
 			}
+		}
+	}
+	return nil
+}
+
+// injectKubernetes injects the channel's env into its workloads (unless
+// the service turned injection off).
+func injectKubernetes(res *Result, rc *CompiledReleaseChannel, meta map[string]string) error {
+	if rc.EnvInjectionDisabled || rc.chart {
+		return nil
+	}
+	env := kubeEnv(rc.Env, meta, desiredstate.EnvSecretName(res.Application, res.Service, rc.Name))
+	for i, obj := range rc.Objects {
+		if m, ok := obj.(map[string]any); ok {
+			rc.Objects[i] = injectWorkload(m, env)
 		}
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/drover-dev/drover/internal/config"
+	"github.com/drover-dev/drover/internal/customspec"
 )
 
 // ParamValue is one parameter value given at push time (`--param NAME=VALUE`),
@@ -115,7 +116,7 @@ func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 
 // SecretMarker is how a raw secret parameter of a custom runtime renders in
 // its commands; the runtime puts the value in its place when it runs them.
-func SecretMarker(param string) string { return "(secret:" + param + ")" }
+func SecretMarker(param string) string { return customspec.SecretMarker(param) }
 
 var commitRE = regexp.MustCompile(`^[0-9a-f]{7,64}$`)
 

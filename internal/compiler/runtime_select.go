@@ -5,58 +5,88 @@ import (
 	"strings"
 
 	"github.com/drover-dev/drover/internal/config"
-	"github.com/drover-dev/drover/internal/ecsspec"
 	"github.com/drover-dev/drover/internal/labelquery"
 )
 
-// RuntimeKind returns fake, kubernetes, custom or terraformRunner. A runtime
-// with no type is a Kubernetes runtime, as in Prodvana.
-func RuntimeKind(rt *config.Runtime) string {
-	switch {
-	case rt.Fake != nil:
-		return "fake"
-	case rt.Custom != nil:
-		return "custom"
-	case rt.TerraformRunner != nil:
-		return "terraformRunner"
-	case rt.AwsEcs != nil:
-		return ecsspec.Kind
-	}
-	return "kubernetes"
+// serviceBackend is the compiler's hook for one backend a service sets for
+// a release channel (kubernetesConfig, helm, customRuntime, awsEcs): the
+// file that compiles the backend registers it (registerBackend), and the
+// compiler looks it up instead of switching on the backend.
+type serviceBackend struct {
+	// name is the backend's field in the service config.
+	name string
+	// accepted is the backend as runtime kinds accept it
+	// (config.RuntimeKind.Backends: helm is rendered to Kubernetes
+	// objects, so it is kubernetesConfig).
+	accepted string
+	// compiled is the compiled channel's Backend the hook gives
+	// ("kubernetes", "customRuntime", "awsEcs").
+	compiled string
+	// set reports whether b sets the backend (validation allows one).
+	set func(b *config.ServiceBackend) bool
+	// compile sets out.Backend and out.Objects for the channel, rendering
+	// m's backend for runtime rt; problems go to c.fail.
+	compile func(c *rcCompiler, field string, m *serviceForRC, rt *config.Runtime, data *Data, out *CompiledReleaseChannel)
+	// inject, if set, adds the channel's env to the objects of a channel
+	// compiled to this backend, once res has its bundle version (injectEnv).
+	inject func(res *Result, rc *CompiledReleaseChannel, meta map[string]string) error
 }
 
-// accepts reports whether a runtime kind can run a backend.
-func accepts(kind, backend string) bool {
-	switch kind {
-	case "fake":
-		return true
-	case "kubernetes":
-		return backend == "kubernetesConfig"
-	case "custom", "terraformRunner":
-		return backend == "customRuntime"
-	case ecsspec.Kind:
-		return backend == ecsspec.Kind
+// sbKubernetes is the compiled Backend of channels of Kubernetes objects.
+const sbKubernetes = "kubernetes"
+
+// serviceBackends are the registered backends, by name.
+var serviceBackends = map[string]serviceBackend{}
+
+// registerBackend adds a backend; called from init of the file compiling it.
+func registerBackend(b serviceBackend) {
+	if _, dup := serviceBackends[b.name]; dup {
+		panic("compiler: backend " + b.name + " registered twice")
 	}
-	return false
+	serviceBackends[b.name] = b
+}
+
+// backendOf returns the backend b sets.
+func backendOf(b *config.ServiceBackend) (serviceBackend, bool) {
+	for _, sb := range serviceBackends {
+		if sb.set(b) {
+			return sb, true
+		}
+	}
+	return serviceBackend{}, false
+}
+
+func init() {
+	registerBackend(serviceBackend{
+		name: "kubernetesConfig", accepted: config.BackendKubernetesConfig, compiled: sbKubernetes,
+		set: func(b *config.ServiceBackend) bool { return b.KubernetesConfig != nil },
+		compile: func(c *rcCompiler, field string, m *serviceForRC, _ *config.Runtime, data *Data, out *CompiledReleaseChannel) {
+			out.Backend = sbKubernetes
+			out.EnvInjectionDisabled = m.Backend.KubernetesConfig.EnvInjectionMode == config.EnvInjectDisabled
+			out.Objects = c.kubernetes(field+".kubernetesConfig", m.Backend.KubernetesConfig, data)
+		},
+		inject: injectKubernetes,
+	})
+	registerBackend(serviceBackend{
+		name: "helm", accepted: config.BackendKubernetesConfig, compiled: sbKubernetes,
+		set: func(b *config.ServiceBackend) bool { return b.Helm != nil },
+		compile: func(c *rcCompiler, field string, m *serviceForRC, _ *config.Runtime, data *Data, out *CompiledReleaseChannel) {
+			out.Backend = sbKubernetes
+			out.chart = true
+			out.Objects = c.helm(field+".helm", m.Backend.Helm, data, out.Runtime)
+		},
+	})
 }
 
 // selectRuntime picks the runtime connection: the one named by
 // runtimeConnection, else the only one whose runtime accepts the backend.
 func (c *rcCompiler) selectRuntime(m *serviceForRC) (SelectedRuntime, *config.Runtime, bool) {
-	backend := ""
-	switch {
-	case m.Backend.KubernetesConfig != nil:
-		backend = "kubernetesConfig"
-	case m.Backend.Helm != nil:
-		backend = "kubernetesConfig" // rendered to Kubernetes objects
-	case m.Backend.CustomRuntime != nil:
-		backend = "customRuntime"
-	case m.Backend.AwsEcs != nil:
-		backend = ecsspec.Kind
-	default:
+	sb, ok := backendOf(&m.Backend)
+	if !ok {
 		c.fail(Error{Object: c.serviceObject(), Field: "service", Msg: "no backend for this release channel: set kubernetesConfig, helm, customRuntime or awsEcs (at the top level or in perReleaseChannel)"})
 		return SelectedRuntime{}, nil, false
 	}
+	backend := sb.accepted
 	var candidates []config.RuntimeConnection
 	for _, conn := range c.rc.Runtimes {
 		rt := c.in.Runtimes[conn.Runtime]
@@ -75,7 +105,7 @@ func (c *rcCompiler) selectRuntime(m *serviceForRC) (SelectedRuntime, *config.Ru
 			}
 			continue
 		}
-		if accepts(RuntimeKind(rt), backend) {
+		if rt.KindFacts().Accepts(backend) {
 			candidates = append(candidates, conn)
 		}
 	}
@@ -96,11 +126,11 @@ func (c *rcCompiler) selectRuntime(m *serviceForRC) (SelectedRuntime, *config.Ru
 	}
 	conn := candidates[0]
 	rt := c.in.Runtimes[conn.Runtime]
-	if !accepts(RuntimeKind(rt), backend) {
-		c.fail(Error{Object: c.serviceObject(), Field: "service.runtimeConnection", Msg: fmt.Sprintf("runtime %s (%s) cannot run a %s service", rt.Name, RuntimeKind(rt), backend)})
+	if !rt.KindFacts().Accepts(backend) {
+		c.fail(Error{Object: c.serviceObject(), Field: "service.runtimeConnection", Msg: fmt.Sprintf("runtime %s (%s) cannot run a %s service", rt.Name, rt.Kind(), backend)})
 		return SelectedRuntime{}, nil, false
 	}
-	sel := SelectedRuntime{Connection: conn.ConnectionName(), Name: rt.Name, Kind: RuntimeKind(rt)}
+	sel := SelectedRuntime{Connection: conn.ConnectionName(), Name: rt.Name, Kind: rt.Kind()}
 	if co := conn.ContainerOrchestration; co != nil && co.K8s != nil {
 		sel.Namespace = co.K8s.Namespace
 	}
@@ -112,7 +142,7 @@ func (c *rcCompiler) runtimeNames() []string {
 	for _, conn := range c.rc.Runtimes {
 		kind := "unknown"
 		if rt := c.in.Runtimes[conn.Runtime]; rt != nil {
-			kind = RuntimeKind(rt)
+			kind = rt.Kind()
 		}
 		out = append(out, conn.Runtime+" ("+kind+")")
 	}

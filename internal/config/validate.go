@@ -616,6 +616,15 @@ func (v *validator) backend(src *Source, path string, b *ServiceBackend, require
 		}
 		v.template(src, p+".ecsServiceNameOverride", e.EcsServiceNameOverride)
 	}
+	// Backends that registered kinds bring validate their own sections.
+	for _, k := range RuntimeKinds() {
+		if k.ValidateBackend == nil {
+			continue
+		}
+		if name := k.ValidateBackend(b, path, func(field, msg string) { v.add(src, field, "%s", msg) }); name != "" {
+			set = append(set, name)
+		}
+	}
 	switch {
 	case len(set) > 1:
 		v.add(src, path+"."+set[1], "set only one backend (found %s)", strings.Join(set, " and "))
@@ -849,84 +858,21 @@ func (v *validator) runtime(src *Source, rt *Runtime) {
 		}
 		seen[app] = true
 	}
-	var kinds []string
-	for name, set := range map[string]bool{"fake": rt.Fake != nil, "custom": rt.Custom != nil, "terraformRunner": rt.TerraformRunner != nil, "kubernetes": rt.Kubernetes != nil, "awsEcs": rt.AwsEcs != nil} {
-		if set {
-			kinds = append(kinds, name)
-		}
-	}
+	kinds := configuredKinds(rt)
 	if len(kinds) > 1 {
-		sortStrings(kinds)
-		v.add(src, "runtime", "set only one runtime type (found %s)", strings.Join(kinds, ", "))
+		sorted := slices.Clone(kinds)
+		sortStrings(sorted)
+		v.add(src, "runtime", "set only one runtime type (found %s)", strings.Join(sorted, ", "))
 	}
-	if k := rt.Kubernetes; k != nil {
-		if k.KubeVersion != "" && !kubeVersionRE.MatchString(k.KubeVersion) {
-			v.add(src, "runtime.kubernetes.kubeVersion", "%q is not a Kubernetes version (like 1.31 or v1.31.2)", k.KubeVersion)
+	for _, k := range RuntimeKinds() {
+		if !slices.Contains(kinds, k.Name) {
+			continue
 		}
-		for i, av := range k.APIVersions {
-			if !apiVersionRE.MatchString(av) {
-				v.add(src, fmt.Sprintf("runtime.kubernetes.apiVersions[%d]", i), "%q is not an API version (like monitoring.coreos.com/v1 or monitoring.coreos.com/v1/ServiceMonitor)", av)
-			}
-		}
-	}
-	if f := rt.Fake; f != nil && f.FailVersions != "" {
-		if _, err := regexp.Compile(f.FailVersions); err != nil {
-			v.add(src, "runtime.fake.failVersions", "invalid regular expression: %v", err)
-		}
-	}
-	if c := rt.Custom; c != nil {
-		p := "runtime.custom"
-		v.proxy(src, p+".proxyRuntime", c.ProxyRuntime)
-		if c.Apply == nil {
-			v.add(src, p+".apply", "apply is required")
-		} else {
-			v.task(src, p+".apply", c.Apply.TaskConfig, c.Apply.KubernetesConfig, true)
-			v.env(src, p+".apply.env", c.Apply.Env)
-			if c.Apply.MaxConcurrency < 0 {
-				v.add(src, p+".apply.maxConcurrency", "must not be negative")
-			}
-		}
-		if c.Fetch != nil {
-			v.task(src, p+".fetch", c.Fetch.TaskConfig, c.Fetch.KubernetesConfig, true)
-			v.env(src, p+".fetch.env", c.Fetch.Env)
-		}
-		if c.GetInfo != nil {
-			v.task(src, p+".getInfo", c.GetInfo.TaskConfig, c.GetInfo.KubernetesConfig, true)
-			v.env(src, p+".getInfo.env", c.GetInfo.Env)
-		}
-		v.parameters(src, p+".parameters", c.Parameters)
-		v.template(src, p+".applyId", c.ApplyID)
-	}
-	if t := rt.TerraformRunner; t != nil {
-		v.proxy(src, "runtime.terraformRunner.proxyRuntime", t.ProxyRuntime)
-		v.env(src, "runtime.terraformRunner.env", t.Env)
-	}
-	if e := rt.AwsEcs; e != nil {
-		p := "runtime.awsEcs"
-		v.proxy(src, p+".proxyRuntime", e.ProxyRuntime)
-		if e.Region == "" {
-			v.add(src, p+".region", "region is required (like us-east-1)")
-		} else if !awsRegionRE.MatchString(e.Region) {
-			v.add(src, p+".region", "%q is not an AWS region (like us-east-1)", e.Region)
-		}
-		if e.EcsCluster == "" {
-			v.add(src, p+".ecsCluster", "ecsCluster is required: the name or ARN of the cluster")
-		}
-		if k := e.AccessKey; k != nil {
-			if e.InheritRoleFromRuntimeEnv != nil {
-				v.add(src, p, "set only one of accessKey and inheritRoleFromRuntimeEnv")
-			}
-			if k.AwsAccessKeyID == "" {
-				v.add(src, p+".accessKey.awsAccessKeyId", "awsAccessKeyId is required")
-			}
-			switch sk := k.AwsSecretAccessKey; {
-			case sk.RawSecret != "" && sk.Secret != nil:
-				v.add(src, p+".accessKey.awsSecretAccessKey", "set only one of rawSecret and secret")
-			case sk.Secret != nil && (sk.Secret.Key == "" || sk.Secret.Version == ""):
-				v.add(src, p+".accessKey.awsSecretAccessKey.secret", "key and version are required (drover secrets list shows them)")
-			case sk.RawSecret == "" && sk.Secret == nil:
-				v.add(src, p+".accessKey.awsSecretAccessKey", "secret (a stored secret: drover secrets set) or rawSecret is required")
-			}
+		switch {
+		case k.validate != nil:
+			k.validate(v, src, rt)
+		case k.Validate != nil:
+			k.Validate(rt, func(field, msg string) { v.add(src, field, "%s", msg) })
 		}
 	}
 	v.runtimeIntervals(src, rt)

@@ -9,9 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/drover-dev/drover/internal/compiler"
 	"github.com/drover-dev/drover/internal/config"
-	"github.com/drover-dev/drover/internal/ecsspec"
 	"github.com/drover-dev/drover/internal/runtimes"
 	"github.com/drover-dev/drover/internal/store"
 )
@@ -304,25 +302,18 @@ func (h *Host) Runtime(ctx context.Context, name string) (runtimes.Runtime, erro
 // build builds a runtime here, or the one forwarding to the agent that
 // serves it.
 func (h *Host) build(name string, linked bool, obj store.ConfigObject, cfg *config.Runtime) (runtimes.Runtime, error) {
-	kind := compiler.RuntimeKind(cfg)
+	kind := cfg.KindFacts()
 	agent := ""
-	switch {
-	case kind == "kubernetes" && linked:
-		agent = name
-	case kind == "custom" && cfg.Custom.ProxyRuntime != nil:
-		agent = cfg.Custom.ProxyRuntime.Runtime
-	case kind == "terraformRunner" && cfg.TerraformRunner.ProxyRuntime != nil:
-		agent = cfg.TerraformRunner.ProxyRuntime.Runtime
-	case kind == ecsspec.Kind && cfg.AwsEcs.ProxyRuntime != nil:
-		agent = cfg.AwsEcs.ProxyRuntime.Runtime
+	if kind.Proxy != nil {
+		agent = kind.Proxy(cfg, linked)
 	}
 	if agent == "" {
-		return h.registry.New(kind, cfg, h.opts)
+		return h.registry.New(kind.Name, cfg, h.opts)
 	}
 	if h.agents == nil {
 		return nil, fmt.Errorf("runtime %s is served by the agent of %s, and this server accepts no agents (start it with --agent-listen)", name, agent)
 	}
-	return h.agents.Runtime(agent, kind, name, obj.Version, obj.Body), nil
+	return h.agents.Runtime(agent, kind.Name, name, obj.Version, obj.Body), nil
 }
 
 // linkedBody is the stored form of a linked runtime that has no config.

@@ -447,14 +447,10 @@ func (s *Server) listRuntimes(ctx context.Context) (*apiv1.RuntimeList, error) {
 		info.Configured = true
 		var f config.File
 		if err := json.Unmarshal(o.Body, &f); err == nil && f.Runtime != nil {
-			info.Kind = compiler.RuntimeKind(f.Runtime)
-			switch rt := f.Runtime; {
-			case rt.Custom != nil && rt.Custom.ProxyRuntime != nil:
-				info.Via = rt.Custom.ProxyRuntime.Runtime
-			case rt.TerraformRunner != nil && rt.TerraformRunner.ProxyRuntime != nil:
-				info.Via = rt.TerraformRunner.ProxyRuntime.Runtime
-			case rt.AwsEcs != nil && rt.AwsEcs.ProxyRuntime != nil:
-				info.Via = rt.AwsEcs.ProxyRuntime.Runtime
+			kind := f.Runtime.KindFacts()
+			info.Kind = kind.Name
+			if kind.Proxy != nil {
+				info.Via = kind.Proxy(f.Runtime, false)
 			}
 			for _, l := range f.Runtime.Labels {
 				if info.Labels == nil {

@@ -14,7 +14,6 @@ import (
 
 	apiv1 "github.com/drover-dev/drover/api/v1"
 	"github.com/drover-dev/drover/internal/auth"
-	"github.com/drover-dev/drover/internal/compiler"
 	"github.com/drover-dev/drover/internal/config"
 	"github.com/drover-dev/drover/internal/store"
 	"github.com/drover-dev/drover/internal/usertext"
@@ -71,7 +70,7 @@ func (s *Server) linkRuntime(ctx context.Context, req apiv1.LinkRuntimeRequest) 
 	case err == nil:
 		var f config.File
 		if json.Unmarshal(obj.Body, &f) == nil && f.Runtime != nil {
-			if kind := compiler.RuntimeKind(f.Runtime); kind != "kubernetes" || f.Runtime.Kubernetes != nil {
+			if kind := f.Runtime.Kind(); kind != "kubernetes" || f.Runtime.Kubernetes != nil {
 				what := kind + " runtime"
 				if kind == "kubernetes" {
 					what = "Kubernetes runtime the server connects to itself (kubernetes:)"
@@ -305,7 +304,7 @@ func (s *Server) linkedConflicts(ctx context.Context, incoming []*config.Source)
 		if rt == nil {
 			continue
 		}
-		kind := compiler.RuntimeKind(rt)
+		kind := rt.Kind()
 		if kind == "kubernetes" && rt.Kubernetes == nil {
 			continue
 		}

@@ -7,7 +7,6 @@ import (
 	"context"
 
 	"github.com/drover-dev/drover/internal/config"
-	"github.com/drover-dev/drover/internal/ecsspec"
 	"github.com/drover-dev/drover/internal/runtimehost"
 	"github.com/drover-dev/drover/internal/runtimes"
 	"github.com/drover-dev/drover/internal/runtimes/custom"
@@ -17,14 +16,16 @@ import (
 	"github.com/drover-dev/drover/internal/runtimes/terraform"
 )
 
-// Registry returns the runtime kinds built into drover.
+// Registry returns the factories of the runtime kinds built into drover:
+// one for each kind config registers (config.RuntimeKinds), the half of a
+// kind that needs its implementation.
 func Registry() runtimehost.Registry {
 	return runtimehost.Registry{
-		"fake":            fakeWithChecks,
-		"custom":          custom.Factory,
-		"terraformRunner": terraform.Factory,
-		"kubernetes":      kubernetesWithChecks,
-		ecsspec.Kind:      ecsWithChecks,
+		config.KindFake:            fakeWithChecks,
+		config.KindCustom:          custom.Factory,
+		config.KindTerraformRunner: terraform.Factory,
+		config.KindKubernetes:      kubernetesWithChecks,
+		config.KindAwsEcs:          ecsWithChecks,
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/drover-dev/drover/internal/config"
+	"github.com/drover-dev/drover/internal/ecsspec"
 	"github.com/drover-dev/drover/internal/runtimes"
 )
 
@@ -26,5 +27,26 @@ func TestFakeRunsChecks(t *testing.T) {
 	out, err := cr.RunCheck(context.Background(), tg, runtimes.CheckCommand{Name: "p", Spec: spec})
 	if err != nil || out.Passed || out.Message != "exit code 4: checked prod" {
 		t.Fatalf("RunCheck: %+v, %v", out, err)
+	}
+}
+
+// Every runtime kind has both halves: its facts (config.RuntimeKinds, which
+// the compiler and the server read) and its factory (Registry).
+func TestEveryKindHasFactsAndFactory(t *testing.T) {
+	t.Parallel()
+	reg := Registry()
+	for _, k := range config.RuntimeKinds() {
+		if reg[k.Name] == nil {
+			t.Errorf("runtime kind %s has no factory in builtin.Registry", k.Name)
+		}
+	}
+	for name := range reg {
+		if _, ok := config.LookupRuntimeKind(name); !ok {
+			t.Errorf("factory %s has no runtime kind (config.RegisterRuntimeKind)", name)
+		}
+	}
+	// The ECS kind's grace for agent-served runtimes is the runtime's own.
+	if k, _ := config.LookupRuntimeKind(ecsspec.Kind); k.ConvergenceGrace != ecsspec.ConvergenceGrace {
+		t.Errorf("awsEcs grace %v, the ECS runtime's %v", k.ConvergenceGrace, ecsspec.ConvergenceGrace)
 	}
 }

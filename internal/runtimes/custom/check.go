@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/drover-dev/drover/internal/compiler"
+	"github.com/drover-dev/drover/internal/customspec"
 	"github.com/drover-dev/drover/internal/runtimes"
 )
 
@@ -27,7 +27,7 @@ func (r *Runtime) RunCheck(ctx context.Context, t runtimes.Target, chk runtimes.
 	if err := ctx.Err(); err != nil {
 		return runtimes.CheckOutcome{}, err
 	}
-	var spec compiler.ProtectionCommand
+	var spec customspec.ProtectionCommand
 	if err := json.Unmarshal(chk.Spec, &spec); err != nil {
 		return runtimes.CheckOutcome{}, r.permanent(&t, "protection %s: undecodable command: %v", chk.Name, err)
 	}

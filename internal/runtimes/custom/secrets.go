@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 
-	"github.com/drover-dev/drover/internal/compiler"
+	"github.com/drover-dev/drover/internal/customspec"
 	"github.com/drover-dev/drover/internal/runtimes"
 )
 
@@ -13,7 +13,7 @@ import (
 //     policy.defaultEnv) are redacted from what is recorded, like those of the
 //     command's own env (S4);
 //   - a raw secret parameter of the runtime reaches the command as its value:
-//     the compiler rendered it as compiler.SecretMarker(name) in the commands
+//     the compiler rendered it as customspec.SecretMarker(name) in the commands
 //     and carries the value in the object's secrets; the marker is replaced
 //     in argv, in the values of the program's and the command's env and in
 //     every string of a Job manifest, and the value is redacted from
@@ -31,7 +31,7 @@ func (c *command) withSecrets(t *runtimes.Target) {
 	}
 	pairs := make([]string, 0, 2*len(params))
 	for name, value := range params {
-		pairs = append(pairs, compiler.SecretMarker(name), value)
+		pairs = append(pairs, customspec.SecretMarker(name), value)
 		c.secrets = append(c.secrets, value)
 	}
 	rep := strings.NewReplacer(pairs...)

@@ -48,7 +48,7 @@ type object struct {
 	Runtime string                `json:"runtime"`
 	Custom  *config.CustomRuntime `json:"custom"`
 	// Secrets are the raw secret parameters, by name: the commands hold
-	// compiler.SecretMarker(name) where the value goes.
+	// customspec.SecretMarker(name) where the value goes.
 	Secrets map[string]config.EnvValue `json:"secrets,omitempty"`
 }
 

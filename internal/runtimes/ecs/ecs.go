@@ -78,6 +78,18 @@ const (
 // describeBatch is how many services one DescribeServices call may name.
 const describeBatch = 10
 
+// What a Runtime is: the core interface and the optional ones the engine
+// and the runtime host find by type assertion (its checks run through the
+// runtime SetCheckRunner gives, runtimes.CheckDelegate).
+var (
+	_ runtimes.Runtime       = (*Runtime)(nil)
+	_ runtimes.Watcher       = (*Runtime)(nil)
+	_ runtimes.InfoGetter    = (*Runtime)(nil)
+	_ runtimes.GraceReporter = (*Runtime)(nil)
+	_ runtimes.CheckRunner   = (*Runtime)(nil)
+	_ runtimes.Closer        = (*Runtime)(nil)
+)
+
 // Runtime is one ECS cluster.
 type Runtime struct {
 	runtimes.CheckDelegate

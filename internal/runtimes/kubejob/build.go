@@ -12,11 +12,13 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/drover-dev/drover/internal/kubeobj"
 )
 
 // LabelManaged marks the namespaces drover created (value "true"), as the
 // Kubernetes runtime marks its own (kubernetes.LabelManaged).
-const LabelManaged = "app.drover.dev/managed"
+const LabelManaged = kubeobj.LabelManaged
 
 // MainContainer is the name of the container of a Job built from an image.
 const MainContainer = "main"

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/drover-dev/drover/internal/config"
+	"github.com/drover-dev/drover/internal/kubeobj"
 	"github.com/drover-dev/drover/internal/runtimes"
 	kuberuntime "github.com/drover-dev/drover/internal/runtimes/kubernetes"
 )
@@ -53,8 +54,8 @@ func Connect(kubeconfig, kubeContext string, log *slog.Logger) (*Runner, error) 
 // Labels of the Jobs that run a runtime's commands, besides the Kubernetes
 // runtime's app.drover.dev/{application,service,release-channel}.
 const (
-	LabelRuntime = "app.drover.dev/runtime"
-	LabelCommand = "app.drover.dev/command"
+	LabelRuntime = kubeobj.LabelRuntime
+	LabelCommand = kubeobj.LabelCommand
 )
 
 // Labels identify the Job of one command (fetch, apply, plan, ...) of the
@@ -63,11 +64,11 @@ const (
 func Labels(runtime, command string, k runtimes.InstanceKey) map[string]string {
 	out := map[string]string{}
 	for name, v := range map[string]string{
-		LabelRuntime:                    runtime,
-		LabelCommand:                    command,
-		kuberuntime.LabelApplication:    k.Application,
-		kuberuntime.LabelService:        k.Service,
-		kuberuntime.LabelReleaseChannel: k.ReleaseChannel,
+		LabelRuntime:                runtime,
+		LabelCommand:                command,
+		kubeobj.LabelApplication:    k.Application,
+		kubeobj.LabelService:        k.Service,
+		kubeobj.LabelReleaseChannel: k.ReleaseChannel,
 	} {
 		if len(validation.IsValidLabelValue(v)) == 0 {
 			out[name] = v

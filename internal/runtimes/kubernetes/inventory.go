@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/drover-dev/drover/internal/kubeobj"
 )
 
 // inventory is what drover applied for one instance, the last time an apply
@@ -117,8 +119,8 @@ func (r *Runtime) saveInventory(ctx context.Context, in *instance, inv *inventor
 			// instance, and the watches select on that label.
 			"labels": map[string]any{LabelInventory: "true", LabelApplication: k.Application, LabelReleaseChannel: k.ReleaseChannel},
 			"annotations": map[string]any{
-				"app.drover.dev/instance": k.String(),
-				AnnotationVersion:         inv.Version,
+				kubeobj.AnnotationInstance: k.String(),
+				AnnotationVersion:          inv.Version,
 			},
 		},
 		"data": map[string]any{inventoryKey: string(data)},

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/drover-dev/drover/internal/config"
+	"github.com/drover-dev/drover/internal/kubeobj"
 	"github.com/drover-dev/drover/internal/runtimes"
 )
 
@@ -29,20 +30,21 @@ import (
 // makes: `kubectl apply --server-side --field-manager=drover` replays one.
 const FieldManager = "drover"
 
-// Labels and annotations drover puts on what it applies.
+// Labels and annotations drover puts on what it applies (kubeobj's, which
+// every package writing or selecting on them shares).
 const (
-	LabelApplication    = "app.drover.dev/application"
-	LabelService        = "app.drover.dev/service"
-	LabelReleaseChannel = "app.drover.dev/release-channel"
+	LabelApplication    = kubeobj.LabelApplication
+	LabelService        = kubeobj.LabelService
+	LabelReleaseChannel = kubeobj.LabelReleaseChannel
 	// LabelManaged marks the namespaces drover created (value "true").
-	LabelManaged = "app.drover.dev/managed"
+	LabelManaged = kubeobj.LabelManaged
 	// LabelInventory marks inventory ConfigMaps (value "true").
-	LabelInventory = "app.drover.dev/inventory"
+	LabelInventory = kubeobj.LabelInventory
 
-	AnnotationVersion      = "app.drover.dev/version"
-	AnnotationDesiredState = "app.drover.dev/desired-state"
+	AnnotationVersion      = kubeobj.AnnotationVersion
+	AnnotationDesiredState = kubeobj.AnnotationDesiredState
 	// AnnotationAppliedHash is the hash of the object as drover applied it.
-	AnnotationAppliedHash = "app.drover.dev/applied-hash"
+	AnnotationAppliedHash = kubeobj.AnnotationAppliedHash
 )
 
 // Defaults for Settings.

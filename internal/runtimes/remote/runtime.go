@@ -6,7 +6,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/drover-dev/drover/internal/ecsspec"
+	"github.com/drover-dev/drover/internal/config"
 	"github.com/drover-dev/drover/internal/runtimes"
 )
 
@@ -29,18 +29,19 @@ var (
 )
 
 // Runtime returns the runtime named name, of kind (kubernetes, custom,
-// terraformRunner; config is its stored config as a config.File in JSON,
+// terraformRunner, awsEcs; body is its stored config as a config.File in JSON,
 // at version), served by the agent of linked runtime agent. A Kubernetes
 // runtime also describes its cluster (runtimes.Discoverer).
-func (h *Hub) Runtime(agent, kind, name string, version int64, config []byte) runtimes.Runtime {
-	r := &Runtime{hub: h, agent: agent, ref: RuntimeRef{Name: name, Version: version, Config: config}}
-	switch kind {
-	case "kubernetes":
+func (h *Hub) Runtime(agent, kind, name string, version int64, body []byte) runtimes.Runtime {
+	r := &Runtime{hub: h, agent: agent, ref: RuntimeRef{Name: name, Version: version, Config: body}}
+	k, _ := config.LookupRuntimeKind(kind)
+	switch {
+	case k.Cluster:
 		return cluster{r}
-	case ecsspec.Kind:
-		// The engine's grace after an apply is the ECS runtime's, as
-		// when the server reaches ECS itself.
-		return graced{r, ecsspec.ConvergenceGrace}
+	case k.ConvergenceGrace > 0:
+		// The engine's grace after an apply is the kind's, as when the
+		// server reaches the backend itself.
+		return graced{r, k.ConvergenceGrace}
 	}
 	return r
 }

@@ -1,0 +1,236 @@
+// Package kindtest_test proves that a runtime kind lands without an edit
+// elsewhere: it registers one and runs a service on it (its own test
+// binary, so the built-in kinds' tests do not see it).
+package kindtest_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/drover-dev/drover/api/client"
+	apiv1 "github.com/drover-dev/drover/api/v1"
+	"github.com/drover-dev/drover/internal/auth"
+	"github.com/drover-dev/drover/internal/config"
+	"github.com/drover-dev/drover/internal/engine"
+	"github.com/drover-dev/drover/internal/runtimehost"
+	"github.com/drover-dev/drover/internal/runtimehost/builtin"
+	"github.com/drover-dev/drover/internal/runtimes"
+	"github.com/drover-dev/drover/internal/server"
+	"github.com/drover-dev/drover/internal/store/sqlite"
+)
+
+// toyKind is a runtime kind that only this test knows: a runtime config
+// labelled kind=toy (and of no other type) is one, it runs
+// kubernetesConfig services, and its runtimes keep what they applied in
+// memory.
+const toyKind = "toy"
+
+// toyRuntimes are the toy runtimes the host built, by name.
+var toyRuntimes sync.Map
+
+// backendsSeen counts the service backends the toy kind's ValidateBackend saw.
+var backendsSeen atomic.Int64
+
+func init() {
+	// The facts half: what the compiler, the server and the host read.
+	config.RegisterRuntimeKind(config.RuntimeKind{
+		Name: toyKind,
+		Configured: func(rt *config.Runtime) bool {
+			for _, l := range rt.Labels {
+				if l.Label == "kind" && l.Value == toyKind {
+					return true
+				}
+			}
+			return false
+		},
+		Backends: []string{config.BackendKubernetesConfig},
+		// A kind bringing its own service backend would check and name it
+		// here; the toy records that services' backends reach it.
+		ValidateBackend: func(b *config.ServiceBackend, path string, _ func(field, msg string)) string {
+			if b.KubernetesConfig != nil && path == "service" {
+				backendsSeen.Add(1)
+			}
+			return ""
+		},
+		Validate: func(rt *config.Runtime, add func(field, msg string)) {
+			if len(rt.Applications) == 0 {
+				add("runtime.applications", "a toy runtime names the applications it serves")
+			}
+		},
+	})
+}
+
+// toyRuntime converges at once to what it was last applied.
+type toyRuntime struct {
+	mu      sync.Mutex
+	applied map[runtimes.InstanceKey]runtimes.Target
+}
+
+var _ runtimes.Runtime = (*toyRuntime)(nil)
+
+func (r *toyRuntime) Fetch(_ context.Context, t runtimes.Target) (runtimes.State, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	got, ok := r.applied[t.InstanceKey]
+	if !ok {
+		return runtimes.State{}, nil
+	}
+	return runtimes.State{Version: got.Version, Converged: true}, nil
+}
+
+func (r *toyRuntime) Apply(_ context.Context, t runtimes.Target) (runtimes.ApplyResult, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.applied[t.InstanceKey] = t
+	return runtimes.ApplyResult{Changes: []runtimes.Change{{Object: "toy/" + t.Service, Action: runtimes.ActionConfigured}}}, nil
+}
+
+// TestToyKindEndToEnd registers a runtime kind from this package, with no
+// edit elsewhere (its facts with config.RegisterRuntimeKind, its factory in
+// a copy of the built-in registry), and runs a service on it through the
+// real server and engine: apply, compile, push, converge.
+func TestToyKindEndToEnd(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	st, err := sqlite.Open(t.Context(), filepath.Join(dir, "drover.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := builtin.Registry()
+	reg[toyKind] = func(cfg *config.Runtime, _ runtimes.Options) (runtimes.Runtime, error) {
+		r := &toyRuntime{applied: map[runtimes.InstanceKey]runtimes.Target{}}
+		toyRuntimes.Store(cfg.Name, r)
+		return r, nil
+	}
+	host := runtimehost.New(runtimehost.Config{Store: st, Registry: reg, DataDir: dir})
+	settings := engine.DefaultSettings()
+	settings.PollInterval, settings.SteadyPollInterval, settings.ApplyBackoff = 20*time.Millisecond, 200*time.Millisecond, 20*time.Millisecond
+	var srv *server.Server
+	loop := engine.NewLoop(engine.Config{Store: st, Runtimes: host, Settings: settings, Workers: 1, OnWrite: func() { srv.Changed() }})
+	const token = "drover_TOYKINDTESTTOKEN0123456789"
+	srv = server.New(server.Config{Store: st, Engine: loop, Runtimes: host,
+		Edge: server.EdgeConfig{Auth: auth.NewTokenAuthenticator(token, auth.LocalIdentity)}})
+	if err := host.Start(t.Context(), func(k runtimes.InstanceKey) { loop.Enqueue(k.Application, k.Service) }); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 2)
+	go func() { done <- srv.Run(ctx, ln) }()
+	go func() { done <- loop.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		for range 2 {
+			if err := <-done; err != nil {
+				t.Errorf("server: %v", err)
+			}
+		}
+		host.Close()
+		_ = st.Close()
+	})
+	c := client.New("http://"+ln.Addr().String(), client.WithToken(token))
+
+	files := map[string]string{
+		"toybox.pvn.yaml": "runtime:\n  name: toybox\n  labels:\n    - label: kind\n      value: toy\n",
+		"play.pvn.yaml":   "application:\n  name: play\n  releaseChannels:\n    - name: only\n      runtimes:\n        - runtime: toybox\n",
+		"blocks.pvn.yaml": "service:\n  name: blocks\n  application: play\n  parameters:\n    - name: color\n      string: {}\n  kubernetesConfig:\n    type: KUBERNETES\n    inlined: |\n      apiVersion: v1\n      kind: ConfigMap\n      metadata:\n        name: blocks\n      data:\n        color: \"{{.Params.color}}\"\n",
+	}
+	apply := func() (*apiv1.ApplyConfigsResponse, error) {
+		req := loadConfigs(t, files)
+		return c.ApplyConfigs(t.Context(), req)
+	}
+	// The kind's validation hook runs at apply.
+	_, err = apply()
+	var ce *client.Error
+	if !errors.As(err, &ce) || len(ce.Details) != 1 || ce.Details[0].Field != "runtime.applications" ||
+		!strings.Contains(ce.Details[0].Message, "a toy runtime names the applications it serves") {
+		t.Fatalf("apply without applications: %v %+v, want the toy kind's validation error", err, ce)
+	}
+	files["toybox.pvn.yaml"] += "  applications: [play]\n"
+	if _, err := apply(); err != nil {
+		t.Fatal(err)
+	}
+	if backendsSeen.Load() == 0 {
+		t.Error("the toy kind's ValidateBackend never saw the service's backend")
+	}
+	push, err := c.Push(t.Context(), "play", "blocks", apiv1.PushRequest{Params: []apiv1.Param{{Name: "color", Value: "red"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := c.Status(t.Context(), "play", "blocks")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.ReleaseChannels) == 1 && st.ReleaseChannels[0].Status == "CONVERGED" && st.ReleaseChannels[0].Version == push.BundleVersion {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never converged: %+v", st.ReleaseChannels)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	v, ok := toyRuntimes.Load("toybox")
+	if !ok {
+		t.Fatal("the host built no toy runtime")
+	}
+	rt := v.(*toyRuntime)
+	rt.mu.Lock()
+	got := rt.applied[runtimes.InstanceKey{Application: "play", Service: "blocks", ReleaseChannel: "only"}]
+	rt.mu.Unlock()
+	if len(got.Objects) != 1 {
+		t.Fatalf("toy runtime applied %d objects, want the ConfigMap", len(got.Objects))
+	}
+	var cm struct {
+		Kind string            `json:"kind"`
+		Data map[string]string `json:"data"`
+	}
+	if err := json.Unmarshal(got.Objects[0], &cm); err != nil || cm.Kind != "ConfigMap" || cm.Data["color"] != "red" {
+		t.Fatalf("applied %s (%v), want the rendered ConfigMap", got.Objects[0], err)
+	}
+	compiled, err := c.Compiled(t.Context(), "play", "blocks", push.DesiredStateID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(compiled.ReleaseChannels) != 1 || compiled.ReleaseChannels[0].RuntimeKind != toyKind {
+		t.Errorf("compiled channels %+v, want one of runtime kind %q", compiled.ReleaseChannels, toyKind)
+	}
+}
+
+// loadConfigs writes files to a directory and loads them as drover apply
+// does.
+func loadConfigs(t *testing.T, files map[string]string) apiv1.ApplyConfigsRequest {
+	t.Helper()
+	dir := t.TempDir()
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sources, err := config.Load([]string{dir + "/..."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var req apiv1.ApplyConfigsRequest
+	for _, src := range sources {
+		body, err := json.Marshal(src.File)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Configs = append(req.Configs, apiv1.Config{Source: src.Path, Body: body})
+	}
+	return req
+}
