@@ -7,18 +7,15 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/drover-dev/drover/internal/alerts/alertspec"
 	"github.com/drover-dev/drover/internal/gates"
 )
 
-// Kind is the gate kind of alert gates: a check's "alert" member.
-const Kind = "alert"
+// Kind is the gate kind of alert gates (alertspec.Kind).
+const Kind = alertspec.Kind
 
-// Spec is an alert gate as a check carries it: the Alertmanager to ask and
-// the label matchers an alert must match to hold the channel.
-type Spec struct {
-	URL      string   `json:"url"`
-	Matchers []string `json:"matchers"`
-}
+// Spec is an alert gate as a check carries it (alertspec.Spec).
+type Spec = alertspec.Spec
 
 var _ gates.Evaluator = (*Client)(nil)
 

@@ -33,6 +33,21 @@ var Rules = []Rule{
 		Why:  "the compiler turns configs into desired states and knows no storage, runtime or engine",
 	},
 	{
+		Name:  "compiler-names-gates-by-their-spec",
+		From:  []string{"internal/compiler/..."},
+		Deny:  []string{"internal/alerts", "internal/gitcheck"},
+		Allow: []string{"internal/alerts/alertspec", "internal/gitcheck/commitspec"},
+		Why:   "the compiler writes a gate's spec (a leaf package) and never reaches its evaluator (HTTP clients, git)",
+	},
+	{
+		Name:   "gates-is-a-leaf",
+		From:   []string{"internal/gates"},
+		Deny:   []string{"internal"},
+		Allow:  []string{"internal/desiredstate"},
+		Why:    "the evaluator door is imported by the engine, the server and every gate kind, and imports none of them (only the model it evaluates)",
+		Direct: true,
+	},
+	{
 		Name: "kubernetes-object-rules-are-a-leaf",
 		From: []string{"internal/kubeobj"},
 		Deny: []string{"internal", "k8s.io", "sigs.k8s.io", "helm.sh"},

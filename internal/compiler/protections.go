@@ -5,10 +5,10 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/drover-dev/drover/internal/alerts"
+	"github.com/drover-dev/drover/internal/alerts/alertspec"
 	"github.com/drover-dev/drover/internal/config"
 	"github.com/drover-dev/drover/internal/desiredstate"
-	"github.com/drover-dev/drover/internal/gitcheck"
+	"github.com/drover-dev/drover/internal/gitcheck/commitspec"
 )
 
 // protections lists the channel's protection attachments, and the gates
@@ -36,7 +36,7 @@ func (c *rcCompiler) protections(out *CompiledReleaseChannel, m *serviceForRC, d
 			cp := CompiledProtection{Attachment: name, Protection: ref, Source: source, Lifecycle: a.Lifecycle,
 				Builtin: builtinCheck(prot.Builtin, defs, params), PollInterval: prot.PollInterval}
 			if cp.Builtin == nil && prot.Builtin != nil && prot.Builtin.CommitDenylist != nil {
-				g, err := desiredstate.NewGate(gitcheck.Kind, commitRanges(prot.Builtin.CommitDenylist, defs, params))
+				g, err := desiredstate.NewGate(commitspec.Kind, commitRanges(prot.Builtin.CommitDenylist, defs, params))
 				if err != nil {
 					c.fail(Error{Object: c.serviceObject(), Msg: err.Error()})
 					continue
@@ -107,7 +107,7 @@ func alertGate(rc *config.ReleaseChannel) (*CompiledProtection, error) {
 	if g == nil {
 		return nil, nil
 	}
-	gate, err := desiredstate.NewGate(alerts.Kind, alerts.Spec{URL: g.Alertmanager, Matchers: g.Matchers})
+	gate, err := desiredstate.NewGate(alertspec.Kind, alertspec.Spec{URL: g.Alertmanager, Matchers: g.Matchers})
 	if err != nil {
 		return nil, err
 	}
@@ -197,11 +197,11 @@ func commitDenylist(d *config.CommitDenylist, defs []config.ParameterDefinition,
 
 // commitRanges is the check of a commitDenylist's ranges, for the commits
 // the push holds (decided when it runs, against the repository).
-func commitRanges(d *config.CommitDenylist, defs []config.ParameterDefinition, params map[string]any) *gitcheck.Ranges {
-	out := &gitcheck.Ranges{Repository: d.Repository, Pushed: pushedCommits(d, defs, params)}
+func commitRanges(d *config.CommitDenylist, defs []config.ParameterDefinition, params map[string]any) *commitspec.Ranges {
+	out := &commitspec.Ranges{Repository: d.Repository, Pushed: pushedCommits(d, defs, params)}
 	for _, cd := range d.Commits {
 		if cd.Range != nil {
-			out.Ranges = append(out.Ranges, gitcheck.Range{Start: strings.TrimSpace(cd.Range.StartCommit), End: strings.TrimSpace(cd.Range.EndCommit)})
+			out.Ranges = append(out.Ranges, commitspec.Range{Start: strings.TrimSpace(cd.Range.StartCommit), End: strings.TrimSpace(cd.Range.EndCommit)})
 		}
 	}
 	return out
@@ -209,14 +209,14 @@ func commitRanges(d *config.CommitDenylist, defs []config.ParameterDefinition, p
 
 // pushedCommits are the values of the service's commit parameters for the
 // denylist's repository (every one when it names none).
-func pushedCommits(d *config.CommitDenylist, defs []config.ParameterDefinition, params map[string]any) []gitcheck.PushedCommit {
-	var out []gitcheck.PushedCommit
+func pushedCommits(d *config.CommitDenylist, defs []config.ParameterDefinition, params map[string]any) []commitspec.PushedCommit {
+	var out []commitspec.PushedCommit
 	for _, def := range defs {
 		if def.Commit == nil || d.Repository != "" && !strings.EqualFold(strings.TrimSuffix(def.Commit.Repository, ".git"), strings.TrimSuffix(d.Repository, ".git")) {
 			continue
 		}
 		if v, _ := params[def.Name].(string); v != "" {
-			out = append(out, gitcheck.PushedCommit{Param: def.Name, Commit: v, Repository: def.Commit.Repository})
+			out = append(out, commitspec.PushedCommit{Param: def.Name, Commit: v, Repository: def.Commit.Repository})
 		}
 	}
 	return out
