@@ -69,6 +69,8 @@ type LocalExecutor struct {
 	now      func() time.Time
 	log      *slog.Logger
 	observer Observer
+	// states decodes the desired states actions name (the loop's cache).
+	states *StateCache
 }
 
 // NewLocalExecutor builds the executor a Loop uses unless given another. It
@@ -80,7 +82,7 @@ func NewLocalExecutor(st store.Store, rs RuntimeSource, settings Settings, now f
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &LocalExecutor{store: st, runtimes: rs, settings: settings, now: now, log: log, observer: noObserver{}}
+	return &LocalExecutor{store: st, runtimes: rs, settings: settings, now: now, log: log, observer: noObserver{}, states: NewStateCache(st)}
 }
 
 // Execute implements Executor. An apply's own failure is not an error here:
@@ -104,7 +106,7 @@ func (x *LocalExecutor) Execute(ctx context.Context, app, svc string, a Action) 
 
 // target is the runtime target of release channel rc in desired state stateID.
 func (x *LocalExecutor) target(ctx context.Context, stateID, rc string) (runtimes.Target, error) {
-	return TargetOf(ctx, x.store, store.DesiredState{ID: stateID}, rc)
+	return x.states.Target(ctx, store.DesiredState{ID: stateID}, rc)
 }
 
 // memo is what the store remembers for the runtime of an instance (none

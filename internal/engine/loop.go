@@ -89,6 +89,8 @@ type Loop struct {
 	failures map[string]int
 	// freezes are the freezes in force, cached (freezes.go).
 	freezes freezes
+	// states are the decoded desired states (Config.States).
+	states *StateCache
 }
 
 // Config configures a Loop.
@@ -142,6 +144,9 @@ type Config struct {
 	Resync time.Duration
 	// Observer is told of every pass and task, for metrics (nil: none).
 	Observer Observer
+	// States is the process's cache of decoded desired states, shared
+	// with the API (nil: a cache of the loop's own).
+	States *StateCache
 }
 
 // Observer is told what the engine does, for metrics. Its methods are
@@ -187,9 +192,12 @@ func NewLoop(cfg Config) *Loop {
 	if cfg.Settings.MaxBackoff <= 0 {
 		cfg.Settings.MaxBackoff = DefaultSettings().MaxBackoff
 	}
+	if cfg.States == nil {
+		cfg.States = NewStateCache(cfg.Store)
+	}
 	if cfg.Executor == nil {
 		x := NewLocalExecutor(cfg.Store, cfg.Runtimes, cfg.Settings, cfg.Now, cfg.Log)
-		x.alerts, x.commits = cfg.Alerts, cfg.Commits
+		x.alerts, x.commits, x.states = cfg.Alerts, cfg.Commits, cfg.States
 		if cfg.Observer != nil {
 			x.observer = cfg.Observer
 		}
@@ -224,7 +232,7 @@ func NewLoop(cfg Config) *Loop {
 		owner: cfg.Owner, leaseTTL: cfg.LeaseTTL, taskTTL: cfg.TaskTTL, taskPoll: cfg.TaskPoll,
 		exclusive: cfg.Exclusive, resync: max(cfg.Resync, 0), leases: map[string]store.Lease{}, leaseUntil: map[string]time.Time{}, observed: observed{seen: map[string]fingerprints{}},
 		slots: make(chan struct{}, cfg.MaxApplies), idle: make(chan claimedTask), wake: make(chan struct{}, 1),
-		shutdownGrace: max(cfg.ShutdownGrace, 0), exec: cfg.Executor, failures: map[string]int{},
+		shutdownGrace: max(cfg.ShutdownGrace, 0), exec: cfg.Executor, failures: map[string]int{}, states: cfg.States,
 	}
 }
 
@@ -448,7 +456,7 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	cs, err := sharedStates.get(ctx, l.store, rec)
+	cs, err := l.states.get(ctx, rec)
 	if err != nil {
 		return Result{}, err
 	}
@@ -676,7 +684,7 @@ func (l *Loop) targetFor(ctx context.Context, cs *compiledState, ch Channel, ins
 func (l *Loop) target(ctx context.Context, cs *compiledState, stateID, rc string) (runtimes.Target, error) {
 	if stateID != cs.desired.ID {
 		var err error
-		if cs, err = sharedStates.get(ctx, l.store, store.DesiredState{ID: stateID}); err != nil {
+		if cs, err = l.states.get(ctx, store.DesiredState{ID: stateID}); err != nil {
 			return runtimes.Target{}, err
 		}
 	}

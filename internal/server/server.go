@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/drover-dev/drover/internal/engine"
 	"github.com/drover-dev/drover/internal/store"
 	"github.com/drover-dev/drover/internal/web"
 )
@@ -57,6 +58,9 @@ type Config struct {
 	// StoreKind ("sqlite", "postgres") and Replica (this server's name in
 	// leases and task claims) are reported by /v1/health.
 	StoreKind, Replica string
+	// States decodes desired states: the engine's cache, shared (nil: one
+	// of the server's own).
+	States *engine.StateCache
 }
 
 // Server is the API.
@@ -68,6 +72,7 @@ type Server struct {
 	now      func() time.Time
 	changed  *broadcaster
 	cache    decodeCache
+	states   *engine.StateCache
 	mux      *http.ServeMux
 	// openapi is the API's document, made once (OpenAPI).
 	openapiOnce sync.Once
@@ -116,7 +121,10 @@ func New(cfg Config) *Server {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Server{store: cfg.Store, engine: cfg.Engine, runtimes: cfg.Runtimes, log: cfg.Log, now: cfg.Now,
+	if cfg.States == nil {
+		cfg.States = engine.NewStateCache(cfg.Store)
+	}
+	s := &Server{store: cfg.Store, engine: cfg.Engine, states: cfg.States, runtimes: cfg.Runtimes, log: cfg.Log, now: cfg.Now,
 		changed: newBroadcaster(), edgeCfg: cfg.Edge, agents: cfg.Agents, storeKind: cfg.StoreKind, replica: cfg.Replica,
 		limits: newLimiter(cfg.Edge.MutationRate, cfg.Edge.MutationBurst, cfg.Edge.MaxStreams), streamRecheck: streamRecheck, ui: web.New()}
 	s.routes()
