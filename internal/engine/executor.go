@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"time"
 
@@ -28,14 +27,15 @@ type Executor interface {
 // Outcome is what carrying out an action came to. The runner records it
 // when it completes the action's task, in one transaction fenced by its
 // claim: the task's status and message, Change applied to the instance (when
-// the instance still targets what the action was for), and Events.
+// the instance still targets what the action was for), and Events. It is
+// data: the runner hands it to the next pass over the service to record.
 type Outcome struct {
 	Result
 	// Failed and Message are the task's outcome.
 	Failed  bool
 	Message string
 	// Change updates the instance (nil = no change).
-	Change func(*store.Instance)
+	Change *Patch
 	Events []store.Event
 	// Interrupted means the action did not finish (the server shut down):
 	// the runner releases the task with Message and Events, and it is
@@ -185,12 +185,7 @@ func (x *LocalExecutor) apply(ctx context.Context, app, svc string, a Action) Ou
 			// Record that the apply returned, so the plan waits for the
 			// runtime to show the version (its grace period), and what the
 			// runtime asked to remember of it.
-			Change: func(i *store.Instance) {
-				i.AppliedAt = at
-				if memo != "" {
-					i.RuntimeMemo = memo
-				}
-			},
+			Change: &Patch{AppliedAt: at, RuntimeMemo: memo},
 		}
 	}
 	log.Warn("apply failed", "error", err)
@@ -200,21 +195,11 @@ func (x *LocalExecutor) apply(ctx context.Context, app, svc string, a Action) Ou
 	// nothing about the apply: it is retried, never given up on for that.
 	unavailable := errors.Is(err, runtimes.ErrUnavailable)
 	msg := err.Error()
-	return Outcome{
-		Result: Result{Requeue: true}, Failed: true, Message: msg, Events: []store.Event{ev},
-		Change: func(i *store.Instance) {
-			i.Reason = ds.ReasonApplyFailed
-			i.Message = msg
-			switch {
-			case permanent:
-				i.ApplyAttempts = x.settings.MaxApplyAttempts
-			case unavailable && i.ApplyAttempts > 1:
-				// Not an attempt: take it back (keeping one, so the plan
-				// still waits its backoff before the next).
-				i.ApplyAttempts--
-			}
-		},
+	change := &Patch{Reason: ds.ReasonApplyFailed, Message: msg, RefundAttempt: unavailable && !permanent}
+	if permanent {
+		change.ApplyAttempts = x.settings.MaxApplyAttempts
 	}
+	return Outcome{Result: Result{Requeue: true}, Failed: true, Message: msg, Events: []store.Event{ev}, Change: change}
 }
 
 // runCheck runs a command check once through the channel's runtime and
@@ -272,10 +257,7 @@ func (x *LocalExecutor) runCheck(ctx context.Context, app, svc string, a Action)
 	}
 	return Outcome{
 		Result: Result{Requeue: true}, Failed: !res.Passed, Message: msg, Events: events,
-		Change: func(i *store.Instance) {
-			checks := slices.DeleteFunc(slices.Clone(i.Checks), func(r store.CheckResult) bool { return r.Key == res.Key })
-			i.Checks = append(checks, res)
-		},
+		Change: &Patch{Check: &res},
 	}
 }
 
