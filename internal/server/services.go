@@ -160,6 +160,12 @@ func (s *Server) statusDetail(ctx context.Context, rec store.DesiredState, detai
 // a channel has gates).
 func (s *Server) buildStatus(ctx context.Context, rec store.DesiredState, list []store.Instance, obs []store.Observation, detail bool) (*apiv1.ServiceStatus, error) {
 	d, err := s.states.Decode(ctx, rec)
+	if err != nil && len(list) > 0 {
+		// The engine cannot decode it either, and says so on the
+		// instances (ENGINE_ERROR): show them as they are.
+		s.log.Warn("status: decode desired state", "desired_state", rec.ID, "error", err)
+		return instancesStatus(rec, list), nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -239,6 +245,24 @@ func (s *Server) buildStatus(ctx context.Context, rec store.DesiredState, list [
 	}
 	out.Status = aggregate(out.ReleaseChannels)
 	return out, nil
+}
+
+// instancesStatus is a service's status from its instances alone, as they
+// are stored, for a desired state that does not decode: the engine shows
+// why on each (ENGINE_ERROR), and what it planned last.
+func instancesStatus(rec store.DesiredState, list []store.Instance) *apiv1.ServiceStatus {
+	out := &apiv1.ServiceStatus{Application: rec.Application, Service: rec.Service, DesiredStateID: rec.ID, DesiredVersion: rec.Version,
+		ReleaseChannels: make([]apiv1.ChannelStatus, 0, len(list))}
+	for _, inst := range list {
+		cs := apiv1.ChannelStatus{Name: inst.ReleaseChannel, Status: string(inst.Status), Reason: string(inst.Reason), Message: inst.Message,
+			Version: inst.CurrentVersion, DesiredVersion: inst.DesiredVersion, TargetVersion: inst.TargetVersion, Paused: inst.Paused, UpdatedAt: inst.UpdatedAt}
+		if inst.DesiredStateID != rec.ID && inst.Reason != ds.ReasonEngineError {
+			cs.Status, cs.Reason, cs.Message = string(ds.StatusPending), "", "new desired state not yet planned"
+		}
+		out.ReleaseChannels = append(out.ReleaseChannels, cs)
+	}
+	out.Status = aggregate(out.ReleaseChannels)
+	return out
 }
 
 // aggregate summarizes channel statuses into the service's status.
