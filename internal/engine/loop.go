@@ -356,7 +356,7 @@ func (l *Loop) work(ctx context.Context) {
 		if !ok {
 			return
 		}
-		pctx := withLog(ctx, l.log.With("service", key))
+		pctx := withPass(ctx, key)
 		began := time.Now()
 		res, err := l.safeReconcile(pctx, key)
 		l.observer.Reconciled(time.Since(began), passResult(res, err))

@@ -336,18 +336,20 @@ func clearEngineErrors(plan *Plan, instances map[string]*store.Instance, now tim
 	}
 }
 
-// logKey keys a pass's logger in its context.
-type logKey struct{}
+// passKey keys the service a pass is over in its context, for its logger.
+type passKey struct{}
 
-// withLog returns ctx carrying log, the logger of one pass or task.
-func withLog(ctx context.Context, log *slog.Logger) context.Context {
-	return context.WithValue(ctx, logKey{}, log)
+// withPass returns ctx for a pass over the service key.
+func withPass(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, passKey{}, key)
 }
 
-// logOf is the logger ctx carries (withLog), else the loop's.
+// logOf is the logger of the pass ctx is for (withPass): the loop's, with
+// the service's key. It is made when a pass logs, which few do, rather
+// than for every pass (a logger with attributes costs allocations).
 func (l *Loop) logOf(ctx context.Context) *slog.Logger {
-	if log, ok := ctx.Value(logKey{}).(*slog.Logger); ok {
-		return log
+	if key, ok := ctx.Value(passKey{}).(string); ok {
+		return l.log.With("service", key)
 	}
 	return l.log
 }
