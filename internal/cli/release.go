@@ -328,7 +328,8 @@ func printStatus(w io.Writer, st *apiv1.ServiceStatus) {
 			version = "-"
 		}
 		msg := c.Message
-		if c.Reason != "" && c.Status != "CONVERGED" {
+		// An engine error shows whatever the status (the last one planned).
+		if c.Reason != "" && (c.Status != "CONVERGED" || c.Reason == "ENGINE_ERROR") {
 			msg = c.Reason + ": " + msg
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", clean(c.Name), clean(c.Status), clean(version), clean(versionLabel(c.DesiredVersion, c.DesiredDisplayName)), clean(msg))

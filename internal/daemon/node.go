@@ -161,8 +161,10 @@ func New(cfg Config) *Node {
 	hostCfg.Agents = n.hub
 	n.host = runtimehost.New(hostCfg)
 	n.hub.SetRuns(n.host.Runs())
+	// One cache of decoded desired states for the engine and the API.
+	states := engine.NewStateCache(cfg.Store)
 	n.loop = engine.NewLoop(engine.Config{
-		Store: cfg.Store, Runtimes: n.host, Settings: cfg.Settings, Now: cfg.Now, Gates: kinds,
+		States: states, Store: cfg.Store, Runtimes: n.host, Settings: cfg.Settings, Now: cfg.Now, Gates: kinds,
 		Log: cfg.Log, Workers: cfg.Workers, OnWrite: n.changed, ShutdownGrace: cfg.ShutdownGrace,
 		// An unshared store is the data directory's SQLite database, which
 		// the directory's lock gives to this process alone: claims left in
@@ -180,7 +182,7 @@ func New(cfg Config) *Node {
 	}
 	n.hub.SetReplica(n.loop.Owner())
 	n.retention = eventretention.Config{Horizon: cfg.EventRetention, ArchiveDir: cfg.EventArchive, Owner: n.loop.Owner(), Now: cfg.Now, Log: cfg.Log}
-	n.srv = server.New(server.Config{Store: cfg.Store, Engine: n.loop, Runtimes: n.host, Log: cfg.Log, Now: cfg.Now, Edge: cfg.Edge,
+	n.srv = server.New(server.Config{Store: cfg.Store, States: states, Engine: n.loop, Runtimes: n.host, Log: cfg.Log, Now: cfg.Now, Edge: cfg.Edge,
 		StoreKind: cfg.StoreKind, Replica: n.loop.Owner(), Agents: n.agentsInfo(), Gates: kinds})
 	return n
 }

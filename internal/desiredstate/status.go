@@ -57,4 +57,9 @@ const (
 	ReasonFetchFailed                   Reason = "FETCH_FAILED"
 	// ReasonFrozen (drover's): a freeze holds the channel (drover freeze).
 	ReasonFrozen Reason = "FROZEN"
+	// ReasonEngineError (drover's): the engine's last pass over the
+	// service failed (its desired state no longer decodes, the store
+	// could not be read); the message says why, and the status beside it
+	// is the last one the engine planned.
+	ReasonEngineError Reason = "ENGINE_ERROR"
 )

@@ -153,7 +153,7 @@ func TestApplyOutcomeAttempts(t *testing.T) {
 			t.Fatalf("%s: outcome %+v, %v", tc.name, out, err)
 		}
 		inst := store.Instance{ApplyAttempts: tc.before}
-		out.Change(&inst)
+		out.Change.Apply(&inst)
 		if inst.ApplyAttempts != tc.after || inst.Reason != ds.ReasonApplyFailed {
 			t.Errorf("%s: attempts %d -> %d (reason %s), want %d", tc.name, tc.before, inst.ApplyAttempts, inst.Reason, tc.after)
 		}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	ds "github.com/drover-dev/drover/internal/desiredstate"
@@ -28,14 +27,15 @@ type Executor interface {
 // Outcome is what carrying out an action came to. The runner records it
 // when it completes the action's task, in one transaction fenced by its
 // claim: the task's status and message, Change applied to the instance (when
-// the instance still targets what the action was for), and Events.
+// the instance still targets what the action was for), and Events. It is
+// data: the runner hands it to the next pass over the service to record.
 type Outcome struct {
 	Result
 	// Failed and Message are the task's outcome.
 	Failed  bool
 	Message string
 	// Change updates the instance (nil = no change).
-	Change func(*store.Instance)
+	Change *Patch
 	Events []store.Event
 	// Interrupted means the action did not finish (the server shut down):
 	// the runner releases the task with Message and Events, and it is
@@ -55,6 +55,8 @@ type LocalExecutor struct {
 	now      func() time.Time
 	log      *slog.Logger
 	observer Observer
+	// states decodes the desired states actions name (the loop's cache).
+	states *StateCache
 }
 
 // NewLocalExecutor builds the executor a Loop uses unless given another. It
@@ -66,7 +68,7 @@ func NewLocalExecutor(st ExecutorStore, rs RuntimeSource, settings Settings, now
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &LocalExecutor{store: st, runtimes: rs, settings: settings, now: now, log: log, observer: noObserver{}}
+	return &LocalExecutor{store: st, runtimes: rs, settings: settings, now: now, log: log, observer: noObserver{}, states: NewStateCache(st)}
 }
 
 // Execute implements Executor. An apply's own failure is not an error here:
@@ -90,7 +92,7 @@ func (x *LocalExecutor) Execute(ctx context.Context, app, svc string, a Action) 
 
 // target is the runtime target of release channel rc in desired state stateID.
 func (x *LocalExecutor) target(ctx context.Context, stateID, rc string) (runtimes.Target, error) {
-	return TargetOf(ctx, x.store, store.DesiredState{ID: stateID}, rc)
+	return x.states.Target(ctx, store.DesiredState{ID: stateID}, rc)
 }
 
 // memo is what the store remembers for the runtime of an instance (none
@@ -169,12 +171,7 @@ func (x *LocalExecutor) apply(ctx context.Context, app, svc string, a Action) Ou
 			// Record that the apply returned, so the plan waits for the
 			// runtime to show the version (its grace period), and what the
 			// runtime asked to remember of it.
-			Change: func(i *store.Instance) {
-				i.AppliedAt = at
-				if memo != "" {
-					i.RuntimeMemo = memo
-				}
-			},
+			Change: &Patch{AppliedAt: at, RuntimeMemo: memo},
 		}
 	}
 	log.Warn("apply failed", "error", err)
@@ -184,21 +181,11 @@ func (x *LocalExecutor) apply(ctx context.Context, app, svc string, a Action) Ou
 	// nothing about the apply: it is retried, never given up on for that.
 	unavailable := errors.Is(err, runtimes.ErrUnavailable)
 	msg := err.Error()
-	return Outcome{
-		Result: Result{Requeue: true}, Failed: true, Message: msg, Events: []store.Event{ev},
-		Change: func(i *store.Instance) {
-			i.Reason = ds.ReasonApplyFailed
-			i.Message = msg
-			switch {
-			case permanent:
-				i.ApplyAttempts = x.settings.MaxApplyAttempts
-			case unavailable && i.ApplyAttempts > 1:
-				// Not an attempt: take it back (keeping one, so the plan
-				// still waits its backoff before the next).
-				i.ApplyAttempts--
-			}
-		},
+	change := &Patch{Reason: ds.ReasonApplyFailed, Message: msg, RefundAttempt: unavailable && !permanent}
+	if permanent {
+		change.ApplyAttempts = x.settings.MaxApplyAttempts
 	}
+	return Outcome{Result: Result{Requeue: true}, Failed: true, Message: msg, Events: []store.Event{ev}, Change: change}
 }
 
 // runCheck runs a command check once through the channel's runtime and
@@ -253,10 +240,7 @@ func (x *LocalExecutor) runCheck(ctx context.Context, app, svc string, a Action)
 	}
 	return Outcome{
 		Result: Result{Requeue: true}, Failed: !res.Passed, Message: msg, Events: events,
-		Change: func(i *store.Instance) {
-			checks := slices.DeleteFunc(slices.Clone(i.Checks), func(r store.CheckResult) bool { return r.Key == res.Key })
-			i.Checks = append(checks, res)
-		},
+		Change: &Patch{Check: &res},
 	}
 }
 

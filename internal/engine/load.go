@@ -70,6 +70,54 @@ func (c *stateCache) putLocked(id string, cs *compiledState) {
 	c.cur[id] = cs
 }
 
+// StateCache holds decoded desired states by id, for the engine and the
+// readers beside it (the API's status): desired states are immutable, so
+// each is decoded once per process. The composition root makes one and
+// gives it to both (Config.States and the server's); what it returns must
+// not be modified.
+type StateCache struct {
+	store DesiredStates
+	cache stateCache
+}
+
+// NewStateCache returns an empty cache that reads desired states it lacks
+// with st.
+func NewStateCache(st DesiredStates) *StateCache { return &StateCache{store: st} }
+
+// Decode decodes a stored desired state into the engine's model, reading
+// its compiled form when rec lacks it.
+func (c *StateCache) Decode(ctx context.Context, rec store.DesiredState) (*Desired, error) {
+	cs, err := c.get(ctx, rec)
+	if err != nil {
+		return nil, err
+	}
+	return cs.desired, nil
+}
+
+// Cached is the decoded desired state id when the cache has it at hand,
+// else nil: for readers that must not load desired states (the service
+// summaries).
+func (c *StateCache) Cached(id string) *Desired {
+	if cs := c.cache.peek(id); cs != nil {
+		return cs.desired
+	}
+	return nil
+}
+
+// Target returns what the engine applies to release channel rc for the
+// stored desired state rec (read when rec lacks its compiled form).
+func (c *StateCache) Target(ctx context.Context, rec store.DesiredState, rc string) (runtimes.Target, error) {
+	cs, err := c.get(ctx, rec)
+	if err != nil {
+		return runtimes.Target{}, err
+	}
+	return cs.target(rc)
+}
+
+func (c *StateCache) get(ctx context.Context, rec store.DesiredState) (*compiledState, error) {
+	return c.cache.get(ctx, c.store, rec)
+}
+
 // DesiredStates reads stored desired states by id; a store.Store is one.
 type DesiredStates interface {
 	GetDesiredState(ctx context.Context, id string) (store.DesiredState, error)

@@ -4,15 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"os"
 	"runtime"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -85,11 +82,15 @@ type Loop struct {
 	// exec carries out the actions plans decide.
 	exec Executor
 	// failures counts the consecutive failed passes per service key, for
-	// the backoff of settle.
+	// the backoff of settle; requeues the consecutive requeues, for their
+	// rate limit (nextRequeue).
 	failMu   sync.Mutex
 	failures map[string]int
+	requeues map[string]int
 	// freezes are the freezes in force, cached (freezes.go).
 	freezes freezes
+	// states are the decoded desired states (Config.States).
+	states *StateCache
 }
 
 // Config configures a Loop.
@@ -142,13 +143,18 @@ type Config struct {
 	Resync time.Duration
 	// Observer is told of every pass and task, for metrics (nil: none).
 	Observer Observer
+	// States is the process's cache of decoded desired states, shared
+	// with the API (nil: a cache of the loop's own).
+	States *StateCache
 }
 
 // Observer is told what the engine does, for metrics. Its methods are
 // called from the engine's goroutines and must not block.
 type Observer interface {
-	// Reconciled: a pass over a service took d and ended with err.
-	Reconciled(d time.Duration, err error)
+	// Reconciled: a pass over a service took d and ended as result
+	// (ResultSuccess, ResultRequeue, ResultRequeueAfter, ResultError,
+	// ResultTerminal).
+	Reconciled(d time.Duration, result string)
 	// TaskDone: a task of kind (apply, runCheck, ...) was carried out in d
 	// with outcome succeeded, failed, interrupted or lost.
 	TaskDone(kind, outcome string, d time.Duration)
@@ -160,7 +166,7 @@ type Observer interface {
 // noObserver observes nothing.
 type noObserver struct{}
 
-func (noObserver) Reconciled(time.Duration, error)                  {}
+func (noObserver) Reconciled(time.Duration, string)                 {}
 func (noObserver) TaskDone(string, string, time.Duration)           {}
 func (noObserver) RuntimeCall(string, string, time.Duration, error) {}
 
@@ -187,9 +193,12 @@ func NewLoop(cfg Config) *Loop {
 	if cfg.Settings.MaxBackoff <= 0 {
 		cfg.Settings.MaxBackoff = DefaultSettings().MaxBackoff
 	}
+	if cfg.States == nil {
+		cfg.States = NewStateCache(cfg.Store)
+	}
 	if cfg.Executor == nil {
 		x := NewLocalExecutor(cfg.Store, cfg.Runtimes, cfg.Settings, cfg.Now, cfg.Log)
-		x.gates = cfg.Gates
+		x.gates, x.states = cfg.Gates, cfg.States
 		if cfg.Observer != nil {
 			x.observer = cfg.Observer
 		}
@@ -224,7 +233,7 @@ func NewLoop(cfg Config) *Loop {
 		owner: cfg.Owner, leaseTTL: cfg.LeaseTTL, taskTTL: cfg.TaskTTL, taskPoll: cfg.TaskPoll,
 		exclusive: cfg.Exclusive, resync: max(cfg.Resync, 0), leases: map[string]store.Lease{}, leaseUntil: map[string]time.Time{}, observed: observed{seen: map[string]fingerprints{}},
 		slots: make(chan struct{}, cfg.MaxApplies), idle: make(chan claimedTask), wake: make(chan struct{}, 1),
-		shutdownGrace: max(cfg.ShutdownGrace, 0), exec: cfg.Executor, failures: map[string]int{},
+		shutdownGrace: max(cfg.ShutdownGrace, 0), exec: cfg.Executor, failures: map[string]int{}, requeues: map[string]int{}, states: cfg.States,
 	}
 }
 
@@ -347,15 +356,44 @@ func (l *Loop) work(ctx context.Context) {
 		if !ok {
 			return
 		}
+		pctx := withPass(ctx, key)
 		began := time.Now()
-		res, err := l.safeReconcile(ctx, key)
-		l.observer.Reconciled(time.Since(began), err)
+		res, err := l.safeReconcile(pctx, key)
+		l.observer.Reconciled(time.Since(began), passResult(res, err))
+		if err != nil {
+			l.recordFailure(pctx, key, err)
+		}
 		l.queue.Done(key)
 		if ctx.Err() != nil {
 			return
 		}
 		l.settle(key, "reconcile", res, err)
 	}
+}
+
+// How a pass ended, as Observer.Reconciled is told: it asked for nothing
+// more, for another pass now or later, or failed (terminal: for good).
+const (
+	ResultSuccess      = "success"
+	ResultRequeue      = "requeue"
+	ResultRequeueAfter = "requeue_after"
+	ResultError        = "error"
+	ResultTerminal     = "terminal"
+)
+
+// passResult names how a pass ended (see settle for what each means).
+func passResult(res Result, err error) string {
+	switch {
+	case err != nil && IsTerminal(err):
+		return ResultTerminal
+	case err != nil:
+		return ResultError
+	case res.RequeueAfter > 0:
+		return ResultRequeueAfter
+	case res.Requeue:
+		return ResultRequeue
+	}
+	return ResultSuccess
 }
 
 // settle applies the retry contract (see Result) to what a pass over a
@@ -374,8 +412,7 @@ func (l *Loop) settle(key, what string, res Result, err error) {
 		l.forgetFailures(key)
 		l.queue.AddAfter(key, res.RequeueAfter)
 	case res.Requeue:
-		l.forgetFailures(key)
-		l.queue.Add(key)
+		l.queue.AddAfter(key, l.nextRequeue(key))
 	default:
 		l.forgetFailures(key)
 	}
@@ -392,9 +429,36 @@ func (l *Loop) nextBackoff(key string) time.Duration {
 	return backoff(l.settings.RetryBackoff, l.settings.MaxBackoff, n)
 }
 
+// Requeues are rate limited per service: the first requeueBurst in a row
+// (a write that conflicted with a request, an outcome to record) are
+// immediate; a service that keeps asking for one without ever settling
+// then waits requeueBase, doubled per further requeue, up to requeueMax,
+// so it cannot spin a worker.
+const (
+	requeueBurst = 10
+	requeueBase  = 5 * time.Millisecond
+	requeueMax   = time.Second
+)
+
+// nextRequeue counts a requeue of key (a failure streak ends with it) and
+// returns how long it waits: 0 within the burst.
+func (l *Loop) nextRequeue(key string) time.Duration {
+	l.failMu.Lock()
+	defer l.failMu.Unlock()
+	delete(l.failures, key)
+	n := l.requeues[key]
+	l.requeues[key] = n + 1
+	if n < requeueBurst {
+		return 0
+	}
+	return backoff(requeueBase, requeueMax, n-requeueBurst)
+}
+
+// forgetFailures ends key's streaks of failures and requeues.
 func (l *Loop) forgetFailures(key string) {
 	l.failMu.Lock()
 	delete(l.failures, key)
+	delete(l.requeues, key)
 	l.failMu.Unlock()
 }
 
@@ -421,177 +485,39 @@ func (l *Loop) safeReconcile(ctx context.Context, key string) (res Result, err e
 	return l.Reconcile(ctx, app, svc)
 }
 
-// Reconcile makes one pass over a service: read, observe, plan, write, and
-// start the actions. Its Result says when the service wants another pass.
+// Reconcile makes one pass over a service, in four steps (pass.go): read,
+// observe, plan, commit. Its Result says when the service wants another
+// pass.
 func (l *Loop) Reconcile(ctx context.Context, app, svc string) (Result, error) {
-	key := serviceKey(app, svc)
 	// Outcomes of actions that ended since are recorded with this pass's
 	// write, and planned with (outcomes.go). A pass that writes nothing
 	// hands them back to their runners at once.
-	waiting := l.outcomes.take(key)
-	defer func() { settleOutcomes(waiting, false) }()
-	lease, err := l.lease(ctx, key)
+	p := &pass{key: serviceKey(app, svc), app: app, svc: svc}
+	p.waiting = l.outcomes.take(p.key)
+	defer func() { settleOutcomes(p.waiting, false) }()
+	lease, err := l.lease(ctx, p.key)
 	if errors.Is(err, store.ErrLeaseHeld) {
 		// Another engine plans this service; take it over if its lease lapses.
-		l.forgetObservations(key)
+		l.forgetObservations(p.key)
 		// Expires is by the store's clock: bounded by a ttl, in case the
 		// clocks disagree.
 		return Result{RequeueAfter: min(max(lease.Expires.Sub(l.now()), 0), l.leaseTTL) + l.leaseTTL/10}, nil
 	}
 	if err != nil {
+		return Result{}, fmt.Errorf("lease: %w", err)
+	}
+	p.lease = lease
+	in, err := l.read(ctx, p)
+	if in == nil || err != nil {
 		return Result{}, err
 	}
-	rec, err := l.store.ActiveDesiredState(ctx, app, svc)
-	if errors.Is(err, store.ErrNotFound) {
-		return Result{}, nil
+	seen := l.observe(ctx, in)
+	if seen.elsewhere != nil {
+		// Another server reaches this runtime (its agent is connected
+		// there): hand the service over rather than plan it blind.
+		return l.handOver(ctx, p.key, lease, seen.elsewhere)
 	}
-	if err != nil {
-		return Result{}, err
-	}
-	cs, err := sharedStates.get(ctx, l.store, rec)
-	if err != nil {
-		return Result{}, err
-	}
-	// Open tasks are read before the instances: a check that ends between
-	// the two reads is then seen as running (and its result as well), not
-	// as neither, which would run it again.
-	open, err := l.store.OpenTaskInstances(ctx, key)
-	if err != nil {
-		return Result{}, err
-	}
-	applying := make(map[string]bool, len(open))
-	for _, inst := range open {
-		applying[inst] = true
-	}
-	list, err := l.store.ListInstances(ctx, app, svc)
-	if err != nil {
-		return Result{}, err
-	}
-	// The instances are the list's: the outcomes change them there.
-	instances := make(map[string]*store.Instance, len(list))
-	for i := range list {
-		instances[list[i].ReleaseChannel] = &list[i]
-	}
-	// The instances the outcomes change are written even if the plan
-	// changes nothing more.
-	done, doneEvents, doneChanged := applyOutcomes(waiting, l.now(), instances, applying)
-	var approvals []store.Approval
-	if cs.gated {
-		if approvals, err = l.store.ListApprovals(ctx, rec.ID); err != nil {
-			return Result{}, err
-		}
-	}
-	seen, err := l.knownObservations(ctx, key, app, svc)
-	if err != nil {
-		return Result{}, err
-	}
-	var newObs []store.Observation
-	observed := make(map[string]Observation, len(cs.desired.Channels))
-	desired := l.withGraces(ctx, cs)
-	for _, ch := range cs.desired.Channels {
-		if applying[ch.Name] {
-			observed[ch.Name] = Observation{Applying: true}
-			continue
-		}
-		target, err := l.targetFor(ctx, cs, ch, instances[ch.Name])
-		if err != nil {
-			observed[ch.Name] = Observation{Err: err.Error()}
-			continue
-		}
-		rt, err := l.runtimes.Runtime(ctx, ch.Runtime)
-		if err != nil {
-			observed[ch.Name] = Observation{Err: err.Error()}
-			continue
-		}
-		began := time.Now()
-		st, err := rt.Fetch(ctx, target)
-		l.observer.RuntimeCall(ch.Runtime, "fetch", time.Since(began), err)
-		if errors.Is(err, runtimes.ErrElsewhere) && !l.exclusive {
-			// Another server reaches this runtime (its agent is connected
-			// there): hand the service over rather than plan it blind.
-			return l.handOver(ctx, key, lease, err)
-		}
-		if o := observation(ctx, rt, target, st, err); seen.of(ch.Name) != fingerprint(o) {
-			newObs = append(newObs, o)
-		}
-		if err != nil {
-			observed[ch.Name] = Observation{Err: err.Error()}
-			continue
-		}
-		observed[ch.Name] = Observation{State: st}
-	}
-	frozen, err := l.currentFreezes(ctx)
-	if err != nil {
-		return Result{}, err
-	}
-	now := l.now()
-	plan := PlanService(PlanInput{Now: now, Desired: desired, Instances: instances, Observed: observed, Approvals: approvals, Freezes: frozen, Running: applying, Settings: l.settings})
-	b := &store.Batch{Fence: &store.Fence{Key: leaseKey(key), Token: lease.Token}, Instances: plan.Instances, Events: plan.Events, Observations: newObs}
-	if len(done) > 0 {
-		b.Complete = done
-		b.Events = append(doneEvents, plan.Events...)
-		for _, in := range plan.Instances {
-			delete(doneChanged, in.ReleaseChannel)
-		}
-		// Sorted (a channel the desired state no longer has included).
-		for _, rc := range slices.Sorted(maps.Keys(doneChanged)) {
-			b.Instances = append(b.Instances, *instances[rc])
-		}
-	}
-	for _, a := range plan.Actions {
-		payload, err := json.Marshal(a)
-		if err != nil {
-			return Result{}, fmt.Errorf("encode %s action: %w", a.Kind, err)
-		}
-		b.Tasks = append(b.Tasks, store.Task{Key: key, Instance: a.taskInstance(), Kind: taskKind(a), Payload: payload})
-	}
-	if len(b.Instances) > 0 || len(b.Events) > 0 || len(b.Tasks) > 0 || len(b.Observations) > 0 || len(b.Complete) > 0 {
-		// With a free slot for each, the tasks are enqueued claimed by this
-		// loop and carried out as soon as they are committed: no claim of
-		// their own, nor a wait for the dispatcher. (Not once the loop is
-		// stopping: it starts no new work then.)
-		reserved := 0
-		if ctx.Err() == nil {
-			reserved = l.reserveSlots(len(b.Tasks))
-		}
-		if reserved > 0 {
-			b.Claim = &store.TaskClaim{Owner: l.owner, TTL: l.taskTTL}
-		}
-		// Slots neither handed to a task nor released are freed however
-		// the pass ends (a panic included).
-		defer func() { l.releaseSlots(reserved) }()
-		claimed := time.Now()
-		err := l.store.Write(ctx, b)
-		settleOutcomes(waiting, err == nil)
-		waiting = nil
-		if err == nil && reserved > 0 {
-			l.startClaimed(ctx, b.Tasks, claimed)
-			reserved = 0
-		}
-		switch {
-		case errors.Is(err, store.ErrConflict):
-			return Result{Requeue: true}, nil // changed under us (an API call); plan again
-		case errors.Is(err, store.ErrFenced) && len(b.Complete) > 0:
-			// The lease, or a task's claim, was lost: the runners record
-			// their outcomes themselves (their claims, if lost, refuse it),
-			// and the next pass finds out which.
-			return Result{Requeue: true}, nil
-		case errors.Is(err, store.ErrFenced):
-			l.forgetLease(key) // another engine took the service over
-			l.forgetObservations(key)
-			return Result{Requeue: true}, nil
-		case err != nil:
-			return Result{}, fmt.Errorf("write plan: %w", err)
-		}
-		if len(b.Observations) > 0 {
-			l.rememberObservations(key, seen, b.Observations)
-		}
-		l.written()
-		if b.Claim == nil && len(b.Tasks) > 0 {
-			l.kick()
-		}
-	}
-	return Result{RequeueAfter: plan.RequeueAfter}, nil
+	return l.commit(ctx, p, in, seen, l.plan(in, seen))
 }
 
 // handOver releases this loop's lease on a service one of whose runtimes
@@ -604,7 +530,7 @@ func (l *Loop) handOver(ctx context.Context, key string, lease store.Lease, why 
 	if err := l.store.ReleaseLease(ctx, lease); err != nil {
 		return Result{}, fmt.Errorf("hand %s over: %w", key, err)
 	}
-	l.log.Debug("service handed over to the server its runtime is reached through", "service", key, "why", why)
+	l.logOf(ctx).Debug("service handed over to the server its runtime is reached through", "why", why)
 	return Result{RequeueAfter: 2*l.leaseTTL + l.resync}, nil
 }
 
@@ -676,7 +602,7 @@ func (l *Loop) targetFor(ctx context.Context, cs *compiledState, ch Channel, ins
 func (l *Loop) target(ctx context.Context, cs *compiledState, stateID, rc string) (runtimes.Target, error) {
 	if stateID != cs.desired.ID {
 		var err error
-		if cs, err = sharedStates.get(ctx, l.store, store.DesiredState{ID: stateID}); err != nil {
+		if cs, err = l.states.get(ctx, store.DesiredState{ID: stateID}); err != nil {
 			return runtimes.Target{}, err
 		}
 	}

@@ -1,13 +1,10 @@
 package engine
 
 import (
-	"errors"
-	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	ds "github.com/drover-dev/drover/internal/desiredstate"
+	"github.com/drover-dev/drover/internal/engine/requests"
 	"github.com/drover-dev/drover/internal/runtimes"
 	"github.com/drover-dev/drover/internal/store"
 )
@@ -195,47 +192,12 @@ type Plan struct {
 }
 
 // ActionTopic is the approval topic of the n-th apply of a channel that needs
-// its own approval (everyAction).
-func ActionTopic(rc string, n int) string { return fmt.Sprintf("%s/apply-%d", rc, n) }
+// its own approval (everyAction): requests.ActionTopic.
+func ActionTopic(rc string, n int) string { return requests.ActionTopic(rc, n) }
 
 // BypassTopic is the approval topic that records a bypass of the checks of
-// one protection attachment (or extension) of a channel: an approval with
-// it, for the desired state, lets every phase of that attachment pass.
-func BypassTopic(attachment string) string { return "bypass:" + attachment }
+// one protection attachment (or extension): requests.BypassTopic.
+func BypassTopic(attachment string) string { return requests.BypassTopic(attachment) }
 
-// checkAttachment names what a bypass of chk names: its attachment, or the
-// extension.
-func checkAttachment(chk ds.Check) string {
-	if chk.Attachment != "" {
-		return chk.Attachment
-	}
-	return chk.Name
-}
-
-// ErrNoSuchCheck is wrapped by BypassableChecks when the channel has no
-// check of the name given.
-var ErrNoSuchCheck = errors.New("no such protection")
-
-// BypassableChecks returns the attachment a bypass of name (an attachment
-// or protection name, or an extension) on ch applies to, with its checks.
-func BypassableChecks(ch Channel, name string) (string, []ds.Check, error) {
-	var names []string
-	for _, chk := range ch.Checks {
-		if a := checkAttachment(chk); a == name || chk.Name == name {
-			var out []ds.Check
-			for _, c := range ch.Checks {
-				if checkAttachment(c) == a {
-					out = append(out, c)
-				}
-			}
-			return a, out, nil
-		}
-		if a := checkAttachment(chk); !slices.Contains(names, a) {
-			names = append(names, a)
-		}
-	}
-	if len(names) == 0 {
-		return "", nil, fmt.Errorf("release channel %s has no protection or extension: %w", ch.Name, ErrNoSuchCheck)
-	}
-	return "", nil, fmt.Errorf("release channel %s has no protection %q (it has: %s): %w", ch.Name, name, strings.Join(names, ", "), ErrNoSuchCheck)
-}
+// checkAttachment names what a bypass of chk names (requests.Attachment).
+func checkAttachment(chk ds.Check) string { return requests.Attachment(chk) }

@@ -138,26 +138,36 @@ func settleOutcomes(ps []*pending, recorded bool) {
 	}
 }
 
-// applyOutcomes applies outcomes a pass took to what it read: each one's
-// task is no longer running, and its instance change is applied when the
-// instance still targets what the action was for (as completeTask does).
-// It returns the store's record of them, their events, and the release
-// channels whose instance they changed.
+// complete is the one way an outcome completes its task, whoever writes
+// it (the pass that follows the action, with its plan, or the runner on
+// its own, completeTask): the store's record of the task's end, and inst
+// changed as the outcome says (Outcome.Change) when it still targets what
+// the action was for; inst may be nil (no instance). It reports whether it
+// changed inst. The outcome's events are written with it.
+func complete(task store.Task, a Action, out Outcome, inst *store.Instance, now time.Time) (store.TaskDone, bool) {
+	done := store.TaskDone{Task: task, Status: out.taskStatus(), Message: out.Message}
+	if out.Change == nil || inst == nil || !a.changes(*inst) {
+		return done, false
+	}
+	out.Change.Apply(inst)
+	inst.UpdatedAt = now
+	return done, true
+}
+
+// applyOutcomes completes the outcomes a pass took (complete) on what it
+// read: each one's task is no longer running. It returns the store's
+// record of them, their events, and the release channels whose instance
+// they changed.
 func applyOutcomes(ps []*pending, now time.Time, instances map[string]*store.Instance, running map[string]bool) (done []store.TaskDone, events []store.Event, changed map[string]bool) {
 	for _, p := range ps {
-		done = append(done, store.TaskDone{Task: p.task, Status: p.out.taskStatus(), Message: p.out.Message})
+		rc := p.a.ReleaseChannel
+		d, ok := complete(p.task, p.a, p.out, instances[rc], now)
+		done = append(done, d)
 		events = append(events, p.out.Events...)
 		delete(running, p.task.Instance)
-		if p.out.Change == nil {
+		if !ok {
 			continue
 		}
-		rc := p.a.ReleaseChannel
-		inst, ok := instances[rc]
-		if !ok || !p.a.changes(*inst) {
-			continue
-		}
-		p.out.Change(inst)
-		inst.UpdatedAt = now
 		if changed == nil {
 			changed = map[string]bool{}
 		}

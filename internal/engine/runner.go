@@ -23,11 +23,11 @@ import (
 // taskKind is the store's task kind of an action.
 func taskKind(a Action) string { return "engine." + string(a.Kind) }
 
-// kick wakes the dispatcher: tasks were enqueued.
 // WakeRunner tells the task runner that tasks were enqueued (by another
 // engine sharing the store): it looks for work now, not at its next poll.
 func (l *Loop) WakeRunner() { l.kick() }
 
+// kick wakes the dispatcher: tasks were enqueued.
 func (l *Loop) kick() {
 	select {
 	case l.wake <- struct{}{}:
@@ -240,8 +240,7 @@ func (l *Loop) runTask(task store.Task, claimed time.Time) {
 	case err != nil:
 		out = Outcome{Failed: true, Message: err.Error()}
 		if a.Kind == ActionApply {
-			msg := err.Error()
-			out.Change = func(i *store.Instance) { i.Reason, i.Message = ds.ReasonApplyFailed, msg }
+			out.Change = &Patch{Reason: ds.ReasonApplyFailed, Message: err.Error()}
 		}
 	}
 	recorded := l.recordInPass(task, a, out)
@@ -354,10 +353,6 @@ func (a Action) changes(inst store.Instance) bool {
 	return a.Kind == ActionRunCheck || inst.TargetStateID == a.StateID && inst.TargetVersion == a.Version
 }
 
-// completeTask records out for the claim task: the task's status, the
-// instance change (when the instance still targets what the action was for)
-// and the events, in one transaction. Passes may have rewritten the instance
-// meanwhile, so a revision conflict re-reads it and tries again.
 // releaseTask hands an interrupted task back (pending again, for any
 // runner) with the events of its interruption.
 func (l *Loop) releaseTask(task store.Task, out Outcome, log interface{ Error(string, ...any) }) {
@@ -370,6 +365,11 @@ func (l *Loop) releaseTask(task store.Task, out Outcome, log interface{ Error(st
 	l.written()
 }
 
+// completeTask records out for the claim task on its own, when no pass
+// does (recordInPass): the task's end and the instance change, as complete
+// makes them, and the events, in one transaction fenced by the claim.
+// Passes may have rewritten the instance meanwhile, so a revision conflict
+// re-reads it and tries again.
 func (l *Loop) completeTask(task store.Task, a Action, out Outcome, log interface {
 	Error(string, ...any)
 	Warn(string, ...any)
@@ -377,22 +377,24 @@ func (l *Loop) completeTask(task store.Task, a Action, out Outcome, log interfac
 	ctx, cancel := recordContext(context.Background())
 	defer cancel()
 	app, svc, _ := strings.Cut(task.Key, "/")
-	status := out.taskStatus()
 	for attempt := 0; ; attempt++ {
 		b := &store.Batch{Events: append([]store.Event(nil), out.Events...)}
+		var inst *store.Instance
 		if out.Change != nil {
-			inst, err := l.store.GetInstance(ctx, app, svc, a.ReleaseChannel)
+			got, err := l.store.GetInstance(ctx, app, svc, a.ReleaseChannel)
 			switch {
 			case err != nil && !errors.Is(err, store.ErrNotFound):
 				log.Error("record task outcome failed", "error", err)
 				return
-			case err == nil && a.changes(inst):
-				out.Change(&inst)
-				inst.UpdatedAt = l.now()
-				b.Instances = []store.Instance{inst}
+			case err == nil:
+				inst = &got
 			}
 		}
-		err := l.store.CompleteTask(ctx, task, status, out.Message, b)
+		done, changed := complete(task, a, out, inst, l.now())
+		if changed {
+			b.Instances = []store.Instance{*inst}
+		}
+		err := l.store.CompleteTask(ctx, done.Task, done.Status, done.Message, b)
 		switch {
 		case errors.Is(err, store.ErrConflict) && attempt < 10:
 			continue

@@ -44,7 +44,7 @@ func New() *Metrics {
 	m := &Metrics{
 		registry: prometheus.NewRegistry(),
 		reconcile: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "drover_reconcile_duration_seconds", Help: "Time of one engine pass over a service (observe, plan, write), by result.", Buckets: durations,
+			Name: "drover_reconcile_duration_seconds", Help: "Time of one engine pass over a service (read, observe, plan, commit), by result (success, requeue, requeue_after, error, terminal).", Buckets: durations,
 		}, []string{"result"}),
 		tasks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "drover_tasks_total", Help: "Tasks the engine carried out (applies, checks), by kind and outcome (succeeded, failed, interrupted, lost).",
@@ -81,9 +81,10 @@ func (m *Metrics) Handler() http.Handler {
 // Registry is the registry the series are in (for tests).
 func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
 
-// Reconciled implements engine.Observer.
-func (m *Metrics) Reconciled(d time.Duration, err error) {
-	m.reconcile.WithLabelValues(result(err)).Observe(d.Seconds())
+// Reconciled implements engine.Observer: result is how the pass ended
+// (success, requeue, requeue_after, error, terminal).
+func (m *Metrics) Reconciled(d time.Duration, result string) {
+	m.reconcile.WithLabelValues(result).Observe(d.Seconds())
 }
 
 // TaskDone implements engine.Observer.

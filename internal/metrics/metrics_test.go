@@ -22,8 +22,9 @@ import (
 // read.
 func TestSeries(t *testing.T) {
 	m := New()
-	m.Reconciled(3*time.Millisecond, nil)
-	m.Reconciled(time.Second, errors.New("store down"))
+	m.Reconciled(3*time.Millisecond, "success")
+	m.Reconciled(2*time.Millisecond, "requeue_after")
+	m.Reconciled(time.Second, "error")
 	m.TaskDone("apply", "succeeded", 20*time.Millisecond)
 	m.TaskDone("apply", "failed", 20*time.Millisecond)
 	m.TaskDone("apply", "failed", 20*time.Millisecond)
@@ -56,6 +57,8 @@ func TestSeries(t *testing.T) {
 	body, _ := io.ReadAll(rec.Body)
 	for _, want := range []string{
 		`drover_reconcile_duration_seconds_count{result="error"} 1`,
+		`drover_reconcile_duration_seconds_count{result="requeue_after"} 1`,
+		`drover_reconcile_duration_seconds_count{result="success"} 1`,
 		`drover_tasks_total{kind="apply",outcome="succeeded"} 1`,
 		`drover_runtime_call_duration_seconds_count{op="fetch",result="ok",runtime="prod"} 1`,
 		`drover_api_requests_total{code="200",route="POST /v1/apps/{app}/services/{svc}:push"} 1`,

@@ -9,7 +9,7 @@ import (
 	apiv1 "github.com/drover-dev/drover/api/v1"
 	"github.com/drover-dev/drover/internal/auth"
 	ds "github.com/drover-dev/drover/internal/desiredstate"
-	"github.com/drover-dev/drover/internal/engine"
+	"github.com/drover-dev/drover/internal/engine/requests"
 	"github.com/drover-dev/drover/internal/store"
 	"github.com/drover-dev/drover/internal/usertext"
 )
@@ -86,9 +86,9 @@ func (s *Server) approve(ctx context.Context, app, svc string, req apiv1.Approve
 		if cur.ReplacedBy != "" {
 			return store.Approval{}, nil, replacedError(app, svc, rec, cur.ReplacedBy)
 		}
-		gate, err := engine.PendingApproval(*ch, inst, recorded, req.Topic, user)
+		gate, err := requests.PendingApproval(requests.Channel{Channel: &ch.Channel, Version: ch.Version, StateID: ch.StateID}, inst, recorded, req.Topic, user)
 		switch {
-		case errors.Is(err, engine.ErrAlreadyAnswered):
+		case errors.Is(err, requests.ErrAlreadyAnswered):
 			return store.Approval{}, nil, statusError(apiv1.CodeAlreadyExists, err)
 		case err != nil:
 			return store.Approval{}, nil, statusError(apiv1.CodeFailedPrecondition, err)

@@ -7,7 +7,7 @@ import (
 
 	apiv1 "github.com/drover-dev/drover/api/v1"
 	ds "github.com/drover-dev/drover/internal/desiredstate"
-	"github.com/drover-dev/drover/internal/engine"
+	"github.com/drover-dev/drover/internal/engine/requests"
 	"github.com/drover-dev/drover/internal/store"
 )
 
@@ -35,7 +35,7 @@ func (s *Server) bypass(ctx context.Context, app, svc string, req apiv1.BypassRe
 	if err := s.sameDesiredState(ctx, rec, apiv1.ApproveRequest{DesiredStateID: req.DesiredStateID, Version: req.Version}); err != nil {
 		return nil, err
 	}
-	attachment, checks, err := engine.BypassableChecks(*ch, req.Protection)
+	attachment, checks, err := requests.BypassableChecks(&ch.Channel, req.Protection)
 	if err != nil {
 		return nil, statusError(apiv1.CodeNotFound, err)
 	}
@@ -44,7 +44,7 @@ func (s *Server) bypass(ctx context.Context, app, svc string, req apiv1.BypassRe
 		return nil, err
 	}
 	before := inst.Revision
-	topic := engine.BypassTopic(attachment)
+	topic := requests.BypassTopic(attachment)
 	now := s.now()
 	_, err = s.store.AddApproval(ctx, rec.ID, func(cur store.DesiredState, recorded []store.Approval) (store.Approval, []store.Event, error) {
 		if cur.ReplacedBy != "" {

@@ -6,7 +6,6 @@ import (
 
 	apiv1 "github.com/drover-dev/drover/api/v1"
 	ds "github.com/drover-dev/drover/internal/desiredstate"
-	"github.com/drover-dev/drover/internal/engine"
 	"github.com/drover-dev/drover/internal/store"
 )
 
@@ -35,7 +34,7 @@ func (s *Server) compiled(ctx context.Context, app, svc, id, rc string) (*apiv1.
 		return nil, errorf(apiv1.CodeNotFound, "desired state %s of %s/%s was pruned at %s: only recent ones keep their compiled config",
 			id, app, svc, rec.PrunedAt.UTC().Format("2006-01-02 15:04:05Z"))
 	}
-	d, err := engine.DecodeDesired(ctx, s.store, rec)
+	d, err := s.states.Decode(ctx, rec)
 	if err != nil {
 		return nil, err
 	}

@@ -16,7 +16,7 @@ import (
 	apiv1 "github.com/drover-dev/drover/api/v1"
 	"github.com/drover-dev/drover/internal/auth"
 	ds "github.com/drover-dev/drover/internal/desiredstate"
-	"github.com/drover-dev/drover/internal/engine"
+	"github.com/drover-dev/drover/internal/engine/requests"
 	"github.com/drover-dev/drover/internal/store"
 )
 
@@ -63,10 +63,10 @@ func (s *Server) routeTable() []route {
 			return s.instanceAction(r.Context(), app(r), svc(r), req, func(inst store.Instance) (store.Instance, store.Event, bool, error) {
 				now := s.now()
 				if verb == "pause" {
-					next, ev, changed := engine.Pause(inst, user, now)
+					next, ev, changed := requests.Pause(inst, user, now)
 					return next, ev, changed, nil
 				}
-				next, ev, changed := engine.Resume(inst, user, now)
+				next, ev, changed := requests.Resume(inst, user, now)
 				return next, ev, changed, nil
 			})
 		})

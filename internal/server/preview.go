@@ -74,7 +74,7 @@ func (s *Server) channelPreview(ctx context.Context, app string, ch engine.Chann
 	}
 	var before *ds.Channel
 	if inst.TargetStateID != "" {
-		d, err := engine.DecodeDesired(ctx, s.store, store.DesiredState{ID: inst.TargetStateID, Application: app, Service: inst.Service})
+		d, err := s.states.Decode(ctx, store.DesiredState{ID: inst.TargetStateID, Application: app, Service: inst.Service})
 		switch {
 		case err != nil:
 			p.Note = fmt.Sprintf("what was last applied (%s) cannot be read (%v): every object is shown as new", inst.TargetVersion, err)

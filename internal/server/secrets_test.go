@@ -251,7 +251,7 @@ func TestSecretsResolvedAtPush(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := engine.DecodeDesired(t.Context(), st, rec)
+	d, err := engine.NewStateCache(st).Decode(t.Context(), rec)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	apiv1 "github.com/drover-dev/drover/api/v1"
+	"github.com/drover-dev/drover/internal/engine"
 	"github.com/drover-dev/drover/internal/gates"
 	"github.com/drover-dev/drover/internal/web"
 )
@@ -60,6 +61,9 @@ type Config struct {
 	StoreKind, Replica string
 	// Gates describes the checks of gate kinds in previews (nil: by kind).
 	Gates *gates.Registry
+	// States decodes desired states: the engine's cache, shared (nil: one
+	// of the server's own).
+	States *engine.StateCache
 }
 
 // Server is the API.
@@ -72,6 +76,7 @@ type Server struct {
 	now      func() time.Time
 	changed  *broadcaster
 	cache    decodeCache
+	states   *engine.StateCache
 	mux      *http.ServeMux
 	// openapi is the API's document, made once (OpenAPI).
 	openapiOnce sync.Once
@@ -120,7 +125,10 @@ func New(cfg Config) *Server {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Server{store: cfg.Store, engine: cfg.Engine, runtimes: cfg.Runtimes, gateKind: cfg.Gates, log: cfg.Log, now: cfg.Now,
+	if cfg.States == nil {
+		cfg.States = engine.NewStateCache(cfg.Store)
+	}
+	s := &Server{store: cfg.Store, engine: cfg.Engine, states: cfg.States, runtimes: cfg.Runtimes, gateKind: cfg.Gates, log: cfg.Log, now: cfg.Now,
 		changed: newBroadcaster(), edgeCfg: cfg.Edge, agents: cfg.Agents, storeKind: cfg.StoreKind, replica: cfg.Replica,
 		limits: newLimiter(cfg.Edge.MutationRate, cfg.Edge.MutationBurst, cfg.Edge.MaxStreams), streamRecheck: streamRecheck, ui: web.New()}
 	s.routes()

@@ -159,7 +159,13 @@ func (s *Server) statusDetail(ctx context.Context, rec store.DesiredState, detai
 // instances and the engine's observations of them (approvals are read when
 // a channel has gates).
 func (s *Server) buildStatus(ctx context.Context, rec store.DesiredState, list []store.Instance, obs []store.Observation, detail bool) (*apiv1.ServiceStatus, error) {
-	d, err := engine.DecodeDesired(ctx, s.store, rec)
+	d, err := s.states.Decode(ctx, rec)
+	if err != nil && len(list) > 0 {
+		// The engine cannot decode it either, and says so on the
+		// instances (ENGINE_ERROR): show them as they are.
+		s.log.Warn("status: decode desired state", "desired_state", rec.ID, "error", err)
+		return instancesStatus(rec, list), nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -239,6 +245,24 @@ func (s *Server) buildStatus(ctx context.Context, rec store.DesiredState, list [
 	}
 	out.Status = aggregate(out.ReleaseChannels)
 	return out, nil
+}
+
+// instancesStatus is a service's status from its instances alone, as they
+// are stored, for a desired state that does not decode: the engine shows
+// why on each (ENGINE_ERROR), and what it planned last.
+func instancesStatus(rec store.DesiredState, list []store.Instance) *apiv1.ServiceStatus {
+	out := &apiv1.ServiceStatus{Application: rec.Application, Service: rec.Service, DesiredStateID: rec.ID, DesiredVersion: rec.Version,
+		ReleaseChannels: make([]apiv1.ChannelStatus, 0, len(list))}
+	for _, inst := range list {
+		cs := apiv1.ChannelStatus{Name: inst.ReleaseChannel, Status: string(inst.Status), Reason: string(inst.Reason), Message: inst.Message,
+			Version: inst.CurrentVersion, DesiredVersion: inst.DesiredVersion, TargetVersion: inst.TargetVersion, Paused: inst.Paused, UpdatedAt: inst.UpdatedAt}
+		if inst.DesiredStateID != rec.ID && inst.Reason != ds.ReasonEngineError {
+			cs.Status, cs.Reason, cs.Message = string(ds.StatusPending), "", "new desired state not yet planned"
+		}
+		out.ReleaseChannels = append(out.ReleaseChannels, cs)
+	}
+	out.Status = aggregate(out.ReleaseChannels)
+	return out
 }
 
 // aggregate summarizes channel statuses into the service's status.
@@ -330,7 +354,7 @@ func (s *Server) listServicesAs(ctx context.Context, brief bool, emit func(*apiv
 			if brief {
 				var mine []store.InstanceBrief
 				briefs, mine = takeService(briefs, rec.Application, rec.Service, func(i store.InstanceBrief) (string, string) { return i.Application, i.Service })
-				st = briefStatus(rec, mine)
+				st = s.briefStatus(rec, mine)
 			} else {
 				var (
 					mine []store.Instance
@@ -354,12 +378,12 @@ func (s *Server) listServicesAs(ctx context.Context, brief bool, emit func(*apiv
 // channel the engine has planned, by its instance (pending while it still
 // follows another desired state), and the service's aggregate. Channels
 // not planned yet (a push's first moments) are not listed.
-func briefStatus(rec store.DesiredState, insts []store.InstanceBrief) *apiv1.ServiceStatus {
+func (s *Server) briefStatus(rec store.DesiredState, insts []store.InstanceBrief) *apiv1.ServiceStatus {
 	out := &apiv1.ServiceStatus{Application: rec.Application, Service: rec.Service, DesiredStateID: rec.ID, DesiredVersion: rec.Version,
 		ReleaseChannels: make([]apiv1.ChannelStatus, 0, len(insts))}
 	// Display names come from the active desired state when it is decoded
 	// already (the engine keeps active ones at hand); a summary loads none.
-	d := engine.CachedDesired(rec.ID)
+	d := s.states.Cached(rec.ID)
 	if d != nil {
 		out.DisplayName = d.DisplayName
 	}
@@ -409,7 +433,7 @@ func (s *Server) channelOf(ctx context.Context, app, svc, rc string) (store.Desi
 	if err != nil {
 		return rec, nil, nil, err
 	}
-	d, err := engine.DecodeDesired(ctx, s.store, rec)
+	d, err := s.states.Decode(ctx, rec)
 	if err != nil {
 		return rec, nil, nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	apiv1 "github.com/drover-dev/drover/api/v1"
 	ds "github.com/drover-dev/drover/internal/desiredstate"
 	"github.com/drover-dev/drover/internal/engine"
+	"github.com/drover-dev/drover/internal/engine/requests"
 	"github.com/drover-dev/drover/internal/store"
 )
 
@@ -29,7 +30,7 @@ func (s *Server) rollback(ctx context.Context, app, svc, user string, req apiv1.
 	}
 	var moved []apiv1.RollbackTarget
 	st, err := s.instanceAction(ctx, app, svc, apiv1.ChannelRequest{ReleaseChannel: req.ReleaseChannel, User: user}, func(inst store.Instance) (store.Instance, store.Event, bool, error) {
-		next, ev, err := engine.Rollback(inst, user, s.now())
+		next, ev, err := requests.Rollback(inst, user, s.now())
 		if err == nil {
 			moved = append(moved, apiv1.RollbackTarget{ReleaseChannel: next.ReleaseChannel, DesiredStateID: next.TargetStateID, Version: next.TargetVersion})
 		}
@@ -160,7 +161,7 @@ func (s *Server) findVersion(ctx context.Context, app, svc, rc, to string) (stor
 			}
 			continue
 		}
-		d, err := engine.DecodeDesired(ctx, s.store, *rec)
+		d, err := s.states.Decode(ctx, *rec)
 		if err != nil {
 			return store.DesiredState{}, nil, err
 		}
@@ -231,7 +232,7 @@ func (s *Server) versions(ctx context.Context, app, svc string, limit int) (*api
 		v := apiv1.ServiceVersion{DesiredStateID: rec.ID, Version: rec.Version, CreatedAt: rec.CreatedAt, CreatedBy: rec.CreatedBy,
 			Active: rec.ReplacedBy == "", Rollback: rec.Rollback, Pruned: !rec.PrunedAt.IsZero()}
 		if !v.Pruned {
-			d, err := engine.DecodeDesired(ctx, s.store, rec)
+			d, err := s.states.Decode(ctx, rec)
 			if err != nil {
 				return nil, err
 			}
@@ -268,7 +269,7 @@ func (s *Server) versionName(ctx context.Context, stateID, version string) strin
 	if stateID == "" || version == "" {
 		return ""
 	}
-	d, err := engine.DecodeDesired(ctx, s.store, store.DesiredState{ID: stateID})
+	d, err := s.states.Decode(ctx, store.DesiredState{ID: stateID})
 	if err != nil {
 		return ""
 	}

@@ -175,7 +175,7 @@ func TestAccessOverTLS(t *testing.T) {
 		`drover_instances{application="shop",reason="",status="CONVERGED"} 2`,
 		`drover_api_requests_total{code="403",route="POST /v1/apps/{app}/services/{svc}:approve"} 2`,
 		`drover_runtime_call_duration_seconds_count{op="apply",result="ok",runtime="prod"}`,
-		`drover_reconcile_duration_seconds_count{result="ok"}`,
+		`drover_reconcile_duration_seconds_count{result="requeue_after"}`,
 		`drover_engine_queue_depth`,
 	} {
 		if !strings.Contains(body, want) {

@@ -360,6 +360,8 @@ function reason(c, runtimes, byName, nested) {
   const parts = [];
   const down = agentDown(c, runtimes);
   if (down) parts.push(down);
+  // The engine's last pass failed: its status is the last one planned.
+  if (c.reason === 'ENGINE_ERROR') return [...parts, `engine error: ${c.message || 'the engine cannot plan this service'}`].join('; ');
   if (c.status === 'WAITING_MANUAL_APPROVAL') {
     const gates = (c.approvals || []).map((a) => {
       const more = a.minApprovers - (a.approvedBy || []).length;

@@ -1,20 +1,21 @@
-package engine
+// Package requests holds the engine's rules for the requests people make
+// of an instance (pause, resume, rollback, approve, bypass). They are pure:
+// no I/O, no clock. The server reads the instance, calls one, and writes
+// the result with the instance's revision, so a concurrent engine pass
+// cannot overwrite it unnoticed. The planner (internal/engine) names the
+// approval topics it reads through this package, so both agree on them.
+package requests
 
 import (
-	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	ds "github.com/drover-dev/drover/internal/desiredstate"
-	"github.com/drover-dev/drover/internal/runtimes"
 	"github.com/drover-dev/drover/internal/store"
 )
-
-// These functions are the engine's rules for requests people make (pause,
-// resume, rollback, approve). They are pure: the server reads the instance,
-// calls one, and writes the result with the instance's revision, so a
-// concurrent engine pass cannot overwrite it unnoticed.
 
 // ErrNothingToRollBack is returned when an instance has no earlier converged version.
 var ErrNothingToRollBack = errors.New("no earlier converged version to roll back to")
@@ -22,39 +23,31 @@ var ErrNothingToRollBack = errors.New("no earlier converged version to roll back
 // ErrNotWaitingForApproval is returned when an approval would change nothing.
 var ErrNotWaitingForApproval = errors.New("not waiting for an approval")
 
-// DecodeDesired decodes a stored desired state into the engine's model,
-// reading its compiled form with st when rec lacks it. The result is cached
-// by id (desired states are immutable) and must not be modified.
-func DecodeDesired(ctx context.Context, st DesiredStates, rec store.DesiredState) (*Desired, error) {
-	cs, err := sharedStates.get(ctx, st, rec)
-	if err != nil {
-		return nil, err
-	}
-	return cs.desired, nil
-}
+// ErrAlreadyAnswered is returned when the user already approved or rejected
+// the approval: one person counts once.
+var ErrAlreadyAnswered = errors.New("already answered")
 
-// CachedDesired is the decoded desired state id when DecodeDesired has it
-// at hand, else nil: for readers that must not load desired states (the
-// service summaries). It must not be modified.
-func CachedDesired(id string) *Desired {
-	if cs := sharedStates.peek(id); cs != nil {
-		return cs.desired
-	}
-	return nil
-}
+// ErrNoSuchCheck is wrapped by BypassableChecks when the channel has no
+// check of the name given.
+var ErrNoSuchCheck = errors.New("no such protection")
 
-// TargetOf returns what the engine applies to release channel rc for the
-// stored desired state rec (read with st when rec lacks its compiled form).
-func TargetOf(ctx context.Context, st DesiredStates, rec store.DesiredState, rc string) (runtimes.Target, error) {
-	cs, err := sharedStates.get(ctx, st, rec)
-	if err != nil {
-		return runtimes.Target{}, err
-	}
-	return cs.target(rc)
-}
+// ActionTopic is the approval topic of the n-th apply of a channel that needs
+// its own approval (everyAction).
+func ActionTopic(rc string, n int) string { return fmt.Sprintf("%s/apply-%d", rc, n) }
 
-// sharedStates caches decoded desired states for DecodeDesired.
-var sharedStates stateCache
+// BypassTopic is the approval topic that records a bypass of the checks of
+// one protection attachment (or extension) of a channel: an approval with
+// it, for the desired state, lets every phase of that attachment pass.
+func BypassTopic(attachment string) string { return "bypass:" + attachment }
+
+// Attachment names what a bypass of chk names: its attachment, or the
+// extension.
+func Attachment(chk ds.Check) string {
+	if chk.Attachment != "" {
+		return chk.Attachment
+	}
+	return chk.Name
+}
 
 func userEvent(inst store.Instance, typ ds.EventType, user, msg string, now time.Time) store.Event {
 	return store.Event{
@@ -127,33 +120,38 @@ func Rollback(inst store.Instance, user string, now time.Time) (store.Instance, 
 	return inst, userEvent(inst, ds.EventRollback, user, fmt.Sprintf("%s: rollback from %s to %s requested by %s", inst.ReleaseChannel, from, toVersion, user), now), nil
 }
 
-// ErrAlreadyAnswered is returned when the user already approved or rejected
-// the approval: one person counts once.
-var ErrAlreadyAnswered = errors.New("already answered")
+// Channel is the release channel an approval is asked of, as the active
+// desired state has it: the compiled channel (its gates) and the version it
+// converges to, with the desired state that holds that version (StateID).
+type Channel struct {
+	*ds.Channel
+	Version string
+	StateID string
+}
 
 // PendingApproval returns the gate of ch that an approval by user would count
 // toward: the named topic, or the only gate still short of approvers. It
 // fails with ErrAlreadyAnswered when user already answered that gate, and
 // with ErrNotWaitingForApproval when an approval would change nothing.
 // approvals are those of ch's desired state; user is normalized.
-func PendingApproval(ch Channel, inst store.Instance, approvals []store.Approval, topic, user string) (Gate, error) {
+func PendingApproval(ch Channel, inst store.Instance, approvals []store.Approval, topic, user string) (ds.Approval, error) {
 	if inst.ActionPending && inst.DesiredStateID == ch.StateID {
 		action := ActionTopic(ch.Name, inst.ActionSeq)
 		if topic == "" || topic == action {
-			g := Gate{Topic: action, Description: "apply after drift", MinApprovers: 1}
+			g := ds.Approval{Topic: action, Description: "apply after drift", MinApprovers: 1}
 			return g, answeredBy(ch.Name, g, approvals, user)
 		}
 	}
 	if inst.TargetVersion == ch.Version && inst.TargetStateID == ch.StateID {
-		return Gate{}, fmt.Errorf("release channel %s already received %s: %w", ch.Name, ch.Version, ErrNotWaitingForApproval)
+		return ds.Approval{}, fmt.Errorf("release channel %s already received %s: %w", ch.Name, ch.Version, ErrNotWaitingForApproval)
 	}
 	switch inst.Status {
 	case ds.StatusFailed, ds.StatusRolledBack, ds.StatusRollingBack, ds.StatusFailedRollback:
-		return Gate{}, fmt.Errorf("release channel %s is %s: %w", ch.Name, inst.Status, ErrNotWaitingForApproval)
+		return ds.Approval{}, fmt.Errorf("release channel %s is %s: %w", ch.Name, inst.Status, ErrNotWaitingForApproval)
 	default:
 		// Any other status may be waiting for an approval.
 	}
-	var open []Gate
+	var open []ds.Approval
 	for _, g := range ch.Approvals {
 		n := 0
 		seen := map[string]bool{}
@@ -165,10 +163,10 @@ func PendingApproval(ch Channel, inst store.Instance, approvals []store.Approval
 		}
 		if topic != "" && g.Topic == topic {
 			if err := answeredBy(ch.Name, g, approvals, user); err != nil {
-				return Gate{}, err
+				return ds.Approval{}, err
 			}
 			if n >= g.MinApprovers {
-				return Gate{}, fmt.Errorf("approval %q of %s already has %d/%d approvals: %w", topic, ch.Name, n, g.MinApprovers, ErrNotWaitingForApproval)
+				return ds.Approval{}, fmt.Errorf("approval %q of %s already has %d/%d approvals: %w", topic, ch.Name, n, g.MinApprovers, ErrNotWaitingForApproval)
 			}
 			return g, nil
 		}
@@ -178,25 +176,25 @@ func PendingApproval(ch Channel, inst store.Instance, approvals []store.Approval
 	}
 	switch {
 	case topic != "":
-		return Gate{}, fmt.Errorf("release channel %s has no approval %q: %w", ch.Name, topic, ErrNotWaitingForApproval)
+		return ds.Approval{}, fmt.Errorf("release channel %s has no approval %q: %w", ch.Name, topic, ErrNotWaitingForApproval)
 	case len(ch.Approvals) == 0:
-		return Gate{}, fmt.Errorf("release channel %s has no manual approval precondition: %w", ch.Name, ErrNotWaitingForApproval)
+		return ds.Approval{}, fmt.Errorf("release channel %s has no manual approval precondition: %w", ch.Name, ErrNotWaitingForApproval)
 	case len(open) == 0:
 		for _, g := range ch.Approvals {
 			if err := answeredBy(ch.Name, g, approvals, user); err != nil {
-				return Gate{}, err
+				return ds.Approval{}, err
 			}
 		}
-		return Gate{}, fmt.Errorf("release channel %s has all its approvals: %w", ch.Name, ErrNotWaitingForApproval)
+		return ds.Approval{}, fmt.Errorf("release channel %s has all its approvals: %w", ch.Name, ErrNotWaitingForApproval)
 	case len(open) > 1:
-		return Gate{}, fmt.Errorf("release channel %s waits for several approvals; name one with --topic", ch.Name)
+		return ds.Approval{}, fmt.Errorf("release channel %s waits for several approvals; name one with --topic", ch.Name)
 	}
 	return open[0], answeredBy(ch.Name, open[0], approvals, user)
 }
 
 // answeredBy fails with ErrAlreadyAnswered if user approved or rejected gate g
 // of release channel rc.
-func answeredBy(rc string, g Gate, approvals []store.Approval, user string) error {
+func answeredBy(rc string, g ds.Approval, approvals []store.Approval, user string) error {
 	for _, a := range approvals {
 		if a.ReleaseChannel != rc || a.Topic != g.Topic || a.User != user {
 			continue
@@ -212,4 +210,28 @@ func answeredBy(rc string, g Gate, approvals []store.Approval, user string) erro
 		return fmt.Errorf("%s already %s %s; each person counts once: %w", user, verb, what, ErrAlreadyAnswered)
 	}
 	return nil
+}
+
+// BypassableChecks returns the attachment a bypass of name (an attachment
+// or protection name, or an extension) on ch applies to, with its checks.
+func BypassableChecks(ch *ds.Channel, name string) (string, []ds.Check, error) {
+	var names []string
+	for _, chk := range ch.Checks {
+		if a := Attachment(chk); a == name || chk.Name == name {
+			var out []ds.Check
+			for _, c := range ch.Checks {
+				if Attachment(c) == a {
+					out = append(out, c)
+				}
+			}
+			return a, out, nil
+		}
+		if a := Attachment(chk); !slices.Contains(names, a) {
+			names = append(names, a)
+		}
+	}
+	if len(names) == 0 {
+		return "", nil, fmt.Errorf("release channel %s has no protection or extension: %w", ch.Name, ErrNoSuchCheck)
+	}
+	return "", nil, fmt.Errorf("release channel %s has no protection %q (it has: %s): %w", ch.Name, name, strings.Join(names, ", "), ErrNoSuchCheck)
 }

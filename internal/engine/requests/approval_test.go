@@ -1,4 +1,4 @@
-package engine
+package requests
 
 import (
 	"errors"
@@ -9,8 +9,8 @@ import (
 	"github.com/drover-dev/drover/internal/store"
 )
 
-func prodChannel(gates ...Gate) Channel {
-	return Channel{Channel: ds.Channel{Name: "prod", DependsOn: []string{"staging"}, Approvals: gates}, Version: "v-2", StateID: "ds-2"}
+func prodChannel(gates ...ds.Approval) Channel {
+	return Channel{Channel: &ds.Channel{Name: "prod", DependsOn: []string{"staging"}, Approvals: gates}, Version: "v-2", StateID: "ds-2"}
 }
 
 func approvalBy(user, topic string, reject bool) store.Approval {
@@ -22,8 +22,8 @@ func approvalBy(user, topic string, reject bool) store.Approval {
 func TestB14DuplicateApprovalReported(t *testing.T) {
 	t.Parallel()
 	waiting := store.Instance{Status: ds.StatusWaitingManualApproval, DesiredStateID: "ds-2"}
-	two := prodChannel(Gate{Topic: "prod", MinApprovers: 2})
-	one := prodChannel(Gate{Topic: "prod", MinApprovers: 1})
+	two := prodChannel(ds.Approval{Topic: "prod", MinApprovers: 2})
+	one := prodChannel(ds.Approval{Topic: "prod", MinApprovers: 1})
 	alice := []store.Approval{approvalBy("alice", "prod", false)}
 	for _, tc := range []struct {
 		name      string
@@ -37,7 +37,7 @@ func TestB14DuplicateApprovalReported(t *testing.T) {
 		{"quorum met", one, alice, "", "alice already approved prod"},
 		{"quorum met, topic named", one, alice, "prod", "alice already approved prod"},
 		{"rejected before", two, []store.Approval{approvalBy("alice", "prod", true)}, "", "alice already rejected prod"},
-		{"named gate", prodChannel(Gate{Topic: "prod/security", MinApprovers: 2}), []store.Approval{approvalBy("alice", "prod/security", false)}, "", "alice already approved prod (approval prod/security)"},
+		{"named gate", prodChannel(ds.Approval{Topic: "prod/security", MinApprovers: 2}), []store.Approval{approvalBy("alice", "prod/security", false)}, "", "alice already approved prod (approval prod/security)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -60,7 +60,7 @@ func TestB14DuplicateApprovalReported(t *testing.T) {
 // given before the channel is reached; it binds to the desired state it names.
 func TestS3PreApprovalOfChannelNotReached(t *testing.T) {
 	t.Parallel()
-	ch := prodChannel(Gate{Topic: "prod", MinApprovers: 1})
+	ch := prodChannel(ds.Approval{Topic: "prod", MinApprovers: 1})
 	for _, inst := range []store.Instance{
 		{}, // never planned
 		{Status: ds.StatusPending, DesiredStateID: "ds-1"},
