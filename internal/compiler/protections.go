@@ -13,7 +13,7 @@ import (
 
 // protections lists the channel's protection attachments, and the gates
 // its own config fields add (drover's deployWindows and alertGate, kept
-// with disableAllProtections: they are no protection; see channelGates).
+// with disableAllProtections: they are no protection; see ChannelGate).
 func (c *rcCompiler) protections(out *CompiledReleaseChannel, m *serviceForRC, defs []config.ParameterDefinition, params map[string]any, data *Data) {
 	add := func(source string, atts []config.ProtectionAttachment) {
 		if c.rc.DisableAllProtections {
@@ -75,19 +75,30 @@ func (c *rcCompiler) protections(out *CompiledReleaseChannel, m *serviceForRC, d
 	}
 }
 
-// channelGate is the compile hook of a gate a release channel's config
-// field adds (drover's): the channel's protection attachment of that kind,
-// or nil for none. The compiler fills in what the hook leaves empty: the
-// protection's name (the attachment's), its source (drover) and its
-// lifecycle (when a deployment starts, BLOCK). Hooks run with
-// disableAllProtections too: a gate of a channel's own is no protection.
-type channelGate func(rc *config.ReleaseChannel) (*CompiledProtection, error)
+
+// ChannelGate is the compile hook of a gate kind that a release channel's
+// own config adds: the channel's gate (a CompiledProtection whose Gate or
+// Builtin says what decides it), or nil when the channel has none. The
+// compiler fills in what the hook leaves empty: the protection's name (the
+// attachment's), its source (drover) and its lifecycle (when a deployment
+// starts, BLOCK). Hooks run with disableAllProtections too: a gate of a
+// channel's own is no protection.
+type ChannelGate func(rc *config.ReleaseChannel) (*CompiledProtection, error)
 
 // channelGates are the compile hooks of release channels' gates, one line
-// per kind, in the order their checks are listed.
-var channelGates = []channelGate{
+// per built-in kind, then those registered, in the order their checks are
+// listed.
+var channelGates = []ChannelGate{
 	deployWindowsGate,
 	alertGate,
+}
+
+// RegisterChannelGate adds the compile hook of a gate kind that lives
+// outside the compiler (its config field, its evaluator and this hook are
+// the kind's own). Call it from an init function: compilation reads the
+// hooks without a lock.
+func RegisterChannelGate(hook ChannelGate) {
+	channelGates = append(channelGates, hook)
 }
 
 // deployWindowsGate compiles a release channel's deployWindows into an

@@ -28,9 +28,15 @@ func (s *outcomeStore) Write(ctx context.Context, b *store.Batch) error {
 	return s.Store.Write(ctx, b)
 }
 
+// CompleteTask counts the completions that were recorded (a runner tries
+// again after a conflict, such as the ENGINE_ERROR status a failed pass
+// writes on the instance).
 func (s *outcomeStore) CompleteTask(ctx context.Context, t store.Task, status store.TaskStatus, msg string, b *store.Batch) error {
-	s.completed.Add(1)
-	return s.Store.CompleteTask(ctx, t, status, msg, b)
+	err := s.Store.CompleteTask(ctx, t, status, msg, b)
+	if err == nil {
+		s.completed.Add(1)
+	}
+	return err
 }
 
 // runTwoChannels converges staging then prod (which follows it) on st and

@@ -1,6 +1,6 @@
-// Package kindtest_test proves that a runtime kind lands without an edit
-// elsewhere: it registers one and runs a service on it (its own test
-// binary, so the built-in kinds' tests do not see it).
+// Package kindtest_test proves that a runtime kind and a gate kind land
+// without an edit elsewhere: it registers one of each and runs a service on
+// them (its own test binary, so the built-in kinds' tests do not see them).
 package kindtest_test
 
 import (
@@ -19,8 +19,11 @@ import (
 	"github.com/drover-dev/drover/api/client"
 	apiv1 "github.com/drover-dev/drover/api/v1"
 	"github.com/drover-dev/drover/internal/auth"
+	"github.com/drover-dev/drover/internal/compiler"
 	"github.com/drover-dev/drover/internal/config"
+	ds "github.com/drover-dev/drover/internal/desiredstate"
 	"github.com/drover-dev/drover/internal/engine"
+	"github.com/drover-dev/drover/internal/gates"
 	"github.com/drover-dev/drover/internal/runtimehost"
 	"github.com/drover-dev/drover/internal/runtimehost/builtin"
 	"github.com/drover-dev/drover/internal/runtimes"
@@ -69,6 +72,70 @@ func init() {
 	})
 }
 
+// ticketKind is a gate kind that only this test knows: a release channel
+// labelled ticket=T holds deployments until the ticket desk approves T.
+// Its config "field" is the label (a real kind adds a field to
+// internal/config), its compile hook is registered with
+// compiler.RegisterChannelGate, its evaluator in the gates registry the
+// engine and the server are given.
+const ticketKind = "ticket"
+
+// ticketSpec is the toy gate's spec, as a check carries it.
+type ticketSpec struct {
+	Ticket string `json:"ticket"`
+}
+
+func init() {
+	compiler.RegisterChannelGate(func(rc *config.ReleaseChannel) (*compiler.CompiledProtection, error) {
+		for _, l := range rc.Labels {
+			if l.Label == ticketKind {
+				g, err := ds.NewGate(ticketKind, ticketSpec{Ticket: l.Value})
+				if err != nil {
+					return nil, err
+				}
+				return &compiler.CompiledProtection{Attachment: "ticket-desk", Gate: g}, nil
+			}
+		}
+		return nil, nil
+	})
+}
+
+// ticketDesk is the toy gate kind's evaluator: it passes the tickets
+// approved so far.
+type ticketDesk struct {
+	mu       sync.Mutex
+	approved map[string]bool
+}
+
+var _ gates.Evaluator = (*ticketDesk)(nil)
+
+func (d *ticketDesk) approve(ticket string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.approved[ticket] = true
+}
+
+func (d *ticketDesk) Evaluate(_ context.Context, _ gates.Target, raw json.RawMessage) (gates.Outcome, error) {
+	var spec ticketSpec
+	if err := gates.Decode(raw, &spec); err != nil {
+		return gates.Outcome{}, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.approved[spec.Ticket] {
+		return gates.Outcome{Passed: true, Message: "ticket " + spec.Ticket + " approved"}, nil
+	}
+	return gates.Outcome{Message: "ticket " + spec.Ticket + " not approved yet"}, nil
+}
+
+func (d *ticketDesk) Describe(raw json.RawMessage) string {
+	var spec ticketSpec
+	if gates.Decode(raw, &spec) != nil {
+		return ""
+	}
+	return "asks the desk about ticket " + spec.Ticket
+}
+
 // toyRuntime converges at once to what it was last applied.
 type toyRuntime struct {
 	mu      sync.Mutex
@@ -94,10 +161,13 @@ func (r *toyRuntime) Apply(_ context.Context, t runtimes.Target) (runtimes.Apply
 	return runtimes.ApplyResult{Changes: []runtimes.Change{{Object: "toy/" + t.Service, Action: runtimes.ActionConfigured}}}, nil
 }
 
-// TestToyKindEndToEnd registers a runtime kind from this package, with no
-// edit elsewhere (its facts with config.RegisterRuntimeKind, its factory in
-// a copy of the built-in registry), and runs a service on it through the
-// real server and engine: apply, compile, push, converge.
+// TestToyKindEndToEnd registers a runtime kind and a gate kind from this
+// package, with no edit elsewhere (the runtime's facts with
+// config.RegisterRuntimeKind and its factory in a copy of the built-in
+// registry; the gate's compile hook with compiler.RegisterChannelGate and
+// its evaluator in a gates registry), and runs a service on them through
+// the real server and engine: apply, compile, push, held by the gate,
+// converged once the gate passes.
 func TestToyKindEndToEnd(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -112,12 +182,18 @@ func TestToyKindEndToEnd(t *testing.T) {
 		return r, nil
 	}
 	host := runtimehost.New(runtimehost.Config{Store: st, Registry: reg, DataDir: dir})
+	desk := &ticketDesk{approved: map[string]bool{}}
+	gateKinds := &gates.Registry{}
+	if err := gateKinds.Register(ticketKind, desk); err != nil {
+		t.Fatal(err)
+	}
 	settings := engine.DefaultSettings()
 	settings.PollInterval, settings.SteadyPollInterval, settings.ApplyBackoff = 20*time.Millisecond, 200*time.Millisecond, 20*time.Millisecond
+	settings.CheckInterval = 50 * time.Millisecond
 	var srv *server.Server
-	loop := engine.NewLoop(engine.Config{Store: st, Runtimes: host, Settings: settings, Workers: 1, OnWrite: func() { srv.Changed() }})
+	loop := engine.NewLoop(engine.Config{Store: st, Runtimes: host, Settings: settings, Gates: gateKinds, Workers: 1, OnWrite: func() { srv.Changed() }})
 	const token = "drover_TOYKINDTESTTOKEN0123456789"
-	srv = server.New(server.Config{Store: st, Engine: loop, Runtimes: host,
+	srv = server.New(server.Config{Store: st, Engine: loop, Runtimes: host, Gates: gateKinds,
 		Edge: server.EdgeConfig{Auth: auth.NewTokenAuthenticator(token, auth.LocalIdentity)}})
 	if err := host.Start(t.Context(), func(k runtimes.InstanceKey) { loop.Enqueue(k.Application, k.Service) }); err != nil {
 		t.Fatal(err)
@@ -144,7 +220,7 @@ func TestToyKindEndToEnd(t *testing.T) {
 
 	files := map[string]string{
 		"toybox.pvn.yaml": "runtime:\n  name: toybox\n  labels:\n    - label: kind\n      value: toy\n",
-		"play.pvn.yaml":   "application:\n  name: play\n  releaseChannels:\n    - name: only\n      runtimes:\n        - runtime: toybox\n",
+		"play.pvn.yaml":   "application:\n  name: play\n  releaseChannels:\n    - name: only\n      labels:\n        - label: ticket\n          value: T-1\n      runtimes:\n        - runtime: toybox\n",
 		"blocks.pvn.yaml": "service:\n  name: blocks\n  application: play\n  parameters:\n    - name: color\n      string: {}\n  kubernetesConfig:\n    type: KUBERNETES\n    inlined: |\n      apiVersion: v1\n      kind: ConfigMap\n      metadata:\n        name: blocks\n      data:\n        color: \"{{.Params.color}}\"\n",
 	}
 	apply := func() (*apiv1.ApplyConfigsResponse, error) {
@@ -169,7 +245,35 @@ func TestToyKindEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The toy gate holds the channel, saying why, and nothing is applied.
 	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := c.Status(t.Context(), "play", "blocks")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.ReleaseChannels) == 1 && strings.Contains(st.ReleaseChannels[0].Message, "ticket T-1 not approved yet") {
+			if st.ReleaseChannels[0].Status == "CONVERGED" {
+				t.Fatalf("converged while its gate said no: %+v", st.ReleaseChannels[0])
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the ticket gate never held the channel: %+v", st.ReleaseChannels)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if v, ok := toyRuntimes.Load("toybox"); ok {
+		rt := v.(*toyRuntime)
+		rt.mu.Lock()
+		n := len(rt.applied)
+		rt.mu.Unlock()
+		if n != 0 {
+			t.Fatalf("the toy runtime was applied %d times while the gate held the channel", n)
+		}
+	}
+	desk.approve("T-1")
+	deadline = time.Now().Add(30 * time.Second)
 	for {
 		st, err := c.Status(t.Context(), "play", "blocks")
 		if err != nil {
