@@ -403,10 +403,10 @@ func (l *Loop) settle(key, what string, res Result, err error) {
 	switch {
 	case err != nil && IsTerminal(err):
 		l.forgetFailures(key)
-		l.log.Error(what+" failed for good", "service", key, "error", err)
+		l.log.Error("engine work failed for good", append(keyAttrs(key), "work", what, "error", err)...)
 	case err != nil:
 		d := l.nextBackoff(key)
-		l.log.Error(what+" failed", "service", key, "error", err, "retry_in", d)
+		l.log.Error("engine work failed", append(keyAttrs(key), "work", what, "error", err, "retry_in", d)...)
 		l.queue.AddAfter(key, d)
 	case res.RequeueAfter > 0:
 		l.forgetFailures(key)
@@ -532,6 +532,13 @@ func (l *Loop) handOver(ctx context.Context, key string, lease store.Lease, why 
 	}
 	l.logOf(ctx).Debug("service handed over to the server its runtime is reached through", "why", why)
 	return Result{RequeueAfter: 2*l.leaseTTL + l.resync}, nil
+}
+
+// keyAttrs are the log attributes of a service key: app and service, as
+// everywhere (docs/architecture.md, "Logs").
+func keyAttrs(key string) []any {
+	app, svc, _ := strings.Cut(key, "/")
+	return []any{"app", app, "service", svc}
 }
 
 // leaseKey is the store lease of a service key.

@@ -349,7 +349,7 @@ func withPass(ctx context.Context, key string) context.Context {
 // than for every pass (a logger with attributes costs allocations).
 func (l *Loop) logOf(ctx context.Context) *slog.Logger {
 	if key, ok := ctx.Value(passKey{}).(string); ok {
-		return l.log.With("service", key)
+		return l.log.With(keyAttrs(key)...)
 	}
 	return l.log
 }

@@ -194,7 +194,7 @@ func (l *Loop) releaseSlots(n int) {
 // and not yet recorded, which a crash would have done again.
 func (l *Loop) runTask(task store.Task, claimed time.Time) {
 	app, svc, _ := strings.Cut(task.Key, "/")
-	log := l.log.With("task", task.ID, "service", task.Key, "release_channel", task.Instance, "attempt", task.Attempts)
+	log := l.log.With(append(keyAttrs(task.Key), "task", task.ID, "release_channel", task.Instance, "attempt", task.Attempts)...)
 	var a Action
 	if err := json.Unmarshal(task.Payload, &a); err != nil || taskKind(a) != task.Kind {
 		err = Terminal(fmt.Errorf("task %d: undecodable action %q: %w", task.ID, task.Payload, err))
