@@ -75,7 +75,6 @@ func (c *rcCompiler) protections(out *CompiledReleaseChannel, m *serviceForRC, d
 	}
 }
 
-
 // ChannelGate is the compile hook of a gate kind that a release channel's
 // own config adds: the channel's gate (a CompiledProtection whose Gate or
 // Builtin says what decides it), or nil when the channel has none. The
