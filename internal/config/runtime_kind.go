@@ -49,6 +49,10 @@ type RuntimeKind struct {
 	// Cluster kinds are Kubernetes clusters: an agent serving one uses its
 	// own credentials, and the server asks it about the cluster.
 	Cluster bool
+	// Plans kinds report, in the observation of a version they fetched,
+	// the plan of applying it (a Terraform plan): a push's preview shows
+	// it.
+	Plans bool
 	// ConvergenceGrace is how long after an apply a runtime of the kind may
 	// still not show it (0 = the engine's default), for runtimes served by
 	// an agent, which cannot say so themselves.
@@ -204,7 +208,7 @@ func init() {
 		},
 		{
 			Name: KindTerraformRunner, Configured: func(rt *Runtime) bool { return rt.TerraformRunner != nil },
-			Backends: []string{BackendCustomRuntime}, RunsCommands: true,
+			Backends: []string{BackendCustomRuntime}, RunsCommands: true, Plans: true,
 			Proxy: func(rt *Runtime, _ bool) string { return proxyOf(rt.TerraformRunner.ProxyRuntime) },
 			Unproxied: func(rt *Runtime) *Runtime {
 				cp, t := *rt, *rt.TerraformRunner

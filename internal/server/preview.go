@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	apiv1 "github.com/drover-dev/drover/api/v1"
+	"github.com/drover-dev/drover/internal/config"
 	ds "github.com/drover-dev/drover/internal/desiredstate"
 	"github.com/drover-dev/drover/internal/engine"
 	"github.com/drover-dev/drover/internal/store"
@@ -59,14 +60,15 @@ func (s *Server) preview(ctx context.Context, app, svc string, req apiv1.PushReq
 
 // channelPreview compares channel ch (the version it would get) with what
 // was last applied to it (inst's target).
-// A Terraform runner's last plan of the version, where it made one, is
-// read from the engine's observation o.
+// The last plan of the version by a runtime of a kind that plans (a
+// Terraform runner), where it made one, is read from the engine's
+// observation o.
 // params are the push's parameter values (secrets redacted); paramsWas reads
 // those of the desired state last applied (paramsOf).
 func (s *Server) channelPreview(ctx context.Context, app string, ch engine.Channel, inst store.Instance, o store.Observation, params []apiv1.Param, paramsWas func(id string) []apiv1.Param) apiv1.ChannelPreview {
 	p := apiv1.ChannelPreview{Name: ch.Name, Runtime: ch.Runtime, From: inst.TargetVersion, To: ch.Version}
 	p.Params = paramChanges(paramsWas(inst.TargetStateID), params, ch.Name)
-	if ch.RuntimeKind == "terraformRunner" && o.TargetVersion == ch.Version && o.Error == "" {
+	if kind, _ := config.LookupRuntimeKind(ch.RuntimeKind); kind.Plans && o.TargetVersion == ch.Version && o.Error == "" {
 		p.Plan = o.Message
 		if o.Message == "" && o.Converged {
 			p.Plan = "No changes."
