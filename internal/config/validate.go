@@ -445,6 +445,7 @@ func (v *validator) releaseChannel(src *Source, p string, rc *ReleaseChannel, in
 		}
 	}
 	v.alertGate(src, p+".alertGate", rc.AlertGate)
+	v.channelGates(src, p, rc)
 	v.attachments(src, p+".serviceInstanceProtections", rc.ServiceInstanceProtections)
 	v.attachments(src, p+".convergenceProtections", rc.ConvergenceProtections)
 	v.constants(src, p+".constants", rc.Constants)

@@ -7,9 +7,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -75,7 +77,8 @@ func init() {
 // ticketKind is a gate kind that only this test knows: a release channel
 // labelled ticket=T holds deployments until the ticket desk approves T.
 // Its config "field" is the label (a real kind adds a field to
-// internal/config), its compile hook is registered with
+// internal/config), its validation is registered with
+// config.RegisterChannelGateCheck, its compile hook with
 // compiler.RegisterChannelGate, its evaluator in the gates registry the
 // engine and the server are given.
 const ticketKind = "ticket"
@@ -85,7 +88,17 @@ type ticketSpec struct {
 	Ticket string `json:"ticket"`
 }
 
+// ticketRE is what a ticket looks like.
+var ticketRE = regexp.MustCompile(`^T-[0-9]+$`)
+
 func init() {
+	config.RegisterChannelGateCheck(func(rc *config.ReleaseChannel, p string, add func(field, msg string)) {
+		for i, l := range rc.Labels {
+			if l.Label == ticketKind && !ticketRE.MatchString(l.Value) {
+				add(fmt.Sprintf("%s.labels[%d].value", p, i), fmt.Sprintf("%q is not a ticket (T-123)", l.Value))
+			}
+		}
+	})
 	compiler.RegisterChannelGate(func(rc *config.ReleaseChannel) (*compiler.CompiledProtection, error) {
 		for _, l := range rc.Labels {
 			if l.Label == ticketKind {
@@ -235,6 +248,15 @@ func TestToyKindEndToEnd(t *testing.T) {
 		t.Fatalf("apply without applications: %v %+v, want the toy kind's validation error", err, ce)
 	}
 	files["toybox.pvn.yaml"] += "  applications: [play]\n"
+	// The gate kind's validation runs at apply too, and names the field.
+	good := files["play.pvn.yaml"]
+	files["play.pvn.yaml"] = strings.Replace(good, "T-1", "someday", 1)
+	_, err = apply()
+	if !errors.As(err, &ce) || len(ce.Details) != 1 || ce.Details[0].Field != "application.releaseChannels[0].labels[0].value" ||
+		!strings.Contains(ce.Details[0].Message, `"someday" is not a ticket`) {
+		t.Fatalf("apply with a bad ticket: %v %+v, want the ticket kind's validation error at its field", err, ce)
+	}
+	files["play.pvn.yaml"] = good
 	if _, err := apply(); err != nil {
 		t.Fatal(err)
 	}
