@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -146,11 +147,15 @@ func (c *stateCache) get(ctx context.Context, st DesiredStates, rec store.Desire
 	return cs, nil
 }
 
+// ErrUndecodable is what decoding a stored desired state that this engine
+// cannot read wraps (not a failure to read it from the store).
+var ErrUndecodable = errors.New("cannot be decoded")
+
 // decodeState turns a stored desired state into the engine's model.
 func decodeState(rec store.DesiredState) (*compiledState, error) {
 	c, err := ds.DecodeWithoutGraph(rec.Compiled)
 	if err != nil {
-		return nil, fmt.Errorf("desired state %s: %w", rec.ID, err)
+		return nil, fmt.Errorf("desired state %s %w: %w", rec.ID, ErrUndecodable, err)
 	}
 	compact(c.Channels)
 	cs := &compiledState{

@@ -517,6 +517,11 @@ func (l *Loop) Reconcile(ctx context.Context, app, svc string) (Result, error) {
 		// there): hand the service over rather than plan it blind.
 		return l.handOver(ctx, p.key, lease, seen.elsewhere)
 	}
+	// The freezes are read last, after the fetches (which may be slow), so
+	// a freeze set meanwhile holds this plan.
+	if in.freezes, err = l.currentFreezes(ctx); err != nil {
+		return Result{}, fmt.Errorf("read freezes: %w", err)
+	}
 	return l.commit(ctx, p, in, seen, l.plan(in, seen))
 }
 

@@ -21,8 +21,10 @@ import (
 //
 //	read    (readout)      the desired state, open tasks, instances (with the
 //	                       outcomes waiting for the pass applied), approvals,
-//	                       stored observations' fingerprints, freezes
-//	observe (observations) fetch each channel that no task is running on
+//	                       stored observations' fingerprints
+//	observe (observations) fetch each channel that no task is running on;
+//	                       then the freezes in force are read (after the
+//	                       fetches, so a freeze set meanwhile holds the plan)
 //	plan    (Plan)         PlanService: pure
 //	commit  (Result)       one write fenced by the lease: the plan, its tasks
 //	                       (claimed by this loop when it has room), the new
@@ -118,9 +120,6 @@ func (l *Loop) read(ctx context.Context, p *pass) (*readout, error) {
 	}
 	if r.seen, err = l.knownObservations(ctx, p.key, p.app, p.svc); err != nil {
 		return nil, fmt.Errorf("read observations: %w", err)
-	}
-	if r.freezes, err = l.currentFreezes(ctx); err != nil {
-		return nil, fmt.Errorf("read freezes: %w", err)
 	}
 	r.desired = l.withGraces(ctx, cs)
 	return r, nil
@@ -285,6 +284,11 @@ func (l *Loop) recordFailure(ctx context.Context, key string, cause error) {
 	b := &store.Batch{Fence: &store.Fence{Key: leaseKey(key), Token: lease.Token}}
 	for _, inst := range list {
 		if inst.Reason == ds.ReasonEngineError && inst.Message == msg {
+			continue
+		}
+		if inst.Status == ds.StatusFailed {
+			// A failed instance waits for a person, not for the engine:
+			// its reason says why it failed, which no pass changes.
 			continue
 		}
 		inst.Reason, inst.Message, inst.UpdatedAt = ds.ReasonEngineError, msg, now

@@ -160,7 +160,7 @@ func (s *Server) statusDetail(ctx context.Context, rec store.DesiredState, detai
 // a channel has gates).
 func (s *Server) buildStatus(ctx context.Context, rec store.DesiredState, list []store.Instance, obs []store.Observation, detail bool) (*apiv1.ServiceStatus, error) {
 	d, err := s.states.Decode(ctx, rec)
-	if err != nil && len(list) > 0 {
+	if errors.Is(err, engine.ErrUndecodable) && len(list) > 0 {
 		// The engine cannot decode it either, and says so on the
 		// instances (ENGINE_ERROR): show them as they are.
 		s.log.Warn("status: decode desired state", "desired_state", rec.ID, "error", err)
