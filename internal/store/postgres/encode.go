@@ -95,20 +95,3 @@ func checksJSON(list []store.CheckResult) []byte {
 	}
 	return b
 }
-
-// jsonColumn decodes a BYTEA column holding JSON into v; NULL leaves it zero.
-type jsonColumn struct{ v any }
-
-// Scan implements sql.Scanner.
-func (j jsonColumn) Scan(src any) error {
-	switch b := src.(type) {
-	case nil:
-		return nil
-	case []byte:
-		if len(b) == 0 {
-			return nil
-		}
-		return json.Unmarshal(b, j.v)
-	}
-	return fmt.Errorf("json column: unexpected %T", src)
-}

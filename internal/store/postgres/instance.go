@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/drover-dev/drover/internal/store"
+	"github.com/drover-dev/drover/internal/store/sqlcore"
 )
 
 const instanceColumns = "application, service, release_channel, desired_state_id, target_state_id, target_version, " +
@@ -23,7 +24,7 @@ func scanInstance(row scanner) (store.Instance, error) {
 		&i.CurrentStateID, &i.CurrentVersion, &i.Status, &i.Reason, &i.Message, &i.Paused, &i.ApplyAttempts,
 		at(&i.LastApplyAt), at(&i.ConvergedAt), at(&i.UpdatedAt), &i.PreviousStateID, &i.PreviousVersion,
 		&i.DesiredVersion, &i.Satisfied, &i.RollbackFrom, &i.RollbackReason, &i.FailedVersion, &i.Healed,
-		&i.ActionSeq, &i.ActionPending, at(&i.AppliedAt), jsonColumn{&i.Checks}, &i.RuntimeMemo, &i.Revision)
+		&i.ActionSeq, &i.ActionPending, at(&i.AppliedAt), sqlcore.JSONColumn{V: &i.Checks}, &i.RuntimeMemo, &i.Revision)
 	return i, err
 }
 

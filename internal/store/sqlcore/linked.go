@@ -90,7 +90,7 @@ func ScanLinked(d Dialect, row Scanner) (store.LinkedRuntime, error) {
 		r     store.LinkedRuntime
 		agent []byte
 	)
-	if err := row.Scan(&r.Name, jsonColumn{&r.Labels}, &r.TokenHash, d.ScanTime(&r.CreatedAt), &agent); err != nil {
+	if err := row.Scan(&r.Name, JSONColumn{V: &r.Labels}, &r.TokenHash, d.ScanTime(&r.CreatedAt), &agent); err != nil {
 		return r, err
 	}
 	st, err := decodeAgent(agent)

@@ -80,12 +80,14 @@ func queryAll[T any](ctx context.Context, r Reader, q string, args []any, scan f
 	return out, err
 }
 
-// jsonColumn is a scan target that decodes a JSON column (text or bytes)
-// into v; NULL, "" and "null" leave v as it is.
-type jsonColumn struct{ v any }
+// JSONColumn is a scan target that decodes a JSON column (text or bytes)
+// into V; NULL, "", "null" and "[]" leave V as it is (an empty list reads
+// back as nil, as both backends write it). Both backends scan their JSON
+// columns with it.
+type JSONColumn struct{ V any }
 
 // Scan implements sql.Scanner (pgx uses it too).
-func (c jsonColumn) Scan(src any) error {
+func (c JSONColumn) Scan(src any) error {
 	var text []byte
 	switch v := src.(type) {
 	case nil:
@@ -98,10 +100,10 @@ func (c jsonColumn) Scan(src any) error {
 		return fmt.Errorf("json column: unexpected %T", src)
 	}
 	switch string(text) {
-	case "", "null":
+	case "", "null", "[]":
 		return nil
 	}
-	if err := json.Unmarshal(text, c.v); err != nil {
+	if err := json.Unmarshal(text, c.V); err != nil {
 		return fmt.Errorf("json column: %w", err)
 	}
 	return nil

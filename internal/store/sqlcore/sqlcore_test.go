@@ -30,20 +30,20 @@ func TestBind(t *testing.T) {
 
 func TestJSONColumn(t *testing.T) {
 	t.Parallel()
-	for _, src := range []any{nil, "", "null", []byte(nil), []byte("null")} {
+	for _, src := range []any{nil, "", "null", "[]", []byte(nil), []byte("null"), []byte("[]")} {
 		m := map[string]string{"kept": "yes"}
-		if err := (jsonColumn{&m}).Scan(src); err != nil || m["kept"] != "yes" {
+		if err := (JSONColumn{V: &m}).Scan(src); err != nil || m["kept"] != "yes" {
 			t.Errorf("Scan(%#v) = %v, %v; want the value left as it is", src, err, m)
 		}
 	}
 	var m map[string]string
-	if err := (jsonColumn{&m}).Scan([]byte(`{"a":"b"}`)); err != nil || m["a"] != "b" {
+	if err := (JSONColumn{V: &m}).Scan([]byte(`{"a":"b"}`)); err != nil || m["a"] != "b" {
 		t.Errorf("Scan of bytes = %v, %v", err, m)
 	}
-	if err := (jsonColumn{&m}).Scan(`{"c":"d"}`); err != nil || m["c"] != "d" {
+	if err := (JSONColumn{V: &m}).Scan(`{"c":"d"}`); err != nil || m["c"] != "d" {
 		t.Errorf("Scan of text = %v, %v", err, m)
 	}
-	if err := (jsonColumn{&m}).Scan(42); err == nil {
+	if err := (JSONColumn{V: &m}).Scan(42); err == nil {
 		t.Error("Scan of an int: no error")
 	}
 }

@@ -23,7 +23,7 @@ const tokenColumns = "id, name, hash, roles, created_by, created_at, expires_at,
 
 func scanToken(row interface{ Scan(...any) error }) (store.APIToken, error) {
 	var t store.APIToken
-	err := row.Scan(&t.ID, &t.Name, &t.Hash, scanJSON{&t.Roles}, &t.CreatedBy, scanTime{&t.CreatedAt}, scanTime{&t.ExpiresAt},
+	err := row.Scan(&t.ID, &t.Name, &t.Hash, scanJSON{V: &t.Roles}, &t.CreatedBy, scanTime{&t.CreatedAt}, scanTime{&t.ExpiresAt},
 		scanTime{&t.RevokedAt}, &t.RevokedBy, scanTime{&t.LastUsedAt})
 	return t, err
 }

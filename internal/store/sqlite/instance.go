@@ -25,8 +25,8 @@ func scanInstance(row interface{ Scan(...any) error }) (store.Instance, error) {
 	err := row.Scan(&i.Application, &i.Service, &i.ReleaseChannel, &i.DesiredStateID, &i.TargetStateID, &i.TargetVersion,
 		&i.CurrentStateID, &i.CurrentVersion, &i.Status, &i.Reason, &i.Message, &i.Paused, &i.ApplyAttempts,
 		scanTime{&i.LastApplyAt}, scanTime{&i.ConvergedAt}, scanTime{&i.UpdatedAt}, &i.PreviousStateID, &i.PreviousVersion,
-		&i.DesiredVersion, scanJSON{&i.Satisfied}, &i.RollbackFrom, &i.RollbackReason, &i.FailedVersion, &i.Healed,
-		&i.ActionSeq, &i.ActionPending, scanTime{&i.AppliedAt}, scanJSON{&i.Checks}, &i.RuntimeMemo, &i.Revision)
+		&i.DesiredVersion, scanJSON{V: &i.Satisfied}, &i.RollbackFrom, &i.RollbackReason, &i.FailedVersion, &i.Healed,
+		&i.ActionSeq, &i.ActionPending, scanTime{&i.AppliedAt}, scanJSON{V: &i.Checks}, &i.RuntimeMemo, &i.Revision)
 	return i, err
 }
 

@@ -349,11 +349,11 @@ func storedInstance(in store.Instance, updatedAt time.Time) (store.Instance, err
 		// from their JSON again.
 		out.Satisfied = slices.Clone(in.Satisfied)
 	default:
-		if err := (scanJSON{&out.Satisfied}).Scan(dbStrings(in.Satisfied)); err != nil {
+		if err := (scanJSON{V: &out.Satisfied}).Scan(dbStrings(in.Satisfied)); err != nil {
 			return store.Instance{}, err
 		}
 	}
-	if err := (scanJSON{&out.Checks}).Scan(dbChecks(in.Checks)); err != nil {
+	if err := (scanJSON{V: &out.Checks}).Scan(dbChecks(in.Checks)); err != nil {
 		return store.Instance{}, err
 	}
 	return out, nil

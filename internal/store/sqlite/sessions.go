@@ -20,7 +20,7 @@ const sessionColumns = "id, hash, identity, subject, roles, groups, via, source,
 
 func scanSession(row interface{ Scan(...any) error }) (store.Session, error) {
 	var s store.Session
-	err := row.Scan(&s.ID, &s.Hash, &s.Identity, &s.Subject, scanJSON{&s.Roles}, scanJSON{&s.Groups}, &s.Via, &s.Source,
+	err := row.Scan(&s.ID, &s.Hash, &s.Identity, &s.Subject, scanJSON{V: &s.Roles}, scanJSON{V: &s.Groups}, &s.Via, &s.Source,
 		scanTime{&s.CreatedAt}, scanTime{&s.ExpiresAt}, scanTime{&s.RevokedAt}, &s.RevokedBy, scanTime{&s.LastUsedAt})
 	return s, err
 }

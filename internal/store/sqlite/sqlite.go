@@ -16,6 +16,7 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
 	"github.com/drover-dev/drover/internal/store"
+	"github.com/drover-dev/drover/internal/store/sqlcore"
 )
 
 // MemoryPath opens a private in-memory database (for tests of other packages):
@@ -378,31 +379,8 @@ func dbChecks(list []store.CheckResult) string {
 	return string(b)
 }
 
-// scanJSON decodes a TEXT column holding JSON into v; NULL, "", "null" and
-// "[]" leave it zero (an empty list reads back as nil, as it was written).
-type scanJSON struct{ v any }
-
-func (s scanJSON) Scan(src any) error {
-	var text []byte
-	switch v := src.(type) {
-	case nil:
-		return nil
-	case string:
-		text = []byte(v)
-	case []byte:
-		text = v
-	default:
-		return fmt.Errorf("json column: unexpected %T", src)
-	}
-	switch string(text) {
-	case "", "null", "[]":
-		return nil
-	}
-	if err := json.Unmarshal(text, s.v); err != nil {
-		return fmt.Errorf("json column: %w", err)
-	}
-	return nil
-}
+// scanJSON decodes a TEXT column holding JSON (sqlcore.JSONColumn).
+type scanJSON = sqlcore.JSONColumn
 
 // dbBytes keeps nil as NULL and stores everything else as a BLOB.
 func dbBytes(b []byte) any {
