@@ -250,10 +250,14 @@ func TestAgentTwoClusters(t *testing.T) {
 	j := &k8sJourney{c: c2, srv: s, dir: dir, stagingNS: "drover-" + k8sApp + "-staging"}
 	stagingView := &k8sJourney{c: c1, srv: s, dir: dir, stagingNS: j.stagingNS}
 
-	// A release: staging on cluster 1, approval, prod on cluster 2.
+	// A release: staging on cluster 1, approval, prod on cluster 2. The
+	// shared cluster may hold a prod Deployment another test of the shop
+	// left there: this release must neither make nor change one.
+	leftover, hadLeftover := stagingView.deployment(t, k8sProdNS)
 	v1, _ := j.releaseAcross(t, stagingView, "image=1.0")
-	if _, onC1 := stagingView.deployment(t, k8sProdNS); onC1 {
-		t.Error("prod's Deployment is on staging's cluster")
+	if d, onC1 := stagingView.deployment(t, k8sProdNS); onC1 &&
+		(!hadLeftover || d.Metadata.UID != leftover.Metadata.UID || d.Metadata.Generation != leftover.Metadata.Generation) {
+		t.Errorf("prod's Deployment is on staging's cluster: %s", d.image())
 	}
 	if _, onC2 := j.deployment(t, j.stagingNS); onC2 {
 		t.Error("staging's Deployment is on prod's cluster")
