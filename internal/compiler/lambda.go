@@ -54,7 +54,8 @@ func (c *rcCompiler) awsLambda(field string, l *config.AwsLambdaConfig, rt *conf
 		fail(field+".code", "set one of code.zip (local.path of a deployment package) and code.imageUri")
 		return nil
 	}
-	where, file := field+".function.inlined", l.Function.File
+	fnSpec := c.lambdaFunction(l)
+	where, file := field+".function.inlined", fnSpec.File
 	if file != "" {
 		where = field + ".function.local"
 	}
@@ -67,7 +68,7 @@ func (c *rcCompiler) awsLambda(field string, l *config.AwsLambdaConfig, rt *conf
 		}
 		c.fail(e)
 	}
-	rendered, err := c.templates.render(c.ctx, where, l.Function.Inlined, data)
+	rendered, err := c.templates.render(c.ctx, where, fnSpec.Inlined, data)
 	if err != nil {
 		line, msg := templateError(err)
 		docFail(line, msg+keysHint(msg, data))
@@ -136,9 +137,21 @@ func (c *rcCompiler) awsLambda(field string, l *config.AwsLambdaConfig, rt *conf
 		return nil
 	}
 	if rc := l.RoutingConfig; rc != nil {
-		obj.PreviousVersionWeight = rc.PreviousVersionWeight
+		obj.PreviousVersionWeight = float64(rc.PreviousVersionPercent) / 100
 	}
 	return obj
+}
+
+// lambdaFunction is the function spec of the channel: the perReleaseChannel
+// entry's when it sets one (an inlined one there replaces a file of the
+// top level's, whose name must not stay), else the merged one.
+func (c *rcCompiler) lambdaFunction(merged *config.AwsLambdaConfig) *config.LambdaFunctionSpec {
+	for _, p := range c.in.Service.PerReleaseChannel {
+		if p.ReleaseChannel == c.rc.Name && p.AwsLambda != nil && p.AwsLambda.Function != nil {
+			return p.AwsLambda.Function
+		}
+	}
+	return merged.Function
 }
 
 // lineIn is the line of the first occurrence of s in text (0 if none).

@@ -921,11 +921,11 @@ type LambdaZip struct {
 
 // LambdaRoutingConfig weights an alias for a canary.
 type LambdaRoutingConfig struct {
-	// PreviousVersionWeight (0 to 1, exclusive) is the share of
-	// invocations the alias keeps sending to the version it served before
-	// the release (Lambda's additionalVersionWeights); the new version
-	// gets the rest. 0.9 sends 10% to the new version.
-	PreviousVersionWeight float64 `json:"previousVersionWeight,omitempty"`
+	// PreviousVersionPercent (1 to 99) is the share of invocations, in
+	// percent, the alias keeps sending to the version it served before the
+	// release (Lambda's additionalVersionWeights); the new version gets
+	// the rest. 90 sends 10% to the new version.
+	PreviousVersionPercent int32 `json:"previousVersionPercent,omitempty"`
 }
 
 // lambdaAliasRE is what Lambda accepts as an alias name (templates are
@@ -1021,8 +1021,8 @@ func validateAwsLambdaBackend(b *ServiceBackend, path string, add func(field, ms
 	if l.Alias != "" && (len(l.Alias) > 128 || !lambdaAliasRE.MatchString(l.Alias)) {
 		add(p+".alias", fmt.Sprintf("%q is not a Lambda alias name (letters, digits, - and _, not only digits)", l.Alias))
 	}
-	if rc := l.RoutingConfig; rc != nil && (rc.PreviousVersionWeight < 0 || rc.PreviousVersionWeight >= 1) {
-		add(p+".routingConfig.previousVersionWeight", "a weight is between 0 and 1 (0.9 keeps 90% of invocations on the previous version)")
+	if rc := l.RoutingConfig; rc != nil && (rc.PreviousVersionPercent < 0 || rc.PreviousVersionPercent > 99) {
+		add(p+".routingConfig.previousVersionPercent", "a share of invocations in percent, 1 to 99 (90 keeps 90% on the previous version, a canary of 10%); 0 or unset sends all to the new version")
 	}
 	return "awsLambda"
 }
