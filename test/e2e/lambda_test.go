@@ -208,6 +208,12 @@ func TestLambdaReleaseChannels(t *testing.T) {
 	// v2 goes to staging; then v3, which Lambda refuses, fails there and is
 	// rolled back to v2: the alias moves back to version 2, and nothing is
 	// published for it again.
+	// drover preview shows what v2 would change: the function's
+	// description (and the PVN_SERVICE_VERSION its environment carries).
+	preview := s.ok("alice", "preview", "thumbs", "--app", "media", "--param", "message=two").stdout
+	if !strings.Contains(preview, "-  Description: 'thumbnails: one'") || !strings.Contains(preview, "+  Description: 'thumbnails: two'") {
+		t.Errorf("preview of v2 does not show the description's change:\n%s", preview)
+	}
 	v2, _ := s.push("alice", "media", "thumbs", "message=two")
 	s.waitStatus("media", "thumbs", 60*time.Second, "staging on v2", channelIs("staging", "CONVERGED", v2))
 	if v := aliasVersion(t, c, "thumbs-staging"); v != "2" {
