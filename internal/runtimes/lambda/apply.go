@@ -192,14 +192,14 @@ func (r *Runtime) settle(ctx context.Context, name string) (*lambda.GetFunctionC
 		}
 		switch {
 		case cfg.State == types.StateFailed:
-			return nil, runtimes.Permanent(fmt.Errorf("Lambda function %s is in state Failed: %s", name, aws.ToString(cfg.StateReason)))
+			return nil, runtimes.Permanent(fmt.Errorf("the Lambda function %s is in state Failed: %s", name, aws.ToString(cfg.StateReason)))
 		case cfg.LastUpdateStatus == types.LastUpdateStatusFailed:
 			return nil, runtimes.Permanent(fmt.Errorf("the last update of Lambda function %s failed: %s", name, aws.ToString(cfg.LastUpdateStatusReason)))
 		case cfg.State != types.StatePending && cfg.LastUpdateStatus != types.LastUpdateStatusInProgress:
 			return cfg, nil
 		}
 		if r.now().After(deadline) {
-			return nil, fmt.Errorf("Lambda function %s is still %s after %s (%s); retrying", name, progress(cfg), settleTimeout, aws.ToString(cfg.StateReason))
+			return nil, fmt.Errorf("the Lambda function %s is still %s after %s (%s); retrying", name, progress(cfg), settleTimeout, aws.ToString(cfg.StateReason))
 		}
 		select {
 		case <-ctx.Done():
