@@ -982,8 +982,8 @@ func validateAwsLambdaRuntime(rt *Runtime, add func(field, msg string)) {
 		field string
 		v     Duration
 	}{{"pollInterval", l.PollInterval}, {"steadyStatePollInterval", l.SteadyStatePollInterval}} {
-		if d.v.Duration < 0 || d.v.Duration > 0 && d.v.Duration < 100*time.Millisecond {
-			add(p+"."+d.field, "an interval is at least 100ms")
+		if d.v.Duration < 0 || d.v.Duration > 0 && d.v.Duration < MinPollInterval {
+			add(p+"."+d.field, fmt.Sprintf("%s is too short: poll intervals must be at least %v (or 0 for the default)", d.v, MinPollInterval))
 		}
 	}
 }
