@@ -1,5 +1,11 @@
 package config
 
+import (
+	"fmt"
+	"regexp"
+	"time"
+)
+
 // The types in this file mirror Prodvana's config format (ProdvanaConfig) field by
 // field, with the same lowerCamelCase names, so `*.pvn.yaml` files decode unchanged.
 // Fields drover does not implement yet have the type Unsupported: setting one is an
@@ -233,6 +239,7 @@ type ServiceBackend struct {
 	CustomRuntime    *CustomRuntimeValues `json:"customRuntime,omitempty" alias:"runtimeExtension"`
 	Helm             *HelmConfig          `json:"helm,omitempty"`
 	AwsEcs           *AwsEcsConfig        `json:"awsEcs,omitempty"`
+	AwsLambda        *AwsLambdaConfig     `json:"awsLambda,omitempty" drover:"extension"`
 	GoogleCloudRun   Unsupported          `json:"googleCloudRun,omitzero"`
 	Fly              Unsupported          `json:"fly,omitzero"`
 	Terraform        Unsupported          `json:"terraform,omitzero"`
@@ -626,6 +633,7 @@ type Runtime struct {
 	Kubernetes            *KubernetesRuntime `json:"kubernetes,omitempty" drover:"extension"`
 	PulumiRunner          Unsupported        `json:"pulumiRunner,omitzero"`
 	AwsEcs                *AwsEcsRuntime     `json:"awsEcs,omitempty"`
+	AwsLambda             *AwsLambdaRuntime  `json:"awsLambda,omitempty" drover:"extension"`
 	GoogleCloudRun        Unsupported        `json:"googleCloudRun,omitzero"`
 	Fly                   Unsupported        `json:"fly,omitzero"`
 	Kubecost              Unsupported        `json:"kubecost,omitzero"`
@@ -835,4 +843,186 @@ type ServiceMetadata struct {
 	Description      string      `json:"description,omitempty"`
 	Links            []Link      `json:"links,omitempty"`
 	FollowRepository Unsupported `json:"followRepository,omitzero"`
+}
+
+// AWS Lambda is drover's own kind (Prodvana had none): a runtime is one
+// account and region, a service one function released by publishing a
+// version and moving an alias to it. See docs/lambda.md.
+
+// KindAwsLambda is the AWS Lambda runtime kind, and BackendAwsLambda the
+// service backend it runs.
+const (
+	KindAwsLambda    = "awsLambda"
+	BackendAwsLambda = "awsLambda"
+)
+
+// AwsLambdaRuntime is AWS Lambda in one region of an account (drover
+// extension). Credentials are as for awsEcs: the environment of wherever
+// the runtime runs (inheritRoleFromRuntimeEnv, the default), a static
+// access key, or an agent's through proxyRuntime.
+type AwsLambdaRuntime struct {
+	// ProxyRuntime names the linked runtime whose agent calls the Lambda
+	// API with its own environment's credentials: the server holds none.
+	ProxyRuntime              *ProxyRuntime `json:"proxyRuntime,omitempty"`
+	Region                    string        `json:"region"`
+	AccessKey                 *AwsAccessKey `json:"accessKey,omitempty"`
+	InheritRoleFromRuntimeEnv *InheritRole  `json:"inheritRoleFromRuntimeEnv,omitempty"`
+	// PollInterval is how often a function being released is fetched
+	// (default 10s); SteadyStatePollInterval how often once converged
+	// (default 1m), to see drift.
+	PollInterval            Duration `json:"pollInterval,omitzero"`
+	SteadyStatePollInterval Duration `json:"steadyStatePollInterval,omitzero"`
+}
+
+// AwsLambdaConfig releases a service as an AWS Lambda function (drover
+// extension): the function's configuration is the JSON aws lambda
+// create-function --cli-input-json takes, without Code (a Go template);
+// its code a zip file or a container image. Each release publishes a
+// version and moves the alias to it.
+type AwsLambdaConfig struct {
+	Function *LambdaFunctionSpec `json:"function,omitempty"`
+	Code     *LambdaCode         `json:"code,omitempty"`
+	// Alias is the alias drover moves to the version it publishes
+	// (default "live"); a template.
+	Alias string `json:"alias,omitempty"`
+	// RoutingConfig weights the alias between the version it moves to
+	// and the one it served before, for a canary.
+	RoutingConfig *LambdaRoutingConfig `json:"routingConfig,omitempty"`
+	// Adopt lets drover take over a function of this name that it does
+	// not own (no drover:instance tag).
+	Adopt bool `json:"adopt,omitempty"`
+}
+
+// LambdaFunctionSpec is the CreateFunction JSON: inlined, or a local
+// file.
+type LambdaFunctionSpec struct {
+	Inlined string       `json:"inlined,omitempty"`
+	Local   *LocalConfig `json:"local,omitempty"`
+	// File is the file the inlined text was read from, for messages;
+	// drover sets it when it reads local.path.
+	File string `json:"file,omitempty" drover:"internal"`
+}
+
+// LambdaCode is a function's code: a zip file, or a container image's URI
+// (a template).
+type LambdaCode struct {
+	Zip      *LambdaZip `json:"zip,omitempty"`
+	ImageURI string     `json:"imageUri,omitempty"`
+}
+
+// LambdaZip is a deployment package read client-side from local.path.
+type LambdaZip struct {
+	Local *LocalConfig `json:"local,omitempty"`
+	// Base64 is the zip's content and File its path, set by drover when
+	// it reads local.path.
+	Base64 string `json:"base64,omitempty" drover:"internal"`
+	File   string `json:"file,omitempty" drover:"internal"`
+}
+
+// LambdaRoutingConfig weights an alias for a canary.
+type LambdaRoutingConfig struct {
+	// PreviousVersionPercent (1 to 99) is the share of invocations, in
+	// percent, the alias keeps sending to the version it served before the
+	// release (Lambda's additionalVersionWeights); the new version gets
+	// the rest. 90 sends 10% to the new version.
+	PreviousVersionPercent int32 `json:"previousVersionPercent,omitempty"`
+}
+
+// lambdaAliasRE is what Lambda accepts as an alias name (templates are
+// checked once rendered).
+var lambdaAliasRE = regexp.MustCompile(`^(?:[A-Za-z0-9_-]*[A-Za-z_-][A-Za-z0-9_-]*|.*\{\{.*)$`)
+
+func init() {
+	RegisterRuntimeKind(RuntimeKind{
+		Name: KindAwsLambda, Configured: func(rt *Runtime) bool { return rt.AwsLambda != nil },
+		Backends: []string{BackendAwsLambda},
+		Proxy:    func(rt *Runtime, _ bool) string { return proxyOf(rt.AwsLambda.ProxyRuntime) },
+		Unproxied: func(rt *Runtime) *Runtime {
+			cp, l := *rt, *rt.AwsLambda
+			l.ProxyRuntime, cp.AwsLambda = nil, &l
+			return &cp
+		},
+		// Lambda answers at once; a minute covers the function's update
+		// (lambdaspec.ConvergenceGrace).
+		ConvergenceGrace: time.Minute,
+		Validate:         validateAwsLambdaRuntime,
+		ValidateBackend:  validateAwsLambdaBackend,
+	})
+}
+
+// validateAwsLambdaRuntime checks an awsLambda runtime section.
+func validateAwsLambdaRuntime(rt *Runtime, add func(field, msg string)) {
+	l, p := rt.AwsLambda, "runtime.awsLambda"
+	if pr := l.ProxyRuntime; pr != nil && pr.Runtime == "" {
+		add(p+".proxyRuntime.runtime", "name the linked runtime whose agent calls the Lambda API (drover runtimes link)")
+	}
+	switch {
+	case l.Region == "":
+		add(p+".region", "region is required (like us-east-1)")
+	case !awsRegionRE.MatchString(l.Region):
+		add(p+".region", fmt.Sprintf("%q is not an AWS region (like us-east-1)", l.Region))
+	}
+	if k := l.AccessKey; k != nil {
+		if l.InheritRoleFromRuntimeEnv != nil {
+			add(p, "set only one of accessKey and inheritRoleFromRuntimeEnv")
+		}
+		if k.AwsAccessKeyID == "" {
+			add(p+".accessKey.awsAccessKeyId", "awsAccessKeyId is required")
+		}
+		switch sk := k.AwsSecretAccessKey; {
+		case sk.RawSecret != "" && sk.Secret != nil:
+			add(p+".accessKey.awsSecretAccessKey", "set only one of rawSecret and secret")
+		case sk.Secret != nil && (sk.Secret.Key == "" || sk.Secret.Version == ""):
+			add(p+".accessKey.awsSecretAccessKey.secret", "key and version are required (drover secrets list shows them)")
+		case sk.RawSecret == "" && sk.Secret == nil:
+			add(p+".accessKey.awsSecretAccessKey", "secret (a stored secret: drover secrets set) or rawSecret is required")
+		}
+	}
+	for _, d := range []struct {
+		field string
+		v     Duration
+	}{{"pollInterval", l.PollInterval}, {"steadyStatePollInterval", l.SteadyStatePollInterval}} {
+		if d.v.Duration < 0 || d.v.Duration > 0 && d.v.Duration < MinPollInterval {
+			add(p+"."+d.field, fmt.Sprintf("%s is too short: poll intervals must be at least %v (or 0 for the default)", d.v, MinPollInterval))
+		}
+	}
+}
+
+// validateAwsLambdaBackend checks a service's (or a perReleaseChannel
+// entry's) awsLambda section; the compiler checks the rendered JSON.
+func validateAwsLambdaBackend(b *ServiceBackend, path string, add func(field, msg string)) string {
+	l := b.AwsLambda
+	if l == nil {
+		return ""
+	}
+	p := path + ".awsLambda"
+	if f := l.Function; f != nil {
+		switch {
+		case f.Inlined != "" && f.Local != nil:
+			add(p+".function", "set only one of inlined and local")
+		case f.Inlined == "" && f.Local == nil:
+			add(p+".function", "set inlined or local (the CreateFunction JSON)")
+		}
+	} else if path == "service" {
+		add(p+".function", "a function is required: the CreateFunction JSON, inlined or local")
+	}
+	if c := l.Code; c != nil {
+		switch {
+		case c.Zip != nil && c.ImageURI != "":
+			add(p+".code", "set only one of zip and imageUri")
+		case c.Zip == nil && c.ImageURI == "":
+			add(p+".code", "set zip (local.path of a deployment package) or imageUri")
+		case c.Zip != nil && c.Zip.Local == nil && c.Zip.Base64 == "":
+			add(p+".code.zip", "set local.path: the deployment package (.zip)")
+		}
+	} else if path == "service" {
+		add(p+".code", "code is required: zip.local.path or imageUri")
+	}
+	if l.Alias != "" && (len(l.Alias) > 128 || !lambdaAliasRE.MatchString(l.Alias)) {
+		add(p+".alias", fmt.Sprintf("%q is not a Lambda alias name (letters, digits, - and _, not only digits)", l.Alias))
+	}
+	if rc := l.RoutingConfig; rc != nil && (rc.PreviousVersionPercent < 0 || rc.PreviousVersionPercent > 99) {
+		add(p+".routingConfig.previousVersionPercent", "a share of invocations in percent, 1 to 99 (90 keeps 90% on the previous version, a canary of 10%); 0 or unset sends all to the new version")
+	}
+	return "awsLambda"
 }

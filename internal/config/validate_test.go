@@ -785,3 +785,78 @@ func TestValidateECS(t *testing.T) {
 		}
 	}
 }
+
+// An AWS Lambda runtime (drover's kind) needs a region and one kind of
+// credentials; a Lambda service needs a function and one kind of code,
+// and its zip is read client-side.
+func TestValidateLambda(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, text string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("rt.pvn.yaml", `runtime:
+  name: fn
+  awsLambda:
+    region: mars-1
+    pollInterval: 100ms
+    accessKey:
+      awsAccessKeyId: AKIA
+      awsSecretAccessKey: {}
+    inheritRoleFromRuntimeEnv: {}
+`)
+	write("svc.pvn.yaml", `service:
+  name: web
+  application: shop
+  awsLambda:
+    function:
+      inlined: '{}'
+    code:
+      zip:
+        local:
+          path: app.zip
+      imageUri: repo/web:1
+    alias: "123"
+    routingConfig:
+      previousVersionPercent: 100
+`)
+	write("app.zip", "PK\x03\x04zip")
+	write("app.pvn.yaml", "application:\n  name: shop\n  releaseChannels:\n    - name: prod\n      runtimes:\n        - runtime: fn\n")
+	sources, err := Load([]string{dir + "/..."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, serrs := NewSet(sources)
+	errs := append(ErrorList{}, serrs...)
+	errs = append(errs, set.Validate()...)
+	got := errs.Err().Error()
+	for _, want := range []string{
+		`runtime.awsLambda.region: "mars-1" is not an AWS region`,
+		`runtime.awsLambda: set only one of accessKey and inheritRoleFromRuntimeEnv`,
+		`runtime.awsLambda.accessKey.awsSecretAccessKey: secret (a stored secret: drover secrets set) or rawSecret is required`,
+		`runtime.awsLambda.pollInterval: 0.1s is too short`,
+		`service.awsLambda.code: set only one of zip and imageUri`,
+		`service.awsLambda.alias: "123" is not a Lambda alias name`,
+		`service.awsLambda.routingConfig.previousVersionPercent: a share of invocations in percent, 1 to 99`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("errors lack %q:\n%s", want, got)
+		}
+	}
+	var zip string
+	for _, src := range sources {
+		if svc := src.File.Service; svc != nil {
+			zip = svc.AwsLambda.Code.Zip.Base64
+		}
+	}
+	if zip != "UEsDBHppcA==" {
+		t.Errorf("the zip as read: %q", zip)
+	}
+	// A file that is no zip is refused where it is named.
+	write("app.zip", "not a zip")
+	if _, err := Load([]string{dir + "/..."}); err == nil || !strings.Contains(err.Error(), "service.awsLambda.code.zip.local: app.zip is not a zip file") {
+		t.Errorf("a zip that is not one: %v", err)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/drover-dev/drover/internal/runtimes/ecs"
 	"github.com/drover-dev/drover/internal/runtimes/fake"
 	"github.com/drover-dev/drover/internal/runtimes/kubernetes"
+	"github.com/drover-dev/drover/internal/runtimes/lambda"
 	"github.com/drover-dev/drover/internal/runtimes/terraform"
 )
 
@@ -26,6 +27,7 @@ func Registry() runtimehost.Registry {
 		config.KindTerraformRunner: terraform.Factory,
 		config.KindKubernetes:      kubernetesWithChecks,
 		config.KindAwsEcs:          ecsWithChecks,
+		config.KindAwsLambda:       lambdaWithChecks,
 	}
 }
 
@@ -44,6 +46,23 @@ func ecsWithChecks(cfg *config.Runtime, opts runtimes.Options) (runtimes.Runtime
 	}
 	e.SetCheckRunner(local)
 	return e, nil
+}
+
+// lambdaWithChecks builds a Lambda runtime whose release channels'
+// protection and extension commands run on this host, through a custom
+// runtime of the same name (Lambda has no place to run them).
+func lambdaWithChecks(cfg *config.Runtime, opts runtimes.Options) (runtimes.Runtime, error) {
+	l, err := lambda.New(context.Background(), cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	local, err := custom.New(&config.Runtime{Name: cfg.Name, Custom: &config.CustomRuntime{}}, opts)
+	if err != nil {
+		_ = l.Close()
+		return nil, err
+	}
+	l.SetCheckRunner(local)
+	return l, nil
 }
 
 // kubernetesWithChecks builds a Kubernetes runtime whose release channels'

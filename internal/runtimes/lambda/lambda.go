@@ -1,0 +1,532 @@
+// Package lambda is the AWS Lambda runtime (drover's own kind): each
+// service instance is one function, released by publishing a version and
+// moving an alias to it, through the AWS SDK for Go v2.
+//
+// # Apply
+//
+// Apply creates the function (tagged drover:instance = application/
+// service/release channel) or brings its $LATEST to the rendered code and
+// configuration, then publishes a version whose description carries the
+// drover version and a hash of what it runs (drover:spec), unless a
+// published version of the function has that hash already (a rollback, or
+// a reapply: nothing is published again), and moves the alias to it,
+// weighted with the version it served before when the service asks for a
+// canary. The function is then tagged with what drover deployed
+// (drover:version, drover:function-version). A function without drover's
+// tag is not drover's and is never changed unless the service says adopt.
+//
+// # Fetch
+//
+// A poller per runtime reads each instance's alias (GetAlias) and
+// function (GetFunction: $LATEST and the tags) every pollInterval (10s)
+// while it is being released and every steadyStatePollInterval (1m) once
+// converged; published versions are immutable and read once each. The
+// version is drover:version while the alias points at drover's
+// drover:function-version (or the drover version in the description of
+// the version it points at); converged means that version is Active; a
+// version Lambda put in state Failed is a failure; an alias moved, weighted
+// or a $LATEST changed outside drover is drift, healed by the next apply.
+package lambda
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/drover-dev/drover/internal/config"
+	"github.com/drover-dev/drover/internal/lambdaspec"
+	"github.com/drover-dev/drover/internal/runtimes"
+)
+
+// Tags drover puts on the functions it deploys.
+const (
+	TagInstance = "drover:instance"
+	// TagVersion and TagFunctionVersion are the drover version and the
+	// published function version drover last moved the alias to.
+	TagVersion         = "drover:version"
+	TagFunctionVersion = "drover:function-version"
+	// TagSpec is the hash (lambdaspec.Object.Spec) of what drover last
+	// brought $LATEST to.
+	TagSpec = "drover:spec"
+)
+
+// Default poll intervals.
+const (
+	DefaultPollInterval       = 10 * time.Second
+	DefaultSteadyPollInterval = time.Minute
+)
+
+var (
+	_ runtimes.Runtime       = (*Runtime)(nil)
+	_ runtimes.Watcher       = (*Runtime)(nil)
+	_ runtimes.InfoGetter    = (*Runtime)(nil)
+	_ runtimes.GraceReporter = (*Runtime)(nil)
+	_ runtimes.CheckRunner   = (*Runtime)(nil)
+	_ runtimes.Closer        = (*Runtime)(nil)
+)
+
+// Runtime is AWS Lambda in one region of an account.
+type Runtime struct {
+	runtimes.CheckDelegate
+	name, region string
+	client       *lambda.Client
+	log          *slog.Logger
+	now          func() time.Time
+	poll, steady time.Duration
+	// wait is how long apply waits between reads of a function being
+	// updated.
+	wait time.Duration
+
+	notifier runtimes.Notifier
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wake     chan struct{}
+	wg       sync.WaitGroup
+
+	mu    sync.Mutex
+	insts map[runtimes.InstanceKey]*instance
+	// versions caches published versions by ARN (immutable once Active
+	// or Failed).
+	versions map[string]*published
+	applyMu  map[runtimes.InstanceKey]*sync.Mutex
+}
+
+// instance is what the poller keeps for one service instance.
+type instance struct {
+	key    runtimes.InstanceKey
+	target runtimes.Target
+	obj    lambdaspec.Object
+	want   *lambda.CreateFunctionInput
+
+	gen       int
+	have      bool
+	state     runtimes.State
+	err       error
+	info      []runtimes.InfoOutput
+	polledAt  time.Time
+	fetchedAt time.Time
+	usedAt    time.Time
+}
+
+// Factory builds a Lambda runtime from its config (runtimehost.Registry).
+func Factory(cfg *config.Runtime, opts runtimes.Options) (runtimes.Runtime, error) {
+	return New(context.Background(), cfg, opts)
+}
+
+// New connects to Lambda in cfg.AwsLambda's region. Credentials are the
+// static access key when one is configured (a stored secret read through
+// opts.Secret), else the SDK's default chain; the endpoint is the SDK's
+// (AWS_ENDPOINT_URL_LAMBDA or AWS_ENDPOINT_URL name another). client
+// options apply to the Lambda client.
+func New(ctx context.Context, cfg *config.Runtime, opts runtimes.Options, client ...func(*lambda.Options)) (*Runtime, error) {
+	l := cfg.AwsLambda
+	if l == nil {
+		return nil, fmt.Errorf("runtime %s is not an awsLambda runtime", cfg.Name)
+	}
+	loads := []func(*awsconfig.LoadOptions) error{
+		awsconfig.WithRegion(l.Region),
+		awsconfig.WithRetryer(func() aws.Retryer {
+			return retry.NewStandard(func(o *retry.StandardOptions) {
+				o.MaxAttempts = 8
+				o.MaxBackoff = 20 * time.Second
+			})
+		}),
+	}
+	if k := l.AccessKey; k != nil {
+		secret := k.AwsSecretAccessKey.RawSecret
+		if ref := k.AwsSecretAccessKey.Secret; ref != nil {
+			if opts.Secret == nil {
+				return nil, fmt.Errorf("runtime %s: accessKey.awsSecretAccessKey.secret: stored secrets are read by the drover server, not here; an agent uses the credentials of its own environment (leave accessKey out)", cfg.Name)
+			}
+			v, err := opts.Secret(ctx, ref.Key, ref.Version)
+			if err != nil {
+				return nil, fmt.Errorf("runtime %s: accessKey.awsSecretAccessKey.secret: %w", cfg.Name, err)
+			}
+			secret = v
+		}
+		loads = append(loads, awsconfig.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(k.AwsAccessKeyID, secret, "")))
+	}
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, loads...)
+	if err != nil {
+		return nil, fmt.Errorf("runtime %s: AWS configuration: %w", cfg.Name, err)
+	}
+	log := opts.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	r := &Runtime{
+		name: cfg.Name, region: l.Region, client: lambda.NewFromConfig(awsCfg, client...), log: log.With("runtime", cfg.Name), now: now,
+		poll: l.PollInterval.Duration, steady: l.SteadyStatePollInterval.Duration, wait: time.Second,
+		wake: make(chan struct{}, 1), insts: map[runtimes.InstanceKey]*instance{}, versions: map[string]*published{},
+		applyMu: map[runtimes.InstanceKey]*sync.Mutex{},
+	}
+	if r.poll <= 0 {
+		r.poll = DefaultPollInterval
+	}
+	if r.steady <= 0 {
+		r.steady = DefaultSteadyPollInterval
+	}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	r.wg.Add(1)
+	go r.poller()
+	return r, nil
+}
+
+// Close stops the poller.
+func (r *Runtime) Close() error {
+	r.cancel()
+	r.wg.Wait()
+	r.CloseChecks()
+	return nil
+}
+
+// Watch calls notify with the key of every instance whose fetched state
+// changed, or that was applied, until ctx ends or the runtime closes.
+func (r *Runtime) Watch(ctx context.Context, notify func(runtimes.InstanceKey)) error {
+	return r.notifier.Watch(ctx, r.ctx.Done(), notify)
+}
+
+// ConvergenceGrace is how long after an apply the alias may still not show
+// the new version (lambdaspec.ConvergenceGrace).
+func (r *Runtime) ConvergenceGrace() time.Duration { return lambdaspec.ConvergenceGrace }
+
+// parse reads the target's one Lambda object.
+func parse(t *runtimes.Target) (lambdaspec.Object, *lambda.CreateFunctionInput, error) {
+	var o lambdaspec.Object
+	if len(t.Objects) != 1 {
+		return o, nil, runtimes.Permanent(fmt.Errorf("%s: want one awsLambda object, got %d (push again with this version of drover)", t.InstanceKey, len(t.Objects)))
+	}
+	if err := json.Unmarshal(t.Objects[0], &o); err != nil || o.Kind != lambdaspec.Kind {
+		return o, nil, runtimes.Permanent(fmt.Errorf("%s: not an awsLambda object (a %s service on a Lambda runtime?)", t.InstanceKey, t.Backend))
+	}
+	in, err := lambdaspec.Function(o.Function)
+	if err != nil {
+		return o, nil, runtimes.Permanent(fmt.Errorf("%s: function: %w", t.InstanceKey, err))
+	}
+	if o.Alias == "" {
+		o.Alias = lambdaspec.DefaultAlias
+	}
+	return o, in, nil
+}
+
+// touch records target as the instance's; a new target drops the cached
+// state.
+func (r *Runtime) touch(t runtimes.Target, o lambdaspec.Object, want *lambda.CreateFunctionInput) *instance {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	in := r.insts[t.InstanceKey]
+	if in == nil {
+		in = &instance{key: t.InstanceKey}
+		r.insts[t.InstanceKey] = in
+	}
+	if in.target.Version != t.Version || in.obj.Spec() != o.Spec() || in.obj.Alias != o.Alias || in.obj.FunctionName != o.FunctionName ||
+		in.obj.PreviousVersionWeight != o.PreviousVersionWeight {
+		in.have = false
+		in.gen++
+	}
+	in.target, in.obj, in.want, in.usedAt = t, o, want, r.now()
+	return in
+}
+
+// Fetch returns the instance's latest observed state, reading the
+// function now when there is none for this target.
+func (r *Runtime) Fetch(ctx context.Context, t runtimes.Target) (runtimes.State, error) {
+	o, want, err := parse(&t)
+	if err != nil {
+		return runtimes.State{}, err
+	}
+	in := r.touch(t, o, want)
+	for range 3 {
+		r.mu.Lock()
+		if in.have {
+			defer r.mu.Unlock()
+			return in.state, in.err
+		}
+		r.mu.Unlock()
+		r.describe(ctx, in)
+		if err := ctx.Err(); err != nil {
+			return runtimes.State{}, err
+		}
+	}
+	return runtimes.State{}, fmt.Errorf("lambda function %s: its target kept changing while it was read; retrying", o.FunctionName)
+}
+
+// Info returns what people read of the instance: the Lambda object (the
+// alias, the version it serves and the function's $LATEST) as JSON.
+func (r *Runtime) Info(_ context.Context, key runtimes.InstanceKey) ([]runtimes.InfoOutput, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if in := r.insts[key]; in != nil {
+		return in.info, nil
+	}
+	return nil, nil
+}
+
+// kick wakes the poller.
+func (r *Runtime) kick() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// forgetAfter is how long an instance nobody fetches is still polled.
+const forgetAfter = 15 * time.Minute
+
+// poller reads the instances that are due.
+func (r *Runtime) poller() {
+	defer r.wg.Done()
+	timer := time.NewTimer(time.Second)
+	defer timer.Stop()
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-timer.C:
+		case <-r.wake:
+		}
+		due, next := r.due()
+		for _, in := range due {
+			r.describe(r.ctx, in)
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(next)
+	}
+}
+
+// due returns the instances to read now (not read yet; every pollInterval
+// while not converged; every steadyStatePollInterval once converged) and
+// how long until the next is due. Instances nobody fetched for a while
+// are forgotten.
+func (r *Runtime) due() ([]*instance, time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	next := r.steady
+	var out []*instance
+	for k, in := range r.insts {
+		if now.Sub(in.usedAt) > max(3*r.steady, forgetAfter) {
+			delete(r.insts, k)
+			continue
+		}
+		every := r.poll
+		if in.have && in.err == nil && in.state.Converged {
+			every = r.steady
+		}
+		left := every - now.Sub(in.polledAt)
+		if !in.have || left <= 0 {
+			out = append(out, in)
+			left = every
+		}
+		next = min(next, left)
+	}
+	return out, max(next, 100*time.Millisecond)
+}
+
+// seen is the part of an instance a read works from.
+type seen struct {
+	gen  int
+	key  runtimes.InstanceKey
+	obj  lambdaspec.Object
+	want *lambda.CreateFunctionInput
+}
+
+// describe reads the instance's alias and function and records its state.
+func (r *Runtime) describe(ctx context.Context, in *instance) {
+	r.mu.Lock()
+	sn := seen{gen: in.gen, key: in.key, obj: in.obj, want: in.want}
+	in.polledAt = r.now()
+	r.mu.Unlock()
+	st, info, err := r.read(ctx, sn)
+	if ctx.Err() != nil {
+		return
+	}
+	if err != nil {
+		err = fmt.Errorf("read Lambda function %s in %s: %w", sn.obj.FunctionName, r.region, err)
+	}
+	r.mu.Lock()
+	if in.gen != sn.gen {
+		r.mu.Unlock()
+		return // the target changed meanwhile
+	}
+	changed := !in.have || errText(err) != errText(in.err) || !sameState(st, in.state)
+	in.have, in.state, in.err, in.fetchedAt = true, st, err, r.now()
+	if info != nil || err == nil {
+		in.info = info
+	}
+	r.mu.Unlock()
+	if changed {
+		r.notifier.Notify(sn.key)
+	}
+}
+
+// read is one observation: GetFunction, GetAlias and, once per published
+// version, its configuration.
+func (r *Runtime) read(ctx context.Context, sn seen) (runtimes.State, []runtimes.InfoOutput, error) {
+	fn, err := r.client.GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(sn.obj.FunctionName)})
+	if notFound(err) {
+		return missing(sn, fmt.Sprintf("Lambda function %s does not exist in %s", sn.obj.FunctionName, r.region)), nil, nil
+	}
+	if err != nil {
+		return runtimes.State{}, nil, err
+	}
+	if why := owner(sn.key, sn.obj, fn.Tags); why != "" {
+		return missing(sn, why), nil, nil
+	}
+	alias, err := r.client.GetAlias(ctx, &lambda.GetAliasInput{FunctionName: aws.String(sn.obj.FunctionName), Name: aws.String(sn.obj.Alias)})
+	if notFound(err) {
+		return missing(sn, fmt.Sprintf("Lambda function %s has no alias %s yet", sn.obj.FunctionName, sn.obj.Alias)), nil, nil
+	}
+	if err != nil {
+		return runtimes.State{}, nil, err
+	}
+	ver, err := r.version(ctx, sn.obj.FunctionName, aws.ToString(alias.FunctionVersion))
+	if err != nil {
+		return runtimes.State{}, nil, err
+	}
+	view := viewOf(sn, fn, alias, ver)
+	st := observe(sn, view)
+	raw, _ := json.MarshalIndent(view, "", "  ")
+	return st, []runtimes.InfoOutput{{Name: "Lambda", Text: string(raw)}}, nil
+}
+
+// missing is the state of an instance whose function or alias is not
+// there (or not drover's): no version runs.
+func missing(sn seen, msg string) runtimes.State {
+	return runtimes.State{Message: msg, Objects: []runtimes.Object{{ObjectType: "Lambda", Name: sn.obj.FunctionName, Status: runtimes.ObjectPending, Message: msg}}}
+}
+
+// published is what drover reads of a published version.
+type published struct {
+	Number      string `json:"number"`
+	State       string `json:"state,omitempty"`
+	StateReason string `json:"stateReason,omitempty"`
+	CodeSha256  string `json:"codeSha256,omitempty"`
+	Description string `json:"description,omitempty"`
+}
+
+// version reads a published version's configuration, once per version
+// when it settled (not Pending).
+func (r *Runtime) version(ctx context.Context, function, number string) (*published, error) {
+	key := function + ":" + number
+	r.mu.Lock()
+	p := r.versions[key]
+	r.mu.Unlock()
+	if p != nil {
+		return p, nil
+	}
+	cfg, err := r.client.GetFunctionConfiguration(ctx, &lambda.GetFunctionConfigurationInput{FunctionName: aws.String(function), Qualifier: aws.String(number)})
+	if err != nil {
+		return nil, err
+	}
+	p = &published{Number: number, State: string(cfg.State), StateReason: aws.ToString(cfg.StateReason), CodeSha256: aws.ToString(cfg.CodeSha256),
+		Description: aws.ToString(cfg.Description)}
+	if cfg.State != types.StatePending && number != "$LATEST" {
+		r.mu.Lock()
+		if len(r.versions) > 4096 {
+			clear(r.versions)
+		}
+		r.versions[key] = p
+		r.mu.Unlock()
+	}
+	return p, nil
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func sameState(a, b runtimes.State) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
+}
+
+// owner says whose the function is: "" for drover's instance key (or
+// adopted), else a sentence saying why it is not.
+func owner(key runtimes.InstanceKey, o lambdaspec.Object, tags map[string]string) string {
+	switch got := tags[TagInstance]; {
+	case got == key.String():
+		return ""
+	case got != "":
+		return fmt.Sprintf("Lambda function %s belongs to drover's %s, not to %s", o.FunctionName, got, key)
+	case o.Adopt:
+		return ""
+	}
+	return fmt.Sprintf("Lambda function %s exists and is not drover's (no %s tag); set awsLambda.adopt: true to take it over", o.FunctionName, TagInstance)
+}
+
+// notFound reports a ResourceNotFoundException.
+func notFound(err error) bool {
+	var nf *types.ResourceNotFoundException
+	return errors.As(err, &nf)
+}
+
+// permanent marks the Lambda API's refusals of what was asked (bad input,
+// a role or layer that does not exist, a zip too large) as errors that
+// retrying does not fix; throttling and server errors were retried by the
+// SDK, and a function still being updated (ResourceConflictException) is
+// retried by the engine.
+func permanent(err error) error {
+	var ae smithy.APIError
+	if !errors.As(err, &ae) {
+		return err
+	}
+	switch ae.ErrorCode() {
+	case "InvalidParameterValueException", "ValidationException", "ResourceNotFoundException", "AccessDeniedException",
+		"CodeStorageExceededException", "CodeVerificationFailedException", "InvalidCodeSignatureException",
+		"RequestTooLargeException", "UnsupportedMediaTypeException", "PreconditionFailedException":
+		return runtimes.Permanent(err)
+	}
+	return err
+}
+
+// description is a published version's description: the drover version
+// and the spec, which Apply looks for to reuse the version.
+func description(version, spec string) string {
+	d := "drover " + version + " spec " + spec
+	if len(d) > 256 {
+		d = d[:256]
+	}
+	return d
+}
+
+// parseDescription returns the drover version and spec of a version drover
+// published ("" when another published it).
+func parseDescription(d string) (version, spec string) {
+	f := strings.Fields(d)
+	if len(f) == 4 && f[0] == "drover" && f[2] == "spec" {
+		return f[1], f[3]
+	}
+	return "", ""
+}
+
+// sortedKeys is the keys of m in order.
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
