@@ -3,6 +3,8 @@ package compiler
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
+	"strings"
 
 	"github.com/drover-dev/drover/internal/config"
 )
@@ -21,8 +23,17 @@ type serviceForRC struct {
 	Field string
 }
 
-// backendKeys are the members of the service backend oneof.
-var backendKeys = []string{"kubernetesConfig", "customRuntime", "helm", "awsEcs", "googleCloudRun", "fly", "terraform", "pulumi"}
+// backendKeys are the members of the service backend oneof: every field
+// of config.ServiceBackend, so that a backend a kind adds there is one too.
+var backendKeys = func() []string {
+	t := reflect.TypeFor[config.ServiceBackend]()
+	keys := make([]string, 0, t.NumField())
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		keys = append(keys, name)
+	}
+	return keys
+}()
 
 // sourceKeys are the members of the Kubernetes config source oneof.
 var sourceKeys = []string{"inlined", "local", "remote", "tree"}
