@@ -9,6 +9,7 @@ import (
 	"github.com/drover-dev/drover/internal/config"
 	"github.com/drover-dev/drover/internal/runtimehost"
 	"github.com/drover-dev/drover/internal/runtimes"
+	"github.com/drover-dev/drover/internal/runtimes/cloudrun"
 	"github.com/drover-dev/drover/internal/runtimes/custom"
 	"github.com/drover-dev/drover/internal/runtimes/ecs"
 	"github.com/drover-dev/drover/internal/runtimes/fake"
@@ -26,6 +27,7 @@ func Registry() runtimehost.Registry {
 		config.KindTerraformRunner: terraform.Factory,
 		config.KindKubernetes:      kubernetesWithChecks,
 		config.KindAwsEcs:          ecsWithChecks,
+		config.KindGoogleCloudRun:  cloudRunWithChecks,
 	}
 }
 
@@ -44,6 +46,23 @@ func ecsWithChecks(cfg *config.Runtime, opts runtimes.Options) (runtimes.Runtime
 	}
 	e.SetCheckRunner(local)
 	return e, nil
+}
+
+// cloudRunWithChecks builds a Cloud Run runtime whose release channels'
+// protection and extension commands run on this host, through a custom
+// runtime of the same name (Cloud Run has no place to run them).
+func cloudRunWithChecks(cfg *config.Runtime, opts runtimes.Options) (runtimes.Runtime, error) {
+	r, err := cloudrun.New(context.Background(), cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	local, err := custom.New(&config.Runtime{Name: cfg.Name, Custom: &config.CustomRuntime{}}, opts)
+	if err != nil {
+		_ = r.Close()
+		return nil, err
+	}
+	r.SetCheckRunner(local)
+	return r, nil
 }
 
 // kubernetesWithChecks builds a Kubernetes runtime whose release channels'
