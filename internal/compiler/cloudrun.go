@@ -57,7 +57,7 @@ func (c *rcCompiler) googleCloudRun(field string, g *config.GoogleCloudRunConfig
 	fail := func(line int, msg string) {
 		e := Error{Object: c.serviceObject(), Field: where, Msg: msg}
 		if file, fline := config.LocateSource(rendered, line); file != "" {
-			e.File, e.Line = file, fline
+			e.File, e.Line, e.Field = file, fline, field+".local" // read from local.path
 		} else if line > 0 {
 			e.Msg = fmt.Sprintf("line %d: %s", line, msg)
 		}
