@@ -132,6 +132,7 @@ func classify(err error) error {
 	switch status.Code(err) {
 	case codes.InvalidArgument, codes.PermissionDenied, codes.Unauthenticated, codes.FailedPrecondition, codes.AlreadyExists, codes.OutOfRange, codes.Unimplemented:
 		return runtimes.Permanent(err)
+	default:
+		return err
 	}
-	return err
 }

@@ -309,7 +309,7 @@ func (r *Runtime) Fetch(ctx context.Context, t runtimes.Target) (runtimes.State,
 			return runtimes.State{}, err
 		}
 	}
-	return runtimes.State{}, fmt.Errorf("Cloud Run service %s: its target kept changing while it was read; retrying", o.ServiceName)
+	return runtimes.State{}, fmt.Errorf("read Cloud Run service %s: its target kept changing while it was read; retrying", o.ServiceName)
 }
 
 // Info returns the instance's Cloud Run object (CloudRun) as JSON.

@@ -5,7 +5,7 @@
 //	go run ./internal/testing/cloudruntest/cmd/cloudrun-test-server -listen 127.0.0.1:8099
 //	CLOUD_RUN_EMULATOR_HOST=127.0.0.1:8099 drover server
 //
-// It prints the API calls it served, by method, when it stops.
+// It prints (on stderr) the API calls it served, by method, when it stops.
 package main
 
 import (
@@ -29,10 +29,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "cloudrun-test-server:", err)
 		os.Exit(1)
 	}
-	fmt.Printf("Cloud Run Admin API v2 test server on %s (CLOUD_RUN_EMULATOR_HOST=%s)\n", s.Addr(), s.Addr())
+	fmt.Fprintf(os.Stderr, "Cloud Run Admin API v2 test server on %s (CLOUD_RUN_EMULATOR_HOST=%s)\n", s.Addr(), s.Addr())
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	<-sig
 	s.Close()
-	fmt.Printf("calls served: %v\n", s.Calls())
+	fmt.Fprintf(os.Stderr, "calls served: %v\n", s.Calls())
 }
