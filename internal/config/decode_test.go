@@ -221,8 +221,8 @@ func TestDecodeErrors(t *testing.T) {
 		},
 		{
 			name: "unsupported field",
-			src:  "service:\n  name: a\n  googleCloudRun:\n    taskDefinition: x\n",
-			want: []string{"f.pvn.yaml:3:3: service.googleCloudRun: not supported yet: googleCloudRun"},
+			src:  "service:\n  name: a\n  fly:\n    taskDefinition: x\n",
+			want: []string{"f.pvn.yaml:3:3: service.fly: not supported yet: fly"},
 		},
 		{
 			name: "unsupported snake_case field",
@@ -347,7 +347,7 @@ func TestDecodeReportsAllErrorsSorted(t *testing.T) {
 	src := `service:
   name: 5
   aplication: shop
-  googleCloudRun: {}
+  fly: {}
   progressDeadline: later
   kubernetesConfig:
     type: KUSTOMISE
@@ -360,7 +360,7 @@ func TestDecodeReportsAllErrorsSorted(t *testing.T) {
 	want := []string{
 		`f.pvn.yaml:2:9: service.name: expected a string, got an integer (quote it: "5")`,
 		`f.pvn.yaml:3:3: service.aplication: unknown field "aplication" (did you mean "application"?)`,
-		`f.pvn.yaml:4:3: service.googleCloudRun: not supported yet: googleCloudRun`,
+		`f.pvn.yaml:4:3: service.fly: not supported yet: fly`,
 		`f.pvn.yaml:5:21: service.progressDeadline: invalid duration "later": want seconds like "30s" or a Go duration like "5m"`,
 		`f.pvn.yaml:7:11: service.kubernetesConfig.type: invalid value "KUSTOMISE": expected one of UNKNOWN, KUBERNETES, KUSTOMIZE (did you mean KUSTOMIZE?)`,
 		`f.pvn.yaml:8:5: service.kubernetesConfig.tree: tree is set by drover and cannot be written in a config file`,
@@ -400,7 +400,7 @@ func TestDecodeInternalAllowsTree(t *testing.T) {
 		t.Errorf("tree = %+v, want %+v", got, want)
 	}
 	// Unsupported fields stay errors for internal input too.
-	if _, err := DecodeInternal("f.pvn.yaml", []byte("service:\n  name: a\n  googleCloudRun: {}\n")); err == nil {
+	if _, err := DecodeInternal("f.pvn.yaml", []byte("service:\n  name: a\n  fly: {}\n")); err == nil {
 		t.Error("DecodeInternal accepted an unsupported field")
 	}
 }

@@ -235,15 +235,15 @@ type Service struct {
 
 // ServiceBackend is the backend oneof shared by a service and its per-release-channel overrides.
 type ServiceBackend struct {
-	KubernetesConfig *KubernetesConfig    `json:"kubernetesConfig,omitempty" alias:"externalConfig"`
-	CustomRuntime    *CustomRuntimeValues `json:"customRuntime,omitempty" alias:"runtimeExtension"`
-	Helm             *HelmConfig          `json:"helm,omitempty"`
-	AwsEcs           *AwsEcsConfig        `json:"awsEcs,omitempty"`
-	AwsLambda        *AwsLambdaConfig     `json:"awsLambda,omitempty" drover:"extension"`
-	GoogleCloudRun   Unsupported          `json:"googleCloudRun,omitzero"`
-	Fly              Unsupported          `json:"fly,omitzero"`
-	Terraform        Unsupported          `json:"terraform,omitzero"`
-	Pulumi           Unsupported          `json:"pulumi,omitzero"`
+	KubernetesConfig *KubernetesConfig     `json:"kubernetesConfig,omitempty" alias:"externalConfig"`
+	CustomRuntime    *CustomRuntimeValues  `json:"customRuntime,omitempty" alias:"runtimeExtension"`
+	Helm             *HelmConfig           `json:"helm,omitempty"`
+	AwsEcs           *AwsEcsConfig         `json:"awsEcs,omitempty"`
+	AwsLambda        *AwsLambdaConfig      `json:"awsLambda,omitempty" drover:"extension"`
+	GoogleCloudRun   *GoogleCloudRunConfig `json:"googleCloudRun,omitempty"`
+	Fly              Unsupported           `json:"fly,omitzero"`
+	Terraform        Unsupported           `json:"terraform,omitzero"`
+	Pulumi           Unsupported           `json:"pulumi,omitzero"`
 }
 
 // PerReleaseChannel overrides service fields for one release channel (deep-merged).
@@ -625,24 +625,24 @@ type Runtime struct {
 	// application's admin chooses its channels' runtimes, so this keeps
 	// one team's channels off another team's cluster or command host.
 	// Unset: any application may, as in Prodvana.
-	Applications          []string           `json:"applications,omitempty" drover:"extension"`
-	AutoRollback          *AutoRollback      `json:"autoRollback,omitempty"`
-	Fake                  *FakeRuntime       `json:"fake,omitempty"`
-	Custom                *CustomRuntime     `json:"custom,omitempty" alias:"extension"`
-	TerraformRunner       *TerraformRunner   `json:"terraformRunner,omitempty"`
-	Kubernetes            *KubernetesRuntime `json:"kubernetes,omitempty" drover:"extension"`
-	PulumiRunner          Unsupported        `json:"pulumiRunner,omitzero"`
-	AwsEcs                *AwsEcsRuntime     `json:"awsEcs,omitempty"`
-	AwsLambda             *AwsLambdaRuntime  `json:"awsLambda,omitempty" drover:"extension"`
-	GoogleCloudRun        Unsupported        `json:"googleCloudRun,omitzero"`
-	Fly                   Unsupported        `json:"fly,omitzero"`
-	Kubecost              Unsupported        `json:"kubecost,omitzero"`
-	Datadog               Unsupported        `json:"datadog,omitzero"`
-	AlbIngress            Unsupported        `json:"albIngress,omitzero"`
-	ArgoRollouts          Unsupported        `json:"argoRollouts,omitzero"`
-	GkeIngress            Unsupported        `json:"gkeIngress,omitzero"`
-	SelfManagedGkeIngress Unsupported        `json:"selfManagedGkeIngress,omitzero"`
-	CloudProvider         Unsupported        `json:"cloudProvider,omitzero"`
+	Applications          []string               `json:"applications,omitempty" drover:"extension"`
+	AutoRollback          *AutoRollback          `json:"autoRollback,omitempty"`
+	Fake                  *FakeRuntime           `json:"fake,omitempty"`
+	Custom                *CustomRuntime         `json:"custom,omitempty" alias:"extension"`
+	TerraformRunner       *TerraformRunner       `json:"terraformRunner,omitempty"`
+	Kubernetes            *KubernetesRuntime     `json:"kubernetes,omitempty" drover:"extension"`
+	PulumiRunner          Unsupported            `json:"pulumiRunner,omitzero"`
+	AwsEcs                *AwsEcsRuntime         `json:"awsEcs,omitempty"`
+	AwsLambda             *AwsLambdaRuntime      `json:"awsLambda,omitempty" drover:"extension"`
+	GoogleCloudRun        *GoogleCloudRunRuntime `json:"googleCloudRun,omitempty"`
+	Fly                   Unsupported            `json:"fly,omitzero"`
+	Kubecost              Unsupported            `json:"kubecost,omitzero"`
+	Datadog               Unsupported            `json:"datadog,omitzero"`
+	AlbIngress            Unsupported            `json:"albIngress,omitzero"`
+	ArgoRollouts          Unsupported            `json:"argoRollouts,omitzero"`
+	GkeIngress            Unsupported            `json:"gkeIngress,omitzero"`
+	SelfManagedGkeIngress Unsupported            `json:"selfManagedGkeIngress,omitzero"`
+	CloudProvider         Unsupported            `json:"cloudProvider,omitzero"`
 }
 
 // AwsEcsRuntime is an Amazon ECS cluster in one region. Credentials are
@@ -1025,4 +1025,121 @@ func validateAwsLambdaBackend(b *ServiceBackend, path string, add func(field, ms
 		add(p+".routingConfig.previousVersionPercent", "a share of invocations in percent, 1 to 99 (90 keeps 90% on the previous version, a canary of 10%); 0 or unset sends all to the new version")
 	}
 	return "awsLambda"
+}
+
+// GoogleCloudRunRuntime is a Google Cloud project and region whose Cloud
+// Run services drover releases. Credentials are the service account key of
+// serviceAccountJson, else the environment's (Application Default
+// Credentials) of wherever the runtime runs.
+type GoogleCloudRunRuntime struct {
+	// ProxyRuntime names the linked runtime whose agent calls the Cloud
+	// Run API (with its own environment's credentials): the server then
+	// holds none.
+	ProxyRuntime *ProxyRuntime `json:"proxyRuntime,omitempty"`
+	Project      string        `json:"project"`
+	Region       string        `json:"region"`
+	// ServiceAccountJSON is a service account key (its JSON file's
+	// content): a version of a secret in drover's store, read by the
+	// server when it builds the runtime, or rawSecret (drover extension).
+	ServiceAccountJSON *SecretReferenceValue `json:"serviceAccountJson,omitempty"`
+	// PollInterval is how often a rollout is read (default 10s);
+	// SteadyStatePollInterval how often once converged (default 1m), to
+	// see drift (drover extensions).
+	PollInterval            Duration `json:"pollInterval,omitzero" drover:"extension"`
+	SteadyStatePollInterval Duration `json:"steadyStatePollInterval,omitzero" drover:"extension"`
+}
+
+// SecretReferenceValue is Prodvana's reference to a secret value: a
+// stored secret's version, or rawSecret (drover extension); it has
+// AwsSecretValue's shape.
+type SecretReferenceValue = AwsSecretValue
+
+// GoogleCloudRunConfig is a service's Cloud Run backend: one Knative
+// Service YAML (as gcloud run services replace takes it), inlined or a
+// local file (path, or a directory path and a templated subPath), a Go
+// template like every referenced file. It has KubernetesConfig's shape,
+// so its local files are read as a Kubernetes config's are; only
+// inlined, local and literal apply (validateGoogleCloudRunBackend).
+type GoogleCloudRunConfig = KubernetesConfig
+
+// KindGoogleCloudRun is the googleCloudRun runtime kind, and
+// BackendGoogleCloudRun the service backend it runs.
+const (
+	KindGoogleCloudRun    = "googleCloudRun"
+	BackendGoogleCloudRun = "googleCloudRun"
+)
+
+func init() {
+	RegisterRuntimeKind(RuntimeKind{
+		Name: KindGoogleCloudRun, Configured: func(rt *Runtime) bool { return rt.GoogleCloudRun != nil },
+		Backends: []string{BackendGoogleCloudRun},
+		Proxy:    func(rt *Runtime, _ bool) string { return proxyOf(rt.GoogleCloudRun.ProxyRuntime) },
+		Unproxied: func(rt *Runtime) *Runtime {
+			cp, g := *rt, *rt.GoogleCloudRun
+			g.ProxyRuntime, cp.GoogleCloudRun = nil, &g
+			return &cp
+		},
+		// As cloudrunspec.ConvergenceGrace, which this package does not import.
+		ConvergenceGrace: 5 * time.Minute,
+		validate:         (*validator).googleCloudRunRuntime,
+		ValidateBackend:  validateGoogleCloudRunBackend,
+	})
+}
+
+// googleCloudRunRuntime checks a googleCloudRun runtime section.
+func (v *validator) googleCloudRunRuntime(src *Source, rt *Runtime) {
+	g := rt.GoogleCloudRun
+	p := "runtime.googleCloudRun"
+	v.proxy(src, p+".proxyRuntime", g.ProxyRuntime)
+	if g.Project == "" {
+		v.add(src, p+".project", "project is required: the Google Cloud project ID")
+	} else if !gcpProjectRE.MatchString(g.Project) {
+		v.add(src, p+".project", "%q is not a Google Cloud project ID (6 to 30 lowercase letters, digits and -)", g.Project)
+	}
+	if g.Region == "" {
+		v.add(src, p+".region", "region is required (like us-central1)")
+	} else if !gcpRegionRE.MatchString(g.Region) {
+		v.add(src, p+".region", "%q is not a Google Cloud region (like us-central1)", g.Region)
+	}
+	if sa := g.ServiceAccountJSON; sa != nil {
+		switch {
+		case sa.RawSecret != "" && sa.Secret != nil:
+			v.add(src, p+".serviceAccountJson", "set only one of rawSecret and secret")
+		case sa.Secret != nil && (sa.Secret.Key == "" || sa.Secret.Version == ""):
+			v.add(src, p+".serviceAccountJson.secret", "key and version are required (drover secrets list shows them)")
+		case sa.RawSecret == "" && sa.Secret == nil:
+			v.add(src, p+".serviceAccountJson", "secret (a stored secret: drover secrets set) or rawSecret is required; leave serviceAccountJson out to use the environment's credentials")
+		}
+	}
+	v.interval(src, p+".pollInterval", g.PollInterval)
+	v.interval(src, p+".steadyStatePollInterval", g.SteadyStatePollInterval)
+}
+
+var (
+	gcpProjectRE = regexp.MustCompile(`^[a-z][-a-z0-9]{4,28}[a-z0-9]$`)
+	gcpRegionRE  = regexp.MustCompile(`^[a-z]+-[a-z]+[0-9]+$`)
+)
+
+// validateGoogleCloudRunBackend checks a service's googleCloudRun section:
+// a Knative Service, inlined or local; the fields of a Kubernetes config
+// it does not take are refused by name.
+func validateGoogleCloudRunBackend(b *ServiceBackend, path string, add func(field, msg string)) string {
+	g := b.GoogleCloudRun
+	if g == nil {
+		return ""
+	}
+	p := path + ".googleCloudRun"
+	if g.Type != "" {
+		add(p+".type", "a Cloud Run service is one Knative Service YAML: leave type out")
+	}
+	if g.EnvInjectionMode != "" {
+		add(p+".envInjectionMode", "not a googleCloudRun field: drover adds the service's env to every container")
+	}
+	if len(g.Patches) > 0 {
+		add(p+".patches", "not a googleCloudRun field")
+	}
+	if g.Inlined == "" && g.Local == nil && g.Tree == nil && path == "service" {
+		add(p, "a Knative Service is required: inlined or local")
+	}
+	return BackendGoogleCloudRun
 }

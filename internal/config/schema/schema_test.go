@@ -129,11 +129,11 @@ func TestStructure(t *testing.T) {
 	if _, ok := defs["FileTree"]; ok {
 		t.Error("FileTree (only reachable through the internal field tree) is defined")
 	}
-	if p := prop("Service", "googleCloudRun"); p == nil || p["not"] == nil || p["description"] != unsupportedDesc {
-		t.Errorf("service.googleCloudRun = %v, want a not schema", p)
+	if p := prop("Service", "fly"); p == nil || p["not"] == nil || p["description"] != unsupportedDesc {
+		t.Errorf("service.fly = %v, want a not schema", p)
 	}
-	if p := prop("PerReleaseChannel", "googleCloudRun"); p == nil || p["not"] == nil {
-		t.Errorf("perReleaseChannel.googleCloudRun (embedded ServiceBackend) = %v", p)
+	if p := prop("PerReleaseChannel", "fly"); p == nil || p["not"] == nil {
+		t.Errorf("perReleaseChannel.fly (embedded ServiceBackend) = %v", p)
 	}
 	if p := prop("Runtime", "fake"); p == nil {
 		t.Error("runtime.fake is missing")
@@ -261,8 +261,8 @@ func TestSnippets(t *testing.T) {
 		{"service: {name: s, delivery_extensions: []}", true},
 		{"service: {delivery_extensions: [], convergenceExtensions: []}", false},
 		{"service: {deliveryExtensions: [], delivery_extensions: []}", false},
-		{"service: {googleCloudRun: {}}", false},
-		{"service: {googleCloudRun: null}", false},
+		{"service: {fly: {}}", false},
+		{"service: {fly: null}", false},
 		{"service: {external_config: {type: KUSTOMIZE}}", true},
 		{"service: {kubernetesConfig: {type: KUBERNETES, tree: {root: x}}}", false},
 		{"service: {kubernetesConfig: {type: 2}}", true},

@@ -9,6 +9,7 @@ import (
 	"github.com/drover-dev/drover/internal/config"
 	"github.com/drover-dev/drover/internal/runtimehost"
 	"github.com/drover-dev/drover/internal/runtimes"
+	"github.com/drover-dev/drover/internal/runtimes/cloudrun"
 	"github.com/drover-dev/drover/internal/runtimes/custom"
 	"github.com/drover-dev/drover/internal/runtimes/ecs"
 	"github.com/drover-dev/drover/internal/runtimes/fake"
@@ -28,6 +29,7 @@ func Registry() runtimehost.Registry {
 		config.KindKubernetes:      kubernetesWithChecks,
 		config.KindAwsEcs:          ecsWithChecks,
 		config.KindAwsLambda:       lambdaWithChecks,
+		config.KindGoogleCloudRun:  cloudRunWithChecks,
 	}
 }
 
@@ -63,6 +65,23 @@ func lambdaWithChecks(cfg *config.Runtime, opts runtimes.Options) (runtimes.Runt
 	}
 	l.SetCheckRunner(local)
 	return l, nil
+}
+
+// cloudRunWithChecks builds a Cloud Run runtime whose release channels'
+// protection and extension commands run on this host, through a custom
+// runtime of the same name (Cloud Run has no place to run them).
+func cloudRunWithChecks(cfg *config.Runtime, opts runtimes.Options) (runtimes.Runtime, error) {
+	r, err := cloudrun.New(context.Background(), cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	local, err := custom.New(&config.Runtime{Name: cfg.Name, Custom: &config.CustomRuntime{}}, opts)
+	if err != nil {
+		_ = r.Close()
+		return nil, err
+	}
+	r.SetCheckRunner(local)
+	return r, nil
 }
 
 // kubernetesWithChecks builds a Kubernetes runtime whose release channels'
