@@ -43,9 +43,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ecs"
 	"github.com/aws/aws-sdk-go-v2/service/ecs/types"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
@@ -54,6 +51,7 @@ import (
 	"github.com/drover-dev/drover/internal/config"
 	"github.com/drover-dev/drover/internal/ecsspec"
 	"github.com/drover-dev/drover/internal/runtimes"
+	"github.com/drover-dev/drover/internal/runtimes/awsconf"
 )
 
 // Tags drover puts on the task definitions it registers and the ECS
@@ -158,34 +156,9 @@ func New(ctx context.Context, cfg *config.Runtime, opts runtimes.Options, client
 	if e == nil {
 		return nil, fmt.Errorf("runtime %s is not an awsEcs runtime", cfg.Name)
 	}
-	loads := []func(*awsconfig.LoadOptions) error{
-		awsconfig.WithRegion(e.Region),
-		awsconfig.WithRetryer(func() aws.Retryer {
-			// Throttling and 5xx are retried with jittered backoff, more
-			// patiently than the SDK's default 3 attempts.
-			return retry.NewStandard(func(o *retry.StandardOptions) {
-				o.MaxAttempts = 8
-				o.MaxBackoff = 20 * time.Second
-			})
-		}),
-	}
-	if k := e.AccessKey; k != nil {
-		secret := k.AwsSecretAccessKey.RawSecret
-		if ref := k.AwsSecretAccessKey.Secret; ref != nil {
-			if opts.Secret == nil {
-				return nil, fmt.Errorf("runtime %s: accessKey.awsSecretAccessKey.secret: stored secrets are read by the drover server, not here; an agent uses the credentials of its own environment (leave accessKey out)", cfg.Name)
-			}
-			v, err := opts.Secret(ctx, ref.Key, ref.Version)
-			if err != nil {
-				return nil, fmt.Errorf("runtime %s: accessKey.awsSecretAccessKey.secret: %w", cfg.Name, err)
-			}
-			secret = v
-		}
-		loads = append(loads, awsconfig.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(k.AwsAccessKeyID, secret, "")))
-	}
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, loads...)
+	awsCfg, err := awsconf.Load(ctx, cfg.Name, e.Region, e.AccessKey, opts)
 	if err != nil {
-		return nil, fmt.Errorf("runtime %s: AWS configuration: %w", cfg.Name, err)
+		return nil, err
 	}
 	log := opts.Log
 	if log == nil {

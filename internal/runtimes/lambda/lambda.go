@@ -41,9 +41,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
 	"github.com/aws/smithy-go"
@@ -51,6 +48,7 @@ import (
 	"github.com/drover-dev/drover/internal/config"
 	"github.com/drover-dev/drover/internal/lambdaspec"
 	"github.com/drover-dev/drover/internal/runtimes"
+	"github.com/drover-dev/drover/internal/runtimes/awsconf"
 )
 
 // Tags drover puts on the functions it deploys.
@@ -138,32 +136,9 @@ func New(ctx context.Context, cfg *config.Runtime, opts runtimes.Options, client
 	if l == nil {
 		return nil, fmt.Errorf("runtime %s is not an awsLambda runtime", cfg.Name)
 	}
-	loads := []func(*awsconfig.LoadOptions) error{
-		awsconfig.WithRegion(l.Region),
-		awsconfig.WithRetryer(func() aws.Retryer {
-			return retry.NewStandard(func(o *retry.StandardOptions) {
-				o.MaxAttempts = 8
-				o.MaxBackoff = 20 * time.Second
-			})
-		}),
-	}
-	if k := l.AccessKey; k != nil {
-		secret := k.AwsSecretAccessKey.RawSecret
-		if ref := k.AwsSecretAccessKey.Secret; ref != nil {
-			if opts.Secret == nil {
-				return nil, fmt.Errorf("runtime %s: accessKey.awsSecretAccessKey.secret: stored secrets are read by the drover server, not here; an agent uses the credentials of its own environment (leave accessKey out)", cfg.Name)
-			}
-			v, err := opts.Secret(ctx, ref.Key, ref.Version)
-			if err != nil {
-				return nil, fmt.Errorf("runtime %s: accessKey.awsSecretAccessKey.secret: %w", cfg.Name, err)
-			}
-			secret = v
-		}
-		loads = append(loads, awsconfig.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(k.AwsAccessKeyID, secret, "")))
-	}
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, loads...)
+	awsCfg, err := awsconf.Load(ctx, cfg.Name, l.Region, l.AccessKey, opts)
 	if err != nil {
-		return nil, fmt.Errorf("runtime %s: AWS configuration: %w", cfg.Name, err)
+		return nil, err
 	}
 	log := opts.Log
 	if log == nil {
