@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 )
 
@@ -243,7 +244,7 @@ type ServiceBackend struct {
 	GoogleCloudRun   *GoogleCloudRunConfig `json:"googleCloudRun,omitempty"`
 	Fly              Unsupported           `json:"fly,omitzero"`
 	Terraform        Unsupported           `json:"terraform,omitzero"`
-	Pulumi           Unsupported           `json:"pulumi,omitzero"`
+	Pulumi           *PulumiConfig         `json:"pulumi,omitempty"`
 }
 
 // PerReleaseChannel overrides service fields for one release channel (deep-merged).
@@ -631,7 +632,7 @@ type Runtime struct {
 	Custom                *CustomRuntime         `json:"custom,omitempty" alias:"extension"`
 	TerraformRunner       *TerraformRunner       `json:"terraformRunner,omitempty"`
 	Kubernetes            *KubernetesRuntime     `json:"kubernetes,omitempty" drover:"extension"`
-	PulumiRunner          Unsupported            `json:"pulumiRunner,omitzero"`
+	PulumiRunner          *PulumiRunner          `json:"pulumiRunner,omitempty"`
 	AwsEcs                *AwsEcsRuntime         `json:"awsEcs,omitempty"`
 	AwsLambda             *AwsLambdaRuntime      `json:"awsLambda,omitempty" drover:"extension"`
 	GoogleCloudRun        *GoogleCloudRunRuntime `json:"googleCloudRun,omitempty"`
@@ -1142,4 +1143,84 @@ func validateGoogleCloudRunBackend(b *ServiceBackend, path string, add func(fiel
 		add(p, "a Knative Service is required: inlined or local")
 	}
 	return BackendGoogleCloudRun
+}
+
+// PulumiRunner runs pulumi preview (fetch) and pulumi up (apply) for the
+// services on this runtime, each a Pulumi program and stack. It has the
+// terraformRunner's shape, as in Prodvana, and its fields mean the same
+// (docs/pulumi.md).
+type PulumiRunner = TerraformRunner
+
+// PulumiConfig is Prodvana's pulumi backend: the program's directory and
+// the stack, as a pulumiRunner service passes them in
+// customRuntime.parameterValues. Image is the image the commands run in
+// as Kubernetes Jobs; PulumiCommandPrefix goes before every pulumi command
+// ([poetry, run]). PvnWrapperPath and ShellPath name Prodvana's wrapper and
+// shell in that image: accepted, and not used by drover, which runs pulumi
+// itself.
+type PulumiConfig struct {
+	Image               string   `json:"image,omitempty"`
+	Path                string   `json:"path,omitempty"`
+	Stack               string   `json:"stack,omitempty"`
+	PvnWrapperPath      string   `json:"pvnWrapperPath,omitempty"`
+	ShellPath           string   `json:"shellPath,omitempty"`
+	PulumiCommandPrefix []string `json:"pulumiCommandPrefix,omitempty"`
+}
+
+// KindPulumiRunner is the pulumiRunner runtime kind, and BackendPulumi the
+// pulumi service backend it runs beside customRuntime.
+const (
+	KindPulumiRunner = "pulumiRunner"
+	BackendPulumi    = "pulumi"
+)
+
+func init() {
+	RegisterRuntimeKind(RuntimeKind{
+		Name: KindPulumiRunner, Configured: func(rt *Runtime) bool { return rt.PulumiRunner != nil },
+		Backends: []string{BackendCustomRuntime, BackendPulumi}, RunsCommands: true, Plans: true,
+		Proxy: func(rt *Runtime, _ bool) string { return proxyOf(rt.PulumiRunner.ProxyRuntime) },
+		Unproxied: func(rt *Runtime) *Runtime {
+			cp, p := *rt, *rt.PulumiRunner
+			p.ProxyRuntime, cp.PulumiRunner = nil, &p
+			return &cp
+		},
+		validate:        (*validator).pulumiRuntime,
+		ValidateBackend: validatePulumiBackend,
+	})
+}
+
+// pulumiRuntime checks a pulumiRunner section.
+func (v *validator) pulumiRuntime(src *Source, rt *Runtime) {
+	const p = "runtime.pulumiRunner"
+	t := rt.PulumiRunner
+	v.proxy(src, p+".proxyRuntime", t.ProxyRuntime)
+	v.env(src, p+".env", t.Env)
+	v.interval(src, p+".pollInterval", t.PollInterval)
+	v.interval(src, p+".steadyStatePollInterval", t.SteadyStatePollInterval)
+	v.retryPolicy(src, p+".fetchRetryPolicy", t.FetchRetryPolicy)
+	v.retryPolicy(src, p+".applyRetryPolicy", t.ApplyRetryPolicy)
+	for i, c := range t.PreRun {
+		if strings.TrimSpace(c.Cmd) == "" {
+			v.add(src, fmt.Sprintf("%s.preRun[%d].cmd", p, i), "cmd is required: a shell command run before pulumi")
+		}
+	}
+}
+
+// validatePulumiBackend checks a service's (or a perReleaseChannel
+// entry's) pulumi section.
+func validatePulumiBackend(b *ServiceBackend, path string, add func(field, msg string)) string {
+	pc := b.Pulumi
+	if pc == nil {
+		return ""
+	}
+	p := path + ".pulumi"
+	if pc.Path == "" && path == "service" {
+		add(p+".path", "path is required: the directory of the Pulumi program (its Pulumi.yaml)")
+	}
+	for i, w := range pc.PulumiCommandPrefix {
+		if strings.TrimSpace(w) == "" {
+			add(fmt.Sprintf("%s.pulumiCommandPrefix[%d]", p, i), "an empty word: give the command and its arguments, like [poetry, run]")
+		}
+	}
+	return "pulumi"
 }
