@@ -20,11 +20,36 @@ func init() {
 		set: func(b *config.ServiceBackend) bool { return b.CustomRuntime != nil },
 		compile: func(c *rcCompiler, field string, m *serviceForRC, rt *config.Runtime, data *Data, out *CompiledReleaseChannel) {
 			out.Backend = "customRuntime"
+			if runner, ok := runnerKinds[rt.Kind()]; ok {
+				if obj := runner(c, field+".customRuntime", m.Backend.CustomRuntime, rt, data); obj != nil {
+					out.Objects = []any{obj}
+				}
+				return
+			}
 			if obj := c.customRuntime(field+".customRuntime", m.Backend.CustomRuntime, rt, data); obj != nil {
 				out.Objects = []any{obj}
 			}
 		},
 	})
+}
+
+// runnerCompiler compiles a service's customRuntime.parameterValues into
+// the object of a runner kind that brings its own (nil on failure, the
+// problems given to c.fail).
+type runnerCompiler func(c *rcCompiler, field string, cr *config.CustomRuntimeValues, rt *config.Runtime, data *Data) any
+
+// runnerKinds are the runtime kinds, by name, whose customRuntime
+// backend a kind's own compiler turns into its object (custom runtimes
+// and terraform runners are compiled here).
+var runnerKinds = map[string]runnerCompiler{}
+
+// registerRunner adds a runner kind's compiler; called from init of the
+// file compiling it.
+func registerRunner(kind string, compile runnerCompiler) {
+	if _, dup := runnerKinds[kind]; dup {
+		panic("compiler: runner kind " + kind + " registered twice")
+	}
+	runnerKinds[kind] = compile
 }
 
 // customRuntime renders the service's parameter values (templates over the

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"time"
 
 	ds "github.com/drover-dev/drover/internal/desiredstate"
 )
@@ -45,15 +46,10 @@ func (r *Result) Engine() (*ds.Compiled, error) {
 				return nil, fmt.Errorf("release channel %s: encode object: %w", rc.Name, err)
 			}
 			ch.Objects = append(ch.Objects, raw)
-			if o, ok := obj.(*CustomRuntimeObject); ok && len(rc.Objects) == 1 {
-				switch {
-				case o.Custom != nil:
-					ch.ConvergenceGrace.Duration = o.Custom.ConvergenceGracePeriod.Duration
-					ch.EveryAction = ch.EveryAction || o.Custom.RequireApprovalBeforeApply
-				case o.TerraformRunner != nil:
-					ch.ConvergenceGrace.Duration = o.TerraformRunner.ConvergenceGracePeriod.Duration
-					ch.EveryAction = ch.EveryAction || o.TerraformRunner.RequireApprovalBeforeApply
-				}
+			if o, ok := obj.(channelGater); ok && len(rc.Objects) == 1 {
+				grace, every := o.channelGates()
+				ch.ConvergenceGrace.Duration = grace
+				ch.EveryAction = ch.EveryAction || every
 			}
 		}
 		for k, v := range rc.Env {
@@ -98,4 +94,23 @@ func extensions(es []CompiledExtension) ([]ds.Extension, error) {
 		return nil, fmt.Errorf("decode extensions: %w", err)
 	}
 	return out, nil
+}
+
+// channelGater is an object whose runtime config sets the channel's
+// convergence grace and may ask for an approval before every apply (a
+// custom runtime's or a runner's requireApprovalBeforeApply): the
+// engine form takes both from the channel's only object.
+type channelGater interface {
+	channelGates() (grace time.Duration, everyAction bool)
+}
+
+// channelGates are the custom runtime's or terraform runner's.
+func (o *CustomRuntimeObject) channelGates() (time.Duration, bool) {
+	switch {
+	case o.Custom != nil:
+		return o.Custom.ConvergenceGracePeriod.Duration, o.Custom.RequireApprovalBeforeApply
+	case o.TerraformRunner != nil:
+		return o.TerraformRunner.ConvergenceGracePeriod.Duration, o.TerraformRunner.RequireApprovalBeforeApply
+	}
+	return 0, false
 }

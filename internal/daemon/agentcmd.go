@@ -11,10 +11,8 @@ import (
 
 	"github.com/drover-dev/drover/internal/agent"
 	"github.com/drover-dev/drover/internal/cli"
-	"github.com/drover-dev/drover/internal/runtimehost"
-	"github.com/drover-dev/drover/internal/runtimes/custom"
+	"github.com/drover-dev/drover/internal/runtimehost/builtin"
 	"github.com/drover-dev/drover/internal/runtimes/remote"
-	"github.com/drover-dev/drover/internal/runtimes/terraform"
 )
 
 func newAgentCmd() *cobra.Command {
@@ -42,8 +40,8 @@ their proxyRuntime, as Kubernetes Jobs in the cluster (in the proxyRuntime's
 containerOrchestration.k8s.namespace, else drover-proxy-runtime-<runtime>).
 --mode commands (the default elsewhere) runs the commands of custom and
 Terraform runtimes that name the linked runtime as their proxyRuntime, on
-this host; Terraform modules must lie in a --terraform-module-root directory
-(default: the agent's working directory).
+this host; their programs (Terraform modules) must lie in a --program-root
+directory (default: the agent's working directory).
 
 The server's certificate is checked against --fingerprint (printed by link;
 a self-signed server certificate is then fine) or else against --ca-file or
@@ -106,14 +104,7 @@ token: the runtime was unlinked or its token rotated.`,
 			if cfg.Registry, err = runtimeRegistry(moduleRoots, log); err != nil {
 				return err
 			}
-			cfg.Jobs = map[string]func(kubeconfig, kubeContext string) runtimehost.Factory{
-				"custom": func(kubeconfig, kubeContext string) runtimehost.Factory {
-					return custom.JobsFactory(kubeconfig, kubeContext)
-				},
-				"terraformRunner": func(kubeconfig, kubeContext string) runtimehost.Factory {
-					return terraform.JobsFactory(kubeconfig, kubeContext)
-				},
-			}
+			cfg.Jobs = builtin.Jobs()
 			cfg.Log = log
 			ctx, cancel := cli.SignalContext(cmd.Context())
 			defer cancel()
@@ -136,7 +127,8 @@ token: the runtime was unlinked or its token rotated.`,
 	fl.StringVar(&cfg.Context, "context", "", "kubeconfig context (default: the current one)")
 	fl.StringVar(&cfg.DataDir, "data", "", "a directory runtimes may keep state in (default: none)")
 	registerLogFlags(cmd, &logLevel, &logFormat)
-	fl.StringArrayVar(&moduleRoots, "terraform-module-root", nil, "with --mode commands: "+terraformModuleRootUsage)
+	fl.StringArrayVar(&moduleRoots, "program-root", nil, "with --mode commands: "+programRootUsage)
+	fl.StringArrayVar(&moduleRoots, "terraform-module-root", nil, "the older name of --program-root")
 	fl.StringVar(&healthAddr, "health-listen", "", "serve probes on this address: /livez, and /healthz (503 when not connected to the server for 2 minutes); e.g. :8080")
 	return cmd
 }

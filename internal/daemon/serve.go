@@ -30,7 +30,6 @@ import (
 	"github.com/drover-dev/drover/internal/metrics"
 	"github.com/drover-dev/drover/internal/runtimehost"
 	"github.com/drover-dev/drover/internal/runtimehost/builtin"
-	"github.com/drover-dev/drover/internal/runtimes/terraform"
 	"github.com/drover-dev/drover/internal/server"
 	"github.com/drover-dev/drover/internal/store"
 	"github.com/drover-dev/drover/internal/store/postgres"
@@ -125,7 +124,8 @@ func (f *serverFlags) register(cmd *cobra.Command, defaultData string) {
 	fl.StringVar(&f.agentKey, "agent-tls-key", "", "private key (PEM) of --agent-tls-cert")
 	fl.StringVar(&f.agentAdvertise, "agent-advertise-url", "", "with --database: this server's own address for agents, https://HOST:PORT; agents connected to any server also connect here, so every server reaches every agent (default: https:// and the --agent-listen address when it names a host and --agent-url is not set; \"none\" announces nothing)")
 	f.oidc.register(cmd)
-	fl.StringArrayVar(&f.terraformModuleRoots, "terraform-module-root", nil, terraformModuleRootUsage)
+	fl.StringArrayVar(&f.terraformModuleRoots, "program-root", nil, programRootUsage)
+	fl.StringArrayVar(&f.terraformModuleRoots, "terraform-module-root", nil, "the older name of --program-root")
 	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", 30*time.Second, "on Ctrl-C or SIGTERM, how long applies in flight may still finish before they are stopped (a second signal stops at once)")
 }
 
@@ -372,25 +372,18 @@ func (w withLocal) Close() error {
 	return errors.Join(w.Store.Close(), w.local.Close())
 }
 
-// terraformModuleRootUsage describes --terraform-module-root, of drover
-// server and drover agent.
-const terraformModuleRootUsage = "a directory terraformRunner modules (a service's path parameter) may be in, symbolic links resolved; repeatable (default: the working directory, none when it is /)"
+// programRootUsage describes --program-root (and its older name
+// --terraform-module-root), of drover server and drover agent.
+const programRootUsage = "a directory the programs of runner services (a terraformRunner's module, a pulumiRunner's program: the service's path) may be in, symbolic links resolved; repeatable (default: the working directory, none when it is /)"
 
-// runtimeRegistry is the built-in runtime kinds, terraformRunner's with the
-// module roots of --terraform-module-root (none given: the default,
-// terraform.DefaultModuleRoots).
-func runtimeRegistry(moduleRoots []string, log *slog.Logger) (runtimehost.Registry, error) {
-	resolve := terraform.DefaultModuleRoots
-	if len(moduleRoots) > 0 {
-		resolve = func() ([]string, error) { return terraform.ResolveModuleRoots(moduleRoots) }
-	}
-	roots, err := resolve()
+// runtimeRegistry is the built-in runtime kinds, the runners' with the
+// program roots of --program-root (none given: the working directory).
+func runtimeRegistry(programRoots []string, log *slog.Logger) (runtimehost.Registry, error) {
+	reg, err := builtin.RegistryWith(builtin.Settings{ProgramRoots: programRoots})
 	if err != nil {
 		return nil, cli.UsageErrorf("%v", err)
 	}
-	log.Debug("terraform module roots", "roots", roots)
-	reg := builtin.Registry()
-	reg["terraformRunner"] = terraform.FactoryWith(terraform.Settings{ModuleRoots: roots})
+	log.Debug("program roots", "roots", programRoots)
 	return reg, nil
 }
 

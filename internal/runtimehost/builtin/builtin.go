@@ -18,10 +18,60 @@ import (
 	"github.com/drover-dev/drover/internal/runtimes/terraform"
 )
 
-// Registry returns the factories of the runtime kinds built into drover:
-// one for each kind config registers (config.RuntimeKinds), the half of a
-// kind that needs its implementation.
+// Settings are a host's rules for the runtimes it builds: the flags of
+// drover server and drover agent.
+type Settings struct {
+	// ProgramRoots are the directories the programs of runner kinds (a
+	// terraformRunner's modules) may be in, symbolic links resolved (nil:
+	// each kind's default, the working directory).
+	ProgramRoots []string
+}
+
+// Registry returns the factories of the runtime kinds built into drover
+// with the default Settings.
 func Registry() runtimehost.Registry {
+	reg, err := RegistryWith(Settings{})
+	if err != nil {
+		// The defaults resolve only the working directory; a host that
+		// cannot has its runners refuse every program instead.
+		return registry()
+	}
+	return reg
+}
+
+// RegistryWith returns the factories of the runtime kinds built into
+// drover: one for each kind config registers (config.RuntimeKinds), the
+// half of a kind that needs its implementation, the runners' with s's
+// program roots. It fails when a root cannot be resolved.
+func RegistryWith(s Settings) (runtimehost.Registry, error) {
+	resolve := terraform.DefaultModuleRoots
+	if len(s.ProgramRoots) > 0 {
+		resolve = func() ([]string, error) { return terraform.ResolveModuleRoots(s.ProgramRoots) }
+	}
+	roots, err := resolve()
+	if err != nil {
+		return nil, err
+	}
+	reg := registry()
+	reg[config.KindTerraformRunner] = terraform.FactoryWith(terraform.Settings{ModuleRoots: roots})
+	return reg, nil
+}
+
+// Jobs returns, for the kinds whose commands an agent in Kubernetes mode
+// runs as Jobs in its cluster, what builds a runtime of the kind that
+// does (agent.Config.Jobs).
+func Jobs() map[string]func(kubeconfig, kubeContext string) runtimehost.Factory {
+	return map[string]func(kubeconfig, kubeContext string) runtimehost.Factory{
+		config.KindCustom: func(kubeconfig, kubeContext string) runtimehost.Factory {
+			return custom.JobsFactory(kubeconfig, kubeContext)
+		},
+		config.KindTerraformRunner: func(kubeconfig, kubeContext string) runtimehost.Factory {
+			return terraform.JobsFactory(kubeconfig, kubeContext)
+		},
+	}
+}
+
+func registry() runtimehost.Registry {
 	return runtimehost.Registry{
 		config.KindFake:            fakeWithChecks,
 		config.KindCustom:          custom.Factory,

@@ -24,7 +24,7 @@
 // The module is the directory of the service's path parameter: absolute, or
 // relative to the server's working directory. It must lie, after symbolic
 // links, in one of the host's module roots (Settings.ModuleRoots: drover
-// server's and drover agent's --terraform-module-root, ModuleRootFlag; by
+// server's and drover agent's --program-root, ModuleRootFlag; by
 // default the process's working directory, none when that is /), and
 // neither in nor around the data directory: whoever may configure a
 // service chooses the path, and must not reach every directory of the

@@ -52,7 +52,7 @@ const (
 
 // ModuleRootFlag is the flag of drover server and drover agent that allows a
 // directory for module paths; errors name it.
-const ModuleRootFlag = "--terraform-module-root"
+const ModuleRootFlag = "--program-root"
 
 // moduleLimits says where a module, and every file copied from it, may lie
 // (real paths, symbolic links resolved) and how much may be copied.
