@@ -70,13 +70,9 @@ type legacyEnvValue struct {
 	KubernetesSecret json.RawMessage `json:"kubernetesSecret"`
 }
 
-// runnerObject is the part of a custom runtime (or terraform runner) object
-// that sets channel behaviour.
-type runnerObject struct {
-	Custom          *runnerSettings `json:"custom"`
-	TerraformRunner *runnerSettings `json:"terraformRunner"`
-}
-
+// A runner object (a custom runtime's, a terraform or other runner's)
+// holds the settings that set channel behaviour under the field its kind
+// names: {"kind": "custom", "custom": {...}}.
 type runnerSettings struct {
 	Grace   Duration `json:"convergenceGracePeriod"`
 	Approve bool     `json:"requireApprovalBeforeApply"`
@@ -143,15 +139,17 @@ func legacyRunnerSettings(objects []json.RawMessage) (time.Duration, bool) {
 	if len(objects) != 1 {
 		return 0, false
 	}
-	var obj runnerObject
+	var obj map[string]json.RawMessage
 	if json.Unmarshal(objects[0], &obj) != nil {
 		return 0, false
 	}
-	switch {
-	case obj.Custom != nil:
-		return obj.Custom.Grace.Duration, obj.Custom.Approve
-	case obj.TerraformRunner != nil:
-		return obj.TerraformRunner.Grace.Duration, obj.TerraformRunner.Approve
+	var kind string
+	if json.Unmarshal(obj["kind"], &kind) != nil || kind == "" || obj[kind] == nil {
+		return 0, false
 	}
-	return 0, false
+	var rs runnerSettings
+	if json.Unmarshal(obj[kind], &rs) != nil {
+		return 0, false
+	}
+	return rs.Grace.Duration, rs.Approve
 }
