@@ -1,7 +1,6 @@
 package config
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -317,10 +316,17 @@ func (c *confinement) resolveLocal(src *Source, baseDir string) ErrorList {
 			errs = append(errs, c.resolveHelm(src, path, svc.PerReleaseChannel[i].Helm, baseDir)...)
 			errs = append(errs, c.resolveEcs(src, path, svc.PerReleaseChannel[i].AwsEcs, baseDir)...)
 		}
-		// AWS Lambda: the function's JSON and the deployment package.
-		errs = append(errs, c.resolveLambda(src, "service", svc.AwsLambda, baseDir)...)
-		for i := range svc.PerReleaseChannel {
-			errs = append(errs, c.resolveLambda(src, fmt.Sprintf("service.perReleaseChannel[%d]", i), svc.PerReleaseChannel[i].AwsLambda, baseDir)...)
+		// Backends of registered kinds read their own local files.
+		files := localFiles{c: c, baseDir: baseDir}
+		for _, k := range RuntimeKinds() {
+			if k.ResolveLocal == nil {
+				continue
+			}
+			fail := func(field, msg string) { errs = append(errs, src.Errorf(field, "%s", msg)) }
+			k.ResolveLocal(&svc.ServiceBackend, "service", files, fail)
+			for i := range svc.PerReleaseChannel {
+				k.ResolveLocal(&svc.PerReleaseChannel[i].ServiceBackend, fmt.Sprintf("service.perReleaseChannel[%d]", i), files, fail)
+			}
 		}
 	}
 	return errs
@@ -670,50 +676,4 @@ func LinkedRuntimeSource(name string, labels map[string]string) (*Source, error)
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return &Source{Path: path, Decoded: dec}, nil
-}
-
-// resolveLambda reads the local files of a Lambda service: the function's
-// JSON (local.path, one file) becomes inlined text, the deployment
-// package (code.zip.local.path) its content in base64.
-func (c *confinement) resolveLambda(src *Source, path string, l *AwsLambdaConfig, baseDir string) ErrorList {
-	if l == nil {
-		return nil
-	}
-	var errs ErrorList
-	p := path + ".awsLambda"
-	if f := l.Function; f != nil && f.Local != nil {
-		switch lo := f.Local; {
-		case f.Inlined != "":
-			errs = append(errs, src.Errorf(p+".function.local", "set only one of inlined and local"))
-		case lo.Path == "" || len(lo.Paths) > 0 || lo.SubPath != "":
-			errs = append(errs, src.Errorf(p+".function.local", "a function is local.path: one JSON file"))
-		default:
-			file := join(baseDir, lo.Path)
-			data, err := c.readFile(lo.Path, file)
-			if err != nil {
-				errs = append(errs, src.Errorf(p+".function.local", "%v", err))
-				break
-			}
-			f.Inlined, f.File, f.Local = string(data), filepath.ToSlash(file), nil
-		}
-	}
-	if l.Code != nil && l.Code.Zip != nil && l.Code.Zip.Local != nil {
-		switch lo := l.Code.Zip.Local; {
-		case lo.Path == "" || len(lo.Paths) > 0 || lo.SubPath != "":
-			errs = append(errs, src.Errorf(p+".code.zip.local", "a deployment package is local.path: one .zip file"))
-		default:
-			file := join(baseDir, lo.Path)
-			data, err := c.readFile(lo.Path, file)
-			switch {
-			case err != nil:
-				errs = append(errs, src.Errorf(p+".code.zip.local", "%v", err))
-			case len(data) < 4 || string(data[:2]) != "PK":
-				errs = append(errs, src.Errorf(p+".code.zip.local", "%s is not a zip file", lo.Path))
-			default:
-				z := l.Code.Zip
-				z.Base64, z.File, z.Local = base64.StdEncoding.EncodeToString(data), filepath.ToSlash(file), nil
-			}
-		}
-	}
-	return errs
 }

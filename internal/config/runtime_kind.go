@@ -65,6 +65,12 @@ type RuntimeKind struct {
 	// perReleaseChannel entry's path) and returns its name when b sets it
 	// ("" when not), so that a service setting two backends is refused.
 	ValidateBackend func(b *ServiceBackend, path string, add func(field, msg string)) string
+	// ResolveLocal, for a kind whose service backend references local
+	// files, reads them client-side, before the config is sent (path is
+	// "service" or a perReleaseChannel entry's path): what it reads goes
+	// into b's section, problems to fail (field is a path such as
+	// "service.awsLambda.code.zip.local").
+	ResolveLocal func(b *ServiceBackend, path string, files LocalFiles, fail func(field, msg string))
 	// validate is a built-in kind's Validate, which needs the whole set of
 	// configs (proxy runtimes are looked up).
 	validate func(v *validator, src *Source, rt *Runtime)
@@ -234,4 +240,25 @@ func init() {
 	} {
 		RegisterRuntimeKind(k)
 	}
+}
+
+// LocalFiles reads the files a config references, confined as every
+// local reference is (to the config's tree and the --allow-path roots).
+type LocalFiles interface {
+	// ReadFile reads the regular file at path (as written in the config:
+	// relative to the config file's directory, or absolute) and returns
+	// its content and its absolute path.
+	ReadFile(path string) (data []byte, abs string, err error)
+}
+
+// localFiles are the files of one config file's directory.
+type localFiles struct {
+	c       *confinement
+	baseDir string
+}
+
+func (l localFiles) ReadFile(path string) ([]byte, string, error) {
+	abs := join(l.baseDir, path)
+	data, err := l.c.readFile(path, abs)
+	return data, abs, err
 }

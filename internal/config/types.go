@@ -1,7 +1,9 @@
 package config
 
 import (
+	"encoding/base64"
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -948,7 +950,51 @@ func init() {
 		ConvergenceGrace: time.Minute,
 		Validate:         validateAwsLambdaRuntime,
 		ValidateBackend:  validateAwsLambdaBackend,
+		ResolveLocal:     resolveLambdaLocal,
 	})
+}
+
+// resolveLambdaLocal reads the local files of a Lambda service: the
+// function's JSON (local.path, one file) becomes inlined text, the
+// deployment package (code.zip.local.path) its content in base64.
+func resolveLambdaLocal(b *ServiceBackend, path string, files LocalFiles, fail func(field, msg string)) {
+	l := b.AwsLambda
+	if l == nil {
+		return
+	}
+	p := path + ".awsLambda"
+	if f := l.Function; f != nil && f.Local != nil {
+		switch lo := f.Local; {
+		case f.Inlined != "":
+			fail(p+".function.local", "set only one of inlined and local")
+		case lo.Path == "" || len(lo.Paths) > 0 || lo.SubPath != "":
+			fail(p+".function.local", "a function is local.path: one JSON file")
+		default:
+			data, file, err := files.ReadFile(lo.Path)
+			if err != nil {
+				fail(p+".function.local", err.Error())
+				break
+			}
+			f.Inlined, f.File, f.Local = string(data), filepath.ToSlash(file), nil
+		}
+	}
+	if l.Code != nil && l.Code.Zip != nil && l.Code.Zip.Local != nil {
+		switch lo := l.Code.Zip.Local; {
+		case lo.Path == "" || len(lo.Paths) > 0 || lo.SubPath != "":
+			fail(p+".code.zip.local", "a deployment package is local.path: one .zip file")
+		default:
+			data, file, err := files.ReadFile(lo.Path)
+			switch {
+			case err != nil:
+				fail(p+".code.zip.local", err.Error())
+			case len(data) < 4 || string(data[:2]) != "PK":
+				fail(p+".code.zip.local", lo.Path+" is not a zip file")
+			default:
+				z := l.Code.Zip
+				z.Base64, z.File, z.Local = base64.StdEncoding.EncodeToString(data), filepath.ToSlash(file), nil
+			}
+		}
+	}
 }
 
 // validateAwsLambdaRuntime checks an awsLambda runtime section.
