@@ -65,6 +65,10 @@ type RuntimeKind struct {
 	// perReleaseChannel entry's path) and returns its name when b sets it
 	// ("" when not), so that a service setting two backends is refused.
 	ValidateBackend func(b *ServiceBackend, path string, add func(field, msg string)) string
+	// SecretRefs are the stored secrets (drover secrets) rt's section
+	// references, by field ("runtime.awsEcs.accessKey.awsSecretAccessKey"):
+	// an apply naming one that does not exist is refused. nil = none.
+	SecretRefs func(rt *Runtime) map[string]SecretRef
 	// ResolveLocal, for a kind whose service backend references local
 	// files, reads them client-side, before the config is sent (path is
 	// "service" or a perReleaseChannel entry's path): what it reads goes
@@ -236,6 +240,12 @@ func init() {
 			// (ecsspec.ConvergenceGrace, which this package does not import).
 			ConvergenceGrace: time.Minute,
 			validate:         (*validator).awsEcsRuntime,
+			SecretRefs: func(rt *Runtime) map[string]SecretRef {
+				if k := rt.AwsEcs.AccessKey; k != nil {
+					return secretRefs("runtime.awsEcs.accessKey.awsSecretAccessKey", k.AwsSecretAccessKey.Secret)
+				}
+				return nil
+			},
 		},
 	} {
 		RegisterRuntimeKind(k)
@@ -261,4 +271,12 @@ func (l localFiles) ReadFile(path string) ([]byte, string, error) {
 	abs := join(l.baseDir, path)
 	data, err := l.c.readFile(path, abs)
 	return data, abs, err
+}
+
+// secretRefs is {field: ref} for a set reference, nil for none.
+func secretRefs(field string, ref *SecretRef) map[string]SecretRef {
+	if ref == nil {
+		return nil
+	}
+	return map[string]SecretRef{field: *ref}
 }

@@ -951,6 +951,12 @@ func init() {
 		Validate:         validateAwsLambdaRuntime,
 		ValidateBackend:  validateAwsLambdaBackend,
 		ResolveLocal:     resolveLambdaLocal,
+		SecretRefs: func(rt *Runtime) map[string]SecretRef {
+			if k := rt.AwsLambda.AccessKey; k != nil {
+				return secretRefs("runtime.awsLambda.accessKey.awsSecretAccessKey", k.AwsSecretAccessKey.Secret)
+			}
+			return nil
+		},
 	})
 }
 
@@ -1130,6 +1136,12 @@ func init() {
 		ConvergenceGrace: 5 * time.Minute,
 		validate:         (*validator).googleCloudRunRuntime,
 		ValidateBackend:  validateGoogleCloudRunBackend,
+		SecretRefs: func(rt *Runtime) map[string]SecretRef {
+			if sa := rt.GoogleCloudRun.ServiceAccountJSON; sa != nil {
+				return secretRefs("runtime.googleCloudRun.serviceAccountJson", sa.Secret)
+			}
+			return nil
+		},
 	})
 }
 

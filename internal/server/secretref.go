@@ -303,8 +303,9 @@ func replaceIn(v any, rep *strings.Replacer) any {
 }
 
 // checkRuntimeSecrets refuses an apply whose runtime configs reference a
-// stored secret that does not exist (an ECS runtime's
-// accessKey.awsSecretAccessKey.secret), naming the file and field, rather
+// stored secret that does not exist (any kind's SecretRefs: an ECS or
+// Lambda runtime's accessKey.awsSecretAccessKey.secret, a Cloud Run
+// runtime's serviceAccountJson.secret), naming the file and field, rather
 // than storing a runtime that cannot be built. The value is read again
 // when the runtime is built (runtimehost), never stored with the config.
 func (s *Server) checkRuntimeSecrets(ctx context.Context, incoming []*config.Source) error {
@@ -312,14 +313,20 @@ func (s *Server) checkRuntimeSecrets(ctx context.Context, incoming []*config.Sou
 	var details []apiv1.ConfigError
 	for _, src := range incoming {
 		rt := src.File.Runtime
-		if rt == nil || rt.AwsEcs == nil || rt.AwsEcs.AccessKey == nil || rt.AwsEcs.AccessKey.AwsSecretAccessKey.Secret == nil {
+		if rt == nil {
 			continue
 		}
-		field := "runtime.awsEcs.accessKey.awsSecretAccessKey"
-		before := len(r.errs)
-		r.value(field, *rt.AwsEcs.AccessKey.AwsSecretAccessKey.Secret)
-		for _, msg := range r.errs[before:] {
-			details = append(details, apiv1.ConfigError{Kind: src.Kind(), Name: rt.Name, File: src.Path, Field: field + ".secret", Message: msg})
+		k := rt.KindFacts()
+		if k.SecretRefs == nil {
+			continue
+		}
+		refs := k.SecretRefs(rt)
+		for _, field := range slices.Sorted(maps.Keys(refs)) {
+			before := len(r.errs)
+			r.value(field, refs[field])
+			for _, msg := range r.errs[before:] {
+				details = append(details, apiv1.ConfigError{Kind: src.Kind(), Name: rt.Name, File: src.Path, Field: field + ".secret", Message: msg})
+			}
 		}
 	}
 	if len(details) > 0 {

@@ -340,3 +340,26 @@ func TestRuntimeSecretRefCheckedAtApply(t *testing.T) {
 		t.Errorf("the stored runtime config holds the value, or lost the reference: %s", obj.Body)
 	}
 }
+
+// TestRuntimeSecretRefsOfEveryKind: the stored secrets a Lambda runtime's
+// access key and a Cloud Run runtime's service account key reference are
+// checked at apply as an ECS runtime's are (RuntimeKind.SecretRefs).
+func TestRuntimeSecretRefsOfEveryKind(t *testing.T) {
+	t.Parallel()
+	s, _ := newSecretServer(t)
+	for _, tc := range []struct{ file, body, field string }{
+		{"lambda.pvn.yaml", `{"runtime": {"name": "fn", "awsLambda": {"region": "us-east-1",
+  "accessKey": {"awsAccessKeyId": "AKIDEXAMPLE", "awsSecretAccessKey": {"secret": {"key": "lambda-key", "version": "lambda-key-0"}}}}}}`,
+			"runtime.awsLambda.accessKey.awsSecretAccessKey.secret"},
+		{"run.pvn.yaml", `{"runtime": {"name": "run", "googleCloudRun": {"project": "shop-prod-1", "region": "us-central1",
+  "serviceAccountJson": {"secret": {"key": "gcp-sa", "version": "gcp-sa-0"}}}}}`,
+			"runtime.googleCloudRun.serviceAccountJson.secret"},
+	} {
+		_, err := s.applyConfigs(local(t.Context()), apiv1.ApplyConfigsRequest{Configs: []apiv1.Config{{Source: tc.file, Body: []byte(tc.body)}}})
+		var verr *validationError
+		if !errors.As(err, &verr) || len(verr.details) != 1 || verr.details[0].Field != tc.field || verr.details[0].File != tc.file ||
+			!strings.Contains(verr.details[0].Message, "has no version") {
+			t.Errorf("%s: apply before the secret exists: %v (%+v), want a validation error naming %s", tc.file, err, verr, tc.field)
+		}
+	}
+}
