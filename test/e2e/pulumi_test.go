@@ -48,6 +48,9 @@ func pulumiEnv(t *testing.T) []string {
 // never be found in clear on disk or in what drover answers.
 const pulumiSecret = "pulumi-e2e-secret-token-4711"
 
+// pulumiPassphrase encrypts the stacks' secrets.
+const pulumiPassphrase = "e2e-passphrase-0815"
+
 // pulumiTree writes the program (a YAML program writing one file per
 // stack) and the configs: staging on runtime pulumi, production on
 // pulumi-prod after staging and an approval; proxy, when set, is the
@@ -75,13 +78,15 @@ outputs:
 `,
 	})
 	runtime := func(name string, approve bool) crObj {
-		r := crObj{
-			"pollInterval": "1s", "steadyStatePollInterval": "3s", "requireApprovalBeforeApply": approve,
-			"env": crObj{
-				"PULUMI_CONFIG_PASSPHRASE": crObj{"rawSecret": "e2e-passphrase"},
-				"PULUMI_BACKEND_URL":       crObj{"value": "file://" + filepath.Join(tmp, "backend")},
-			},
+		env := crObj{"PULUMI_BACKEND_URL": crObj{"value": "file://" + filepath.Join(tmp, "backend")}}
+		if proxy != "" {
+			// Through an agent, the stacks' passphrase is a file on the
+			// agent's host: the server never holds it.
+			env["PULUMI_CONFIG_PASSPHRASE_FILE"] = crObj{"value": filepath.Join(tmp, "agent-only", "passphrase")}
+		} else {
+			env["PULUMI_CONFIG_PASSPHRASE"] = crObj{"rawSecret": pulumiPassphrase}
 		}
+		r := crObj{"pollInterval": "1s", "steadyStatePollInterval": "3s", "requireApprovalBeforeApply": approve, "env": env}
 		if proxy != "" {
 			r["proxyRuntime"] = crObj{"runtime": proxy}
 		}
@@ -230,6 +235,7 @@ func TestPulumiThroughAgent(t *testing.T) {
 	env := pulumiEnv(t)
 	tmp := t.TempDir()
 	s := newServerEnv(t, freeAddr(t), []string{"DROVER_PULUMI_BIN=/nonexistent/pulumi"}, "--agent-listen", freeAddr(t))
+	writeTree(t, filepath.Join(tmp, "agent-only"), map[string]string{"passphrase": pulumiPassphrase})
 	resp, tok := link(t, s, "iac-host")
 	startAgentEnv(t, "iac-host", env, agentArgs(resp, tok, "--mode", "commands", "--program-root", tmp, "--data", filepath.Join(tmp, "agent-data"))...)
 	waitAgent(t, s, "iac-host", "connected")
@@ -252,4 +258,18 @@ func TestPulumiThroughAgent(t *testing.T) {
 		t.Errorf("the server's data directory has a pulumi directory: %s", filepath.Join(s.data, "pulumi"))
 	}
 	noSecretIn(t, s.data)
+	// The stacks' passphrase, the agent's own, is nowhere in the server's
+	// data directory.
+	err := filepath.WalkDir(s.data, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		if b, err := os.ReadFile(p); err == nil && bytes.Contains(b, []byte(pulumiPassphrase)) {
+			t.Errorf("%s holds the agent's passphrase", p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
