@@ -74,7 +74,7 @@ func (c *rcCompiler) customRuntime(field string, cr *config.CustomRuntimeValues,
 	}
 	given := map[string]any{}
 	for i, pv := range cr.ParameterValues {
-		pf := fmt.Sprintf("%s.parameterValues[%d]", field, i)
+		pf := c.valueField(field, i, pv.Name)
 		if pv.String != nil {
 			s, ok := c.renderField(pf+".string", *pv.String, data)
 			if !ok {
@@ -245,4 +245,30 @@ func (c *rcCompiler) renderConfig(object, field string, in, out any, data *Data)
 		return false
 	}
 	return true
+}
+
+// valueField is the config path of a channel's merged parameter value
+// (index i of the values compiled under field): the perReleaseChannel
+// entry's value when the channel's entry sets it, else the service's, so
+// that errors point at the line that wrote it.
+func (c *rcCompiler) valueField(field string, i int, name string) string {
+	svc := c.in.Service
+	for k, p := range svc.PerReleaseChannel {
+		if p.ReleaseChannel != c.rc.Name || p.CustomRuntime == nil {
+			continue
+		}
+		for j, pv := range p.CustomRuntime.ParameterValues {
+			if pv.Name == name {
+				return fmt.Sprintf("service.perReleaseChannel[%d].customRuntime.parameterValues[%d]", k, j)
+			}
+		}
+	}
+	if svc.CustomRuntime != nil {
+		for j, pv := range svc.CustomRuntime.ParameterValues {
+			if pv.Name == name {
+				return fmt.Sprintf("service.customRuntime.parameterValues[%d]", j)
+			}
+		}
+	}
+	return fmt.Sprintf("%s.parameterValues[%d]", field, i)
 }

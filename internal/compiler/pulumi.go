@@ -82,7 +82,7 @@ func (c *rcCompiler) pulumiParams(field string, cr *config.CustomRuntimeValues, 
 	params := map[string]any{}
 	before := len(c.errs)
 	for i, pv := range cr.ParameterValues {
-		pf := fmt.Sprintf("%s.parameterValues[%d]", field, i)
+		pf := c.valueField(field, i, pv.Name)
 		fail := func(f, msg string) { c.fail(Error{Object: c.serviceObject(), Field: pf + f, Msg: msg}) }
 		reserved := slices.Contains(pulumiReserved, pv.Name)
 		if !reserved && !pulumiKeyRE.MatchString(pv.Name) {
