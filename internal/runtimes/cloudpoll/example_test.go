@@ -8,24 +8,18 @@ import (
 	"github.com/drover-dev/drover/internal/runtimes/cloudpoll"
 )
 
-// A backend that reads one service per call: the poller keeps what it
-// read, and Fetch reads at once only what it has not.
+// A backend that reads one service per call. Fetch reads the instance at
+// once the first time; after that it returns what the poller last read.
 func Example() {
-	reads := 0
 	p := cloudpoll.New(cloudpoll.Config[string]{
 		Same: func(a, b string) bool { return a == b },
 		Describe: cloudpoll.OneAtATime(func(_ context.Context, service string) cloudpoll.Result {
-			reads++
 			return cloudpoll.Result{State: runtimes.State{Version: "v1", Converged: true, Message: service + " running"}}
 		}),
 	})
 	defer p.Close()
 	t := runtimes.Target{InstanceKey: runtimes.InstanceKey{Application: "shop", Service: "web", ReleaseChannel: "prod"}, Version: "v1"}
-	for range 2 {
-		st, err := p.Fetch(context.Background(), t, "web-prod")
-		fmt.Println(st.Message, err, reads)
-	}
-	// Output:
-	// web-prod running <nil> 1
-	// web-prod running <nil> 1
+	st, err := p.Fetch(context.Background(), t, "web-prod")
+	fmt.Println(st.Message, err)
+	// Output: web-prod running <nil>
 }
