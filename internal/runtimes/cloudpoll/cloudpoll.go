@@ -1,10 +1,12 @@
 package cloudpoll
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
-	"sort"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -319,7 +321,10 @@ func (p *Poller[S]) due() ([]*instance[S], time.Duration) {
 // describe observes ins, Batch at a time in the order of their keys, and
 // records each observation that is still for the instance's target.
 func (p *Poller[S]) describe(ctx context.Context, ins []*instance[S]) {
-	sort.Slice(ins, func(i, j int) bool { return ins[i].key.String() < ins[j].key.String() })
+	slices.SortFunc(ins, func(a, b *instance[S]) int {
+		return cmp.Or(strings.Compare(a.key.Application, b.key.Application), strings.Compare(a.key.Service, b.key.Service),
+			strings.Compare(a.key.ReleaseChannel, b.key.ReleaseChannel))
+	})
 	for start := 0; start < len(ins); start += p.cfg.Batch {
 		batch := ins[start:min(start+p.cfg.Batch, len(ins))]
 		gens := make([]int, len(batch))
