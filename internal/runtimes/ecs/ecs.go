@@ -97,7 +97,7 @@ type Runtime struct {
 	secrets *secretsmanager.Client
 	log     *slog.Logger
 	// poller keeps the instances and describes them (describe); steady
-	// is its steady-state interval.
+	// is its steady-state interval (tests count calls per interval).
 	poller *cloudpoll.Poller[seen]
 	steady time.Duration
 
