@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"cloud.google.com/go/run/apiv2/runpb"
 	"google.golang.org/api/iterator"
@@ -23,34 +22,15 @@ func (r *Runtime) Apply(ctx context.Context, t runtimes.Target) (runtimes.ApplyR
 	if err != nil {
 		return runtimes.ApplyResult{}, err
 	}
-	mu := r.lockFor(t.InstanceKey)
-	mu.Lock()
-	defer mu.Unlock()
-	in := r.touch(t, o, desired)
+	unlock := r.poller.LockApply(t.InstanceKey)
+	defer unlock()
+	r.poller.Touch(t, seen{key: t.InstanceKey, obj: o, desired: desired})
 	res, err := r.apply(ctx, t.InstanceKey, o, desired)
-	r.mu.Lock()
-	in.have = false // read again: the apply changed it
-	in.gen++
-	r.mu.Unlock()
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
+	r.poller.Applied(t.InstanceKey) // read again: the apply changed it
 	if err == nil {
-		r.notifier.Notify(t.InstanceKey)
+		r.poller.Notify(t.InstanceKey)
 	}
 	return res, err
-}
-
-func (r *Runtime) lockFor(k runtimes.InstanceKey) *sync.Mutex {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	mu := r.applyMu[k]
-	if mu == nil {
-		mu = &sync.Mutex{}
-		r.applyMu[k] = mu
-	}
-	return mu
 }
 
 func (r *Runtime) apply(ctx context.Context, key runtimes.InstanceKey, o cloudrunspec.Object, desired *runpb.Service) (runtimes.ApplyResult, error) {

@@ -52,6 +52,7 @@ import (
 	"github.com/drover-dev/drover/internal/cloudrunspec"
 	"github.com/drover-dev/drover/internal/config"
 	"github.com/drover-dev/drover/internal/runtimes"
+	"github.com/drover-dev/drover/internal/runtimes/cloudpoll"
 )
 
 // EmulatorHostEnv names the environment variable that points the runtime
@@ -61,8 +62,8 @@ const EmulatorHostEnv = "CLOUD_RUN_EMULATOR_HOST"
 
 // Default poll intervals.
 const (
-	DefaultPollInterval       = 10 * time.Second
-	DefaultSteadyPollInterval = time.Minute
+	DefaultPollInterval       = cloudpoll.DefaultPollInterval
+	DefaultSteadyPollInterval = cloudpoll.DefaultSteadyPollInterval
 )
 
 // ObjectType is the object type of a Cloud Run service in a state.
@@ -84,36 +85,26 @@ type Runtime struct {
 	services              *run.ServicesClient
 	revisions             *run.RevisionsClient
 	log                   *slog.Logger
-	now                   func() time.Time
-	poll, steady          time.Duration
+	// poller keeps the instances and reads them (read).
+	poller *cloudpoll.Poller[seen]
 
-	notifier runtimes.Notifier
-	ctx      context.Context
-	cancel   context.CancelFunc
-	wake     chan struct{}
-	wg       sync.WaitGroup
-
-	mu    sync.Mutex
-	insts map[runtimes.InstanceKey]*instance
+	mu sync.Mutex
 	// revs caches settled revisions by full name (they no longer change).
-	revs     map[string]*runpb.Revision
-	polledAt time.Time
-	steadyAt time.Time
-	applyMu  map[runtimes.InstanceKey]*sync.Mutex
+	revs map[string]*runpb.Revision
 }
 
-// instance is what the poller keeps for one service instance.
-type instance struct {
+// seen is what the poller reads an instance for: its Cloud Run object and
+// the service drover sends for it.
+type seen struct {
 	key     runtimes.InstanceKey
-	target  runtimes.Target
 	obj     cloudrunspec.Object
 	desired *runpb.Service
-	gen     int
-	have    bool
-	state   runtimes.State
-	err     error
-	info    *CloudRun
-	usedAt  time.Time
+}
+
+// sameTarget reports whether two Cloud Run objects of an instance are one
+// target: the observation of one is the other's.
+func sameTarget(a, b seen) bool {
+	return a.obj.ServiceName == b.obj.ServiceName && string(a.obj.Service) == string(b.obj.Service)
 }
 
 // Factory builds a Cloud Run runtime from its config (runtimehost.Registry).
@@ -158,25 +149,12 @@ func New(ctx context.Context, cfg *config.Runtime, opts runtimes.Options, client
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	now := opts.Now
-	if now == nil {
-		now = time.Now
-	}
 	r := &Runtime{
 		name: cfg.Name, project: g.Project, region: g.Region, services: services, revisions: revisions,
-		log: log.With("runtime", cfg.Name), now: now, poll: g.PollInterval.Duration, steady: g.SteadyStatePollInterval.Duration,
-		wake: make(chan struct{}, 1), insts: map[runtimes.InstanceKey]*instance{}, revs: map[string]*runpb.Revision{},
-		applyMu: map[runtimes.InstanceKey]*sync.Mutex{},
+		log: log.With("runtime", cfg.Name), revs: map[string]*runpb.Revision{},
 	}
-	if r.poll <= 0 {
-		r.poll = DefaultPollInterval
-	}
-	if r.steady <= 0 {
-		r.steady = DefaultSteadyPollInterval
-	}
-	r.ctx, r.cancel = context.WithCancel(context.Background())
-	r.wg.Add(1)
-	go r.poller()
+	r.poller = cloudpoll.New(cloudpoll.Config[seen]{Poll: g.PollInterval.Duration, Steady: g.SteadyStatePollInterval.Duration,
+		Now: opts.Now, Same: sameTarget, Describe: cloudpoll.OneAtATime(r.read)})
 	return r, nil
 }
 
@@ -212,8 +190,7 @@ func serviceAccountKey(ctx context.Context, name string, g *config.GoogleCloudRu
 
 // Close stops the poller and closes the clients.
 func (r *Runtime) Close() error {
-	r.cancel()
-	r.wg.Wait()
+	r.poller.Close()
 	r.CloseChecks()
 	return errors.Join(r.services.Close(), r.revisions.Close())
 }
@@ -221,7 +198,7 @@ func (r *Runtime) Close() error {
 // Watch calls notify with the key of every instance whose fetched state
 // changed, or that was applied, until ctx ends or the runtime closes.
 func (r *Runtime) Watch(ctx context.Context, notify func(runtimes.InstanceKey)) error {
-	return r.notifier.Watch(ctx, r.ctx.Done(), notify)
+	return r.poller.Watch(ctx, notify)
 }
 
 // ConvergenceGrace is how long after an apply the service may still not
@@ -271,24 +248,6 @@ func annotate(svc *runpb.Service, key runtimes.InstanceKey, version string) {
 	}
 }
 
-// touch records target as the instance's and returns it; a new target
-// drops the cached state.
-func (r *Runtime) touch(t runtimes.Target, o cloudrunspec.Object, desired *runpb.Service) *instance {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	in := r.insts[t.InstanceKey]
-	if in == nil {
-		in = &instance{key: t.InstanceKey}
-		r.insts[t.InstanceKey] = in
-	}
-	if in.target.Version != t.Version || in.obj.ServiceName != o.ServiceName || string(in.obj.Service) != string(o.Service) {
-		in.have = false
-		in.gen++
-	}
-	in.target, in.obj, in.desired, in.usedAt = t, o, desired, r.now()
-	return in
-}
-
 // Fetch returns the instance's latest observed state, reading its Cloud
 // Run service now when there is none for this target.
 func (r *Runtime) Fetch(ctx context.Context, t runtimes.Target) (runtimes.State, error) {
@@ -296,149 +255,42 @@ func (r *Runtime) Fetch(ctx context.Context, t runtimes.Target) (runtimes.State,
 	if err != nil {
 		return runtimes.State{}, err
 	}
-	in := r.touch(t, o, desired)
-	for range 3 {
-		r.mu.Lock()
-		if in.have {
-			defer r.mu.Unlock()
-			return in.state, in.err
-		}
-		r.mu.Unlock()
-		r.read(ctx, in)
-		if err := ctx.Err(); err != nil {
-			return runtimes.State{}, err
-		}
+	st, err := r.poller.Fetch(ctx, t, seen{key: t.InstanceKey, obj: o, desired: desired})
+	if errors.Is(err, cloudpoll.ErrTargetChanged) {
+		return runtimes.State{}, fmt.Errorf("read Cloud Run service %s: its target kept changing while it was read; retrying", o.ServiceName)
 	}
-	return runtimes.State{}, fmt.Errorf("read Cloud Run service %s: its target kept changing while it was read; retrying", o.ServiceName)
+	return st, err
 }
 
 // Info returns the instance's Cloud Run object (CloudRun) as JSON.
 func (r *Runtime) Info(_ context.Context, key runtimes.InstanceKey) ([]runtimes.InfoOutput, error) {
-	r.mu.Lock()
-	in := r.insts[key]
-	var info *CloudRun
-	if in != nil {
-		info = in.info
-	}
-	r.mu.Unlock()
-	if info == nil {
-		return nil, nil
-	}
-	text, err := json.MarshalIndent(info, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	return []runtimes.InfoOutput{{Name: ObjectType, Text: string(text)}}, nil
+	return r.poller.Info(key), nil
 }
 
-// poller reads the instances that are due.
-func (r *Runtime) poller() {
-	defer r.wg.Done()
-	timer := time.NewTimer(time.Second)
-	defer timer.Stop()
-	for {
-		select {
-		case <-r.ctx.Done():
-			return
-		case <-timer.C:
-		case <-r.wake:
-		}
-		due, next := r.due()
-		for _, in := range due {
-			r.read(r.ctx, in)
-		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
-		timer.Reset(next)
-	}
-}
-
-// forgetAfter is how long an instance nobody fetches is still polled.
-const forgetAfter = 15 * time.Minute
-
-// due returns the instances to read now, and how long until the next
-// poll: every pollInterval those not converged, every
-// steadyStatePollInterval all of them, at once those never read.
-func (r *Runtime) due() ([]*instance, time.Duration) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	now := r.now()
-	pollBeat := now.Sub(r.polledAt) >= r.poll
-	steadyBeat := now.Sub(r.steadyAt) >= r.steady
-	if pollBeat {
-		r.polledAt = now
-	}
-	if steadyBeat {
-		r.steadyAt, r.polledAt = now, now
-	}
-	var out []*instance
-	for k, in := range r.insts {
-		if now.Sub(in.usedAt) > max(3*r.steady, forgetAfter) {
-			delete(r.insts, k)
-			continue
-		}
-		converged := in.have && in.err == nil && in.state.Converged
-		if !in.have || steadyBeat || pollBeat && !converged {
-			out = append(out, in)
-		}
-	}
-	next := min(r.poll-now.Sub(r.polledAt), r.steady-now.Sub(r.steadyAt))
-	return out, max(next, 100*time.Millisecond)
-}
-
-// read fetches an instance's service and revisions and records its state.
-func (r *Runtime) read(ctx context.Context, in *instance) {
-	r.mu.Lock()
-	gen, key, obj, desired := in.gen, in.key, in.obj, in.desired
-	r.mu.Unlock()
-	name := desired.Name
-	svc, err := r.services.GetService(ctx, &runpb.GetServiceRequest{Name: name})
-	if ctx.Err() != nil {
-		return
-	}
-	var st runtimes.State
-	var info *CloudRun
+// read fetches an instance's service and revisions: what the poller
+// records of it, every pollInterval while it is not converged and every
+// steadyStatePollInterval once it is.
+func (r *Runtime) read(ctx context.Context, sn seen) cloudpoll.Result {
+	obj := sn.obj
+	svc, err := r.services.GetService(ctx, &runpb.GetServiceRequest{Name: sn.desired.Name})
+	var res cloudpoll.Result
 	switch {
 	case status.Code(err) == codes.NotFound:
-		st = runtimes.State{Message: fmt.Sprintf("Cloud Run service %s does not exist in project %s, region %s", obj.ServiceName, r.project, r.region),
+		res.State = runtimes.State{Message: fmt.Sprintf("Cloud Run service %s does not exist in project %s, region %s", obj.ServiceName, r.project, r.region),
 			Objects: []runtimes.Object{{ObjectType: ObjectType, Name: obj.ServiceName, Status: runtimes.ObjectPending}}}
-		err = nil
 	case err != nil:
-		err = fmt.Errorf("read Cloud Run service %s (project %s, region %s): %w", obj.ServiceName, r.project, r.region, err)
+		res.Err = fmt.Errorf("read Cloud Run service %s (project %s, region %s): %w", obj.ServiceName, r.project, r.region, err)
 	default:
-		st, info, err = r.observe(ctx, key, obj, desired, svc)
+		var info *CloudRun
+		res.State, info, res.Err = r.observe(ctx, sn.key, obj, sn.desired, svc)
+		if info != nil {
+			// CloudRun has only strings, numbers and booleans: it always
+			// marshals.
+			text, _ := json.MarshalIndent(info, "", "  ")
+			res.Info = []runtimes.InfoOutput{{Name: ObjectType, Text: string(text)}}
+		}
 	}
-	r.mu.Lock()
-	if in.gen != gen {
-		r.mu.Unlock()
-		return
-	}
-	changed := !in.have || errText(err) != errText(in.err) || !sameState(st, in.state)
-	in.have, in.state, in.err = true, st, err
-	if info != nil || err == nil {
-		in.info = info
-	}
-	r.mu.Unlock()
-	if changed {
-		r.notifier.Notify(key)
-	}
-}
-
-func errText(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
-}
-
-func sameState(a, b runtimes.State) bool {
-	x, _ := json.Marshal(a)
-	y, _ := json.Marshal(b)
-	return string(x) == string(y)
+	return res
 }
 
 // revision returns a revision, from the cache once it settled.

@@ -9,7 +9,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ecs"
@@ -30,41 +29,19 @@ func (r *Runtime) Apply(ctx context.Context, t runtimes.Target) (runtimes.ApplyR
 	if err != nil {
 		return runtimes.ApplyResult{}, err
 	}
-	in, err := r.touch(t, o)
+	sn, err := spec(t, o)
 	if err != nil {
 		return runtimes.ApplyResult{}, err
 	}
-	unlock := r.lockApply(t.InstanceKey)
+	r.poller.Touch(t, sn)
+	unlock := r.poller.LockApply(t.InstanceKey)
 	defer unlock()
 	res, err := r.apply(ctx, t, o)
-	r.mu.Lock()
-	in.have = false // the next Fetch describes the service again
-	in.gen++        // and what a describe under way saw is stale
-	r.mu.Unlock()
-	r.kick()
-	r.notifier.Notify(t.InstanceKey)
+	// The next Fetch describes the service again, what a describe under
+	// way saw is stale, and the poller describes it now.
+	r.poller.Applied(t.InstanceKey)
+	r.poller.Notify(t.InstanceKey)
 	return res, err
-}
-
-// lockApply serializes the applies of one instance.
-func (r *Runtime) lockApply(key runtimes.InstanceKey) func() {
-	r.mu.Lock()
-	m := r.applyMu[key]
-	if m == nil {
-		m = &sync.Mutex{}
-		r.applyMu[key] = m
-	}
-	r.mu.Unlock()
-	m.Lock()
-	return m.Unlock
-}
-
-// kick wakes the poller.
-func (r *Runtime) kick() {
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
 }
 
 func (r *Runtime) apply(ctx context.Context, t runtimes.Target, o ecsspec.Object) (res runtimes.ApplyResult, err error) {

@@ -37,7 +37,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -52,6 +51,7 @@ import (
 	"github.com/drover-dev/drover/internal/ecsspec"
 	"github.com/drover-dev/drover/internal/runtimes"
 	"github.com/drover-dev/drover/internal/runtimes/awsconf"
+	"github.com/drover-dev/drover/internal/runtimes/cloudpoll"
 )
 
 // Tags drover puts on the task definitions it registers and the ECS
@@ -69,8 +69,8 @@ const (
 
 // Default poll intervals.
 const (
-	DefaultPollInterval       = 10 * time.Second
-	DefaultSteadyPollInterval = time.Minute
+	DefaultPollInterval       = cloudpoll.DefaultPollInterval
+	DefaultSteadyPollInterval = cloudpoll.DefaultSteadyPollInterval
 )
 
 // describeBatch is how many services one DescribeServices call may name.
@@ -94,45 +94,32 @@ type Runtime struct {
 	name, cluster string
 	client        *ecs.Client
 	// secrets keeps the instances' secret env (secrets.go).
-	secrets      *secretsmanager.Client
-	log          *slog.Logger
-	now          func() time.Time
-	poll, steady time.Duration
+	secrets *secretsmanager.Client
+	log     *slog.Logger
+	// poller keeps the instances and describes them (describe); steady
+	// is its steady-state interval (tests count calls per interval).
+	poller *cloudpoll.Poller[seen]
+	steady time.Duration
 
-	notifier runtimes.Notifier
-	ctx      context.Context
-	cancel   context.CancelFunc
-	wake     chan struct{}
-	wg       sync.WaitGroup
-
-	mu    sync.Mutex
-	insts map[runtimes.InstanceKey]*instance
-	// polledAt and steadyAt are the poller's last beats (due).
-	polledAt, steadyAt time.Time
+	mu sync.Mutex
 	// taskDefs caches described task definitions by ARN (immutable; tags
 	// are refreshed when drover tags one).
 	taskDefs map[string]*taskDef
-	// applyMu serializes applies per instance.
-	applyMu map[runtimes.InstanceKey]*sync.Mutex
 }
 
-// instance is what the poller keeps for one service instance.
-type instance struct {
-	key    runtimes.InstanceKey
-	target runtimes.Target
-	obj    ecsspec.Object
-	// desired is the service definition's desiredCount (nil: not set).
+// seen is what the poller describes an instance for: its ECS object and
+// the service definition's desiredCount (nil: not set).
+type seen struct {
+	key     runtimes.InstanceKey
+	obj     ecsspec.Object
 	desired *int32
+}
 
-	// gen counts the targets the instance had: an observation made for
-	// an older one is not kept.
-	gen       int
-	have      bool
-	state     runtimes.State
-	err       error
-	info      []runtimes.InfoOutput
-	fetchedAt time.Time
-	usedAt    time.Time
+// sameTarget reports whether two ECS objects of an instance are one
+// target: the observation of one is the other's.
+func sameTarget(a, b seen) bool {
+	return a.obj.ServiceName == b.obj.ServiceName && string(a.obj.TaskDefinition) == string(b.obj.TaskDefinition) &&
+		string(a.obj.ServiceDefinition) == string(b.obj.ServiceDefinition)
 }
 
 type taskDef struct {
@@ -164,26 +151,13 @@ func New(ctx context.Context, cfg *config.Runtime, opts runtimes.Options, client
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	now := opts.Now
-	if now == nil {
-		now = time.Now
-	}
 	r := &Runtime{
-		name: cfg.Name, cluster: e.EcsCluster, client: ecs.NewFromConfig(awsCfg, client...), log: log.With("runtime", cfg.Name), now: now,
-		secrets: secretsmanager.NewFromConfig(awsCfg, sameEndpoint(client)),
-		poll:    e.PollInterval.Duration, steady: e.SteadyStatePollInterval.Duration,
-		wake: make(chan struct{}, 1), insts: map[runtimes.InstanceKey]*instance{}, taskDefs: map[string]*taskDef{},
-		applyMu: map[runtimes.InstanceKey]*sync.Mutex{},
+		name: cfg.Name, cluster: e.EcsCluster, client: ecs.NewFromConfig(awsCfg, client...), log: log.With("runtime", cfg.Name),
+		secrets: secretsmanager.NewFromConfig(awsCfg, sameEndpoint(client)), taskDefs: map[string]*taskDef{},
 	}
-	if r.poll <= 0 {
-		r.poll = DefaultPollInterval
-	}
-	if r.steady <= 0 {
-		r.steady = DefaultSteadyPollInterval
-	}
-	r.ctx, r.cancel = context.WithCancel(context.Background())
-	r.wg.Add(1)
-	go r.poller()
+	r.poller = cloudpoll.New(cloudpoll.Config[seen]{Poll: e.PollInterval.Duration, Steady: e.SteadyStatePollInterval.Duration,
+		Now: opts.Now, Batch: describeBatch, Same: sameTarget, Describe: r.describe})
+	_, r.steady = r.poller.Intervals()
 	return r, nil
 }
 
@@ -204,8 +178,7 @@ func sameEndpoint(client []func(*ecs.Options)) func(*secretsmanager.Options) {
 
 // Close stops the poller.
 func (r *Runtime) Close() error {
-	r.cancel()
-	r.wg.Wait()
+	r.poller.Close()
 	r.CloseChecks()
 	return nil
 }
@@ -213,7 +186,7 @@ func (r *Runtime) Close() error {
 // Watch calls notify with the key of every instance whose fetched state
 // changed, or that was applied, until ctx ends or the runtime closes.
 func (r *Runtime) Watch(ctx context.Context, notify func(runtimes.InstanceKey)) error {
-	return r.notifier.Watch(ctx, r.ctx.Done(), notify)
+	return r.poller.Watch(ctx, notify)
 }
 
 // ConvergenceGrace is how long after an apply the service may still not
@@ -232,31 +205,17 @@ func parse(t *runtimes.Target) (ecsspec.Object, error) {
 	return o, nil
 }
 
-// touch records target as the instance's and returns it; a new target
-// (another version or object) drops the cached state.
-func (r *Runtime) touch(t runtimes.Target, o ecsspec.Object) (*instance, error) {
+// spec is what the poller describes the target for.
+func spec(t runtimes.Target, o ecsspec.Object) (seen, error) {
 	var desired *int32
 	if len(o.ServiceDefinition) > 0 && !o.UpdateTaskDefinitionOnly {
 		in, err := ecsspec.Service(o.ServiceDefinition)
 		if err != nil {
-			return nil, runtimes.Permanent(fmt.Errorf("%s: service definition: %w", t.InstanceKey, err))
+			return seen{}, runtimes.Permanent(fmt.Errorf("%s: service definition: %w", t.InstanceKey, err))
 		}
 		desired = in.DesiredCount
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	in := r.insts[t.InstanceKey]
-	if in == nil {
-		in = &instance{key: t.InstanceKey}
-		r.insts[t.InstanceKey] = in
-	}
-	if in.target.Version != t.Version || in.obj.ServiceName != o.ServiceName || string(in.obj.TaskDefinition) != string(o.TaskDefinition) ||
-		string(in.obj.ServiceDefinition) != string(o.ServiceDefinition) {
-		in.have = false
-		in.gen++
-	}
-	in.target, in.obj, in.desired, in.usedAt = t, o, desired, r.now()
-	return in, nil
+	return seen{key: t.InstanceKey, obj: o, desired: desired}, nil
 }
 
 // Fetch returns the instance's latest observed state, describing its ECS
@@ -266,199 +225,64 @@ func (r *Runtime) Fetch(ctx context.Context, t runtimes.Target) (runtimes.State,
 	if err != nil {
 		return runtimes.State{}, err
 	}
-	in, err := r.touch(t, o)
+	sn, err := spec(t, o)
 	if err != nil {
 		return runtimes.State{}, err
 	}
-	r.mu.Lock()
-	if in.have {
-		st, err := in.state, in.err
-		r.mu.Unlock()
-		return st, err
+	st, err := r.poller.Fetch(ctx, t, sn)
+	if errors.Is(err, cloudpoll.ErrTargetChanged) {
+		return runtimes.State{}, fmt.Errorf("ECS service %s: its target kept changing while it was described; retrying", o.ServiceName)
 	}
-	r.mu.Unlock()
-	for range 3 {
-		r.describe(ctx, []*instance{in})
-		if err := ctx.Err(); err != nil {
-			return runtimes.State{}, err
-		}
-		r.mu.Lock()
-		if in.have {
-			defer r.mu.Unlock()
-			return in.state, in.err
-		}
-		r.mu.Unlock() // an apply changed the target meanwhile: again
-	}
-	return runtimes.State{}, fmt.Errorf("ECS service %s: its target kept changing while it was described; retrying", o.ServiceName)
+	return st, err
 }
 
 // Info returns the latest deployments and service events of the instance.
 func (r *Runtime) Info(_ context.Context, key runtimes.InstanceKey) ([]runtimes.InfoOutput, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if in := r.insts[key]; in != nil {
-		return in.info, nil
-	}
-	return nil, nil
+	return r.poller.Info(key), nil
 }
 
-// poller describes the instances that are due, in batches.
-func (r *Runtime) poller() {
-	defer r.wg.Done()
-	timer := time.NewTimer(time.Second)
-	defer timer.Stop()
-	for {
-		select {
-		case <-r.ctx.Done():
-			return
-		case <-timer.C:
-		case <-r.wake:
-		}
-		due, next := r.due()
-		if len(due) > 0 {
-			r.describe(r.ctx, due)
-		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
-		timer.Reset(next)
-	}
-}
-
-// forgetAfter is how long an instance nobody fetches is still polled: the
-// engine fetches each instance at least every few minutes while it is the
-// target of a desired state.
-const forgetAfter = 15 * time.Minute
-
-// due returns the instances to describe now, and how long until the next
-// poll. The cluster is polled on two beats: every pollInterval, the
-// instances not converged; every steadyStatePollInterval, all of them;
-// so the instances of a beat share DescribeServices calls, ten to a call.
-// An instance not described yet goes at once. Instances nobody fetched
-// for forgetAfter (or three steady intervals, if longer) are forgotten.
-func (r *Runtime) due() ([]*instance, time.Duration) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	now := r.now()
-	pollBeat := now.Sub(r.polledAt) >= r.poll
-	steadyBeat := now.Sub(r.steadyAt) >= r.steady
-	if pollBeat {
-		r.polledAt = now
-	}
-	if steadyBeat {
-		r.steadyAt, r.polledAt = now, now
-	}
-	var out []*instance
-	for k, in := range r.insts {
-		if now.Sub(in.usedAt) > max(3*r.steady, forgetAfter) {
-			delete(r.insts, k)
-			continue
-		}
-		converged := in.have && in.err == nil && in.state.Converged
-		if !in.have || steadyBeat || pollBeat && !converged {
-			out = append(out, in)
+// describe fetches the ECS services of a batch of instances, at most ten
+// (describeBatch): one DescribeServices call. The poller calls it on the
+// cluster's two beats, so the instances of a beat share calls.
+func (r *Runtime) describe(ctx context.Context, batch []seen) []cloudpoll.Result {
+	var names []string
+	for _, sn := range batch {
+		if !slices.Contains(names, sn.obj.ServiceName) {
+			names = append(names, sn.obj.ServiceName)
 		}
 	}
-	next := min(r.poll-now.Sub(r.polledAt), r.steady-now.Sub(r.steadyAt))
-	return out, max(next, 100*time.Millisecond)
-}
-
-// seen is an instance as it was when a describe started.
-type seen struct {
-	in      *instance
-	gen     int
-	key     runtimes.InstanceKey
-	obj     ecsspec.Object
-	desired *int32
-}
-
-// describe fetches the ECS services of ins (DescribeServices, ten at a
-// time) and records each one's state, notifying watchers of changes.
-func (r *Runtime) describe(ctx context.Context, ins []*instance) {
-	r.mu.Lock()
-	snaps := make([]seen, len(ins))
-	for i, in := range ins {
-		snaps[i] = seen{in: in, gen: in.gen, key: in.key, obj: in.obj, desired: in.desired}
+	out, err := r.client.DescribeServices(ctx, &ecs.DescribeServicesInput{Cluster: aws.String(r.cluster), Services: names,
+		Include: []types.ServiceField{types.ServiceFieldTags}})
+	if ctx.Err() != nil {
+		return nil // canceled: what the caller saw is no observation
 	}
-	r.mu.Unlock()
-	sort.Slice(snaps, func(i, j int) bool { return snaps[i].obj.ServiceName < snaps[j].obj.ServiceName })
-	for start := 0; start < len(snaps); start += describeBatch {
-		batch := snaps[start:min(start+describeBatch, len(snaps))]
-		var names []string
-		for _, sn := range batch {
-			if !slices.Contains(names, sn.obj.ServiceName) {
-				names = append(names, sn.obj.ServiceName)
-			}
-		}
-		out, err := r.client.DescribeServices(ctx, &ecs.DescribeServicesInput{Cluster: aws.String(r.cluster), Services: names,
-			Include: []types.ServiceField{types.ServiceFieldTags}})
-		if ctx.Err() != nil {
-			return // canceled: what the caller saw is no observation
-		}
-		found := map[string]*types.Service{}
-		failed := map[string]string{}
-		if err == nil {
-			for i := range out.Services {
-				found[aws.ToString(out.Services[i].ServiceName)] = &out.Services[i]
-			}
-			for _, f := range out.Failures {
-				if reason := aws.ToString(f.Reason); reason != "MISSING" {
-					failed[short(aws.ToString(f.Arn))] = reason + " " + aws.ToString(f.Detail)
-				}
-			}
-		}
-		for _, sn := range batch {
-			var st runtimes.State
-			var info []runtimes.InfoOutput
-			ferr := err
-			if why, bad := failed[sn.obj.ServiceName]; bad && ferr == nil {
-				ferr = errors.New(strings.TrimSpace(why))
-			}
-			if ferr == nil {
-				st, info, ferr = r.observe(ctx, sn, found[sn.obj.ServiceName])
-			}
-			if ferr != nil {
-				ferr = fmt.Errorf("describe ECS service %s in cluster %s: %w", sn.obj.ServiceName, r.cluster, ferr)
-			}
-			r.record(sn, st, info, ferr)
-		}
-	}
-}
-
-// record stores an observation and notifies watchers when it changed.
-func (r *Runtime) record(sn seen, st runtimes.State, info []runtimes.InfoOutput, err error) {
-	r.mu.Lock()
-	in := sn.in
-	if in.gen != sn.gen {
-		r.mu.Unlock()
-		return // the target changed meanwhile: describe again for it
-	}
-	changed := !in.have || errText(err) != errText(in.err) || !sameState(st, in.state)
-	in.have, in.state, in.err, in.fetchedAt = true, st, err, r.now()
-	if info != nil || err == nil {
-		in.info = info
-	}
-	key := in.key
-	r.mu.Unlock()
-	if changed {
-		r.notifier.Notify(key)
-	}
-}
-
-func errText(err error) string {
+	found := map[string]*types.Service{}
+	failed := map[string]string{}
 	if err == nil {
-		return ""
+		for i := range out.Services {
+			found[aws.ToString(out.Services[i].ServiceName)] = &out.Services[i]
+		}
+		for _, f := range out.Failures {
+			if reason := aws.ToString(f.Reason); reason != "MISSING" {
+				failed[short(aws.ToString(f.Arn))] = reason + " " + aws.ToString(f.Detail)
+			}
+		}
 	}
-	return err.Error()
-}
-
-func sameState(a, b runtimes.State) bool {
-	x, _ := json.Marshal(a)
-	y, _ := json.Marshal(b)
-	return string(x) == string(y)
+	results := make([]cloudpoll.Result, len(batch))
+	for i, sn := range batch {
+		res := &results[i]
+		res.Err = err
+		if why, bad := failed[sn.obj.ServiceName]; bad && res.Err == nil {
+			res.Err = errors.New(strings.TrimSpace(why))
+		}
+		if res.Err == nil {
+			res.State, res.Info, res.Err = r.observe(ctx, sn, found[sn.obj.ServiceName])
+		}
+		if res.Err != nil {
+			res.Err = fmt.Errorf("describe ECS service %s in cluster %s: %w", sn.obj.ServiceName, r.cluster, res.Err)
+		}
+	}
+	return results
 }
 
 // owner says whose the ECS service is: "" for drover's instance key (or

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -29,30 +28,15 @@ func (r *Runtime) Apply(ctx context.Context, t runtimes.Target) (runtimes.ApplyR
 	if err != nil {
 		return runtimes.ApplyResult{}, err
 	}
-	in := r.touch(t, o, want)
-	unlock := r.lockApply(t.InstanceKey)
+	r.poller.Touch(t, seen{key: t.InstanceKey, obj: o, want: want})
+	unlock := r.poller.LockApply(t.InstanceKey)
 	defer unlock()
 	res, err := r.apply(ctx, t, o, want)
-	r.mu.Lock()
-	in.have = false // the next Fetch reads the function again
-	in.gen++        // and what a read under way saw is stale
-	r.mu.Unlock()
-	r.kick()
-	r.notifier.Notify(t.InstanceKey)
+	// The next Fetch reads the function again, what a read under way saw
+	// is stale, and the poller reads it now.
+	r.poller.Applied(t.InstanceKey)
+	r.poller.Notify(t.InstanceKey)
 	return res, err
-}
-
-// lockApply serializes the applies of one instance.
-func (r *Runtime) lockApply(key runtimes.InstanceKey) func() {
-	r.mu.Lock()
-	m := r.applyMu[key]
-	if m == nil {
-		m = &sync.Mutex{}
-		r.applyMu[key] = m
-	}
-	r.mu.Unlock()
-	m.Lock()
-	return m.Unlock
 }
 
 func (r *Runtime) apply(ctx context.Context, t runtimes.Target, o lambdaspec.Object, want *lambda.CreateFunctionInput) (res runtimes.ApplyResult, err error) {

@@ -49,6 +49,7 @@ import (
 	"github.com/drover-dev/drover/internal/lambdaspec"
 	"github.com/drover-dev/drover/internal/runtimes"
 	"github.com/drover-dev/drover/internal/runtimes/awsconf"
+	"github.com/drover-dev/drover/internal/runtimes/cloudpoll"
 )
 
 // Tags drover puts on the functions it deploys.
@@ -65,8 +66,8 @@ const (
 
 // Default poll intervals.
 const (
-	DefaultPollInterval       = 10 * time.Second
-	DefaultSteadyPollInterval = time.Minute
+	DefaultPollInterval       = cloudpoll.DefaultPollInterval
+	DefaultSteadyPollInterval = cloudpoll.DefaultSteadyPollInterval
 )
 
 var (
@@ -85,40 +86,31 @@ type Runtime struct {
 	client       *lambda.Client
 	log          *slog.Logger
 	now          func() time.Time
-	poll, steady time.Duration
 	// wait is how long apply waits between reads of a function being
 	// updated.
 	wait time.Duration
+	// poller keeps the instances and reads them (read).
+	poller *cloudpoll.Poller[seen]
 
-	notifier runtimes.Notifier
-	ctx      context.Context
-	cancel   context.CancelFunc
-	wake     chan struct{}
-	wg       sync.WaitGroup
-
-	mu    sync.Mutex
-	insts map[runtimes.InstanceKey]*instance
+	mu sync.Mutex
 	// versions caches published versions by ARN (immutable once Active
 	// or Failed).
 	versions map[string]*published
-	applyMu  map[runtimes.InstanceKey]*sync.Mutex
 }
 
-// instance is what the poller keeps for one service instance.
-type instance struct {
-	key    runtimes.InstanceKey
-	target runtimes.Target
-	obj    lambdaspec.Object
-	want   *lambda.CreateFunctionInput
+// seen is what the poller reads an instance for: its Lambda object and
+// the function it renders.
+type seen struct {
+	key  runtimes.InstanceKey
+	obj  lambdaspec.Object
+	want *lambda.CreateFunctionInput
+}
 
-	gen       int
-	have      bool
-	state     runtimes.State
-	err       error
-	info      []runtimes.InfoOutput
-	polledAt  time.Time
-	fetchedAt time.Time
-	usedAt    time.Time
+// sameTarget reports whether two Lambda objects of an instance are one
+// target: the observation of one is the other's.
+func sameTarget(a, b seen) bool {
+	return a.obj.Spec() == b.obj.Spec() && a.obj.Alias == b.obj.Alias && a.obj.FunctionName == b.obj.FunctionName &&
+		a.obj.PreviousVersionWeight == b.obj.PreviousVersionWeight
 }
 
 // Factory builds a Lambda runtime from its config (runtimehost.Registry).
@@ -150,26 +142,16 @@ func New(ctx context.Context, cfg *config.Runtime, opts runtimes.Options, client
 	}
 	r := &Runtime{
 		name: cfg.Name, region: l.Region, client: lambda.NewFromConfig(awsCfg, client...), log: log.With("runtime", cfg.Name), now: now,
-		poll: l.PollInterval.Duration, steady: l.SteadyStatePollInterval.Duration, wait: time.Second,
-		wake: make(chan struct{}, 1), insts: map[runtimes.InstanceKey]*instance{}, versions: map[string]*published{},
-		applyMu: map[runtimes.InstanceKey]*sync.Mutex{},
+		wait: time.Second, versions: map[string]*published{},
 	}
-	if r.poll <= 0 {
-		r.poll = DefaultPollInterval
-	}
-	if r.steady <= 0 {
-		r.steady = DefaultSteadyPollInterval
-	}
-	r.ctx, r.cancel = context.WithCancel(context.Background())
-	r.wg.Add(1)
-	go r.poller()
+	r.poller = cloudpoll.New(cloudpoll.Config[seen]{Poll: l.PollInterval.Duration, Steady: l.SteadyStatePollInterval.Duration,
+		Now: now, Same: sameTarget, Describe: cloudpoll.OneAtATime(r.describe)})
 	return r, nil
 }
 
 // Close stops the poller.
 func (r *Runtime) Close() error {
-	r.cancel()
-	r.wg.Wait()
+	r.poller.Close()
 	r.CloseChecks()
 	return nil
 }
@@ -177,7 +159,7 @@ func (r *Runtime) Close() error {
 // Watch calls notify with the key of every instance whose fetched state
 // changed, or that was applied, until ctx ends or the runtime closes.
 func (r *Runtime) Watch(ctx context.Context, notify func(runtimes.InstanceKey)) error {
-	return r.notifier.Watch(ctx, r.ctx.Done(), notify)
+	return r.poller.Watch(ctx, notify)
 }
 
 // ConvergenceGrace is how long after an apply the alias may still not show
@@ -203,25 +185,6 @@ func parse(t *runtimes.Target) (lambdaspec.Object, *lambda.CreateFunctionInput, 
 	return o, in, nil
 }
 
-// touch records target as the instance's; a new target drops the cached
-// state.
-func (r *Runtime) touch(t runtimes.Target, o lambdaspec.Object, want *lambda.CreateFunctionInput) *instance {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	in := r.insts[t.InstanceKey]
-	if in == nil {
-		in = &instance{key: t.InstanceKey}
-		r.insts[t.InstanceKey] = in
-	}
-	if in.target.Version != t.Version || in.obj.Spec() != o.Spec() || in.obj.Alias != o.Alias || in.obj.FunctionName != o.FunctionName ||
-		in.obj.PreviousVersionWeight != o.PreviousVersionWeight {
-		in.have = false
-		in.gen++
-	}
-	in.target, in.obj, in.want, in.usedAt = t, o, want, r.now()
-	return in
-}
-
 // Fetch returns the instance's latest observed state, reading the
 // function now when there is none for this target.
 func (r *Runtime) Fetch(ctx context.Context, t runtimes.Target) (runtimes.State, error) {
@@ -229,134 +192,31 @@ func (r *Runtime) Fetch(ctx context.Context, t runtimes.Target) (runtimes.State,
 	if err != nil {
 		return runtimes.State{}, err
 	}
-	in := r.touch(t, o, want)
-	for range 3 {
-		r.mu.Lock()
-		if in.have {
-			defer r.mu.Unlock()
-			return in.state, in.err
-		}
-		r.mu.Unlock()
-		r.describe(ctx, in)
-		if err := ctx.Err(); err != nil {
-			return runtimes.State{}, err
-		}
+	st, err := r.poller.Fetch(ctx, t, seen{key: t.InstanceKey, obj: o, want: want})
+	if errors.Is(err, cloudpoll.ErrTargetChanged) {
+		return runtimes.State{}, fmt.Errorf("lambda function %s: its target kept changing while it was read; retrying", o.FunctionName)
 	}
-	return runtimes.State{}, fmt.Errorf("lambda function %s: its target kept changing while it was read; retrying", o.FunctionName)
+	return st, err
 }
 
 // Info returns what people read of the instance: the Lambda object (the
 // alias, the version it serves and the function's $LATEST) as JSON.
 func (r *Runtime) Info(_ context.Context, key runtimes.InstanceKey) ([]runtimes.InfoOutput, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if in := r.insts[key]; in != nil {
-		return in.info, nil
-	}
-	return nil, nil
+	return r.poller.Info(key), nil
 }
 
 // kick wakes the poller.
-func (r *Runtime) kick() {
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
-}
+func (r *Runtime) kick() { r.poller.Wake() }
 
-// forgetAfter is how long an instance nobody fetches is still polled.
-const forgetAfter = 15 * time.Minute
-
-// poller reads the instances that are due.
-func (r *Runtime) poller() {
-	defer r.wg.Done()
-	timer := time.NewTimer(time.Second)
-	defer timer.Stop()
-	for {
-		select {
-		case <-r.ctx.Done():
-			return
-		case <-timer.C:
-		case <-r.wake:
-		}
-		due, next := r.due()
-		for _, in := range due {
-			r.describe(r.ctx, in)
-		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
-		timer.Reset(next)
-	}
-}
-
-// due returns the instances to read now (not read yet; every pollInterval
-// while not converged; every steadyStatePollInterval once converged) and
-// how long until the next is due. Instances nobody fetched for a while
-// are forgotten.
-func (r *Runtime) due() ([]*instance, time.Duration) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	now := r.now()
-	next := r.steady
-	var out []*instance
-	for k, in := range r.insts {
-		if now.Sub(in.usedAt) > max(3*r.steady, forgetAfter) {
-			delete(r.insts, k)
-			continue
-		}
-		every := r.poll
-		if in.have && in.err == nil && in.state.Converged {
-			every = r.steady
-		}
-		left := every - now.Sub(in.polledAt)
-		if !in.have || left <= 0 {
-			out = append(out, in)
-			left = every
-		}
-		next = min(next, left)
-	}
-	return out, max(next, 100*time.Millisecond)
-}
-
-// seen is the part of an instance a read works from.
-type seen struct {
-	gen  int
-	key  runtimes.InstanceKey
-	obj  lambdaspec.Object
-	want *lambda.CreateFunctionInput
-}
-
-// describe reads the instance's alias and function and records its state.
-func (r *Runtime) describe(ctx context.Context, in *instance) {
-	r.mu.Lock()
-	sn := seen{gen: in.gen, key: in.key, obj: in.obj, want: in.want}
-	in.polledAt = r.now()
-	r.mu.Unlock()
+// describe reads the instance's alias and function: what the poller
+// records of it, every pollInterval while it is not converged and every
+// steadyStatePollInterval once it is.
+func (r *Runtime) describe(ctx context.Context, sn seen) cloudpoll.Result {
 	st, info, err := r.read(ctx, sn)
-	if ctx.Err() != nil {
-		return
-	}
 	if err != nil {
 		err = fmt.Errorf("read Lambda function %s in %s: %w", sn.obj.FunctionName, r.region, err)
 	}
-	r.mu.Lock()
-	if in.gen != sn.gen {
-		r.mu.Unlock()
-		return // the target changed meanwhile
-	}
-	changed := !in.have || errText(err) != errText(in.err) || !sameState(st, in.state)
-	in.have, in.state, in.err, in.fetchedAt = true, st, err, r.now()
-	if info != nil || err == nil {
-		in.info = info
-	}
-	r.mu.Unlock()
-	if changed {
-		r.notifier.Notify(sn.key)
-	}
+	return cloudpoll.Result{State: st, Info: info, Err: err}
 }
 
 // read is one observation: GetFunction, GetAlias and, once per published
@@ -429,19 +289,6 @@ func (r *Runtime) version(ctx context.Context, function, number string) (*publis
 		r.mu.Unlock()
 	}
 	return p, nil
-}
-
-func errText(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
-}
-
-func sameState(a, b runtimes.State) bool {
-	x, _ := json.Marshal(a)
-	y, _ := json.Marshal(b)
-	return string(x) == string(y)
 }
 
 // owner says whose the function is: "" for drover's instance key (or
