@@ -139,7 +139,7 @@ func newPoller[S any](cfg Config[S]) *Poller[S] {
 	cfg.Batch = max(cfg.Batch, 1)
 	p := &Poller[S]{cfg: cfg, wake: make(chan struct{}, 1), insts: map[runtimes.InstanceKey]*instance[S]{},
 		applyMu: map[runtimes.InstanceKey]*sync.Mutex{}}
-	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.ctx, p.cancel = context.WithCancel(context.Background()) //nolint:gosec // G118: Close calls p.cancel
 	return p
 }
 
