@@ -42,7 +42,7 @@ func (c *rcCompiler) googleCloudRun(field string, g *config.GoogleCloudRunConfig
 	text, where := g.Inlined, field+".inlined"
 	if g.Tree != nil {
 		var ok bool
-		if text, ok = c.treeText(field, g, data); !ok {
+		if text, ok = c.treeText(field, &config.KubernetesConfig{Tree: g.Tree}, data); !ok {
 			return nil
 		}
 		where = field + ".local"

@@ -35,7 +35,8 @@ var backendKeys = func() []string {
 	return keys
 }()
 
-// sourceKeys are the members of the Kubernetes config source oneof.
+// sourceKeys are the members of a backend's source oneof (a Kubernetes
+// config's, a Cloud Run service's).
 var sourceKeys = []string{"inlined", "local", "remote", "tree"}
 
 // mergeService deep-merges the per-channel entry for rc over the service:
@@ -120,15 +121,20 @@ func mergeBackend(base, over config.ServiceBackend) (config.ServiceBackend, erro
 			}
 		}
 	}
-	if ok, _ := o["kubernetesConfig"].(map[string]any); ok != nil {
-		if bk, _ := b["kubernetesConfig"].(map[string]any); bk != nil {
-			for _, k := range sourceKeys {
-				if _, set := ok[k]; set {
-					for _, s := range sourceKeys {
-						delete(bk, s)
-					}
-					break
+	// A backend whose source is one of inlined, local, remote and tree
+	// (kubernetesConfig, googleCloudRun) takes the channel's source whole.
+	for name, ov := range o {
+		ok, _ := ov.(map[string]any)
+		bk, _ := b[name].(map[string]any)
+		if _, backend := serviceBackends[name]; !backend || ok == nil || bk == nil {
+			continue
+		}
+		for _, k := range sourceKeys {
+			if _, set := ok[k]; set {
+				for _, s := range sourceKeys {
+					delete(bk, s)
 				}
+				break
 			}
 		}
 	}

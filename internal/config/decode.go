@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"sort"
 	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"unique"
@@ -525,10 +526,15 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 		fi, ok := si.byKey[key]
 		if !ok {
 			msg := fmt.Sprintf("unknown field %q", k.Value)
-			if s := suggest(k.Value, si.keys); s != "" {
+			keys := si.keys
+			if !d.internal {
+				// drover's internal fields are not for configs to set.
+				keys = slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return si.byKey[k].internal })
+			}
+			if s := suggest(k.Value, keys); s != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", s)
-			} else if len(si.keys) <= 12 && len(si.keys) > 0 {
-				msg += " (expected one of " + strings.Join(si.keys, ", ") + ")"
+			} else if len(keys) <= 12 && len(keys) > 0 {
+				msg += " (expected one of " + strings.Join(keys, ", ") + ")"
 			}
 			d.fail(k, joinPath(path, k.Value), "%s", msg)
 			continue

@@ -259,6 +259,11 @@ type LocalFiles interface {
 	// relative to the config file's directory, or absolute) and returns
 	// its content and its absolute path.
 	ReadFile(path string) (data []byte, abs string, err error)
+	// ReadManifests reads YAML files as a kubernetesConfig's local is
+	// read: path or paths (files, or directories of .yaml files) become
+	// text whose lines remember their file (LocateSource); a directory
+	// path with subPath becomes a FileTree.
+	ReadManifests(l *LocalConfig) (text string, tree *FileTree, err error)
 }
 
 // localFiles are the files of one config file's directory.
@@ -279,4 +284,12 @@ func secretRefs(field string, ref *SecretRef) map[string]SecretRef {
 		return nil
 	}
 	return map[string]SecretRef{field: *ref}
+}
+
+func (l localFiles) ReadManifests(lc *LocalConfig) (string, *FileTree, error) {
+	kc := &KubernetesConfig{Local: lc}
+	if err := l.c.resolveKubernetesLocal(kc, KubernetesTypeKubernetes, l.baseDir); err != nil {
+		return "", nil, err
+	}
+	return kc.Inlined, kc.Tree, nil
 }

@@ -1110,10 +1110,19 @@ type SecretReferenceValue = AwsSecretValue
 // GoogleCloudRunConfig is a service's Cloud Run backend: one Knative
 // Service YAML (as gcloud run services replace takes it), inlined or a
 // local file (path, or a directory path and a templated subPath), a Go
-// template like every referenced file. It has KubernetesConfig's shape,
-// so its local files are read as a Kubernetes config's are; only
-// inlined, local and literal apply (validateGoogleCloudRunBackend).
-type GoogleCloudRunConfig = KubernetesConfig
+// template like every referenced file unless literal.
+type GoogleCloudRunConfig struct {
+	Inlined string       `json:"inlined,omitempty"`
+	Local   *LocalConfig `json:"local,omitempty"`
+	Remote  Unsupported  `json:"remote,omitzero"`
+	// Literal uses the YAML as it is, not as a Go template (drover
+	// extension).
+	Literal bool `json:"literal,omitempty" drover:"extension"`
+	// Tree holds a local directory referenced with subPath, read
+	// client-side in place of local; the compiler resolves the templated
+	// subPath in it per release channel.
+	Tree *FileTree `json:"tree,omitempty" drover:"internal"`
+}
 
 // KindGoogleCloudRun is the googleCloudRun runtime kind, and
 // BackendGoogleCloudRun the service backend it runs.
@@ -1136,6 +1145,7 @@ func init() {
 		ConvergenceGrace: 5 * time.Minute,
 		validate:         (*validator).googleCloudRunRuntime,
 		ValidateBackend:  validateGoogleCloudRunBackend,
+		ResolveLocal:     resolveCloudRunLocal,
 		SecretRefs: func(rt *Runtime) map[string]SecretRef {
 			if sa := rt.GoogleCloudRun.ServiceAccountJSON; sa != nil {
 				return secretRefs("runtime.googleCloudRun.serviceAccountJson", sa.Secret)
@@ -1143,6 +1153,23 @@ func init() {
 			return nil
 		},
 	})
+}
+
+// resolveCloudRunLocal reads a Cloud Run service's local Knative
+// Service YAML as a kubernetesConfig's files are read: a file (or
+// several) becomes inlined text that remembers where each line came from,
+// a directory with subPath a file tree.
+func resolveCloudRunLocal(b *ServiceBackend, path string, files LocalFiles, fail func(field, msg string)) {
+	g := b.GoogleCloudRun
+	if g == nil || g.Local == nil || g.Inlined != "" {
+		return // nothing to read, or refused by validateGoogleCloudRunBackend
+	}
+	text, tree, err := files.ReadManifests(g.Local)
+	if err != nil {
+		fail(path+".googleCloudRun.local", err.Error())
+		return
+	}
+	g.Inlined, g.Tree, g.Local = text, tree, nil
 }
 
 // googleCloudRunRuntime checks a googleCloudRun runtime section.
@@ -1188,14 +1215,8 @@ func validateGoogleCloudRunBackend(b *ServiceBackend, path string, add func(fiel
 		return ""
 	}
 	p := path + ".googleCloudRun"
-	if g.Type != "" {
-		add(p+".type", "a Cloud Run service is one Knative Service YAML: leave type out")
-	}
-	if g.EnvInjectionMode != "" {
-		add(p+".envInjectionMode", "not a googleCloudRun field: drover adds the service's env to every container")
-	}
-	if len(g.Patches) > 0 {
-		add(p+".patches", "not a googleCloudRun field")
+	if g.Inlined != "" && g.Local != nil {
+		add(p, "set only one of inlined and local")
 	}
 	if g.Inlined == "" && g.Local == nil && g.Tree == nil && path == "service" {
 		add(p, "a Knative Service is required: inlined or local")
