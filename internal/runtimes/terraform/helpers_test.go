@@ -1,6 +1,7 @@
 package terraform
 
 import (
+	"github.com/drover-dev/drover/internal/runtimes/iacrun"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -161,7 +162,7 @@ func TestPlanSummary(t *testing.T) {
 
 func TestTailBuffer(t *testing.T) {
 	t.Parallel()
-	b := newTailBuffer(8)
+	b := iacrun.NewTailBuffer(8)
 	_, _ = b.Write([]byte("hello"))
 	if b.String() != "hello" || b.Truncated() {
 		t.Fatalf("%q %v", b.String(), b.Truncated())
@@ -172,7 +173,7 @@ func TestTailBuffer(t *testing.T) {
 	if got := b.String(); got != "60123456" || !b.Truncated() {
 		t.Fatalf("%q %v", got, b.Truncated())
 	}
-	b = newTailBuffer(4)
+	b = iacrun.NewTailBuffer(4)
 	_, _ = b.Write([]byte("abc€€"))
 	if got := b.String(); got != "€" {
 		t.Fatalf("%q, want the end starting at a character", got)
