@@ -413,21 +413,49 @@ func (b *Base[X, S]) Tracker(key runtimes.InstanceKey, kind, version string, arg
 	})
 }
 
-// Exec runs argv in dir with env through localexec (its own process
-// group, killed when ctx ends, recorded with the ProcessRecorder), and
-// records it as a run of kind; the outcome is redacted with in.RD. A
-// non-zero exit is an Outcome.Err.
-func (b *Base[X, S]) Exec(ctx context.Context, in *Instance[X, S], kind, version string, argv, env []string, dir string) Outcome {
+// Cmd is one command Exec runs.
+type Cmd struct {
+	Kind, Version string
+	Argv, Env     []string
+	Dir           string
+	// FullStdout is how much of stdout the Outcome keeps, for a caller
+	// that parses it (0: OutputLimit); the run records the last
+	// OutputLimit bytes.
+	FullStdout int
+	// Result says which non-zero exit codes are a result (nil: none).
+	Result func(exit int) bool
+}
+
+// Exec runs c through localexec (its own process group, killed when ctx
+// ends, recorded with the ProcessRecorder) and records it as a run; the
+// outcome is redacted with in.RD. A non-zero exit is an Outcome.Err.
+func (b *Base[X, S]) Exec(ctx context.Context, in *Instance[X, S], c Cmd) Outcome {
 	started := b.Now()
-	shown := in.RD.All(argv)
-	res := localexec.Run(ctx, localexec.Cmd{Args: argv, Env: env, Dir: dir, MaxOutput: OutputLimit,
-		Tracker: b.Tracker(in.Key, kind, version, shown)})
+	shown := in.RD.All(c.Argv)
+	limit := max(c.FullStdout, OutputLimit)
+	res := localexec.Run(ctx, localexec.Cmd{Args: c.Argv, Env: c.Env, Dir: c.Dir, MaxOutput: limit,
+		Tracker: b.Tracker(in.Key, c.Kind, c.Version, shown)})
 	o := Outcome{Stdout: string(res.Stdout), Stderr: string(res.Stderr), Truncated: res.Truncated, ExitCode: res.ExitCode, Err: res.Err}.Redact(in.RD)
+	if len(o.Stderr) > OutputLimit {
+		o.Stderr, o.Truncated = tail(o.Stderr, OutputLimit), true
+	}
 	if o.Err == nil && o.ExitCode != 0 {
 		o.Err = fmt.Errorf("exit status %d", o.ExitCode)
 	}
-	b.Record(ctx, in.Key, kind, version, shown, started, o)
+	o.Result = o.ExitCode != 0 && c.Result != nil && c.Result(o.ExitCode)
+	rec := o
+	if len(rec.Stdout) > OutputLimit {
+		rec.Stdout, rec.Truncated = tail(rec.Stdout, OutputLimit), true
+	}
+	b.Record(ctx, in.Key, c.Kind, c.Version, shown, started, rec)
 	return o
+}
+
+// tail is the last n bytes of s, from a character boundary.
+func tail(s string, n int) string {
+	b := NewTailBuffer(n)
+	_, _ = b.Write([]byte(s))
+	return b.String()
 }
 
 // PreRun runs the runner's preRun commands with sh -c in dir, in order,
@@ -435,7 +463,7 @@ func (b *Base[X, S]) Exec(ctx context.Context, in *Instance[X, S], kind, version
 // its stderr.
 func (b *Base[X, S]) PreRun(ctx context.Context, in *Instance[X, S], kind, version string, cmds []config.RunnerCommand, env []string, dir string, excerpt func(string) string) error {
 	for i, c := range cmds {
-		o := b.Exec(ctx, in, kind, version, []string{"sh", "-c", c.Cmd}, env, dir)
+		o := b.Exec(ctx, in, Cmd{Kind: kind, Version: version, Argv: []string{"sh", "-c", c.Cmd}, Env: env, Dir: dir})
 		if o.Err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -462,3 +490,10 @@ func (b *Base[X, S]) Forget(key runtimes.InstanceKey) {
 // Watchers is how many Watch calls are running (for tests that must not
 // miss a notification).
 func (b *Base[X, S]) Watchers() int { return b.watchers.Watchers() }
+
+// Lookup is key's instance, nil when it has none.
+func (b *Base[X, S]) Lookup(key runtimes.InstanceKey) *Instance[X, S] {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.insts[key]
+}

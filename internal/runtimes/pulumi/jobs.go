@@ -1,0 +1,212 @@
+package pulumi
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/drover-dev/drover/internal/config"
+	"github.com/drover-dev/drover/internal/runtimes"
+	"github.com/drover-dev/drover/internal/runtimes/iacrun"
+	"github.com/drover-dev/drover/internal/runtimes/kubejob"
+)
+
+// Bounds of one command run as a Job: a preview, or an up (which creates
+// what can take long: databases, clusters).
+const (
+	PreviewJobTimeout = 30 * time.Minute
+	UpJobTimeout      = 2 * time.Hour
+)
+
+// JobsFactory returns a factory (same signature as Factory) of pulumi
+// runtimes whose commands run as Kubernetes Jobs in the cluster of the
+// given kubeconfig and context (both "": the in-cluster configuration), in
+// the namespace proxyRuntime.containerOrchestration.k8s.namespace (which
+// must exist) or else in drover-proxy-runtime-<runtime name> (created when
+// missing). No pulumi binary is needed where the factory runs: the image
+// holds pulumi, its plugins and the program. The factory does not contact
+// the cluster.
+func JobsFactory(kubeconfig, kubeContext string) func(cfg *config.Runtime, opts runtimes.Options) (runtimes.Runtime, error) {
+	return func(cfg *config.Runtime, opts runtimes.Options) (runtimes.Runtime, error) {
+		if err := checkConfig(cfg); err != nil {
+			return nil, err
+		}
+		runner, err := kubejob.Connect(kubeconfig, kubeContext, opts.Log)
+		if err != nil {
+			return nil, fmt.Errorf("runtime %s: %w", cfg.Name, err)
+		}
+		r, err := NewJobs(cfg, opts, runner)
+		if err != nil {
+			return nil, err
+		}
+		return r, nil
+	}
+}
+
+// NewJobs builds the runtime cfg describes, whose commands run as Jobs
+// with runner (see JobsFactory).
+func NewJobs(cfg *config.Runtime, opts runtimes.Options, runner *kubejob.Runner) (*Runtime, error) {
+	if err := checkConfig(cfg); err != nil {
+		return nil, err
+	}
+	r, err := build(cfg, opts, "")
+	if err != nil {
+		return nil, err
+	}
+	r.jobs = iacrun.NewJobs(runner, cfg.Name, cfg.PulumiRunner.ProxyRuntime)
+	return r, nil
+}
+
+// jobPreview runs pulumi preview in a Job and returns the state it shows.
+// in.Cmd is held.
+func (r *Runtime) jobPreview(ctx context.Context, in *instance, t runtimes.Target, sp *spec) (runtimes.State, error) {
+	o, err := r.jobRun(ctx, in, t, sp, kindPreview)
+	if err != nil {
+		return runtimes.State{}, err
+	}
+	log, out, _ := strings.Cut(o.Stdout, previewMarker+"\n")
+	res, perr := parsePreview(out)
+	if o.ExitCode != 0 {
+		o.Stderr = log
+		return runtimes.State{}, jobError("pulumi preview", o, res)
+	}
+	if perr != nil {
+		return runtimes.State{}, fmt.Errorf("pulumi preview: cannot read its JSON output: %w", perr)
+	}
+	return r.stateOf(in, t, sp, &savedPlan{changed: res.changed(), summary: res.summary()}), nil
+}
+
+// jobUp runs pulumi up in a Job, then previews again to refresh the state
+// and notifies watchers. in.Cmd is held.
+func (r *Runtime) jobUp(ctx context.Context, in *instance, t runtimes.Target, sp *spec) (runtimes.ApplyResult, error) {
+	o, err := r.jobRun(ctx, in, t, sp, kindUp)
+	ev := parseEvents(o.Stdout, in.RD)
+	if err == nil && (o.ExitCode != 0 || ev.failed) {
+		o.Stderr = o.Stdout
+		if err = jobError("pulumi up", o, previewResult{Diagnostics: ev.diagnostics}); retryable(o.Stdout) {
+			err = fmt.Errorf("%w (retrying previews again)", err)
+		}
+	}
+	if err != nil {
+		r.Store(in, t, sp, sp.runner, runtimes.State{}, err) // forget the state, poll soon
+		r.Notify(in.Key)
+		return runtimes.ApplyResult{Changes: ev.changes}, err
+	}
+	r.WriteApplied(in, t.Version)
+	st, err := r.jobPreview(ctx, in, t, sp)
+	r.Store(in, t, sp, sp.runner, st, err)
+	if err != nil {
+		r.Log.Warn("pulumi runtime: preview after up failed", "runtime", r.Name, "instance", in.Key.String(), "version", t.Version, "error", err)
+	}
+	r.Notify(in.Key)
+	return runtimes.ApplyResult{Changes: ev.changes}, nil
+}
+
+// jobRun runs one command (kindPreview or kindUp) as a Job and records it
+// (see iacrun.RunJob). in.Cmd is held.
+func (r *Runtime) jobRun(ctx context.Context, in *instance, t runtimes.Target, sp *spec, kind string) (iacrun.Outcome, error) {
+	env, err := iacrun.Overlay(t, sp.runner, "pulumiRunner")
+	if err != nil {
+		return iacrun.Outcome{}, err
+	}
+	if _, ok := env["PULUMI_SKIP_UPDATE_CHECK"]; !ok {
+		env["PULUMI_SKIP_UPDATE_CHECK"] = "true"
+	}
+	keys := slices.Sorted(maps.Keys(sp.secrets))
+	for i, k := range keys {
+		env[secretEnv(i)] = sp.secrets[k]
+	}
+	timeout := PreviewJobTimeout
+	if kind == kindUp {
+		timeout = UpJobTimeout
+	}
+	return iacrun.RunJob(ctx, r.jobs, r.Base, in, iacrun.JobCmd{
+		Kind: kind, Version: t.Version, Image: sp.Image, Script: jobScript(sp, kind),
+		ServiceAccount: sp.runner.ServiceAccount, Env: env, Secrets: rawSecrets(t, sp), Timeout: timeout,
+	})
+}
+
+// secretEnv is the variable of a Job holding the i-th secret config value
+// (in key order); it comes from a Secret.
+func secretEnv(i int) string { return "DROVER_PULUMI_SECRET_" + strconv.Itoa(i) }
+
+// previewMarker is the line a preview Job prints before preview's JSON.
+const previewMarker = "--- drover: pulumi preview --json"
+
+// jobScript is the shell script a command's Job runs: in the program
+// directory (the object's path), the preRun commands, pulumi stack select
+// --create, the config (secrets piped from their variables), then pulumi
+// preview --refresh --json (printed after previewMarker) or pulumi up
+// --refresh --json. A step before the last that fails prints "drover:
+// <step> failed (exit code N)" and exits 1. The binary is
+// $DROVER_PULUMI_BIN, else pulumi, on the image's PATH, after the object's
+// commandPrefix.
+func jobScript(sp *spec, kind string) string {
+	var b strings.Builder
+	q := iacrun.ShellQuote
+	b.WriteString(`fail() { echo "drover: $1 failed (exit code $2)" >&2; exit 1; }
+P="${DROVER_PULUMI_BIN:-pulumi}"
+`)
+	pulumi := ""
+	for _, w := range sp.CommandPrefix {
+		pulumi += q(w) + " "
+	}
+	pulumi += `"$P"`
+	stack := q(sp.Stack)
+	fmt.Fprintf(&b, "cd %s || fail %s $?\n", q(sp.path), q("cd "+sp.path))
+	for i, c := range sp.runner.PreRun {
+		fmt.Fprintf(&b, "sh -c %s || fail %s $?\n", q(c.Cmd), q(fmt.Sprintf("preRun[%d] (%s)", i, c.Cmd)))
+	}
+	fmt.Fprintf(&b, "%s stack select --create --stack %s --non-interactive || fail 'pulumi stack select' $?\n", pulumi, stack)
+	if len(sp.Config) > 0 {
+		fmt.Fprintf(&b, "%s config set-all --stack %s", pulumi, stack)
+		for _, k := range slices.Sorted(maps.Keys(sp.Config)) {
+			b.WriteString(" --plaintext " + q(k+"="+sp.Config[k]))
+		}
+		b.WriteString(" || fail 'pulumi config set-all' $?\n")
+	}
+	for i, k := range slices.Sorted(maps.Keys(sp.secrets)) {
+		fmt.Fprintf(&b, "printf '%%s' \"$%s\" | %s config set --secret --stack %s -- %s || fail %s $?\n", secretEnv(i), pulumi, stack, q(k), q("pulumi config set --secret "+k))
+	}
+	if kind == kindUp {
+		fmt.Fprintf(&b, "exec %s up --yes --stack %s --json --non-interactive --skip-preview --refresh\n", pulumi, stack)
+	} else {
+		fmt.Fprintf(&b, `out="${TMPDIR:-/tmp}/drover-preview.json"
+%s preview --stack %s --refresh --json --non-interactive >"$out"; rc=$?
+echo %s
+cat "$out"
+exit $rc
+`, pulumi, stack, q(previewMarker))
+	}
+	return b.String()
+}
+
+// stepFailed matches the line jobScript prints when a step fails.
+var stepFailed = regexp.MustCompile(`(?m)^drover: (.+) failed \(exit code (-?\d+)\)\s*$`)
+
+// jobError is the error of a command whose Job exited with a code that
+// is not a result: the step that failed (a preRun command, the stack or
+// config commands, or the command itself) with pulumi's error message.
+func jobError(what string, o iacrun.Outcome, res previewResult) error {
+	out, code := o.Stderr, o.ExitCode
+	if m := stepFailed.FindStringSubmatchIndex(out); m != nil {
+		what = out[m[2]:m[3]]
+		if n, err := strconv.Atoi(out[m[4]:m[5]]); err == nil {
+			code = n
+		}
+		out = out[:m[0]]
+	}
+	msg := res.errors()
+	if msg == "" {
+		msg = errorExcerpt(out)
+	}
+	if msg == "" {
+		msg = "no output"
+	}
+	return fmt.Errorf("%s failed (exit code %d): %s", what, code, msg)
+}
