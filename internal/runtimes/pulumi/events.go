@@ -52,16 +52,32 @@ func (p previewResult) changed() bool {
 	return false
 }
 
-// summary says what the preview would do, as terraform's plan summary
-// does: "Preview: 1 to create, 2 to update, 0 to delete." (replacements,
-// when any, as ", 1 to replace").
+// summary says what the preview would do to resources (the stack itself
+// and providers not counted), as terraform's plan summary does: "Preview: 1
+// to create, 2 to update, 0 to delete." (replacements, when any, as ", 1
+// to replace").
 func (p previewResult) summary() string {
-	cs := p.ChangeSummary
-	s := fmt.Sprintf("Preview: %d to create, %d to update, %d to delete", cs["create"], cs["update"], cs["delete"])
-	if n := cs["replace"] + cs["create-replacement"]; n > 0 {
-		s += fmt.Sprintf(", %d to replace", n)
+	n := map[string]int{}
+	for _, st := range p.Steps {
+		if resource(st.URN) {
+			n[st.Op]++
+		}
+	}
+	s := fmt.Sprintf("Preview: %d to create, %d to update, %d to delete", n["create"], n["update"], n["delete"])
+	if r := n["replace"]; r > 0 {
+		s += fmt.Sprintf(", %d to replace", r)
+	}
+	if n["create"]+n["update"]+n["delete"]+n["replace"] == 0 {
+		s += " (changes to the stack's outputs only)"
 	}
 	return s + "."
+}
+
+// resource reports whether urn names a resource drover reports: not the
+// stack itself nor a provider.
+func resource(urn string) bool {
+	typ := urnType(urn)
+	return typ != "" && typ != "pulumi:pulumi:Stack" && !strings.HasPrefix(typ, "pulumi:providers:")
 }
 
 // changes are the changes the preview proposes, per resource.
@@ -219,8 +235,7 @@ func newChangeSet() *changeSet { return &changeSet{at: map[string]int{}} }
 // add records the step op on the resource urn (providers and the stack
 // itself are not objects drover reports).
 func (c *changeSet) add(op, urn string, rd *redact.Redactor) {
-	typ := urnType(urn)
-	if urn == "" || typ == "pulumi:pulumi:Stack" || strings.HasPrefix(typ, "pulumi:providers:") {
+	if !resource(urn) {
 		return
 	}
 	var a runtimes.Action

@@ -214,6 +214,10 @@ func build(cfg *config.Runtime, opts runtimes.Options, bin string) (*Runtime, er
 		return nil, err
 	}
 	b.ApplyingMessage = "pulumi up in progress"
+	if err := os.MkdirAll(filepath.Join(b.Root, backendDirName), 0o750); err != nil {
+		_ = b.Close()
+		return nil, fmt.Errorf("runtime %s: %w", cfg.Name, err)
+	}
 	r := &Runtime{Base: b, bin: bin, runner: cfg.PulumiRunner, programs: iacrun.Limits{
 		Skip:     map[string]bool{".git": true},
 		Noun:     "program",
