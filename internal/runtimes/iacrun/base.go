@@ -78,10 +78,14 @@ type Base[X, S any] struct {
 	TempDir string
 	// Ctx is the context of background polls; Close cancels it.
 	Ctx context.Context
-	// Refresh plans t (whose decoded object is sp) for in again, caches
-	// the state (Store) and reports whether it changed; polls call it with
-	// in.Cmd held.
-	Refresh func(ctx context.Context, in *Instance[X, S], t runtimes.Target, sp S) (bool, error)
+	// Parse decodes a target's object (an error is the target's fault).
+	Parse func(t runtimes.Target) (S, error)
+	// Refresh plans t (whose decoded object is sp) for in, caches the
+	// state (Store) and reports whether it changed; Fetch and polls call it
+	// with in.Cmd held.
+	Refresh func(ctx context.Context, in *Instance[X, S], t runtimes.Target, sp S) (runtimes.State, bool, error)
+	// Update applies t for in (Apply's work), with in.Cmd held.
+	Update func(ctx context.Context, in *Instance[X, S], t runtimes.Target, sp S) (runtimes.ApplyResult, error)
 	// ApplyingMessage is the state's message while an apply runs and
 	// nothing is cached.
 	ApplyingMessage string
@@ -307,7 +311,7 @@ func (b *Base[X, S]) poll(key runtimes.InstanceKey, gen uint64) {
 	}
 	t, sp := in.target, in.spec
 	b.mu.Unlock()
-	changed, err := b.Refresh(b.Ctx, in, t, sp)
+	_, changed, err := b.Refresh(b.Ctx, in, t, sp)
 	if b.Ctx.Err() != nil {
 		return
 	}

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -98,4 +101,40 @@ func RunJob[X, S any](ctx context.Context, j *Jobs, b *Base[X, S], in *Instance[
 	default:
 		return o, fmt.Errorf("%s failed: %s", what, in.RD.Text(jr.Err.Error()))
 	}
+}
+
+// ScriptFail is the start of a Job's script: fail, which prints "drover:
+// <step> failed (exit code N)" and exits 1.
+const ScriptFail = `fail() { echo "drover: $1 failed (exit code $2)" >&2; exit 1; }
+`
+
+// ScriptSteps writes the first steps of a Job's script to b: cd dir and the
+// preRun commands, each failing with fail.
+func ScriptSteps(b *strings.Builder, dir string, preRun []config.RunnerCommand) {
+	fmt.Fprintf(b, "cd %s || fail %s $?\n", ShellQuote(dir), ShellQuote("cd "+dir))
+	for i, c := range preRun {
+		fmt.Fprintf(b, "sh -c %s || fail %s $?\n", ShellQuote(c.Cmd), ShellQuote(fmt.Sprintf("preRun[%d] (%s)", i, c.Cmd)))
+	}
+}
+
+// stepFailed matches the line fail prints.
+var stepFailed = regexp.MustCompile(`(?m)^drover: (.+) failed \(exit code (-?\d+)\)\s*$`)
+
+// JobError is the error of a command whose Job exited with a code that is
+// not a result: the step that failed (found in out, the Job's log, where
+// fail printed it; else what, with exit) with the message msg picks from
+// the output before it ("no output" when none).
+func JobError(what string, exit int, out string, msg func(out string) string) error {
+	if m := stepFailed.FindStringSubmatchIndex(out); m != nil {
+		what = out[m[2]:m[3]]
+		if n, err := strconv.Atoi(out[m[4]:m[5]]); err == nil {
+			exit = n
+		}
+		out = out[:m[0]]
+	}
+	text := msg(out)
+	if text == "" {
+		text = "no output"
+	}
+	return fmt.Errorf("%s failed (exit code %d): %s", what, exit, text)
 }

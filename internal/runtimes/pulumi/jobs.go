@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,30 +30,15 @@ const (
 // missing). No pulumi binary is needed where the factory runs: the image
 // holds pulumi, its plugins and the program. The factory does not contact
 // the cluster.
-func JobsFactory(kubeconfig, kubeContext string) func(cfg *config.Runtime, opts runtimes.Options) (runtimes.Runtime, error) {
-	return func(cfg *config.Runtime, opts runtimes.Options) (runtimes.Runtime, error) {
-		if err := checkConfig(cfg); err != nil {
-			return nil, err
-		}
-		runner, err := kubejob.Connect(kubeconfig, kubeContext, opts.Log)
-		if err != nil {
-			return nil, fmt.Errorf("runtime %s: %w", cfg.Name, err)
-		}
-		r, err := NewJobs(cfg, opts, runner)
-		if err != nil {
-			return nil, err
-		}
-		return r, nil
-	}
+func JobsFactory(kubeconfig, kubeContext string) iacrun.Factory {
+	return iacrun.JobsFactoryOf(kubeconfig, kubeContext, checkConfig, NewJobs)
 }
 
 // NewJobs builds the runtime cfg describes, whose commands run as Jobs
 // with runner (see JobsFactory).
 func NewJobs(cfg *config.Runtime, opts runtimes.Options, runner *kubejob.Runner) (*Runtime, error) {
-	if err := checkConfig(cfg); err != nil {
-		return nil, err
-	}
-	r, err := build(cfg, opts, "")
+	// No binary here: the image has one.
+	r, err := build(cfg, opts, func() (string, error) { return "", nil })
 	if err != nil {
 		return nil, err
 	}
@@ -149,8 +133,7 @@ const previewMarker = "--- drover: pulumi preview --json"
 func jobScript(sp *spec, kind string) string {
 	var b strings.Builder
 	q := iacrun.ShellQuote
-	b.WriteString(`fail() { echo "drover: $1 failed (exit code $2)" >&2; exit 1; }
-P="${DROVER_PULUMI_BIN:-pulumi}"
+	b.WriteString(iacrun.ScriptFail + `P="${DROVER_PULUMI_BIN:-pulumi}"
 `)
 	pulumi := ""
 	for _, w := range sp.CommandPrefix {
@@ -158,10 +141,7 @@ P="${DROVER_PULUMI_BIN:-pulumi}"
 	}
 	pulumi += `"$P"`
 	stack := q(sp.Stack)
-	fmt.Fprintf(&b, "cd %s || fail %s $?\n", q(sp.path), q("cd "+sp.path))
-	for i, c := range sp.runner.PreRun {
-		fmt.Fprintf(&b, "sh -c %s || fail %s $?\n", q(c.Cmd), q(fmt.Sprintf("preRun[%d] (%s)", i, c.Cmd)))
-	}
+	iacrun.ScriptSteps(&b, sp.path, sp.runner.PreRun)
 	fmt.Fprintf(&b, "%s stack select --create --stack %s --non-interactive || fail 'pulumi stack select' $?\n", pulumi, stack)
 	if len(sp.Config) > 0 {
 		fmt.Fprintf(&b, "%s config set-all --stack %s", pulumi, stack)
@@ -186,27 +166,15 @@ exit $rc
 	return b.String()
 }
 
-// stepFailed matches the line jobScript prints when a step fails.
-var stepFailed = regexp.MustCompile(`(?m)^drover: (.+) failed \(exit code (-?\d+)\)\s*$`)
-
 // jobError is the error of a command whose Job exited with a code that
 // is not a result: the step that failed (a preRun command, the stack or
-// config commands, or the command itself) with pulumi's error message.
+// config commands, or the command itself) with pulumi's error
+// diagnostics, else its error lines.
 func jobError(what string, o iacrun.Outcome, res previewResult) error {
-	out, code := o.Stderr, o.ExitCode
-	if m := stepFailed.FindStringSubmatchIndex(out); m != nil {
-		what = out[m[2]:m[3]]
-		if n, err := strconv.Atoi(out[m[4]:m[5]]); err == nil {
-			code = n
+	return iacrun.JobError(what, o.ExitCode, o.Stderr, func(out string) string {
+		if msg := res.errors(); msg != "" {
+			return msg
 		}
-		out = out[:m[0]]
-	}
-	msg := res.errors()
-	if msg == "" {
-		msg = errorExcerpt(out)
-	}
-	if msg == "" {
-		msg = "no output"
-	}
-	return fmt.Errorf("%s failed (exit code %d): %s", what, code, msg)
+		return errorExcerpt(out)
+	})
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -38,37 +37,25 @@ const BinaryEnv = "DROVER_PULUMI_BIN"
 // a directory for program paths; errors name it.
 const ProgramRootFlag = "--pulumi-program-root"
 
-// ErrNoBinary is returned by New when no pulumi binary is found.
-var ErrNoBinary = errors.New("pulumi not found: install the Pulumi CLI, or set " + BinaryEnv)
-
-// Kinds of the runs reported to Options.Runs.
 const (
-	kindPreRun  = "preRun"
-	kindStack   = "stack"
-	kindConfig  = "config"
-	kindPreview = "preview"
-	kindUp      = "up"
-	kindOutput  = "output"
-)
+	// The kinds of the runs reported to Options.Runs: what each command
+	// does.
+	kindPreRun, kindStack, kindConfig = "preRun", "stack", "config"
+	kindPreview, kindUp, kindOutput   = "preview", "up", "output"
 
-// Files in an instance's working directory.
-const (
+	// The files in an instance's working directory.
 	programDirName  = "program"      // the copy of the program; pulumi runs here
 	planFileName    = "plan.json"    // the update plan of the last preview (--save-plan)
 	configStampName = "config.stamp" // what the stack's config was last set to
 	backendDirName  = "backend"      // <root>/backend: the default file backend
 )
 
+// ErrNoBinary is returned by New when no pulumi binary is found.
+var ErrNoBinary = errors.New("pulumi not found: install the Pulumi CLI, or set " + BinaryEnv)
+
 // fullStdout is how much of pulumi's JSON output is read (the recorded run
 // keeps the end, iacrun.OutputLimit).
 const fullStdout = 32 << 20
-
-var (
-	_ runtimes.Runtime    = (*Runtime)(nil)
-	_ runtimes.Watcher    = (*Runtime)(nil)
-	_ runtimes.Closer     = (*Runtime)(nil)
-	_ runtimes.InfoGetter = (*Runtime)(nil)
-)
 
 // Runtime runs pulumi for the services of one pulumiRunner runtime. It is
 // safe for concurrent use; commands of one instance run one at a time.
@@ -79,6 +66,13 @@ type Runtime struct {
 	jobs     *iacrun.Jobs         // runs the commands as Kubernetes Jobs; nil: on this host
 	programs iacrun.Limits        // where programs on this host may be, and how much is copied
 }
+
+var (
+	_ runtimes.Runtime    = (*Runtime)(nil)
+	_ runtimes.Watcher    = (*Runtime)(nil)
+	_ runtimes.Closer     = (*Runtime)(nil)
+	_ runtimes.InfoGetter = (*Runtime)(nil)
+)
 
 // instance is one service instance's working directory and cached state.
 type instance = iacrun.Instance[puInstance, *spec]
@@ -118,55 +112,25 @@ type spec struct {
 }
 
 // Settings are the host's rules for the programs of the pulumi runtimes it
-// builds: the flags of drover server and drover agent.
-type Settings struct {
-	// ProgramRoots are the directories a program directory (the object's
-	// path), and every file copied from it after symbolic links, must lie
-	// in. None: no program directory on this host is allowed.
-	ProgramRoots []string
-	// MaxProgramBytes and MaxProgramEntries cap what is copied of one
-	// program (0: iacrun.MaxBytes and iacrun.MaxEntries).
-	MaxProgramBytes   int64
-	MaxProgramEntries int
-}
+// builds (drover server's and drover agent's ProgramRootFlag): the program
+// roots, and how much of a program is copied.
+type Settings = iacrun.Settings
 
 // DefaultProgramRoots are the program roots when none is configured: the
 // working directory of the process, so that a relative path works as
 // documented; none when that is the file system's root.
-func DefaultProgramRoots() ([]string, error) {
-	roots, err := iacrun.DefaultRoots(ProgramRootFlag)
-	if err != nil {
-		return nil, fmt.Errorf("pulumi program roots: %w", err)
-	}
-	return roots, nil
-}
-
-// ResolveProgramRoots makes dirs (the values of ProgramRootFlag) absolute
-// with their symbolic links resolved, and checks that each is a directory.
-func ResolveProgramRoots(dirs []string) ([]string, error) {
-	return iacrun.ResolveRoots(dirs, ProgramRootFlag)
-}
+func DefaultProgramRoots() ([]string, error) { return iacrun.DefaultRoots(ProgramRootFlag) }
 
 // Factory builds a pulumi runtime; it is the runtimehost.Factory for kind
 // "pulumiRunner", with the default program roots (DefaultProgramRoots).
-func Factory(cfg *config.Runtime, opts runtimes.Options) (runtimes.Runtime, error) {
-	r, err := New(cfg, opts)
-	if err != nil {
-		return nil, err
-	}
-	return r, nil
-}
+var Factory = iacrun.FactoryOf(New)
 
 // FactoryWith is Factory with the host's settings s (drover server and
 // drover agent make s from their flags).
-func FactoryWith(s Settings) func(cfg *config.Runtime, opts runtimes.Options) (runtimes.Runtime, error) {
-	return func(cfg *config.Runtime, opts runtimes.Options) (runtimes.Runtime, error) {
-		r, err := NewWith(cfg, opts, s)
-		if err != nil {
-			return nil, err
-		}
-		return r, nil
-	}
+func FactoryWith(s Settings) iacrun.Factory {
+	return iacrun.FactoryOf(func(cfg *config.Runtime, opts runtimes.Options) (*Runtime, error) {
+		return NewWith(cfg, opts, s)
+	})
 }
 
 // New builds the runtime cfg describes (cfg.PulumiRunner), with the
@@ -176,39 +140,41 @@ func FactoryWith(s Settings) func(cfg *config.Runtime, opts runtimes.Options) (r
 // removed by Close, when opts.DataDir is "").
 func New(cfg *config.Runtime, opts runtimes.Options) (*Runtime, error) {
 	roots, err := DefaultProgramRoots()
-	if err != nil {
-		return nil, fmt.Errorf("runtime %s: %w", cfg.Name, err)
+	if err == nil {
+		return NewWith(cfg, opts, Settings{Roots: roots})
 	}
-	return NewWith(cfg, opts, Settings{ProgramRoots: roots})
+	if cfg == nil {
+		return nil, fmt.Errorf("pulumi runtime: %w", err)
+	}
+	return nil, fmt.Errorf("runtime %s: %w", cfg.Name, err)
 }
 
 // NewWith is New with the host's settings s.
 func NewWith(cfg *config.Runtime, opts runtimes.Options, s Settings) (*Runtime, error) {
-	if err := checkConfig(cfg); err != nil {
-		return nil, err
-	}
-	bin, err := findBinary()
-	if err != nil {
-		return nil, fmt.Errorf("runtime %s: %w", cfg.Name, err)
-	}
-	r, err := build(cfg, opts, bin)
+	r, err := build(cfg, opts, findBinary)
 	if err != nil {
 		return nil, err
 	}
-	roots, err := ResolveProgramRoots(s.ProgramRoots)
-	if err == nil {
-		r.programs.Exclude, err = iacrun.ExcludeDirs(opts.DataDir, r.TempDir)
-	}
+	lim, err := iacrun.HostLimits("program", ProgramRootFlag, s.Roots, s.MaxBytes, s.MaxEntries, opts.DataDir, r.TempDir)
 	if err != nil {
 		_ = r.Close()
 		return nil, fmt.Errorf("runtime %s: %w", cfg.Name, err)
 	}
-	r.programs.Roots, r.programs.MaxBytes, r.programs.MaxEntries = roots, s.MaxProgramBytes, s.MaxProgramEntries
+	lim.Skip = map[string]bool{".git": true}
+	r.programs = lim
 	return r, nil
 }
 
-// build builds the runtime of cfg (a pulumiRunner) running bin.
-func build(cfg *config.Runtime, opts runtimes.Options, bin string) (*Runtime, error) {
+// build builds the runtime of cfg (a pulumiRunner) running the binary find
+// finds.
+func build(cfg *config.Runtime, opts runtimes.Options, find func() (string, error)) (*Runtime, error) {
+	if err := checkConfig(cfg); err != nil {
+		return nil, err
+	}
+	bin, err := find()
+	if err != nil {
+		return nil, fmt.Errorf("runtime %s: %w", cfg.Name, err)
+	}
 	b, err := iacrun.NewBase[puInstance, *spec](cfg.Name, "pulumi", opts)
 	if err != nil {
 		return nil, err
@@ -218,15 +184,8 @@ func build(cfg *config.Runtime, opts runtimes.Options, bin string) (*Runtime, er
 		_ = b.Close()
 		return nil, fmt.Errorf("runtime %s: %w", cfg.Name, err)
 	}
-	r := &Runtime{Base: b, bin: bin, runner: cfg.PulumiRunner, programs: iacrun.Limits{
-		Skip:     map[string]bool{".git": true},
-		Noun:     "program",
-		RootFlag: ProgramRootFlag,
-	}}
-	b.Refresh = func(ctx context.Context, in *instance, t runtimes.Target, sp *spec) (bool, error) {
-		_, changed, err := r.refresh(ctx, in, t, sp)
-		return changed, err
-	}
+	r := &Runtime{Base: b, bin: bin, runner: cfg.PulumiRunner}
+	b.Parse, b.Refresh, b.Update = r.parseSpec, r.refresh, r.apply
 	return r, nil
 }
 
@@ -242,19 +201,7 @@ func checkConfig(cfg *config.Runtime) error {
 }
 
 // findBinary finds the pulumi binary to run.
-func findBinary() (string, error) {
-	if p := os.Getenv(BinaryEnv); p != "" {
-		path, err := exec.LookPath(p)
-		if err != nil {
-			return "", fmt.Errorf("%s=%s: %w", BinaryEnv, p, err)
-		}
-		return filepath.Abs(path)
-	}
-	if path, err := exec.LookPath("pulumi"); err == nil {
-		return filepath.Abs(path)
-	}
-	return "", ErrNoBinary
-}
+func findBinary() (string, error) { return iacrun.FindBinary(BinaryEnv, ErrNoBinary, "pulumi") }
 
 // Binary is the pulumi binary the runtime runs.
 func (r *Runtime) Binary() string { return r.bin }
@@ -317,39 +264,6 @@ func (r *Runtime) parseSpec(t runtimes.Target) (*spec, error) {
 // secrets of the env and the secret config values.
 func rawSecrets(t runtimes.Target, sp *spec) []string {
 	return iacrun.RawSecrets(t, sp.runner, slices.Collect(maps.Values(sp.secrets))...)
-}
-
-// Fetch previews the instance: converged when the preview proposes no
-// changes, else drifted (the version last applied has changed) or not
-// converged (another version, or nothing, was applied). The first Fetch of
-// a target previews synchronously; later ones return the result of the
-// last preview, which background polls refresh (see the package
-// documentation).
-func (r *Runtime) Fetch(ctx context.Context, t runtimes.Target) (runtimes.State, error) {
-	if err := ctx.Err(); err != nil {
-		return runtimes.State{}, err
-	}
-	sp, err := r.parseSpec(t)
-	if err != nil {
-		return runtimes.State{}, fmt.Errorf("pulumi runtime %s: %s: %w", r.Name, t.InstanceKey, err)
-	}
-	in, err := r.Use(t.InstanceKey)
-	if err != nil {
-		return runtimes.State{}, err
-	}
-	if st, ok := r.Cached(in, t); ok {
-		return st, nil
-	}
-	in.Cmd.Lock()
-	defer in.Cmd.Unlock()
-	if st, ok := r.Cached(in, t); ok {
-		return st, nil
-	}
-	st, _, err := r.refresh(ctx, in, t, sp)
-	if err != nil {
-		return runtimes.State{}, fmt.Errorf("pulumi runtime %s: %s: %w", r.Name, t.InstanceKey, err)
-	}
-	return st, nil
 }
 
 // refresh prepares and previews t, caches the state, schedules the next
@@ -571,58 +485,15 @@ func (r *Runtime) preview(ctx context.Context, in *instance, t runtimes.Target, 
 
 // stateOf is the state a preview of t shows.
 func (r *Runtime) stateOf(in *instance, t runtimes.Target, sp *spec, sv *savedPlan) runtimes.State {
-	obj := runtimes.Object{ObjectType: Kind, Name: sp.Stack}
-	if !sv.changed {
-		// Nothing to change: t's version is what runs.
-		r.WriteApplied(in, t.Version)
-		obj.Version, obj.Status = t.Version, runtimes.ObjectSucceeded
-		return runtimes.State{Version: t.Version, Converged: true, Objects: []runtimes.Object{obj}}
-	}
-	applied := iacrun.ReadApplied(in.Dir)
-	obj.Version, obj.Status, obj.Message = applied, runtimes.ObjectPending, sv.summary
-	return runtimes.State{
-		Version: applied,
-		// What drover applied for this version changed (or its inputs did).
-		Drifted: applied == t.Version,
-		Message: sv.summary,
-		Objects: []runtimes.Object{obj},
-	}
+	return r.StateOf(in, t, runtimes.Object{ObjectType: Kind, Name: sp.Stack}, sv.changed, sv.summary)
 }
 
-// Apply runs pulumi up --refresh with the plan saved by the last fetch's
-// preview when it was made for the same target, program and environment,
-// or else previews first; then it previews again to refresh the state and
-// notifies watchers. A preview without changes is not applied. Errors are
-// retryable, except a target that cannot work (no version, a malformed
-// object).
-func (r *Runtime) Apply(ctx context.Context, t runtimes.Target) (runtimes.ApplyResult, error) {
-	if err := ctx.Err(); err != nil {
-		return runtimes.ApplyResult{}, err
-	}
-	if t.Version == "" {
-		return runtimes.ApplyResult{}, runtimes.Permanent(fmt.Errorf("pulumi runtime %s: %s: target has no version", r.Name, t.InstanceKey))
-	}
-	sp, err := r.parseSpec(t)
-	if err != nil {
-		return runtimes.ApplyResult{}, runtimes.Permanent(fmt.Errorf("pulumi runtime %s: %s: %w", r.Name, t.InstanceKey, err))
-	}
-	in, err := r.Use(t.InstanceKey)
-	if err != nil {
-		return runtimes.ApplyResult{}, err
-	}
-	defer r.Applying(in)()
-	in.Cmd.Lock()
-	defer in.Cmd.Unlock()
-	var res runtimes.ApplyResult
+// apply does Apply's work. in.Cmd is held.
+func (r *Runtime) apply(ctx context.Context, in *instance, t runtimes.Target, sp *spec) (runtimes.ApplyResult, error) {
 	if r.jobs != nil {
-		res, err = r.jobUp(ctx, in, t, sp)
-	} else {
-		res, err = r.up(ctx, in, t, sp)
+		return r.jobUp(ctx, in, t, sp)
 	}
-	if err != nil {
-		return res, fmt.Errorf("pulumi runtime %s: %s: %w", r.Name, t.InstanceKey, err)
-	}
-	return res, nil
+	return r.up(ctx, in, t, sp)
 }
 
 // up does Apply's work on this host. in.Cmd is held.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -135,11 +136,7 @@ func (f *fixture) build(t *testing.T) *Runtime {
 // testSettings allows the programs of tests, in temporary directories.
 func testSettings(t testing.TB) Settings {
 	t.Helper()
-	roots, err := ResolveProgramRoots([]string{os.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return Settings{ProgramRoots: roots}
+	return Settings{Roots: []string{os.TempDir()}}
 }
 
 func (f *fixture) RecordRun(_ context.Context, run runtimes.Run) error {
@@ -267,7 +264,7 @@ func TestPreviewUpDrift(t *testing.T) {
 	if st.Version != "" || st.Converged || st.Drifted || st.Message != "Preview: 1 to create, 0 to update, 0 to delete." {
 		t.Fatalf("before up: %+v, want nothing applied and the preview's summary", st)
 	}
-	if got := f.apply(v1); !sameMap(got, map[string]runtimes.Action{site: runtimes.ActionCreated}) {
+	if got := f.apply(v1); !maps.Equal(got, map[string]runtimes.Action{site: runtimes.ActionCreated}) {
 		t.Fatalf("first up: %v", got)
 	}
 	if got := f.file(k); got != "hello v1" {
@@ -295,7 +292,7 @@ func TestPreviewUpDrift(t *testing.T) {
 	if st.Version != "v1" || !st.Drifted || st.Converged || st.Message != "Preview: 0 to create, 1 to update, 0 to delete." {
 		t.Fatalf("drifted: %+v", st)
 	}
-	if got := f.apply(v1); !sameMap(got, map[string]runtimes.Action{site: runtimes.ActionConfigured}) {
+	if got := f.apply(v1); !maps.Equal(got, map[string]runtimes.Action{site: runtimes.ActionConfigured}) {
 		t.Fatalf("healing up: %v", got)
 	}
 	if got := f.file(k); got != "hello v1" {
@@ -306,7 +303,7 @@ func TestPreviewUpDrift(t *testing.T) {
 	if st := f.fetch(v2); st.Version != "v1" || st.Drifted || st.Converged {
 		t.Fatalf("v2 before up: %+v, want v1 running, not drifted", st)
 	}
-	if got := f.apply(v2); !sameMap(got, map[string]runtimes.Action{site: runtimes.ActionConfigured}) {
+	if got := f.apply(v2); !maps.Equal(got, map[string]runtimes.Action{site: runtimes.ActionConfigured}) {
 		t.Fatalf("v2 up: %v", got)
 	}
 	if got := f.file(k); got != "hi v2" {
@@ -321,18 +318,6 @@ func TestPreviewUpDrift(t *testing.T) {
 	if got := f.file(k); got != "hello v3" {
 		t.Fatalf("file after v3 %q, want the default greeting back", got)
 	}
-}
-
-func sameMap(a, b map[string]runtimes.Action) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // TestUpFails: a resource that fails to create fails the apply with the
@@ -462,14 +447,14 @@ func TestProgramRoots(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := filepath.Join(root, "data")
-	rt, err := NewWith(&config.Runtime{Name: "pu", PulumiRunner: &config.PulumiRunner{}}, runtimes.Options{DataDir: data}, Settings{ProgramRoots: []string{filepath.Join(root, "programs")}})
+	rt, err := NewWith(&config.Runtime{Name: "pu", PulumiRunner: &config.PulumiRunner{}}, runtimes.Options{DataDir: data}, Settings{Roots: []string{filepath.Join(root, "programs")}})
 	if !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("a missing root: %v", err)
 	}
 	if err := os.MkdirAll(filepath.Join(root, "programs"), 0o750); err != nil {
 		t.Fatal(err)
 	}
-	if rt, err = NewWith(&config.Runtime{Name: "pu", PulumiRunner: &config.PulumiRunner{}}, runtimes.Options{DataDir: data}, Settings{ProgramRoots: []string{root}}); err != nil {
+	if rt, err = NewWith(&config.Runtime{Name: "pu", PulumiRunner: &config.PulumiRunner{}}, runtimes.Options{DataDir: data}, Settings{Roots: []string{root}}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = rt.Close() })

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"github.com/drover-dev/drover/internal/runtimes/iacrun"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
@@ -146,18 +145,14 @@ func jobEnv(t runtimes.Target, sp *spec) (map[string]string, error) {
 // on the image's PATH.
 func jobScript(sp *spec, kind string) string {
 	var b strings.Builder
-	b.WriteString(`fail() { echo "drover: $1 failed (exit code $2)" >&2; exit 1; }
-if [ -z "${DROVER_TERRAFORM:-}" ]; then
+	b.WriteString(iacrun.ScriptFail + `if [ -z "${DROVER_TERRAFORM:-}" ]; then
   if command -v terraform >/dev/null 2>&1; then DROVER_TERRAFORM=terraform
   elif command -v tofu >/dev/null 2>&1; then DROVER_TERRAFORM=tofu
   else echo "drover: neither terraform nor tofu is on the image's PATH (set DROVER_TERRAFORM)" >&2; exit 1
   fi
 fi
 `)
-	fmt.Fprintf(&b, "cd %s || fail %s $?\n", iacrun.ShellQuote(sp.path), iacrun.ShellQuote("cd "+sp.path))
-	for i, c := range sp.runner.PreRun {
-		fmt.Fprintf(&b, "sh -c %s || fail %s $?\n", iacrun.ShellQuote(c.Cmd), iacrun.ShellQuote(fmt.Sprintf("preRun[%d] (%s)", i, c.Cmd)))
-	}
+	iacrun.ScriptSteps(&b, sp.path, sp.runner.PreRun)
 	b.WriteString(`"$DROVER_TERRAFORM" init -input=false -no-color`)
 	for _, w := range sp.initArgs.words {
 		b.WriteString(" " + iacrun.ShellQuote(w))
@@ -171,26 +166,11 @@ fi
 	return b.String()
 }
 
-// stepFailed matches the line jobScript prints when a step fails.
-var stepFailed = regexp.MustCompile(`(?m)^drover: (.+) failed \(exit code (-?\d+)\)\s*$`)
-
 // jobError is the error of a command whose Job exited with a code that
 // is not a result: the step that failed (a preRun command, terraform init,
 // or the command itself) with terraform's error message.
 func jobError(what string, o iacrun.Outcome) error {
-	out, code := o.Stdout, o.ExitCode
-	if m := stepFailed.FindStringSubmatchIndex(out); m != nil {
-		what = out[m[2]:m[3]]
-		if n, err := strconv.Atoi(out[m[4]:m[5]]); err == nil {
-			code = n
-		}
-		out = out[:m[0]]
-	}
-	msg := errorExcerpt(out)
-	if msg == "" {
-		msg = "no output"
-	}
-	return fmt.Errorf("%s failed (exit code %d): %s", what, code, msg)
+	return iacrun.JobError(what, o.ExitCode, o.Stdout, errorExcerpt)
 }
 
 // retryableApply reports whether an apply failed for a reason that a new

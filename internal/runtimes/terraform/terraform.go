@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -207,28 +206,13 @@ func build(cfg *config.Runtime, opts runtimes.Options, bin string) (*Runtime, er
 		return nil, err
 	}
 	r := &Runtime{Base: b, bin: bin, runner: cfg.TerraformRunner}
-	b.Refresh = func(ctx context.Context, in *instance, t runtimes.Target, sp *spec) (bool, error) {
-		_, changed, err := r.refresh(ctx, in, t, sp)
-		return changed, err
-	}
+	b.Parse, b.Refresh, b.Update = r.parseSpec, r.refresh, r.apply
 	return r, nil
 }
 
 // findBinary finds the terraform binary to run.
 func findBinary() (string, error) {
-	if p := os.Getenv(BinaryEnv); p != "" {
-		path, err := exec.LookPath(p)
-		if err != nil {
-			return "", fmt.Errorf("%s=%s: %w", BinaryEnv, p, err)
-		}
-		return filepath.Abs(path)
-	}
-	for _, name := range []string{"terraform", "tofu"} {
-		if path, err := exec.LookPath(name); err == nil {
-			return filepath.Abs(path)
-		}
-	}
-	return "", ErrNoBinary
+	return iacrun.FindBinary(BinaryEnv, ErrNoBinary, "terraform", "tofu")
 }
 
 // Binary is the terraform (or OpenTofu) binary the runtime runs.
@@ -289,38 +273,6 @@ func (r *Runtime) parseSpec(t runtimes.Target) (*spec, error) {
 		sp.runner = r.runner
 	}
 	return sp, nil
-}
-
-// Fetch plans the instance: converged when the plan has no changes, else
-// drifted (the version last applied has changed) or not converged (another
-// version, or nothing, was applied). The first Fetch of a target plans
-// synchronously; later ones return the result of the last plan, which
-// background polls refresh (see the package documentation).
-func (r *Runtime) Fetch(ctx context.Context, t runtimes.Target) (runtimes.State, error) {
-	if err := ctx.Err(); err != nil {
-		return runtimes.State{}, err
-	}
-	sp, err := r.parseSpec(t)
-	if err != nil {
-		return runtimes.State{}, fmt.Errorf("terraform runtime %s: %s: %w", r.Name, t.InstanceKey, err)
-	}
-	in, err := r.Use(t.InstanceKey)
-	if err != nil {
-		return runtimes.State{}, err
-	}
-	if st, ok := r.Cached(in, t); ok {
-		return st, nil
-	}
-	in.Cmd.Lock()
-	defer in.Cmd.Unlock()
-	if st, ok := r.Cached(in, t); ok {
-		return st, nil
-	}
-	st, _, err := r.refresh(ctx, in, t, sp)
-	if err != nil {
-		return runtimes.State{}, fmt.Errorf("terraform runtime %s: %s: %w", r.Name, t.InstanceKey, err)
-	}
-	return st, nil
 }
 
 // refresh prepares and plans t, caches the state, schedules the next poll
@@ -510,21 +462,7 @@ func (r *Runtime) stateOf(in *instance, t runtimes.Target, sp *spec, sv *savedPl
 	if obj.Name == "" {
 		obj.Name = r.Name
 	}
-	if !sv.changed {
-		// Nothing to change: t's version is what runs.
-		r.WriteApplied(in, t.Version)
-		obj.Version, obj.Status = t.Version, runtimes.ObjectSucceeded
-		return runtimes.State{Version: t.Version, Converged: true, Objects: []runtimes.Object{obj}}
-	}
-	applied := iacrun.ReadApplied(in.Dir)
-	obj.Version, obj.Status, obj.Message = applied, runtimes.ObjectPending, sv.summary
-	return runtimes.State{
-		Version: applied,
-		// What drover applied for this version changed (or its inputs did).
-		Drifted: applied == t.Version,
-		Message: sv.summary,
-		Objects: []runtimes.Object{obj},
-	}
+	return r.StateOf(in, t, obj, sv.changed, sv.summary)
 }
 
 // planSummary picks the lines of terraform plan's output that say what it
@@ -551,36 +489,6 @@ func planSummary(stdout string) string {
 		}
 	}
 	return strings.Join(parts, " ")
-}
-
-// Apply applies the plan saved by the last fetch when it was made for the
-// same target, module and environment, or else plans first; then it plans
-// again to refresh the state and notifies watchers. A plan without changes
-// is not applied. Errors are retryable, except a target that cannot work
-// (no version, a malformed object).
-func (r *Runtime) Apply(ctx context.Context, t runtimes.Target) (runtimes.ApplyResult, error) {
-	if err := ctx.Err(); err != nil {
-		return runtimes.ApplyResult{}, err
-	}
-	if t.Version == "" {
-		return runtimes.ApplyResult{}, runtimes.Permanent(fmt.Errorf("terraform runtime %s: %s: target has no version", r.Name, t.InstanceKey))
-	}
-	sp, err := r.parseSpec(t)
-	if err != nil {
-		return runtimes.ApplyResult{}, runtimes.Permanent(fmt.Errorf("terraform runtime %s: %s: %w", r.Name, t.InstanceKey, err))
-	}
-	in, err := r.Use(t.InstanceKey)
-	if err != nil {
-		return runtimes.ApplyResult{}, err
-	}
-	defer r.Applying(in)()
-	in.Cmd.Lock()
-	defer in.Cmd.Unlock()
-	res, err := r.apply(ctx, in, t, sp)
-	if err != nil {
-		return res, fmt.Errorf("terraform runtime %s: %s: %w", r.Name, t.InstanceKey, err)
-	}
-	return res, nil
 }
 
 // apply does Apply's work. in.Cmd is held.
