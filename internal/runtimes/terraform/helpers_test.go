@@ -1,7 +1,6 @@
 package terraform
 
 import (
-	"github.com/drover-dev/drover/internal/runtimes/iacrun"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -157,26 +156,6 @@ func TestPlanSummary(t *testing.T) {
 		if got := planSummary(out); got != want {
 			t.Errorf("planSummary(%q) = %q, want %q", out, got, want)
 		}
-	}
-}
-
-func TestTailBuffer(t *testing.T) {
-	t.Parallel()
-	b := iacrun.NewTailBuffer(8)
-	_, _ = b.Write([]byte("hello"))
-	if b.String() != "hello" || b.Truncated() {
-		t.Fatalf("%q %v", b.String(), b.Truncated())
-	}
-	for range 10 {
-		_, _ = b.Write([]byte("0123456"))
-	}
-	if got := b.String(); got != "60123456" || !b.Truncated() {
-		t.Fatalf("%q %v", got, b.Truncated())
-	}
-	b = iacrun.NewTailBuffer(4)
-	_, _ = b.Write([]byte("abc€€"))
-	if got := b.String(); got != "€" {
-		t.Fatalf("%q, want the end starting at a character", got)
 	}
 }
 
