@@ -316,7 +316,7 @@ func (b *Base[X, S]) poll(key runtimes.InstanceKey, gen uint64) {
 		return
 	}
 	if err != nil {
-		b.Log.Warn(b.Tool+" runtime: poll failed", "runtime", b.Name, "instance", key.String(), "version", t.Version, "error", err)
+		b.Log.Warn("iac runtime: poll failed", "tool", b.Tool, "runtime", b.Name, "instance", key.String(), "version", t.Version, "error", err)
 	}
 	if changed {
 		b.watchers.Notify(key)
@@ -371,7 +371,7 @@ func (b *Base[X, S]) WriteApplied(in *Instance[X, S], version string) {
 		return
 	}
 	if err := atomicfile.Write(filepath.Join(in.Dir, AppliedFileName), []byte(version), 0o640); err != nil {
-		b.Log.Warn(b.Tool+" runtime: cannot record the applied version", "runtime", b.Name, "instance", in.Key.String(), "error", err)
+		b.Log.Warn("iac runtime: cannot record the applied version", "tool", b.Tool, "runtime", b.Name, "instance", in.Key.String(), "error", err)
 	}
 }
 
@@ -398,7 +398,7 @@ func (b *Base[X, S]) Record(ctx context.Context, key runtimes.InstanceKey, kind,
 	}
 	// Record even when ctx ended: the run happened.
 	if rerr := b.Runs.RecordRun(context.WithoutCancel(ctx), run); rerr != nil {
-		b.Log.Warn(b.Tool+" runtime: cannot record run", "runtime", b.Name, "instance", key.String(), "kind", kind, "error", rerr)
+		b.Log.Warn("iac runtime: cannot record run", "tool", b.Tool, "runtime", b.Name, "instance", key.String(), "kind", kind, "error", rerr)
 	}
 }
 
