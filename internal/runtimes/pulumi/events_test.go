@@ -16,13 +16,14 @@ import (
 
 func TestURNObject(t *testing.T) {
 	t.Parallel()
-	for urn, want := range map[string]string{
-		"urn:pulumi:staging::web::drovertest:index:File::site":                     "drovertest:index:File/site",
-		"urn:pulumi:staging::web::my:module:Comp$drovertest:index:File::site-a::b": "drovertest:index:File/site-a::b",
-		"not a urn": "not a urn",
-	} {
-		if got := urnObject(urn); got != want {
-			t.Errorf("urnObject(%q) = %q, want %q", urn, got, want)
+	cases := [][2]string{
+		{"urn:pulumi:staging::web::drovertest:index:File::site", "drovertest:index:File/site"},
+		{"urn:pulumi:staging::web::my:module:Comp$drovertest:index:File::site-a::b", "drovertest:index:File/site-a::b"},
+		{"not a urn", "not a urn"},
+	}
+	for _, c := range cases {
+		if got := urnObject(c[0]); got != c[1] {
+			t.Errorf("urnObject(%q) = %q, want %q", c[0], got, c[1])
 		}
 	}
 }

@@ -121,9 +121,18 @@ type Settings = iacrun.Settings
 // documented; none when that is the file system's root.
 func DefaultProgramRoots() ([]string, error) { return iacrun.DefaultRoots(ProgramRootFlag) }
 
+// ResolveProgramRoots makes dirs (the values of ProgramRootFlag) absolute
+// with their symbolic links resolved, and checks that each is a directory
+// (NewWith does it too).
+func ResolveProgramRoots(dirs []string) ([]string, error) {
+	return iacrun.ResolveRoots(dirs, ProgramRootFlag)
+}
+
 // Factory builds a pulumi runtime; it is the runtimehost.Factory for kind
 // "pulumiRunner", with the default program roots (DefaultProgramRoots).
-var Factory = iacrun.FactoryOf(New)
+func Factory(cfg *config.Runtime, opts runtimes.Options) (runtimes.Runtime, error) {
+	return iacrun.FactoryOf(New)(cfg, opts)
+}
 
 // FactoryWith is Factory with the host's settings s (drover server and
 // drover agent make s from their flags).
