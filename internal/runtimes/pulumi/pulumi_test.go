@@ -163,6 +163,7 @@ func (f *fixture) recorded(key runtimes.InstanceKey) ([]runtimes.Run, []string) 
 
 // obj is a compiled pulumiRunner object; change edits it.
 type obj struct {
+	prefix  []string
 	stack   string
 	config  map[string]string
 	secrets map[string]string
@@ -183,7 +184,7 @@ func (f *fixture) target(key runtimes.InstanceKey, version string, edits ...func
 		secret[k] = config.EnvValue{RawSecret: v}
 	}
 	b, err := json.Marshal(map[string]any{
-		"kind": "pulumiRunner", "runtime": "pu", "path": f.program, "stack": o.stack, "image": "",
+		"kind": "pulumiRunner", "runtime": "pu", "path": f.program, "stack": o.stack, "image": "", "commandPrefix": o.prefix,
 		"config": o.config, "secretConfig": secret, "pulumiRunner": f.runner,
 	})
 	if err != nil {
@@ -321,12 +322,17 @@ func TestPreviewUpDrift(t *testing.T) {
 }
 
 // TestUpFails: a resource that fails to create fails the apply with the
-// provider's message (retryable), and the state is not converged.
+// provider's message (retryable), and the state is not converged. (Its
+// commands run after a commandPrefix, and a preRun command first.)
 func TestUpFails(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, "")
+	f.runner.PreRun = []config.RunnerCommand{{Cmd: "echo prepared > ../prerun.txt"}}
 	k := ikey("broken", "staging")
-	v1 := f.target(k, "v1", func(o *obj) { o.config["fail"] = "disk on fire" })
+	v1 := f.target(k, "v1", func(o *obj) {
+		o.config["fail"] = "disk on fire"
+		o.prefix = []string{"env", "DROVER_PREFIXED=1"}
+	})
 	_, err := f.rt.Apply(t.Context(), v1)
 	if err == nil || !strings.Contains(err.Error(), "pulumi up failed") || !strings.Contains(err.Error(), site+": disk on fire") {
 		t.Fatalf("Apply: %v, want the provider's error", err)
@@ -336,6 +342,50 @@ func TestUpFails(t *testing.T) {
 	}
 	if st := f.fetch(v1); st.Converged || st.Version != "" {
 		t.Fatalf("after the failure: %+v", st)
+	}
+	runs, kinds := f.recorded(k)
+	if kinds[0] != "preRun" {
+		t.Errorf("runs %q, want the preRun command first", kinds)
+	}
+	for _, r := range runs {
+		if r.Kind == "preview" && !slices.Equal(r.Command[:3], []string{"env", "DROVER_PREFIXED=1", f.rt.Binary()}) {
+			t.Errorf("preview ran %q, want the command prefix first", r.Command)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(filepath.Dir(f.path(k)), "prerun.txt")); err != nil || string(b) != "prepared\n" {
+		t.Errorf("preRun: %q, %v", b, err)
+	}
+}
+
+// TestEnv: commands get the allow-listed part of drover's environment,
+// the target's env, the default file backend unless one is given, and no
+// forced plugin setting.
+func TestEnv(t *testing.T) {
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "the server's own")
+	t.Setenv("PULUMI_HOME", "/var/lib/pulumi-home")
+	r, err := build(&config.Runtime{Name: "pu", PulumiRunner: &config.PulumiRunner{}}, runtimes.Options{DataDir: t.TempDir()}, func() (string, error) { return "pulumi", nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	tg := runtimes.Target{InstanceKey: ikey("env", "staging"), Version: "v1", Env: map[string]string{"FROM_TARGET": "yes"}}
+	sp := &spec{runner: &config.PulumiRunner{}}
+	env, err := r.env(tg, sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]string{
+		"FROM_TARGET": "yes", "PULUMI_HOME": "/var/lib/pulumi-home", "PULUMI_SKIP_UPDATE_CHECK": "true",
+		"PULUMI_BACKEND_URL": "file://" + filepath.Join(r.Root, backendDirName), "PVN_SERVICE_VERSION": "v1",
+		"AWS_SECRET_ACCESS_KEY": "", "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "",
+	} {
+		if env[k] != want {
+			t.Errorf("%s=%q, want %q", k, env[k], want)
+		}
+	}
+	sp.runner.Env = map[string]config.EnvValue{"PULUMI_BACKEND_URL": {Value: "s3://bucket"}, "PULUMI_ACCESS_TOKEN": {RawSecret: "pul-token"}}
+	if env, _ = r.env(tg, sp); env["PULUMI_BACKEND_URL"] != "s3://bucket" || env["PULUMI_ACCESS_TOKEN"] != "pul-token" {
+		t.Errorf("given backend: %v", env)
 	}
 }
 
