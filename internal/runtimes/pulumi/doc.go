@@ -70,7 +70,10 @@
 // # Stack and config
 //
 // When the stack, its config, the source's stack file or the environment
-// changed since the last time (config.stamp), drover runs, in program/:
+// (but the identity variables) changed since the last time (config.stamp,
+// which holds the secrets' keys, not a hash of their values: that is kept
+// in memory, so a restarted server sets the secrets once more), drover
+// runs, in program/:
 //
 //	pulumi stack select --create --stack S --non-interactive
 //	pulumi config rm-all --stack S K…         (keys drover set before, now gone)

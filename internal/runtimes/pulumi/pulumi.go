@@ -81,6 +81,9 @@ type instance = iacrun.Instance[puInstance, *spec]
 // (outputs by its own lock: Info reads them while commands run).
 type puInstance struct {
 	saved *savedPlan // what plan.json holds, nil when unknown
+	// secretsSet is the hash of the secret config values last set (in
+	// memory only; "": unknown).
+	secretsSet string
 
 	outMu   sync.Mutex
 	outputs []runtimes.InfoOutput
@@ -296,7 +299,8 @@ type prepared struct {
 	program     string // <dir>/program
 	programHash string
 	env         []string // full environment
-	overlay     string   // hash of what drover adds to its environment
+	overlay     string   // hash of the environment
+	configEnv   string   // hash of the environment but the identity variables
 }
 
 // prepare syncs the program into the working directory, runs the preRun
@@ -309,6 +313,9 @@ func (r *Runtime) prepare(ctx context.Context, in *instance, t runtimes.Target, 
 	}
 	in.RD = redact.New(rawSecrets(t, sp))
 	p := &prepared{program: filepath.Join(in.Dir, programDirName), env: iacrun.EnvList(env), overlay: iacrun.EnvHash(env)}
+	// The stack's config does not depend on the version drover deploys.
+	maps.DeleteFunc(env, func(k, _ string) bool { return strings.HasPrefix(k, "PVN_") || strings.HasPrefix(k, "DROVER_") })
+	p.configEnv = iacrun.EnvHash(env)
 	if err := os.MkdirAll(in.Dir, 0o750); err != nil {
 		return nil, err
 	}
@@ -376,24 +383,30 @@ func (r *Runtime) setConfig(ctx context.Context, in *instance, t runtimes.Target
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("path: %w", err)
 	}
-	parts := []string{sp.Stack, p.overlay, string(source), "\x00config"}
+	// The stamp on disk has the secrets' keys but not their values (a
+	// hash of a weak secret can be guessed): their hash is kept in memory,
+	// so a restarted server sets the secrets once more.
+	parts := []string{sp.Stack, p.configEnv, string(source), "\x00config"}
 	for _, k := range slices.Sorted(maps.Keys(sp.Config)) {
 		parts = append(parts, k, sp.Config[k])
 	}
 	parts = append(parts, "\x00secrets")
+	var values []string
 	for _, k := range slices.Sorted(maps.Keys(sp.secrets)) {
-		parts = append(parts, k, sp.secrets[k])
+		parts = append(parts, k)
+		values = append(values, k, sp.secrets[k])
 	}
-	want := iacrun.HashStrings(parts...)
+	want, wantSecrets := iacrun.HashStrings(parts...), iacrun.HashStrings(values...)
 	stampPath := filepath.Join(in.Dir, configStampName)
 	var old configStamp
 	if b, err := os.ReadFile(stampPath); err == nil {
 		_ = json.Unmarshal(b, &old)
 	}
-	if old.Stamp == want && iacrun.FileExists(filepath.Join(p.program, stackFile(sp.Stack))) {
+	if old.Stamp == want && in.X.secretsSet == wantSecrets && iacrun.FileExists(filepath.Join(p.program, stackFile(sp.Stack))) {
 		return nil
 	}
 	_ = os.Remove(stampPath)
+	in.X.secretsSet = ""
 	if source != nil {
 		// The source's stack settings, then drover's config on top.
 		if err := atomicfile.Write(filepath.Join(p.program, stackFile(sp.Stack)), source, 0o640); err != nil {
@@ -450,7 +463,11 @@ func (r *Runtime) setConfig(ctx context.Context, in *instance, t runtimes.Target
 	if err != nil {
 		return err
 	}
-	return atomicfile.Write(stampPath, b, 0o640)
+	if err := atomicfile.Write(stampPath, b, 0o640); err != nil {
+		return err
+	}
+	in.X.secretsSet = wantSecrets
+	return nil
 }
 
 // secretValueEnv carries a secret config value to the shell that pipes it

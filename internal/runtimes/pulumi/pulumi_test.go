@@ -485,6 +485,10 @@ func TestLockedStack(t *testing.T) {
 	if got := f.file(k); got != "hello v2" {
 		t.Fatalf("file %q", got)
 	}
+	// The config did not change with the version: it was set once.
+	if _, kinds := f.recorded(k); slices.Index(kinds, "stack") != slices.LastIndex(kinds, "stack") {
+		t.Errorf("runs %q: the stack was selected and configured again for a new version of the same config", kinds)
+	}
 }
 
 // TestProgramRoots: a program outside the roots, or the data directory, is
