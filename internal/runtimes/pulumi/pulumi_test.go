@@ -485,9 +485,14 @@ func TestLockedStack(t *testing.T) {
 	if got := f.file(k); got != "hello v2" {
 		t.Fatalf("file %q", got)
 	}
-	// The config did not change with the version: it was set once.
-	if _, kinds := f.recorded(k); count(kinds, "stack") != 1 {
-		t.Errorf("runs %q: the stack was selected and configured again for a new version of the same config", kinds)
+	// A version with the same config: converged by a preview alone, the
+	// config not set again.
+	_, before := f.recorded(k)
+	if st := f.fetch(f.target(k, "v3", func(o *obj) { o.config["version"] = "v2" })); !runtimestest.Converged(st, "v3") {
+		t.Fatalf("v3 of v2's config: %+v", st)
+	}
+	if _, kinds := f.recorded(k); !slices.Equal(kinds[len(before):], []string{"preview"}) {
+		t.Errorf("runs for v3 %q, want one preview", kinds[len(before):])
 	}
 }
 
@@ -523,15 +528,4 @@ func TestProgramRoots(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "lies in the data directory") {
 		t.Errorf("the data directory: %v", err)
 	}
-}
-
-// count is how many of list are s.
-func count(list []string, s string) int {
-	n := 0
-	for _, x := range list {
-		if x == s {
-			n++
-		}
-	}
-	return n
 }
