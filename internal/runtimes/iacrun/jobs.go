@@ -45,6 +45,10 @@ type JobCmd struct {
 	Env            map[string]string
 	Secrets        []string // raw secret values: env values holding one come from a Secret
 	Timeout        time.Duration
+	// FullOutput is how much of the Job's log the Outcome keeps, for a
+	// caller that parses it (0: OutputLimit); the run records the last
+	// OutputLimit bytes.
+	FullOutput int
 }
 
 // RunJob runs c for in as a Job of b's runtime and records it. The error is
@@ -76,14 +80,18 @@ func RunJob[X, S any](ctx context.Context, j *Jobs, b *Base[X, S], in *Instance[
 		SecretEnv:       secretEnv,
 		Timeout:         c.Timeout,
 		PendingGrace:    j.PendingGrace,
-		MaxOutput:       OutputLimit,
+		MaxOutput:       max(c.FullOutput, OutputLimit),
 	})
 	o := Outcome{Stdout: jr.Output, Truncated: jr.OutputTruncated, ExitCode: jr.ExitCode, Err: jr.Err}
 	if o.Err == nil && o.ExitCode != 0 {
 		o.Err = fmt.Errorf("exit status %d", o.ExitCode)
 	}
 	o = o.Redact(in.RD)
-	b.Record(ctx, in.Key, c.Kind, c.Version, []string{c.Image, "/bin/sh", "-c", c.Script}, started, o)
+	rec := o
+	if len(rec.Stdout) > OutputLimit {
+		rec.Stdout, rec.Truncated = tail(rec.Stdout, OutputLimit), true
+	}
+	b.Record(ctx, in.Key, c.Kind, c.Version, []string{c.Image, "/bin/sh", "-c", c.Script}, started, rec)
 	if jr.Err == nil {
 		return o, nil
 	}

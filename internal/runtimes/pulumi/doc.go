@@ -174,7 +174,11 @@
 // it, and the container runs /bin/sh -c with the script of jobScript (cd
 // path, the preRun commands, stack select --create, the config with each
 // secret piped from a variable that comes from a Secret, then pulumi
-// preview --refresh --json or pulumi up --refresh --json), as the
+// preview --refresh --expect-no-changes or pulumi up --refresh, read from
+// their text output, as a Job's log may be cut to its end: exit 0 is no
+// change, "no changes were expected" is changes, anything else an error
+// with pulumi's error lines; the steps come from the per-resource lines
+// ("+  drovertest:index:File site created")), as the
 // runner's serviceAccount, in proxyRuntime.containerOrchestration.k8s.namespace
 // or drover-proxy-runtime-<runtime>, with the environment above except the
 // server's own variables and the default backend. Each Job starts from the

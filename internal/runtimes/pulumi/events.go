@@ -15,12 +15,15 @@ import (
 
 // previewResult is what pulumi preview --json prints: one JSON object.
 type previewResult struct {
-	Steps []struct {
-		Op  string `json:"op"`
-		URN string `json:"urn"`
-	} `json:"steps"`
+	Steps         []step         `json:"steps"`
 	Diagnostics   []diagnostic   `json:"diagnostics"`
 	ChangeSummary map[string]int `json:"changeSummary"`
+}
+
+// step is one step of a preview: an operation on a resource.
+type step struct {
+	Op  string `json:"op"`
+	URN string `json:"urn"`
 }
 
 // diagnostic is a message of pulumi's JSON output.
@@ -58,8 +61,10 @@ func (p previewResult) changed() bool {
 // to replace").
 func (p previewResult) summary() string {
 	n := map[string]int{}
+	seen := map[step]bool{}
 	for _, st := range p.Steps {
-		if resource(st.URN) {
+		if resource(st.URN) && !seen[st] {
+			seen[st] = true
 			n[st.Op]++
 		}
 	}

@@ -2,6 +2,7 @@ package pulumi
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -101,7 +102,7 @@ func TestJobScript(t *testing.T) {
 		`'poetry' 'run' "$P" stack select --create --stack 'staging' --non-interactive`,
 		`config set-all --stack 'staging' --plaintext 'web:replicas=3'`,
 		`printf '%s' "$DROVER_PULUMI_SECRET_0" | 'poetry' 'run' "$P" config set --secret --stack 'staging' -- 'dbPassword'`,
-		`exec 'poetry' 'run' "$P" up --yes --stack 'staging' --json --non-interactive --skip-preview --refresh`,
+		`exec 'poetry' 'run' "$P" up --yes --stack 'staging' --non-interactive --skip-preview --refresh --color never`,
 	} {
 		if !strings.Contains(up, want) {
 			t.Errorf("script lacks %q:\n%s", want, up)
@@ -110,7 +111,7 @@ func TestJobScript(t *testing.T) {
 	if strings.Contains(up, "s3cr3t-value") {
 		t.Error("the script holds the secret")
 	}
-	if pv := jobScript(sp, kindPreview); !strings.Contains(pv, "preview --stack 'staging' --refresh --json") || !strings.Contains(pv, previewMarker) {
+	if pv := jobScript(sp, kindPreview); !strings.Contains(pv, "preview --stack 'staging' --refresh --expect-no-changes") {
 		t.Errorf("preview script:\n%s", pv)
 	}
 }
@@ -138,5 +139,30 @@ func TestStalePlan(t *testing.T) {
 	f.apply(v1)
 	if got := f.file(k); got != "behind drover's back v1" {
 		t.Fatalf("file %q", got)
+	}
+}
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+func jsonMarshal(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestTextSteps: a Job's text output gives the steps per resource.
+func TestTextSteps(t *testing.T) {
+	t.Parallel()
+	preview := "Previewing update (staging):\n\n +  drovertest:index:File f create \n ~  drovertest:index:File g update [diff: ~content]\n +  pulumi:pulumi:Stack demo-staging create 2 warnings\nResources:\n    + 2 to create\n"
+	if got := textSteps(preview, previewStep).summary(); got != "Preview: 1 to create, 1 to update, 0 to delete." {
+		t.Errorf("summary %q", got)
+	}
+	up := " ~  drovertest:index:File f refreshing (0s) \n ~  drovertest:index:File f updating (0s) [diff: ~content]\n +  drovertest:index:File g created (0.01s) \n ~  drovertest:index:File f updated (0.01s) [diff: ~content]\n"
+	ch := textSteps(up, upStep).changes(redact.New(nil))
+	if len(ch) != 2 || ch[0] != (runtimes.Change{Object: "drovertest:index:File/g", Action: runtimes.ActionCreated}) || ch[1] != (runtimes.Change{Object: "drovertest:index:File/f", Action: runtimes.ActionConfigured}) {
+		t.Errorf("changes %+v", ch)
 	}
 }

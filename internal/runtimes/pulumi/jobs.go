@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -53,33 +54,28 @@ func (r *Runtime) jobPreview(ctx context.Context, in *instance, t runtimes.Targe
 	if err != nil {
 		return runtimes.State{}, err
 	}
-	log, out, _ := strings.Cut(o.Stdout, previewMarker+"\n")
-	res, perr := parsePreview(out)
-	if o.ExitCode != 0 {
-		o.Stderr = log
-		return runtimes.State{}, jobError("pulumi preview", o, res)
+	changed := o.ExitCode != 0 && strings.Contains(o.Stdout, changesProposed)
+	if o.ExitCode != 0 && !changed {
+		return runtimes.State{}, jobError("pulumi preview", o)
 	}
-	if perr != nil {
-		return runtimes.State{}, fmt.Errorf("pulumi preview: cannot read its JSON output: %w", perr)
-	}
-	return r.stateOf(in, t, sp, &savedPlan{changed: res.changed(), summary: res.summary()}), nil
+	res := textSteps(o.Stdout, previewStep)
+	return r.stateOf(in, t, sp, &savedPlan{changed: changed, summary: res.summary()}), nil
 }
 
 // jobUp runs pulumi up in a Job, then previews again to refresh the state
 // and notifies watchers. in.Cmd is held.
 func (r *Runtime) jobUp(ctx context.Context, in *instance, t runtimes.Target, sp *spec) (runtimes.ApplyResult, error) {
 	o, err := r.jobRun(ctx, in, t, sp, kindUp)
-	ev := parseEvents(o.Stdout, in.RD)
-	if err == nil && (o.ExitCode != 0 || ev.failed) {
-		o.Stderr = o.Stdout
-		if err = jobError("pulumi up", o, previewResult{Diagnostics: ev.diagnostics}); retryable(o.Stdout) {
+	changes := textSteps(o.Stdout, upStep).changes(in.RD)
+	if err == nil && o.ExitCode != 0 {
+		if err = jobError("pulumi up", o); retryable(o.Stdout) {
 			err = fmt.Errorf("%w (retrying previews again)", err)
 		}
 	}
 	if err != nil {
 		r.Store(in, t, sp, sp.runner, runtimes.State{}, err) // forget the state, poll soon
 		r.Notify(in.Key)
-		return runtimes.ApplyResult{Changes: ev.changes}, err
+		return runtimes.ApplyResult{Changes: changes}, err
 	}
 	r.WriteApplied(in, t.Version)
 	st, err := r.jobPreview(ctx, in, t, sp)
@@ -88,7 +84,42 @@ func (r *Runtime) jobUp(ctx context.Context, in *instance, t runtimes.Target, sp
 		r.Log.Warn("pulumi runtime: preview after up failed", "runtime", r.Name, "instance", in.Key.String(), "version", t.Version, "error", err)
 	}
 	r.Notify(in.Key)
-	return runtimes.ApplyResult{Changes: ev.changes}, nil
+	return runtimes.ApplyResult{Changes: changes}, nil
+}
+
+// changesProposed is what pulumi preview --expect-no-changes prints when
+// the preview proposes changes (it then exits 255).
+const changesProposed = "no changes were expected for preview but changes were proposed"
+
+// Per-resource lines of pulumi's text output (--color never): a symbol,
+// the resource's type (with colons, unlike the "+ 1 to create" of the
+// summary) and name, and the step ("create" in a preview,
+// "created" in an up).
+var (
+	previewStep = regexp.MustCompile(`(?m)^ *[-+~<>=*]+ +(\S+:\S+) +(\S+) +(create|update|delete|replace)\b`)
+	upStep      = regexp.MustCompile(`(?m)^ *[-+~<>=*]+ +(\S+:\S+) +(\S+) +(created|updated|deleted|replaced)\b`)
+)
+
+// textSteps reads the steps of a Job's text output (a Job's log can be
+// cut to its end, where JSON would not parse) as preview's JSON would
+// show them.
+func textSteps(out string, re *regexp.Regexp) previewResult {
+	var res previewResult
+	for _, m := range re.FindAllStringSubmatch(out, -1) {
+		var op string
+		switch m[3] {
+		case "created", "create":
+			op = "create"
+		case "updated", "update":
+			op = "update"
+		case "deleted", "delete":
+			op = "delete"
+		case "replaced", "replace":
+			op = "replace"
+		}
+		res.Steps = append(res.Steps, step{Op: op, URN: "urn:pulumi:job::job::" + m[1] + "::" + m[2]})
+	}
+	return res
 }
 
 // jobRun runs one command (kindPreview or kindUp) as a Job and records it
@@ -112,6 +143,7 @@ func (r *Runtime) jobRun(ctx context.Context, in *instance, t runtimes.Target, s
 	return iacrun.RunJob(ctx, r.jobs, r.Base, in, iacrun.JobCmd{
 		Kind: kind, Version: t.Version, Image: sp.Image, Script: jobScript(sp, kind),
 		ServiceAccount: sp.runner.ServiceAccount, Env: env, Secrets: rawSecrets(t, sp), Timeout: timeout,
+		FullOutput: fullStdout,
 	})
 }
 
@@ -119,14 +151,11 @@ func (r *Runtime) jobRun(ctx context.Context, in *instance, t runtimes.Target, s
 // (in key order); it comes from a Secret.
 func secretEnv(i int) string { return "DROVER_PULUMI_SECRET_" + strconv.Itoa(i) }
 
-// previewMarker is the line a preview Job prints before preview's JSON.
-const previewMarker = "--- drover: pulumi preview --json"
-
 // jobScript is the shell script a command's Job runs: in the program
 // directory (the object's path), the preRun commands, pulumi stack select
 // --create, the config (secrets piped from their variables), then pulumi
-// preview --refresh --json (printed after previewMarker) or pulumi up
-// --refresh --json. A step before the last that fails prints "drover:
+// preview --refresh --expect-no-changes or pulumi up --refresh (their text
+// output: a Job's log may be cut to its end). A step before the last that fails prints "drover:
 // <step> failed (exit code N)" and exits 1. The binary is
 // $DROVER_PULUMI_BIN, else pulumi, on the image's PATH, after the object's
 // commandPrefix.
@@ -154,27 +183,16 @@ func jobScript(sp *spec, kind string) string {
 		fmt.Fprintf(&b, "printf '%%s' \"$%s\" | %s config set --secret --stack %s -- %s || fail %s $?\n", secretEnv(i), pulumi, stack, q(k), q("pulumi config set --secret "+k))
 	}
 	if kind == kindUp {
-		fmt.Fprintf(&b, "exec %s up --yes --stack %s --json --non-interactive --skip-preview --refresh\n", pulumi, stack)
+		fmt.Fprintf(&b, "exec %s up --yes --stack %s --non-interactive --skip-preview --refresh --color never\n", pulumi, stack)
 	} else {
-		fmt.Fprintf(&b, `out="${TMPDIR:-/tmp}/drover-preview.json"
-%s preview --stack %s --refresh --json --non-interactive >"$out"; rc=$?
-echo %s
-cat "$out"
-exit $rc
-`, pulumi, stack, q(previewMarker))
+		fmt.Fprintf(&b, "exec %s preview --stack %s --refresh --expect-no-changes --non-interactive --color never\n", pulumi, stack)
 	}
 	return b.String()
 }
 
 // jobError is the error of a command whose Job exited with a code that
 // is not a result: the step that failed (a preRun command, the stack or
-// config commands, or the command itself) with pulumi's error
-// diagnostics, else its error lines.
-func jobError(what string, o iacrun.Outcome, res previewResult) error {
-	return iacrun.JobError(what, o.ExitCode, o.Stderr, func(out string) string {
-		if msg := res.errors(); msg != "" {
-			return msg
-		}
-		return errorExcerpt(out)
-	})
+// config commands, or the command itself) with pulumi's error lines.
+func jobError(what string, o iacrun.Outcome) error {
+	return iacrun.JobError(what, o.ExitCode, o.Stdout, errorExcerpt)
 }

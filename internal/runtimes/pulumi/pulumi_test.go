@@ -18,6 +18,7 @@ import (
 	"github.com/drover-dev/drover/internal/config"
 	"github.com/drover-dev/drover/internal/runtimes"
 	"github.com/drover-dev/drover/internal/runtimes/runtimestest"
+	"github.com/drover-dev/drover/internal/testing/kubetest"
 )
 
 // RequireEnv makes the tests that need pulumi fail, rather than skip,
@@ -40,9 +41,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	pulumiHome = dir
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	// kubetest.Main runs the tests, then stops the shared cluster of the
+	// Jobs tests.
+	kubetest.Main(m)
 }
 
 // needPulumi skips t without a pulumi binary, unless RequireEnv is 1.
