@@ -34,16 +34,15 @@ func TestJobs(t *testing.T) {
 	bin, _ := findBinary()
 	c := kubetest.Shared(t)
 	cs := c.Client(t)
+	// A namespace of its own, with the runner's service account, removed
+	// after the test.
 	ns := "pu-jobs-" + strings.ToLower(rand.Text()[:6])
-	if _, err := cs.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: podexec.ServiceAccount}}
+	t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	if _, err := cs.CoreV1().Namespaces().Create(t.Context(), nsObj, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
-	})
-	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: podexec.ServiceAccount}}, metav1.CreateOptions{}); err != nil {
+	} else if _, err := cs.CoreV1().ServiceAccounts(ns).Create(t.Context(), sa, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	pods := podexec.Start(t, cs, ns, kubejob.LabelRuntime+"=pu", podexec.Options{
