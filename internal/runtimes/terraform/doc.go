@@ -2,7 +2,9 @@
 // instance is a Terraform root module that drover plans (fetch) and applies,
 // as Prodvana's pvn-wrapper terraform runner does, but on the server's
 // machine with a local terraform (or OpenTofu) binary, driven through
-// github.com/hashicorp/terraform-exec.
+// github.com/hashicorp/terraform-exec. The copy of the module, the cache,
+// the polls, the watchers and the recorded runs are package iacrun's,
+// shared with the pulumiRunner (package pulumi).
 //
 // # Binary
 //

@@ -159,26 +159,6 @@ func TestPlanSummary(t *testing.T) {
 	}
 }
 
-func TestTailBuffer(t *testing.T) {
-	t.Parallel()
-	b := newTailBuffer(8)
-	_, _ = b.Write([]byte("hello"))
-	if b.String() != "hello" || b.Truncated() {
-		t.Fatalf("%q %v", b.String(), b.Truncated())
-	}
-	for range 10 {
-		_, _ = b.Write([]byte("0123456"))
-	}
-	if got := b.String(); got != "60123456" || !b.Truncated() {
-		t.Fatalf("%q %v", got, b.Truncated())
-	}
-	b = newTailBuffer(4)
-	_, _ = b.Write([]byte("abc€€"))
-	if got := b.String(); got != "€" {
-		t.Fatalf("%q, want the end starting at a character", got)
-	}
-}
-
 func TestErrorExcerpt(t *testing.T) {
 	t.Parallel()
 	got := errorExcerpt("Warning: x\n\n│ Error: Unclosed configuration block\n│\n│   on main.tf line 1\n")

@@ -4,23 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"os"
-	"path/filepath"
+	"github.com/drover-dev/drover/internal/runtimes/iacrun"
 	"regexp"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
-	"github.com/drover-dev/drover/internal/atomicfile"
 	"github.com/drover-dev/drover/internal/config"
 	"github.com/drover-dev/drover/internal/runtimes"
 	"github.com/drover-dev/drover/internal/runtimes/kubejob"
-	kuberuntime "github.com/drover-dev/drover/internal/runtimes/kubernetes"
-	"github.com/drover-dev/drover/internal/runtimes/redact"
 )
 
 // Bounds of one command run as a Job: a plan, or an apply (which creates
@@ -30,17 +21,8 @@ const (
 	ApplyJobTimeout = 2 * time.Hour
 )
 
-// jobOutputLimit is how much of a Job's log is kept (the end).
-const jobOutputLimit = outputLimit
-
 // jobRunner runs a runtime's commands as Kubernetes Jobs.
-type jobRunner struct {
-	runner    *kubejob.Runner
-	namespace string
-	create    bool // create namespace when missing (drover's own)
-	// pendingGrace is kubejob.Spec.PendingGrace (0 = its default).
-	pendingGrace time.Duration
-}
+type jobRunner = iacrun.Jobs
 
 // JobsFactory returns a factory (same signature as Factory) of terraform
 // runtimes whose commands run as Kubernetes Jobs in the cluster of the
@@ -77,119 +59,71 @@ func NewJobs(cfg *config.Runtime, opts runtimes.Options, runner *kubejob.Runner)
 	if err != nil {
 		return nil, err
 	}
-	ns, create := kubejob.ProxyNamespace(cfg.Name, cfg.TerraformRunner.ProxyRuntime)
-	r.jobs = &jobRunner{runner: runner, namespace: ns, create: create}
+	r.jobs = iacrun.NewJobs(runner, cfg.Name, cfg.TerraformRunner.ProxyRuntime)
 	return r, nil
 }
 
 // plan runs terraform plan in a Job and returns the state it shows.
 // in.cmd is held.
-func (j *jobRunner) plan(ctx context.Context, r *Runtime, in *instance, t runtimes.Target, sp *spec) (runtimes.State, error) {
-	o, err := j.run(ctx, r, in, t, sp, kindPlan)
+func jobPlan(ctx context.Context, j *jobRunner, r *Runtime, in *instance, t runtimes.Target, sp *spec) (runtimes.State, error) {
+	o, err := jobRun(ctx, j, r, in, t, sp, kindPlan)
 	if err != nil {
 		return runtimes.State{}, err
 	}
-	if o.exitCode != 0 && o.exitCode != 2 {
+	if o.ExitCode != 0 && o.ExitCode != 2 {
 		return runtimes.State{}, jobError("terraform plan", o)
 	}
-	return r.stateOf(in, t, sp, &savedPlan{changed: o.exitCode == 2, summary: planSummary(o.stdout)}), nil
+	return r.stateOf(in, t, sp, &savedPlan{changed: o.ExitCode == 2, summary: planSummary(o.Stdout)}), nil
 }
 
 // apply runs terraform apply in a Job, then plans again to refresh the
 // state and notifies watchers. in.cmd is held.
-func (j *jobRunner) apply(ctx context.Context, r *Runtime, in *instance, t runtimes.Target, sp *spec) (runtimes.ApplyResult, error) {
-	o, err := j.run(ctx, r, in, t, sp, kindApply)
-	if err == nil && o.exitCode != 0 {
+func jobApply(ctx context.Context, j *jobRunner, r *Runtime, in *instance, t runtimes.Target, sp *spec) (runtimes.ApplyResult, error) {
+	o, err := jobRun(ctx, j, r, in, t, sp, kindApply)
+	if err == nil && o.ExitCode != 0 {
 		err = jobError("terraform apply", o)
-		if ctx.Err() == nil && retryableApply(o.stdout) {
+		if ctx.Err() == nil && retryableApply(o.Stdout) {
 			err = fmt.Errorf("%w (retrying plans again)", err)
 		}
 	}
 	if err != nil {
 		r.store(in, t, sp, runtimes.State{}, err) // forget the state, poll soon
-		r.watchers.Notify(in.key)
+		r.Notify(in.Key)
 		return runtimes.ApplyResult{}, err
 	}
-	if err := atomicfile.Write(filepath.Join(in.dir, appliedFileName), []byte(t.Version), 0o640); err != nil {
-		r.log.Warn("terraform runtime: cannot record the applied version", "runtime", r.name, "instance", in.key.String(), "error", err)
-	}
-	changes := appliedChanges(o.stdout, sp, r.name)
-	st, err := j.plan(ctx, r, in, t, sp)
+	r.WriteApplied(in, t.Version)
+	changes := appliedChanges(o.Stdout, sp, r.Name)
+	st, err := jobPlan(ctx, j, r, in, t, sp)
 	r.store(in, t, sp, st, err)
 	if err != nil {
-		r.log.Warn("terraform runtime: plan after apply failed", "runtime", r.name, "instance", in.key.String(), "version", t.Version, "error", err)
+		r.Log.Warn("terraform runtime: plan after apply failed", "runtime", r.Name, "instance", in.Key.String(), "version", t.Version, "error", err)
 	}
-	r.watchers.Notify(in.key)
+	r.Notify(in.Key)
 	return runtimes.ApplyResult{Changes: changes}, nil
 }
 
-// run runs one command (kindPlan or kindApply) as a Job and records it. The
-// error is for a Job that gave no exit code (it could not start, timed
-// out, or ctx ended); the outcome's output is redacted. in.cmd is held.
-func (j *jobRunner) run(ctx context.Context, r *Runtime, in *instance, t runtimes.Target, sp *spec, kind string) (outcome, error) {
+// jobRun runs one command (kindPlan or kindApply) as a Job and records
+// it (see iacrun.RunJob). in.Cmd is held.
+func jobRun(ctx context.Context, j *jobRunner, r *Runtime, in *instance, t runtimes.Target, sp *spec, kind string) (iacrun.Outcome, error) {
 	env, err := jobEnv(t, sp)
 	if err != nil {
-		return outcome{}, err
+		return iacrun.Outcome{}, err
 	}
-	secrets := rawSecrets(t, sp.runner)
-	in.rd = redact.New(secrets)
-	// Raw secrets reach the container from a Secret, not the Job.
-	env, secretEnv := kubejob.SplitSecretEnv(env, secrets)
-	// Only the version applied is kept here (stateOf).
-	if err := os.MkdirAll(in.dir, 0o750); err != nil {
-		return outcome{}, err
-	}
-	script := jobScript(sp, kind)
 	timeout := PlanJobTimeout
 	if kind == kindApply {
 		timeout = ApplyJobTimeout
 	}
-	started := r.now()
-	jr := j.runner.Run(ctx, kubejob.Spec{
-		Namespace:       j.namespace,
-		CreateNamespace: j.create,
-		NamePrefix:      r.name + "-" + in.key.Service + "-" + kind,
-		Labels:          kubejob.Labels(r.name, kind, in.key),
-		Annotations:     map[string]string{kuberuntime.AnnotationVersion: t.Version},
-		Image:           sp.image,
-		Command:         []string{"/bin/sh", "-c", script},
-		ServiceAccount:  sp.runner.ServiceAccount,
-		Env:             env,
-		SecretEnv:       secretEnv,
-		Timeout:         timeout,
-		PendingGrace:    j.pendingGrace,
-		MaxOutput:       jobOutputLimit,
+	return iacrun.RunJob(ctx, j, r.Base, in, iacrun.JobCmd{
+		Kind: kind, Version: t.Version, Image: sp.image, Script: jobScript(sp, kind),
+		ServiceAccount: sp.runner.ServiceAccount, Env: env, Secrets: iacrun.RawSecrets(t, sp.runner), Timeout: timeout,
 	})
-	o := outcome{stdout: jr.Output, truncated: jr.OutputTruncated, exitCode: jr.ExitCode, err: jr.Err}
-	if o.err == nil && o.exitCode != 0 {
-		o.err = fmt.Errorf("exit status %d", o.exitCode)
-	}
-	o = redactOutcome(o, in.rd)
-	r.record(ctx, in.key, kind, t.Version, []string{sp.image, "/bin/sh", "-c", script}, started, o)
-	if jr.Err == nil {
-		return o, nil
-	}
-	what := "terraform " + kind
-	reason := in.rd.Text(jr.Reason)
-	switch {
-	case jr.Canceled:
-		return o, fmt.Errorf("%s: %w", what, ctx.Err())
-	case jr.TimedOut:
-		return o, fmt.Errorf("%s: the Job timed out after %v (%s)", what, timeout, reason)
-	case jr.NotStarted:
-		return o, fmt.Errorf("%s could not start: %s", what, in.rd.Text(jr.Err.Error()))
-	case reason != "":
-		return o, fmt.Errorf("%s failed: %s", what, reason)
-	default:
-		return o, fmt.Errorf("%s failed: %s", what, in.rd.Text(jr.Err.Error()))
-	}
 }
 
 // jobEnv is the environment of a command's container: what a command run
 // here gets from drover (overlayEnv: the target's env, the runner's env,
 // the identity variables), CHECKPOINT_DISABLE=1 and TF_IN_AUTOMATION=1
 // unless set. Nothing of the agent's own environment is passed.
-func jobEnv(t runtimes.Target, sp *spec) ([]corev1.EnvVar, error) {
+func jobEnv(t runtimes.Target, sp *spec) (map[string]string, error) {
 	env, err := overlayEnv(t, sp.runner)
 	if err != nil {
 		return nil, err
@@ -199,11 +133,7 @@ func jobEnv(t runtimes.Target, sp *spec) ([]corev1.EnvVar, error) {
 			env[k] = v
 		}
 	}
-	out := make([]corev1.EnvVar, 0, len(env))
-	for _, k := range slices.Sorted(maps.Keys(env)) {
-		out = append(out, corev1.EnvVar{Name: k, Value: env[k]})
-	}
-	return out, nil
+	return env, nil
 }
 
 // jobScript is the shell script a command's Job runs: in the module
@@ -215,21 +145,17 @@ func jobEnv(t runtimes.Target, sp *spec) ([]corev1.EnvVar, error) {
 // on the image's PATH.
 func jobScript(sp *spec, kind string) string {
 	var b strings.Builder
-	b.WriteString(`fail() { echo "drover: $1 failed (exit code $2)" >&2; exit 1; }
-if [ -z "${DROVER_TERRAFORM:-}" ]; then
+	b.WriteString(iacrun.ScriptFail + `if [ -z "${DROVER_TERRAFORM:-}" ]; then
   if command -v terraform >/dev/null 2>&1; then DROVER_TERRAFORM=terraform
   elif command -v tofu >/dev/null 2>&1; then DROVER_TERRAFORM=tofu
   else echo "drover: neither terraform nor tofu is on the image's PATH (set DROVER_TERRAFORM)" >&2; exit 1
   fi
 fi
 `)
-	fmt.Fprintf(&b, "cd %s || fail %s $?\n", shellQuote(sp.path), shellQuote("cd "+sp.path))
-	for i, c := range sp.runner.PreRun {
-		fmt.Fprintf(&b, "sh -c %s || fail %s $?\n", shellQuote(c.Cmd), shellQuote(fmt.Sprintf("preRun[%d] (%s)", i, c.Cmd)))
-	}
+	iacrun.ScriptSteps(&b, sp.path, sp.runner.PreRun)
 	b.WriteString(`"$DROVER_TERRAFORM" init -input=false -no-color`)
 	for _, w := range sp.initArgs.words {
-		b.WriteString(" " + shellQuote(w))
+		b.WriteString(" " + iacrun.ShellQuote(w))
 	}
 	b.WriteString(" || fail 'terraform init' $?\n")
 	if kind == kindApply {
@@ -240,31 +166,11 @@ fi
 	return b.String()
 }
 
-// shellQuote quotes s as one word for sh.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-// stepFailed matches the line jobScript prints when a step fails.
-var stepFailed = regexp.MustCompile(`(?m)^drover: (.+) failed \(exit code (-?\d+)\)\s*$`)
-
 // jobError is the error of a command whose Job exited with a code that
 // is not a result: the step that failed (a preRun command, terraform init,
 // or the command itself) with terraform's error message.
-func jobError(what string, o outcome) error {
-	out, code := o.stdout, o.exitCode
-	if m := stepFailed.FindStringSubmatchIndex(out); m != nil {
-		what = out[m[2]:m[3]]
-		if n, err := strconv.Atoi(out[m[4]:m[5]]); err == nil {
-			code = n
-		}
-		out = out[:m[0]]
-	}
-	msg := errorExcerpt(out)
-	if msg == "" {
-		msg = "no output"
-	}
-	return fmt.Errorf("%s failed (exit code %d): %s", what, code, msg)
+func jobError(what string, o iacrun.Outcome) error {
+	return iacrun.JobError(what, o.ExitCode, o.Stdout, errorExcerpt)
 }
 
 // retryableApply reports whether an apply failed for a reason that a new

@@ -73,7 +73,7 @@ func (e *jobsEnv) runtime(t *testing.T, runner *config.TerraformRunner, rec *rec
 		t.Fatal(err)
 	}
 	r := rt.(*Runtime)
-	r.jobs.pendingGrace = 30 * time.Second
+	r.jobs.PendingGrace = 30 * time.Second
 	t.Cleanup(func() { _ = r.Close() })
 	return r
 }
@@ -117,9 +117,7 @@ func TestJobsConvergeAndHealDrift(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(module, "external.txt"), []byte("b\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	rt.mu.Lock()
-	rt.insts[k].cached = false
-	rt.mu.Unlock()
+	rt.Forget(k)
 	st = mustFetch(t, rt, v1)
 	if st.Version != "v1" || !st.Drifted || st.Converged || !strings.Contains(st.Message, "Plan: 0 to add, 1 to change, 0 to destroy.") {
 		t.Fatalf("drifted state: %+v", st)
@@ -196,7 +194,7 @@ func TestJobsFailures(t *testing.T) {
 
 	runner = runnerConfig(t, time.Hour, time.Hour)
 	rt = e.runtime(t, runner, nil)
-	rt.jobs.pendingGrace = 5 * time.Second
+	rt.jobs.PendingGrace = 5 * time.Second
 	runner.ServiceAccount = "nobody"
 	_, err = rt.Fetch(t.Context(), target(t, key("nosa", "staging"), "v1", module, runner, img))
 	if err == nil || !strings.Contains(err.Error(), "terraform plan could not start") || !strings.Contains(err.Error(), "nobody") {

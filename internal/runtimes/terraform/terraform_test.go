@@ -234,7 +234,7 @@ func TestConvergeAndHealDrift(t *testing.T) {
 	if st := mustFetch(t, rt, v1); !runtimestest.Converged(st, "v1") {
 		t.Fatalf("after apply: %+v, want converged at v1", st)
 	}
-	state, err := os.ReadFile(filepath.Join(rt.root, "infra", "vm", "staging", "module", "terraform.tfstate"))
+	state, err := os.ReadFile(filepath.Join(rt.Root, "infra", "vm", "staging", "module", "terraform.tfstate"))
 	if err != nil || !strings.Contains(string(state), `"v1"`) {
 		t.Fatalf("state file: %v; want it to hold the version from TF_VAR_pvn_service_version:\n%s", err, state)
 	}
@@ -246,7 +246,7 @@ func TestConvergeAndHealDrift(t *testing.T) {
 		_ = rt.Watch(ctx, func(k runtimes.InstanceKey) { notified <- k })
 	}()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		if rt.watchers.Watchers() > 0 {
+		if rt.Watchers() > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -443,7 +443,7 @@ resource "terraform_data" "greeting" { input = var.greeting }
 	if st := mustFetch(t, rt, tg); !runtimestest.Converged(st, "v7") {
 		t.Fatalf("%+v", st)
 	}
-	dir := filepath.Join(rt.root, "infra", "web", "staging", "module")
+	dir := filepath.Join(rt.Root, "infra", "web", "staging", "module")
 	b, err := os.ReadFile(filepath.Join(dir, "prerun.txt"))
 	if err != nil || string(b) != "infra/web infra/staging v7 s1" {
 		t.Fatalf("preRun output file: %q, %v", b, err)
@@ -487,7 +487,7 @@ func TestStalePlan(t *testing.T) {
 	}
 	// Someone applies by hand meanwhile.
 	cmd := exec.CommandContext(t.Context(), bin, "apply", "-auto-approve", "-input=false", "-no-color")
-	cmd.Dir = filepath.Join(rt.root, "infra", "net", "staging", "module")
+	cmd.Dir = filepath.Join(rt.Root, "infra", "net", "staging", "module")
 	cmd.Env = append(os.Environ(), "TF_VAR_pvn_service_version=v0", "TF_CLI_CONFIG_FILE="+runner.Env["TF_CLI_CONFIG_FILE"].Value)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("terraform apply by hand: %v\n%s", err, out)
@@ -552,7 +552,7 @@ func TestBinaryLookup(t *testing.T) {
 	if r.Binary() != fake {
 		t.Errorf("binary %s, want tofu from PATH %s", r.Binary(), fake)
 	}
-	tmp := r.tempDir
+	tmp := r.TempDir
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package terraform
 
 import (
 	"bytes"
+	"github.com/drover-dev/drover/internal/runtimes/iacrun"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,9 +15,9 @@ import (
 
 // testLimits allows modules in the temporary directory, with the default
 // caps.
-func testLimits(t testing.TB) moduleLimits {
+func testLimits(t testing.TB) iacrun.Limits {
 	t.Helper()
-	return moduleLimits{roots: testSettings(t).ModuleRoots, maxBytes: MaxModuleBytes, maxEntries: MaxModuleEntries}
+	return moduleLimits(testSettings(t).ModuleRoots, nil)
 }
 
 // realTempDir is t.TempDir with its symbolic links resolved.
@@ -61,7 +62,7 @@ func TestS15ModuleSizeCap(t *testing.T) {
 	// Under a smaller cap, a file that fits is copied whole and one that
 	// does not is refused, also when it is the module's only file.
 	lim := testLimits(t)
-	lim.maxBytes = 3 << 20
+	lim.MaxBytes = 3 << 20
 	data := bytes.Repeat([]byte("0123456789abcdef"), (2<<20+7)/16+1)[:2<<20+7]
 	if err := os.WriteFile(blob, data, 0o600); err != nil {
 		t.Fatal(err)
@@ -72,7 +73,7 @@ func TestS15ModuleSizeCap(t *testing.T) {
 	if got, err := os.ReadFile(filepath.Join(dst, "blob.bin")); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("copied blob: %d bytes, %v; want the %d bytes of the module's", len(got), err, len(data))
 	}
-	lim.maxBytes = 1 << 20
+	lim.MaxBytes = 1 << 20
 	if _, err := syncModule(src, filepath.Join(t.TempDir(), "module"), lim); err == nil || !strings.Contains(err.Error(), "more than 1 MiB") {
 		t.Fatalf("module over a 1 MiB cap: %v", err)
 	}
@@ -87,11 +88,11 @@ func TestS15ModuleEntriesCap(t *testing.T) {
 		write(t, filepath.Join(src, filepath.FromSlash(name)), "x")
 	}
 	lim := testLimits(t)
-	lim.maxEntries = 7 // five files and two directories
+	lim.MaxEntries = 7 // five files and two directories
 	if _, err := syncModule(src, dst, lim); err != nil {
 		t.Fatalf("7 entries under a cap of 7: %v", err)
 	}
-	lim.maxEntries = 6
+	lim.MaxEntries = 6
 	dst = filepath.Join(t.TempDir(), "module")
 	if _, err := syncModule(src, dst, lim); err == nil || !strings.Contains(err.Error(), "holds more than 6 files and directories") {
 		t.Fatalf("7 entries under a cap of 6: %v", err)
@@ -110,7 +111,7 @@ func TestS15ModuleRoots(t *testing.T) {
 	if err := os.Symlink(filepath.Join(other, "team-b"), filepath.Join(root, "via-link")); err != nil {
 		t.Fatal(err)
 	}
-	lim := moduleLimits{roots: []string{root}, maxBytes: MaxModuleBytes, maxEntries: MaxModuleEntries}
+	lim := moduleLimits([]string{root}, nil)
 	if _, err := syncModule(filepath.Join(root, "mod"), filepath.Join(t.TempDir(), "module"), lim); err != nil {
 		t.Fatalf("module in the root: %v", err)
 	}
@@ -131,7 +132,7 @@ func TestS15ModuleRoots(t *testing.T) {
 	if _, err := syncModule(filepath.Join(root, "via-link"), t.TempDir(), lim); err == nil || !strings.Contains(err.Error(), "("+filepath.Join(other, "team-b")+" after symbolic links)") {
 		t.Errorf("module through a link: %v, want the real path named", err)
 	}
-	none := moduleLimits{maxBytes: MaxModuleBytes, maxEntries: MaxModuleEntries}
+	none := moduleLimits(nil, nil)
 	if _, err := syncModule(filepath.Join(root, "mod"), t.TempDir(), none); err == nil || !strings.Contains(err.Error(), "no module directory is (allow one with "+ModuleRootFlag) {
 		t.Errorf("no roots: %v", err)
 	}
@@ -150,7 +151,7 @@ func TestS15SymlinkOutOfRoot(t *testing.T) {
 	if err := os.Symlink(filepath.Join(root, "shared"), filepath.Join(mod, "shared")); err != nil {
 		t.Fatal(err)
 	}
-	lim := moduleLimits{roots: []string{root}, maxBytes: MaxModuleBytes, maxEntries: MaxModuleEntries}
+	lim := moduleLimits([]string{root}, nil)
 	dst := filepath.Join(t.TempDir(), "module")
 	if _, err := syncModule(mod, dst, lim); err != nil {
 		t.Fatal(err)
@@ -184,7 +185,7 @@ func TestS15DataDirectory(t *testing.T) {
 	write(t, filepath.Join(data, "secrets.key"), "KEY")
 	write(t, filepath.Join(root, "main.tf"), "a")
 	write(t, filepath.Join(root, "mod", "main.tf"), "a")
-	lim := moduleLimits{roots: []string{root}, exclude: []string{data}, maxBytes: MaxModuleBytes, maxEntries: MaxModuleEntries}
+	lim := moduleLimits([]string{root}, []string{data})
 	if _, err := syncModule(root, t.TempDir(), lim); err == nil || !strings.Contains(err.Error(), "holds the data directory "+data) {
 		t.Errorf("module holding the data directory: %v", err)
 	}
@@ -257,10 +258,10 @@ func TestRelativeDataDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.Close() })
-	if want := filepath.Join(dir, "data", "terraform", "tf"); r.root != want {
-		t.Errorf("root %s, want %s", r.root, want)
+	if want := filepath.Join(dir, "data", "terraform", "tf"); r.Root != want {
+		t.Errorf("root %s, want %s", r.Root, want)
 	}
-	if len(r.modules.exclude) != 1 || r.modules.exclude[0] != filepath.Join(dir, "data") {
-		t.Errorf("excluded %q, want the data directory", r.modules.exclude)
+	if len(r.modules.Exclude) != 1 || r.modules.Exclude[0] != filepath.Join(dir, "data") {
+		t.Errorf("excluded %q, want the data directory", r.modules.Exclude)
 	}
 }

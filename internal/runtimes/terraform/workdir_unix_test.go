@@ -29,7 +29,7 @@ func TestS15SpecialFiles(t *testing.T) {
 	if err := os.Remove(filepath.Join(src, "pipe.tf")); err != nil {
 		t.Fatal(err)
 	}
-	lim.roots = append(lim.roots, "/dev")
+	lim.Roots = append(lim.Roots, "/dev")
 	if err := os.Symlink("/dev/zero", filepath.Join(src, "zero.tf")); err != nil {
 		t.Fatal(err)
 	}

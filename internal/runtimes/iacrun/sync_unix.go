@@ -1,6 +1,6 @@
 //go:build unix
 
-package terraform
+package iacrun
 
 import "golang.org/x/sys/unix"
 

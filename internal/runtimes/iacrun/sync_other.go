@@ -1,6 +1,6 @@
 //go:build !unix
 
-package terraform
+package iacrun
 
 // openNonblock is zero where FIFOs cannot block an open.
 const openNonblock = 0
