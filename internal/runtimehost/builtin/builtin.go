@@ -15,6 +15,7 @@ import (
 	"github.com/drover-dev/drover/internal/runtimes/fake"
 	"github.com/drover-dev/drover/internal/runtimes/kubernetes"
 	"github.com/drover-dev/drover/internal/runtimes/lambda"
+	"github.com/drover-dev/drover/internal/runtimes/pulumi"
 	"github.com/drover-dev/drover/internal/runtimes/terraform"
 )
 
@@ -22,7 +23,7 @@ import (
 // drover server and drover agent.
 type Settings struct {
 	// ProgramRoots are the directories the programs of runner kinds (a
-	// terraformRunner's modules) may be in, symbolic links resolved (nil:
+	// terraformRunner's modules, a pulumiRunner's programs) may be in, symbolic links resolved (nil:
 	// each kind's default, the working directory).
 	ProgramRoots []string
 }
@@ -54,6 +55,7 @@ func RegistryWith(s Settings) (runtimehost.Registry, error) {
 	}
 	reg := registry()
 	reg[config.KindTerraformRunner] = terraform.FactoryWith(terraform.Settings{ModuleRoots: roots})
+	reg[config.KindPulumiRunner] = pulumi.FactoryWith(pulumi.Settings{Roots: roots})
 	return reg, nil
 }
 
@@ -68,6 +70,9 @@ func Jobs() map[string]func(kubeconfig, kubeContext string) runtimehost.Factory 
 		config.KindTerraformRunner: func(kubeconfig, kubeContext string) runtimehost.Factory {
 			return terraform.JobsFactory(kubeconfig, kubeContext)
 		},
+		config.KindPulumiRunner: func(kubeconfig, kubeContext string) runtimehost.Factory {
+			return pulumi.JobsFactory(kubeconfig, kubeContext)
+		},
 	}
 }
 
@@ -76,6 +81,7 @@ func registry() runtimehost.Registry {
 		config.KindFake:            fakeWithChecks,
 		config.KindCustom:          custom.Factory,
 		config.KindTerraformRunner: terraform.Factory,
+		config.KindPulumiRunner:    pulumi.Factory,
 		config.KindKubernetes:      kubernetesWithChecks,
 		config.KindAwsEcs:          ecsWithChecks,
 		config.KindAwsLambda:       lambdaWithChecks,

@@ -54,7 +54,7 @@
 //
 // The program must lie, after symbolic links, in one of the host's program
 // roots (Settings.ProgramRoots: drover server's and drover agent's
-// --pulumi-program-root, ProgramRootFlag; by default the process's
+// --program-root, ProgramRootFlag; by default the process's
 // working directory, none when that is /), and neither in nor around the
 // data directory: whoever may configure a service chooses the path. Before
 // every preview it is synced into program/ as terraform's modules are

@@ -35,7 +35,7 @@ const BinaryEnv = "DROVER_PULUMI_BIN"
 
 // ProgramRootFlag is the flag of drover server and drover agent that allows
 // a directory for program paths; errors name it.
-const ProgramRootFlag = "--pulumi-program-root"
+const ProgramRootFlag = "--program-root"
 
 const (
 	// The kinds of the runs reported to Options.Runs: what each command
