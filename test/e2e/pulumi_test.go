@@ -77,6 +77,9 @@ outputs:
   token: ${token}
 `,
 	})
+	if err := os.MkdirAll(filepath.Join(tmp, "backend"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	runtime := func(name string, approve bool) crObj {
 		env := crObj{"PULUMI_BACKEND_URL": crObj{"value": "file://" + filepath.Join(tmp, "backend")}}
 		if proxy != "" {
@@ -154,6 +157,9 @@ func TestPulumiRunner(t *testing.T) {
 		return findChannel(st, "staging").Status == "CONVERGED" && findChannel(st, "production").Status == "WAITING_MANUAL_APPROVAL"
 	})
 	stagingAt := time.Now()
+	for _, r := range crRunsOf(crRuns(s, "web", "site"), "staging", "") {
+		t.Logf("staging run %-8s %-40.40s exit %d, %s", r.Kind, strings.Join(r.Command, " "), r.ExitCode, r.FinishedAt.Sub(r.StartedAt).Round(time.Millisecond))
+	}
 	if got := page("staging"); got != "one" {
 		t.Errorf("staging's page: %q", got)
 	}
