@@ -143,7 +143,7 @@ func NewBase[X, S any](name, tool string, opts runtimes.Options) (*Base[X, S], e
 	if err := os.MkdirAll(b.Root, 0o750); err != nil {
 		return nil, fmt.Errorf("runtime %s: %w", name, err)
 	}
-	b.Ctx, b.cancel = context.WithCancel(context.Background())
+	b.Ctx, b.cancel = context.WithCancel(context.Background()) //nolint:gosec // G118: Close calls b.cancel
 	return b, nil
 }
 

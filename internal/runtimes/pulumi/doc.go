@@ -43,10 +43,10 @@
 // and the runtime's stacks live, unless PULUMI_BACKEND_URL is given in env
 // (the target's or the runner's), in the file backend
 //
-//	<DataDir>/pulumi/<runtime>/backend    (PULUMI_BACKEND_URL=file://…)
+//	<DataDir>/pulumi/<runtime>/backend/<application>/<service>    (PULUMI_BACKEND_URL=file://…)
 //
-// shared by the runtime's instances: stacks of one project must have
-// distinct names (as in any backend). A file backend encrypts secrets
+// one per service, shared by its release channels' stacks (which the
+// stack names tell apart). A file backend encrypts secrets
 // with the passphrase secrets provider: give PULUMI_CONFIG_PASSPHRASE (or
 // PULUMI_CONFIG_PASSPHRASE_FILE) in env, or use a backend with its own
 // secrets provider (PULUMI_ACCESS_TOKEN for Pulumi Cloud, also only from

@@ -128,7 +128,7 @@ func TestStalePlan(t *testing.T) {
 	cmd := exec.CommandContext(t.Context(), f.rt.Binary(), "config", "set", "--stack", "stale-staging", "greeting", "behind drover's back")
 	cmd.Dir = filepath.Join(f.rt.Root, "web", "stale", "staging", programDirName)
 	cmd.Env = append(os.Environ(), iacrun.EnvList(v1.Env)...)
-	cmd.Env = append(cmd.Env, "PULUMI_BACKEND_URL=file://"+filepath.Join(f.rt.Root, backendDirName))
+	cmd.Env = append(cmd.Env, "PULUMI_BACKEND_URL=file://"+filepath.Join(f.rt.Root, backendDirName, "web", "stale"))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}

@@ -47,7 +47,7 @@ const (
 	programDirName  = "program"      // the copy of the program; pulumi runs here
 	planFileName    = "plan.json"    // the update plan of the last preview (--save-plan)
 	configStampName = "config.stamp" // what the stack's config was last set to
-	backendDirName  = "backend"      // <root>/backend: the default file backend
+	backendDirName  = "backend"      // <root>/backend/<app>/<service>: the default file backends
 )
 
 // ErrNoBinary is returned by New when no pulumi binary is found.
@@ -352,7 +352,13 @@ func (r *Runtime) env(t runtimes.Target, sp *spec) (map[string]string, error) {
 	env := iacrun.PassEnv("PULUMI_HOME")
 	maps.Copy(env, overlay)
 	if _, ok := env["PULUMI_BACKEND_URL"]; !ok {
-		env["PULUMI_BACKEND_URL"] = "file://" + filepath.ToSlash(filepath.Join(r.Root, backendDirName))
+		// One file backend per service: its channels' stacks side by side,
+		// apart from another service's stacks of the same project.
+		dir := filepath.Join(r.Root, backendDirName, t.Application, t.Service)
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, fmt.Errorf("default backend: %w", err)
+		}
+		env["PULUMI_BACKEND_URL"] = "file://" + filepath.ToSlash(dir)
 	}
 	if _, ok := env["PULUMI_SKIP_UPDATE_CHECK"]; !ok {
 		env["PULUMI_SKIP_UPDATE_CHECK"] = "true"
@@ -472,7 +478,7 @@ func (r *Runtime) setConfig(ctx context.Context, in *instance, t runtimes.Target
 
 // secretValueEnv carries a secret config value to the shell that pipes it
 // into pulumi config set --secret.
-const secretValueEnv = "DROVER_PULUMI_SECRET_VALUE"
+const secretValueEnv = "DROVER_PULUMI_SECRET_VALUE" //nolint:gosec // G101: the name of a variable, not a credential
 
 // planKey identifies what a saved plan was made for.
 func planKey(t runtimes.Target, p *prepared) string {

@@ -377,7 +377,7 @@ func TestEnv(t *testing.T) {
 	}
 	for k, want := range map[string]string{
 		"FROM_TARGET": "yes", "PULUMI_HOME": "/var/lib/pulumi-home", "PULUMI_SKIP_UPDATE_CHECK": "true",
-		"PULUMI_BACKEND_URL": "file://" + filepath.Join(r.Root, backendDirName), "PVN_SERVICE_VERSION": "v1",
+		"PULUMI_BACKEND_URL": "file://" + filepath.Join(r.Root, backendDirName, "web", "env"), "PVN_SERVICE_VERSION": "v1",
 		"AWS_SECRET_ACCESS_KEY": "", "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "",
 	} {
 		if env[k] != want {
@@ -467,7 +467,7 @@ func TestLockedStack(t *testing.T) {
 	f := newFixture(t, "")
 	k := ikey("locked", "staging")
 	f.apply(f.target(k, "v1"))
-	lock := filepath.Join(f.rt.Root, backendDirName, ".pulumi", "locks", "organization", "drovertest", "locked-staging", "00000000-0000-4000-8000-000000000000.json")
+	lock := filepath.Join(f.rt.Root, backendDirName, "web", "locked", ".pulumi", "locks", "organization", "drovertest", "locked-staging", "00000000-0000-4000-8000-000000000000.json")
 	if err := os.MkdirAll(filepath.Dir(lock), 0o750); err != nil {
 		t.Fatal(err)
 	}

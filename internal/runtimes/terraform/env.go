@@ -1,7 +1,6 @@
 package terraform
 
 import (
-	"github.com/drover-dev/drover/internal/runtimes/iacrun"
 	"maps"
 	"strings"
 
@@ -9,6 +8,7 @@ import (
 
 	"github.com/drover-dev/drover/internal/config"
 	"github.com/drover-dev/drover/internal/runtimes"
+	"github.com/drover-dev/drover/internal/runtimes/iacrun"
 )
 
 // VersionVariable is the Terraform input variable that receives the service

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/drover-dev/drover/internal/runtimes/iacrun"
 	"regexp"
 	"strings"
 	"time"
 
 	"github.com/drover-dev/drover/internal/config"
 	"github.com/drover-dev/drover/internal/runtimes"
+	"github.com/drover-dev/drover/internal/runtimes/iacrun"
 	"github.com/drover-dev/drover/internal/runtimes/kubejob"
 )
 

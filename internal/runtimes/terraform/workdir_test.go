@@ -2,7 +2,6 @@ package terraform
 
 import (
 	"bytes"
-	"github.com/drover-dev/drover/internal/runtimes/iacrun"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/drover-dev/drover/internal/config"
 	"github.com/drover-dev/drover/internal/runtimes"
+	"github.com/drover-dev/drover/internal/runtimes/iacrun"
 )
 
 // testLimits allows modules in the temporary directory, with the default
