@@ -60,7 +60,7 @@
 // every preview it is synced into program/ as terraform's modules are
 // (iacrun.Sync: changed files rewritten, files the program no longer has
 // deleted, symbolic links followed inside the roots, .git never copied, at
-// most MaxProgramBytes and MaxProgramEntries, special files refused). The
+// most iacrun.MaxBytes and iacrun.MaxEntries, special files refused). The
 // source's Pulumi.<stack>.yaml files are copied, except the one of the
 // instance's stack: that file belongs to the copy (pulumi writes the
 // stack's encryption salt and drover its config there), and the source's

@@ -42,7 +42,7 @@
 // are followed when they lead into a module root (else the sync fails,
 // naming the link); .git and .terraform are not copied, at any depth.
 // Files are streamed (memory does not grow with their size); a module of
-// more than MaxModuleBytes or MaxModuleEntries files and directories, or
+// more than iacrun.MaxBytes or iacrun.MaxEntries files and directories, or
 // holding a FIFO, socket or device, is refused before anything is copied.
 // Local module sources outside the module directory ("../modules/x") are
 // not copied: reference them by absolute path or keep them inside the
