@@ -40,8 +40,11 @@ cleanup() {
 	rm -rf "${work}"
 }
 trap cleanup EXIT
-export GOFLAGS="${GOFLAGS:-} -mod=mod"
 export GOWORK=off
+# The CLI is built in a copy whose go.mod this script edits, hence -mod=mod
+# there; the test provider's go.mod and go.sum are the repository's, used
+# as they are.
+copy_flags="${GOFLAGS:-} -mod=mod"
 
 moddir() {
 	(cd "${work}" && go mod download -json "$1" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')
@@ -55,14 +58,14 @@ if [[ ! -x "${out}/pulumi" ]] || ! "${out}/pulumi" version 2>/dev/null | grep -q
 	(
 		cd "${work}/pkg"
 		go mod edit -dropreplace github.com/pulumi/pulumi/sdk/v3 -require "github.com/pulumi/pulumi/sdk/v3@${PULUMI_VERSION}"
-		go build -trimpath -ldflags "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=${PULUMI_VERSION}" \
+		GOFLAGS="${copy_flags}" go build -trimpath -ldflags "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=${PULUMI_VERSION}" \
 			-o "${out}/pulumi.tmp" ./cmd/pulumi
 	)
 	mv -f "${out}/pulumi.tmp" "${out}/pulumi"
 fi
 
 if [[ ! -x "${out}/pulumi-language-yaml" ]]; then
-	GOBIN="${work}/bin" go install -trimpath -ldflags "-s -w" "github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml@${PULUMI_YAML_VERSION}"
+	GOBIN="${work}/bin" GOFLAGS="${copy_flags}" go install -trimpath -ldflags "-s -w" "github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml@${PULUMI_YAML_VERSION}"
 	mv -f "${work}/bin/pulumi-language-yaml" "${out}/pulumi-language-yaml"
 fi
 

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/drover-dev/drover/internal/testing/pgtest"
+	"github.com/drover-dev/drover/internal/testing/pulumitest"
 )
 
 // buildTags are the build tags of the binary under test: the Makefile's
@@ -47,6 +48,9 @@ func buildAndRun(m *testing.M) int {
 		return 1
 	}
 	repoRoot = root
+	// CI builds the Pulumi tools in the background: wait for them here,
+	// where the wait counts against no test's timeout.
+	pulumiWaitErr = pulumitest.Wait()
 	dir, err := os.MkdirTemp("", "drover-e2e-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)

@@ -8,30 +8,36 @@ package e2e
 import (
 	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	apiv1 "github.com/drover-dev/drover/api/v1"
+	"github.com/drover-dev/drover/internal/testing/pulumitest"
 )
+
+// pulumiWaitErr is why CI's background build of the Pulumi tools failed
+// (TestMain waits for it).
+var pulumiWaitErr error
 
 // pulumiBinary is the pulumi CLI the tests use: $DROVER_PULUMI_BIN, else
 // pulumi on PATH. Without one the tests skip, unless
 // DROVER_REQUIRE_PULUMI=1 (CI), where they fail.
 func pulumiBinary(t *testing.T) string {
 	t.Helper()
-	if p := os.Getenv("DROVER_PULUMI_BIN"); p != "" {
-		return p
+	if pulumiWaitErr != nil {
+		t.Fatal(pulumiWaitErr)
 	}
-	if p, err := exec.LookPath("pulumi"); err == nil {
-		return p
+	bin, err := pulumitest.Binary()
+	switch {
+	case err == nil:
+		return bin
+	case pulumitest.Required():
+		t.Fatalf("%v (%s=1)", err, pulumitest.RequireEnv)
+	default:
+		t.Skipf("skipping: %v", err)
 	}
-	if os.Getenv("DROVER_REQUIRE_PULUMI") == "1" {
-		t.Fatal("DROVER_REQUIRE_PULUMI=1 but no pulumi: set DROVER_PULUMI_BIN or put hack/pulumi-tools.sh's directory on PATH")
-	}
-	t.Skip("no pulumi CLI (DROVER_PULUMI_BIN or PATH): hack/pulumi-tools.sh builds one")
 	return ""
 }
 

@@ -19,16 +19,23 @@ import (
 	"github.com/drover-dev/drover/internal/runtimes"
 	"github.com/drover-dev/drover/internal/runtimes/runtimestest"
 	"github.com/drover-dev/drover/internal/testing/kubetest"
+	"github.com/drover-dev/drover/internal/testing/pulumitest"
 )
 
 // RequireEnv makes the tests that need pulumi fail, rather than skip,
 // when no pulumi binary is found (CI sets it).
-const RequireEnv = "DROVER_REQUIRE_PULUMI"
+const RequireEnv = pulumitest.RequireEnv
 
 // pulumiHome is the PULUMI_HOME of every test (its workspace settings).
 var pulumiHome string
 
 func TestMain(m *testing.M) {
+	// CI builds the tools in the background: wait for them before any
+	// test's timeout starts.
+	if err := pulumitest.Wait(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	// pulumi finds the YAML language host and the test provider beside
 	// itself (hack/pulumi-tools.sh builds the three into one directory),
 	// on the PATH drover passes.
