@@ -64,9 +64,12 @@ if [[ ! -x "${out}/pulumi" ]] || ! "${out}/pulumi" version 2>/dev/null | grep -q
 	mv -f "${out}/pulumi.tmp" "${out}/pulumi"
 fi
 
-if [[ ! -x "${out}/pulumi-language-yaml" ]]; then
+# The stamp names the versions: a stamp that differs rebuilds the
+# language host too (it has no version flag to check).
+if [[ ! -x "${out}/pulumi-language-yaml" || "$(cat "${out}/yaml-version" 2>/dev/null)" != "${PULUMI_YAML_VERSION}" ]]; then
 	GOBIN="${work}/bin" GOFLAGS="${copy_flags}" go install -trimpath -ldflags "-s -w" "github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml@${PULUMI_YAML_VERSION}"
 	mv -f "${work}/bin/pulumi-language-yaml" "${out}/pulumi-language-yaml"
+	echo "${PULUMI_YAML_VERSION}" >"${out}/yaml-version"
 fi
 
 (cd "${here}/pulumi-testprovider" && go build -trimpath -ldflags "-s -w" -o "${out}/pulumi-resource-drovertest.tmp" .)

@@ -154,6 +154,9 @@ func (c *rcCompiler) pulumiBackend(field string, pc *config.PulumiConfig, rt *co
 		c.fail(Error{Object: c.serviceObject(), Field: field + ".path", Msg: "path is required: the directory of the Pulumi program (its Pulumi.yaml)"})
 		return nil
 	}
+	if obj.Image != "" && rt.PulumiRunner.ProxyRuntime == nil {
+		c.note(fmt.Sprintf("service %s: pulumi.image %q is not used: without proxyRuntime drover runs pulumi on its own host, not as Kubernetes Jobs", c.in.Service.Name, obj.Image))
+	}
 	if pc.PvnWrapperPath != "" || pc.ShellPath != "" {
 		c.note(fmt.Sprintf("service %s: pulumi.pvnWrapperPath and pulumi.shellPath are not used: drover runs pulumi itself", c.in.Service.Name))
 	}

@@ -35,13 +35,14 @@ calls on the connection it opened.
 
 --mode kubernetes (the default in a cluster, or with --kubeconfig) serves a
 Kubernetes runtime with the in-cluster service account or the kubeconfig.
-It also runs the commands of custom runtimes that name the linked runtime as
-their proxyRuntime, as Kubernetes Jobs in the cluster (in the proxyRuntime's
+It also runs the commands of custom runtimes and runners that name the
+linked runtime as their proxyRuntime, as Kubernetes Jobs in the cluster (in the proxyRuntime's
 containerOrchestration.k8s.namespace, else drover-proxy-runtime-<runtime>).
---mode commands (the default elsewhere) runs the commands of custom and
-Terraform runtimes that name the linked runtime as their proxyRuntime, on
-this host; their programs (Terraform modules) must lie in a --program-root
-directory (default: the agent's working directory).
+--mode commands (the default elsewhere) runs the commands of custom
+runtimes and the Terraform and Pulumi runners that name the linked runtime
+as their proxyRuntime, on this host; their programs (Terraform modules,
+Pulumi programs) must lie in a --program-root directory (default: the
+agent's working directory).
 
 The server's certificate is checked against --fingerprint (printed by link;
 a self-signed server certificate is then fine) or else against --ca-file or
@@ -127,8 +128,7 @@ token: the runtime was unlinked or its token rotated.`,
 	fl.StringVar(&cfg.Context, "context", "", "kubeconfig context (default: the current one)")
 	fl.StringVar(&cfg.DataDir, "data", "", "a directory runtimes may keep state in (default: none)")
 	registerLogFlags(cmd, &logLevel, &logFormat)
-	fl.StringArrayVar(&moduleRoots, "program-root", nil, "with --mode commands: "+programRootUsage)
-	fl.StringArrayVar(&moduleRoots, "terraform-module-root", nil, "the older name of --program-root")
+	registerProgramRoots(fl, &moduleRoots, "with --mode commands: ")
 	fl.StringVar(&healthAddr, "health-listen", "", "serve probes on this address: /livez, and /healthz (503 when not connected to the server for 2 minutes); e.g. :8080")
 	return cmd
 }

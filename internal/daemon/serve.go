@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/drover-dev/drover/internal/cli"
 
@@ -124,8 +125,7 @@ func (f *serverFlags) register(cmd *cobra.Command, defaultData string) {
 	fl.StringVar(&f.agentKey, "agent-tls-key", "", "private key (PEM) of --agent-tls-cert")
 	fl.StringVar(&f.agentAdvertise, "agent-advertise-url", "", "with --database: this server's own address for agents, https://HOST:PORT; agents connected to any server also connect here, so every server reaches every agent (default: https:// and the --agent-listen address when it names a host and --agent-url is not set; \"none\" announces nothing)")
 	f.oidc.register(cmd)
-	fl.StringArrayVar(&f.terraformModuleRoots, "program-root", nil, programRootUsage)
-	fl.StringArrayVar(&f.terraformModuleRoots, "terraform-module-root", nil, "the older name of --program-root")
+	registerProgramRoots(fl, &f.terraformModuleRoots, "")
 	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", 30*time.Second, "on Ctrl-C or SIGTERM, how long applies in flight may still finish before they are stopped (a second signal stops at once)")
 }
 
@@ -376,6 +376,29 @@ func (w withLocal) Close() error {
 // --terraform-module-root), of drover server and drover agent.
 const programRootUsage = "a directory the programs of runner services (a terraformRunner's module, a pulumiRunner's program: the service's path) may be in, symbolic links resolved; repeatable (default: the working directory, none when it is /)"
 
+// registerProgramRoots adds --program-root and its older name
+// --terraform-module-root, both appending to roots (prefix goes before
+// the usage).
+func registerProgramRoots(fl *pflag.FlagSet, roots *[]string, prefix string) {
+	fl.Var(appendValue{roots}, "program-root", prefix+programRootUsage)
+	fl.Var(appendValue{roots}, "terraform-module-root", "the older name of --program-root")
+}
+
+// appendValue is a repeatable string flag that appends to a slice shared
+// by several names.
+type appendValue struct{ s *[]string }
+
+func (v appendValue) String() string {
+	if v.s == nil {
+		return ""
+	}
+	return strings.Join(*v.s, ",")
+}
+
+func (v appendValue) Set(s string) error { *v.s = append(*v.s, s); return nil }
+
+func (v appendValue) Type() string { return "stringArray" }
+
 // runtimeRegistry is the built-in runtime kinds, the runners' with the
 // program roots of --program-root (none given: the working directory).
 func runtimeRegistry(programRoots []string, log *slog.Logger) (runtimehost.Registry, error) {
@@ -383,7 +406,7 @@ func runtimeRegistry(programRoots []string, log *slog.Logger) (runtimehost.Regis
 	if err != nil {
 		return nil, cli.UsageErrorf("%v", err)
 	}
-	log.Debug("program roots", "roots", programRoots)
+	log.Debug("program roots", "given", programRoots)
 	return reg, nil
 }
 

@@ -104,14 +104,14 @@ func (s *Server) resolveSecrets(ctx context.Context, in compiler.Input, res *com
 	return nil
 }
 
-// objectField names a custom runtime object in errors: its kind's field.
+// objectField names a custom runtime or runner object in errors: its
+// kind's field ("custom", "terraformRunner", "pulumiRunner").
 func objectField(raw json.RawMessage) string {
 	var o struct {
-		Custom          json.RawMessage `json:"custom"`
-		TerraformRunner json.RawMessage `json:"terraformRunner"`
+		Kind string `json:"kind"`
 	}
-	if json.Unmarshal(raw, &o) == nil && o.TerraformRunner != nil {
-		return "terraformRunner"
+	if json.Unmarshal(raw, &o) == nil && o.Kind != "" && o.Kind != config.KindFake {
+		return o.Kind
 	}
 	return "custom"
 }

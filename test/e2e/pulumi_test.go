@@ -186,13 +186,18 @@ func TestPulumiRunner(t *testing.T) {
 		t.Errorf("the status shows the secret")
 	}
 
-	// Steady state: the runner previews each stack once a steady interval.
-	runsBefore := len(crRuns(s, "web", "site"))
+	// Steady state: the runner previews each stack once a steady interval
+	// (3s here, 1h by default), no more, and at least once.
+	previews := func() int { return len(crRunsOf(crRuns(s, "web", "site"), "", "preview")) }
+	before := previews()
 	const window = 12 * time.Second
 	time.Sleep(window)
-	previews := len(crRuns(s, "web", "site")) - runsBefore
-	t.Logf("steady state, 2 stacks, %s at a 3s interval: %d runs recorded: %.1f per stack per minute (%.2f at the default 1h)",
-		window, previews, float64(previews)/2/window.Minutes(), float64(previews)/2/window.Minutes()*3/3600)
+	n := previews() - before
+	t.Logf("steady state, 2 stacks, %s at a 3s interval: %d previews: %.1f per stack per minute (%.3f at the default 1h)",
+		window, n, float64(n)/2/window.Minutes(), float64(n)/2/window.Minutes()*3/3600)
+	if most := 2 * (int(window/(3*time.Second)) + 1); n < 2 || n > most {
+		t.Errorf("steady state: %d previews of 2 stacks in %s at a 3s interval, want 2 to %d", n, window, most)
+	}
 
 	// Drift: staging's page changed by hand is written again.
 	last := crLastSeq(s.events("web", "site"))

@@ -97,8 +97,9 @@ type Poller[S any] struct {
 	insts map[runtimes.InstanceKey]*instance[S]
 	// polledAt and steadyAt are the last beats (due).
 	polledAt, steadyAt time.Time
-	// applyMu serializes applies per instance (LockApply).
-	applyMu map[runtimes.InstanceKey]*sync.Mutex
+	// applyMu serializes applies per instance (LockApply); an entry lives
+	// while an apply holds it or waits for it.
+	applyMu map[runtimes.InstanceKey]*applyLock
 }
 
 // instance is what the Poller keeps of one service instance.
@@ -138,7 +139,7 @@ func newPoller[S any](cfg Config[S]) *Poller[S] {
 	}
 	cfg.Batch = max(cfg.Batch, 1)
 	p := &Poller[S]{cfg: cfg, wake: make(chan struct{}, 1), insts: map[runtimes.InstanceKey]*instance[S]{},
-		applyMu: map[runtimes.InstanceKey]*sync.Mutex{}}
+		applyMu: map[runtimes.InstanceKey]*applyLock{}}
 	p.ctx, p.cancel = context.WithCancel(context.Background()) //nolint:gosec // G118: Close calls p.cancel
 	return p
 }
@@ -222,14 +223,29 @@ func (p *Poller[S]) Info(key runtimes.InstanceKey) []runtimes.InfoOutput {
 // one's turn.
 func (p *Poller[S]) LockApply(key runtimes.InstanceKey) (unlock func()) {
 	p.mu.Lock()
-	m := p.applyMu[key]
-	if m == nil {
-		m = &sync.Mutex{}
-		p.applyMu[key] = m
+	l := p.applyMu[key]
+	if l == nil {
+		l = &applyLock{}
+		p.applyMu[key] = l
 	}
+	l.users++
 	p.mu.Unlock()
-	m.Lock()
-	return m.Unlock
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		p.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(p.applyMu, key)
+		}
+		p.mu.Unlock()
+	}
+}
+
+// applyLock is one instance's apply lock and how many applies hold it or
+// wait for it (under Poller.mu).
+type applyLock struct {
+	mu    sync.Mutex
+	users int
 }
 
 // Applied records that an apply of the instance ended: the next Fetch

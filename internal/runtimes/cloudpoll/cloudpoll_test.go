@@ -429,3 +429,32 @@ func TestOneAtATime(t *testing.T) {
 		t.Errorf("described %v, results %+v", seen, out)
 	}
 }
+
+// TestLockApply: applies of one instance take turns, those of two do not
+// wait for each other, and an instance's lock is gone once no apply holds
+// or waits for it.
+func TestLockApply(t *testing.T) {
+	p := New(Config[spec]{Same: sameSpec, Describe: newBackend().describe})
+	defer p.Close()
+	a, b := runtimes.InstanceKey{Service: "a"}, runtimes.InstanceKey{Service: "b"}
+	unlockA := p.LockApply(a)
+	p.LockApply(b)() // another instance: no wait
+	done := make(chan struct{})
+	go func() {
+		p.LockApply(a)()
+		close(done)
+	}()
+	select {
+	case <-done:
+		t.Fatal("a second apply of a did not wait for the first")
+	case <-time.After(50 * time.Millisecond):
+	}
+	unlockA()
+	<-done
+	p.mu.Lock()
+	n := len(p.applyMu)
+	p.mu.Unlock()
+	if n != 0 {
+		t.Errorf("%d apply locks kept after every apply ended", n)
+	}
+}

@@ -401,6 +401,42 @@ func writeStream(path string, mode fs.FileMode, size int64, sum []byte, r io.Rea
 	return os.Rename(f.Name(), path)
 }
 
+// ReadOwned reads the file name at the top of the source directory src
+// that Sync leaves to the tool (a Limits.Owned name), under the checks
+// every copied file gets: after symbolic links it lies in a root and not
+// in an excluded directory, it is a regular file (a FIFO does not block),
+// and it holds at most limit bytes. A missing file is nil, nil.
+func (lim Limits) ReadOwned(src, name string, limit int64) ([]byte, error) {
+	path := filepath.Join(src, name)
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	resolved, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return nil, lim.pathError(src, "%s: %v", name, err)
+	}
+	if err := lim.Allowed(resolved); err != nil {
+		return nil, lim.pathError(src, "%s (%s after symbolic links) %v", name, resolved, err)
+	}
+	f, err := openRegular(resolved)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	info, err := f.Stat()
+	switch {
+	case err != nil:
+		return nil, err
+	case !info.Mode().IsRegular():
+		return nil, lim.pathError(src, "%s is %s", name, describeMode(info.Mode()))
+	case info.Size() > limit:
+		return nil, lim.pathError(src, "%s is larger than %d bytes", name, limit)
+	}
+	return io.ReadAll(io.LimitReader(f, limit+1))
+}
+
 // openRegular opens path for reading without blocking on a FIFO (one
 // swapped in after the listing); the caller checks what it opened.
 func openRegular(path string) (*os.File, error) {

@@ -53,7 +53,7 @@
 // env).
 //
 // The program must lie, after symbolic links, in one of the host's program
-// roots (Settings.ProgramRoots: drover server's and drover agent's
+// roots (Settings.Roots: drover server's and drover agent's
 // --program-root, ProgramRootFlag; by default the process's
 // working directory, none when that is /), and neither in nor around the
 // data directory: whoever may configure a service chooses the path. Before
@@ -64,16 +64,19 @@
 // source's Pulumi.<stack>.yaml files are copied, except the one of the
 // instance's stack: that file belongs to the copy (pulumi writes the
 // stack's encryption salt and drover its config there), and the source's
-// version of it is copied over it only when it changed, before drover sets
-// its config again.
+// version of it (read under the same checks: inside the roots after
+// symbolic links, a regular file, at most 1 MiB) is copied over it only
+// when it changed, keeping the copy's secrets provider (secretsprovider,
+// encryptedkey, encryptionsalt) where the source sets none, before drover
+// sets its config again.
 //
 // # Stack and config
 //
 // When the stack, its config, the source's stack file or the environment
 // (but the identity variables) changed since the last time (config.stamp,
-// which holds the secrets' keys, not a hash of their values: that is kept
-// in memory, so a restarted server sets the secrets once more), drover
-// runs, in program/:
+// which holds the secrets' keys and the names of the secret env, not a
+// hash of their values: that is kept in memory, so a restarted server sets
+// the secrets once more), drover runs, in program/:
 //
 //	pulumi stack select --create --stack S --non-interactive
 //	pulumi config rm-all --stack S K…         (keys drover set before, now gone)
@@ -174,7 +177,9 @@
 // it, and the container runs /bin/sh -c with the script of jobScript (cd
 // path, the preRun commands, stack select --create, the config with each
 // secret piped from a variable that comes from a Secret, then pulumi
-// preview --refresh --expect-no-changes or pulumi up --refresh, read from
+// preview --refresh --expect-no-changes or pulumi up --refresh (which
+// previews again and applies what that preview finds: no plan survives
+// from the fetch's Job), read from
 // their text output, as a Job's log may be cut to its end: exit 0 is no
 // change, "no changes were expected" is changes, anything else an error
 // with pulumi's error lines; the steps come from the per-resource lines
@@ -186,5 +191,5 @@
 // and its credentials in env) and no plan is kept between a fetch and an
 // apply: up previews again. Caching, polls and the state a preview shows
 // are as above; only the version last applied is kept in the data
-// directory.
+// directory. Outputs are not read in this mode (Info is empty).
 package pulumi

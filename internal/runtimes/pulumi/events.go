@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -113,20 +114,11 @@ func joinErrors(ds []diagnostic) string {
 		if d.URN != "" {
 			m = urnObject(d.URN) + ": " + m
 		}
-		if !contains(msgs, m) {
+		if !slices.Contains(msgs, m) {
 			msgs = append(msgs, m)
 		}
 	}
 	return clip(strings.Join(msgs, "; "))
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // previewError is the error of a failed preview: pulumi's error

@@ -102,7 +102,7 @@ func TestJobScript(t *testing.T) {
 		`'poetry' 'run' "$P" stack select --create --stack 'staging' --non-interactive`,
 		`config set-all --stack 'staging' --plaintext 'web:replicas=3'`,
 		`printf '%s' "$DROVER_PULUMI_SECRET_0" | 'poetry' 'run' "$P" config set --secret --stack 'staging' -- 'dbPassword'`,
-		`exec 'poetry' 'run' "$P" up --yes --stack 'staging' --non-interactive --skip-preview --refresh --color never`,
+		`exec 'poetry' 'run' "$P" up --yes --stack 'staging' --non-interactive --refresh --color never`,
 	} {
 		if !strings.Contains(up, want) {
 			t.Errorf("script lacks %q:\n%s", want, up)

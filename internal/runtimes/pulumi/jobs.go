@@ -54,7 +54,7 @@ func (r *Runtime) jobPreview(ctx context.Context, in *instance, t runtimes.Targe
 	if err != nil {
 		return runtimes.State{}, err
 	}
-	changed := o.ExitCode != 0 && strings.Contains(o.Stdout, changesProposed)
+	changed := o.ExitCode != 0 && changesProposed.MatchString(o.Stdout)
 	if o.ExitCode != 0 && !changed {
 		return runtimes.State{}, jobError("pulumi preview", o)
 	}
@@ -88,8 +88,9 @@ func (r *Runtime) jobUp(ctx context.Context, in *instance, t runtimes.Target, sp
 }
 
 // changesProposed is what pulumi preview --expect-no-changes prints when
-// the preview proposes changes (it then exits 255).
-const changesProposed = "no changes were expected for preview but changes were proposed"
+// the preview proposes changes ("no changes were expected for preview but
+// changes were proposed"; older CLIs leave out "for preview").
+var changesProposed = regexp.MustCompile(`no changes were expected( for \w+)? but changes were proposed`)
 
 // Per-resource lines of pulumi's text output (--color never): a symbol,
 // the resource's type (with colons, unlike the "+ 1 to create" of the
@@ -183,7 +184,7 @@ func jobScript(sp *spec, kind string) string {
 		fmt.Fprintf(&b, "printf '%%s' \"$%s\" | %s config set --secret --stack %s -- %s || fail %s $?\n", secretEnv(i), pulumi, stack, q(k), q("pulumi config set --secret "+k))
 	}
 	if kind == kindUp {
-		fmt.Fprintf(&b, "exec %s up --yes --stack %s --non-interactive --skip-preview --refresh --color never\n", pulumi, stack)
+		fmt.Fprintf(&b, "exec %s up --yes --stack %s --non-interactive --refresh --color never\n", pulumi, stack)
 	} else {
 		fmt.Fprintf(&b, "exec %s preview --stack %s --refresh --expect-no-changes --non-interactive --color never\n", pulumi, stack)
 	}

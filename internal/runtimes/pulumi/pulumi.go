@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/drover-dev/drover/internal/atomicfile"
 	"github.com/drover-dev/drover/internal/config"
 	"github.com/drover-dev/drover/internal/runtimes"
@@ -275,8 +277,21 @@ func (r *Runtime) parseSpec(t runtimes.Target) (*spec, error) {
 // rawSecrets are what the instance's commands must never show: the raw
 // secrets of the env and the secret config values.
 func rawSecrets(t runtimes.Target, sp *spec) []string {
-	return iacrun.RawSecrets(t, sp.runner, slices.Collect(maps.Values(sp.secrets))...)
+	more := slices.Collect(maps.Values(sp.secrets))
+	// pulumi's credentials are secrets even when given as plain values.
+	for _, k := range credentialEnv {
+		if v := t.Env[k]; v != "" {
+			more = append(more, v)
+		}
+		if v := sp.runner.Env[k].Value; v != "" {
+			more = append(more, v)
+		}
+	}
+	return iacrun.RawSecrets(t, sp.runner, more...)
 }
+
+// credentialEnv are pulumi's variables that hold credentials.
+var credentialEnv = []string{"PULUMI_CONFIG_PASSPHRASE", "PULUMI_ACCESS_TOKEN"}
 
 // refresh prepares and previews t, caches the state, schedules the next
 // poll and reports whether the state changed. in.Cmd is held.
@@ -300,7 +315,8 @@ type prepared struct {
 	programHash string
 	env         []string // full environment
 	overlay     string   // hash of the environment
-	configEnv   string   // hash of the environment but the identity variables
+	configEnv   string   // hash of the environment but the identity variables, secret values as names
+	secretEnv   string   // hash of the secret values of that environment
 }
 
 // prepare syncs the program into the working directory, runs the preRun
@@ -315,7 +331,17 @@ func (r *Runtime) prepare(ctx context.Context, in *instance, t runtimes.Target, 
 	p := &prepared{program: filepath.Join(in.Dir, programDirName), env: iacrun.EnvList(env), overlay: iacrun.EnvHash(env)}
 	// The stack's config does not depend on the version drover deploys.
 	maps.DeleteFunc(env, func(k, _ string) bool { return strings.HasPrefix(k, "PVN_") || strings.HasPrefix(k, "DROVER_") })
-	p.configEnv = iacrun.EnvHash(env)
+	// What goes on disk (config.stamp) names the secret variables; the
+	// hash of their values stays in memory.
+	secret := rawSecrets(t, sp)
+	var secretVals []string
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		if slices.Contains(secret, env[k]) && env[k] != "" {
+			secretVals = append(secretVals, k, env[k])
+			env[k] = "(secret " + k + ")"
+		}
+	}
+	p.configEnv, p.secretEnv = iacrun.EnvHash(env), iacrun.HashStrings(secretVals...)
 	if err := os.MkdirAll(in.Dir, 0o750); err != nil {
 		return nil, err
 	}
@@ -377,6 +403,54 @@ func (r *Runtime) command(sp *spec, args ...string) []string {
 type configStamp struct {
 	Stamp string   `json:"stamp"`
 	Keys  []string `json:"keys"`
+	// Source is the hash of the source's stack file last copied over the
+	// copy's ("" for none).
+	Source string `json:"source,omitempty"`
+}
+
+// maxStackFile caps the source's stack file drover reads.
+const maxStackFile = 1 << 20
+
+// stackSecretKeys are the stack file's settings of its secrets provider,
+// which pulumi writes when it creates the stack; a source stack file that
+// lacks them keeps the copy's, so what was encrypted stays readable.
+var stackSecretKeys = []string{"secretsprovider", "encryptedkey", "encryptionsalt"}
+
+// withSecretsProvider is source with the secrets-provider settings of
+// current (the copy's stack file) that source does not set.
+func withSecretsProvider(source, current []byte) ([]byte, error) {
+	var cur map[string]any
+	if err := yaml.Unmarshal(current, &cur); err != nil || len(cur) == 0 {
+		return source, nil //nolint:nilerr // a copy that is not YAML has no provider to keep
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(source, &doc); err != nil {
+		return nil, fmt.Errorf("the source's stack file: %w", err)
+	}
+	if len(doc.Content) == 0 {
+		doc = yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{{Kind: yaml.MappingNode, Tag: "!!map"}}}
+	}
+	m := doc.Content[0]
+	if m.Kind != yaml.MappingNode {
+		return nil, errors.New("the source's stack file is not a mapping")
+	}
+	has := map[string]bool{}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		has[m.Content[i].Value] = true
+	}
+	changed := false
+	for _, k := range stackSecretKeys {
+		v, ok := cur[k].(string)
+		if !ok || has[k] {
+			continue
+		}
+		m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: k}, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v})
+		changed = true
+	}
+	if !changed {
+		return source, nil
+	}
+	return yaml.Marshal(&doc)
 }
 
 // setConfig selects the stack (creating it) and sets its config when the
@@ -385,14 +459,21 @@ type configStamp struct {
 // set-all --plaintext; each secret with config set --secret, reading the
 // value from its standard input, never from its arguments. in.Cmd is held.
 func (r *Runtime) setConfig(ctx context.Context, in *instance, t runtimes.Target, sp *spec, p *prepared) error {
-	source, err := os.ReadFile(filepath.Join(sp.path, stackFile(sp.Stack)))
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("path: %w", err)
+	// The source's stack file is not copied by Sync (the copy's belongs
+	// to the instance); it is read under the same checks.
+	source, err := r.programs.ReadOwned(sp.path, stackFile(sp.Stack), maxStackFile)
+	if err != nil {
+		return err
 	}
-	// The stamp on disk has the secrets' keys but not their values (a
-	// hash of a weak secret can be guessed): their hash is kept in memory,
-	// so a restarted server sets the secrets once more.
-	parts := []string{sp.Stack, p.configEnv, string(source), "\x00config"}
+	sourceHash := ""
+	if source != nil {
+		sourceHash = iacrun.HashStrings(string(source))
+	}
+	// The stamp on disk has the secrets' keys and the names of the secret
+	// env, not their values (a hash of a weak secret can be guessed):
+	// their hash is kept in memory, so a restarted server sets the secrets
+	// once more.
+	parts := []string{sp.Stack, p.configEnv, sourceHash, "\x00config"}
 	for _, k := range slices.Sorted(maps.Keys(sp.Config)) {
 		parts = append(parts, k, sp.Config[k])
 	}
@@ -402,6 +483,7 @@ func (r *Runtime) setConfig(ctx context.Context, in *instance, t runtimes.Target
 		parts = append(parts, k)
 		values = append(values, k, sp.secrets[k])
 	}
+	values = append(values, "\x00env", p.secretEnv)
 	want, wantSecrets := iacrun.HashStrings(parts...), iacrun.HashStrings(values...)
 	stampPath := filepath.Join(in.Dir, configStampName)
 	var old configStamp
@@ -413,11 +495,20 @@ func (r *Runtime) setConfig(ctx context.Context, in *instance, t runtimes.Target
 	}
 	_ = os.Remove(stampPath)
 	in.X.secretsSet = ""
-	if source != nil {
-		// The source's stack settings, then drover's config on top.
-		if err := atomicfile.Write(filepath.Join(p.program, stackFile(sp.Stack)), source, 0o640); err != nil {
+	copied := false
+	own := filepath.Join(p.program, stackFile(sp.Stack))
+	if source != nil && (sourceHash != old.Source || !iacrun.FileExists(own)) {
+		// The source's stack settings (keeping the secrets provider the
+		// copy's stack was created with), then drover's config on top.
+		current, _ := os.ReadFile(own)
+		merged, err := withSecretsProvider(source, current)
+		if err != nil {
+			return fmt.Errorf("parameter path: %w", err)
+		}
+		if err := atomicfile.Write(own, merged, 0o640); err != nil {
 			return err
 		}
+		copied = true
 	}
 	run := func(kind, what string, argv []string, env []string) error {
 		o := r.Exec(ctx, in, iacrun.Cmd{Kind: kind, Version: t.Version, Argv: argv, Env: env, Dir: p.program})
@@ -437,7 +528,7 @@ func (r *Runtime) setConfig(ctx context.Context, in *instance, t runtimes.Target
 			gone = append(gone, k)
 		}
 	}
-	if len(gone) > 0 && source == nil {
+	if len(gone) > 0 && !copied {
 		// Keys drover set for an earlier target (the source's stack file,
 		// copied again, has none of them).
 		args := append([]string{"config", "rm-all", "--stack", sp.Stack}, gone...)
@@ -465,7 +556,7 @@ func (r *Runtime) setConfig(ctx context.Context, in *instance, t runtimes.Target
 			return err
 		}
 	}
-	b, err := json.Marshal(configStamp{Stamp: want, Keys: keys})
+	b, err := json.Marshal(configStamp{Stamp: want, Keys: keys, Source: sourceHash})
 	if err != nil {
 		return err
 	}
