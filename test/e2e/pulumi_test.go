@@ -105,7 +105,7 @@ outputs:
 	prod["preconditions"] = append(prod["preconditions"].([]crObj), crObj{"manualApproval": crObj{}})
 	return crWriteConfigs(t, filepath.Join(tmp, "config"), map[string]crObj{
 		"runtime":      runtime("pulumi", false),
-		"runtime-prod": runtime("pulumi-prod", false),
+		"runtime-prod": runtime("pulumi-prod", true),
 		"app":          crApp("web", crChannel("staging", "pulumi"), prod),
 		"service": {"service": crObj{"name": "site", "application": "web",
 			"parameters": []crObj{{"name": "message", "required": true, "string": crObj{}}, {"name": "fail", "string": crObj{}}},
@@ -174,7 +174,14 @@ func TestPulumiRunner(t *testing.T) {
 	}
 	s.ok("bob", "approve", "site", "--app", "web", "--release-channel", "production")
 	approved := time.Now()
-	st = s.waitStatus("web", "site", 120*time.Second, "production converged", converged(v1))
+	// pulumi-prod also asks for an approval of every update
+	// (requireApprovalBeforeApply): approve while production waits.
+	st = s.waitStatus("web", "site", 120*time.Second, "production converged", func(st *apiv1.ServiceStatus) bool {
+		if findChannel(st, "production").Status == "WAITING_MANUAL_APPROVAL" {
+			s.ok("bob", "approve", "site", "--app", "web", "--release-channel", "production")
+		}
+		return converged(v1)(st)
+	})
 	t.Logf("push -> staging converged %s; approval -> production converged %s", stagingAt.Sub(pushed).Round(time.Millisecond), time.Since(approved).Round(time.Millisecond))
 	if got := page("production"); got != "one" {
 		t.Errorf("production's page: %q", got)
@@ -207,6 +214,26 @@ func TestPulumiRunner(t *testing.T) {
 	crWaitEvents(s, "web", "site", 60*time.Second, "staging's drift healed", func(evs []apiv1.Event) bool {
 		d := crEvent(evs, last, "drift", "staging")
 		return d != nil && crEvent(evs, d.Seq, "converged", "staging") != nil && page("staging") == "one"
+	})
+
+	// Production's page changed by hand: with requireApprovalBeforeApply
+	// the update that heals it waits for an approval, whose preview is
+	// pulumi's plan.
+	if err := os.WriteFile(filepath.Join(tmp, "out", "production.txt"), []byte("changed by hand"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st = s.waitStatus("web", "site", 60*time.Second, "production's drift waiting for the approval of its update", func(st *apiv1.ServiceStatus) bool {
+		return findChannel(st, "production").Status == "WAITING_MANUAL_APPROVAL"
+	})
+	if pv := findChannel(st, "production").Preview; pv == nil || !strings.HasPrefix(pv.Plan, "Preview: ") || !strings.Contains(pv.Plan, "1 to update") {
+		t.Errorf("production's preview while its update waits for approval: %s", dump(pv))
+	}
+	if got := page("production"); got != "changed by hand" {
+		t.Errorf("production's page was put back before the approval: %q", got)
+	}
+	s.ok("bob", "approve", "site", "--app", "web", "--release-channel", "production")
+	s.waitStatus("web", "site", 60*time.Second, "production's drift healed once approved", func(st *apiv1.ServiceStatus) bool {
+		return findChannel(st, "production").Status == "CONVERGED" && page("production") == "one"
 	})
 
 	// drover preview shows what v2 would change.
