@@ -23,8 +23,8 @@ import (
 // drover server and drover agent.
 type Settings struct {
 	// ProgramRoots are the directories the programs of runner kinds (a
-	// terraformRunner's modules, a pulumiRunner's programs) may be in, symbolic links resolved (nil:
-	// each kind's default, the working directory).
+	// terraformRunner's modules, a pulumiRunner's programs) may be in,
+	// symbolic links resolved (nil: the working directory).
 	ProgramRoots []string
 }
 
