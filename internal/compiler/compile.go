@@ -78,6 +78,10 @@ type CompiledReleaseChannel struct {
 	// DependsOn lists the release channels that must be stable first, with
 	// selectors resolved.
 	DependsOn []string `json:"dependsOn,omitempty"`
+	// ServiceDependsOn lists the services of the application that must run
+	// converged first (service.dependsOn, drover's own), each with the
+	// release channel it must run in.
+	ServiceDependsOn []config.ServiceDependency `json:"serviceDependsOn,omitempty"`
 	// Backend is "kubernetes", "customRuntime" or "awsEcs".
 	Backend string `json:"backend"`
 	// Objects are the rendered objects: Kubernetes manifests, one
@@ -456,6 +460,7 @@ func (c *rcCompiler) compile() *CompiledReleaseChannel {
 		out.Env = nil
 	}
 	out.DependsOn = c.dependencies()
+	out.ServiceDependsOn = svc.ChannelDependencies(c.rc.Name)
 	c.protections(out, merged, defs, params, data)
 	out.ConvergenceExtensions = merged.ConvergenceExtensions
 	out.Extensions = c.extensions(merged.ConvergenceExtensions, data)

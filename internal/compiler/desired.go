@@ -37,6 +37,11 @@ func buildDesiredState(res *Result) *ds.DesiredState {
 				ReleaseChannelStable: &ds.ReleaseChannelCondition{ReleaseChannel: dep, Version: res.BundleVersion},
 			})
 		}
+		for _, dep := range rc.ServiceDependsOn {
+			inst.Preconditions = append(inst.Preconditions, ds.Condition{
+				ServiceStable: &ds.ServiceStableCondition{Service: dep.Service, ReleaseChannel: dep.ReleaseChannel},
+			})
+		}
 		for i, pc := range rc.Preconditions {
 			ma := pc.ManualApproval
 			if ma == nil {

@@ -23,6 +23,9 @@ func (r *Result) Engine() (*ds.Compiled, error) {
 			Backend: rc.Backend, DependsOn: rc.DependsOn, AutoRollback: !rc.AutoRollbackDisabled,
 			Group: rc.Group, Labels: rc.Labels,
 		}
+		for _, d := range rc.ServiceDependsOn {
+			ch.Services = append(ch.Services, ds.ServiceDependency{Service: d.Service, ReleaseChannel: d.ReleaseChannel})
+		}
 		if rc.ProgressDeadline != nil {
 			ch.ProgressDeadline = ds.Duration{Duration: rc.ProgressDeadline.Duration}
 		}

@@ -223,17 +223,21 @@ type Service struct {
 	NoCleanupOnDelete             bool                           `json:"noCleanupOnDelete,omitempty"`
 	ProgressDeadline              Duration                       `json:"progressDeadline,omitzero"`
 	BundleName                    string                         `json:"bundleName,omitempty"`
-	Programs                      Unsupported                    `json:"programs,omitzero"`
-	Replicas                      Unsupported                    `json:"replicas,omitzero"`
-	ReleaseStrategy               Unsupported                    `json:"releaseStrategy,omitzero"`
-	Capabilities                  Unsupported                    `json:"capabilities,omitzero"`
-	DeliveryConfig                Unsupported                    `json:"deliveryConfig,omitzero"`
-	Volumes                       Unsupported                    `json:"volumes,omitzero"`
-	DeployAnnotations             Unsupported                    `json:"deployAnnotations,omitzero"`
-	RuntimeSpecific               Unsupported                    `json:"runtimeSpecific,omitzero"`
-	ParameterValues               Unsupported                    `json:"parameterValues,omitzero"`
-	AsyncSetDesiredState          Unsupported                    `json:"asyncSetDesiredState,omitzero"`
-	Maestro                       Unsupported                    `json:"maestro,omitzero"`
+	// DependsOn (drover's own) holds each release channel of the service
+	// until the services named run converged there (or in the channel an
+	// entry names): ordering between services.
+	DependsOn            []ServiceDependency `json:"dependsOn,omitempty" drover:"extension"`
+	Programs             Unsupported         `json:"programs,omitzero"`
+	Replicas             Unsupported         `json:"replicas,omitzero"`
+	ReleaseStrategy      Unsupported         `json:"releaseStrategy,omitzero"`
+	Capabilities         Unsupported         `json:"capabilities,omitzero"`
+	DeliveryConfig       Unsupported         `json:"deliveryConfig,omitzero"`
+	Volumes              Unsupported         `json:"volumes,omitzero"`
+	DeployAnnotations    Unsupported         `json:"deployAnnotations,omitzero"`
+	RuntimeSpecific      Unsupported         `json:"runtimeSpecific,omitzero"`
+	ParameterValues      Unsupported         `json:"parameterValues,omitzero"`
+	AsyncSetDesiredState Unsupported         `json:"asyncSetDesiredState,omitzero"`
+	Maestro              Unsupported         `json:"maestro,omitzero"`
 }
 
 // ServiceBackend is the backend oneof shared by a service and its per-release-channel overrides.
@@ -259,13 +263,26 @@ type PerReleaseChannel struct {
 	ConvergenceProtections []ProtectionAttachment `json:"convergenceProtections,omitempty"`
 	ConvergenceExtensions  []ConvergenceExtension `json:"convergenceExtensions,omitempty" alias:"deliveryExtensions"`
 	RuntimeConnection      string                 `json:"runtimeConnection,omitempty"`
-	Replicas               Unsupported            `json:"replicas,omitzero"`
-	Programs               Unsupported            `json:"programs,omitzero"`
-	Volumes                Unsupported            `json:"volumes,omitzero"`
-	DeliveryConfig         Unsupported            `json:"deliveryConfig,omitzero"`
-	CustomHostnames        Unsupported            `json:"customHostnames,omitzero"`
-	Cert                   Unsupported            `json:"cert,omitzero"`
-	RuntimeSpecific        Unsupported            `json:"runtimeSpecific,omitzero"`
+	// DependsOn (drover's own) adds to the service's dependsOn in this
+	// release channel; an entry naming a service the service's list names
+	// too replaces that entry here.
+	DependsOn       []ServiceDependency `json:"dependsOn,omitempty" drover:"extension"`
+	Replicas        Unsupported         `json:"replicas,omitzero"`
+	Programs        Unsupported         `json:"programs,omitzero"`
+	Volumes         Unsupported         `json:"volumes,omitzero"`
+	DeliveryConfig  Unsupported         `json:"deliveryConfig,omitzero"`
+	CustomHostnames Unsupported         `json:"customHostnames,omitzero"`
+	Cert            Unsupported         `json:"cert,omitzero"`
+	RuntimeSpecific Unsupported         `json:"runtimeSpecific,omitzero"`
+}
+
+// ServiceDependency names a service of the same application that must run
+// converged first (drover's own, service.dependsOn): in the same release
+// channel, or in ReleaseChannel when it is set. Within one release the
+// dependency must run the release's version of it.
+type ServiceDependency struct {
+	Service        string `json:"service"`
+	ReleaseChannel string `json:"releaseChannel,omitempty"`
 }
 
 // HelmConfig renders a Helm chart (from a local path) with values per release channel.

@@ -81,6 +81,7 @@ func (s *Set) Validate() ErrorList {
 			v.containerRegistry(src, f.ContainerRegistry)
 		}
 	}
+	v.serviceCycles()
 	return v.errs
 }
 
@@ -527,6 +528,13 @@ func (v *validator) service(src *Source, svc *Service) {
 		}
 	}
 	checkConn("service.runtimeConnection", svc.RuntimeConnection)
+	known := map[string]bool{}
+	for _, n := range v.channelNames(svc.Application) {
+		known[n] = true
+	}
+	groups := known["*"]
+	delete(known, "*")
+	v.serviceDependencies(src, "service.dependsOn", svc, svc.DependsOn, known, groups)
 	seen := map[string]int{}
 	for i, prc := range svc.PerReleaseChannel {
 		p := fmt.Sprintf("service.perReleaseChannel[%d]", i)
@@ -547,6 +555,7 @@ func (v *validator) service(src *Source, svc *Service) {
 		v.attachments(src, p+".convergenceProtections", prc.ConvergenceProtections)
 		v.extensions(src, p+".convergenceExtensions", prc.ConvergenceExtensions, svc)
 		checkConn(p+".runtimeConnection", prc.RuntimeConnection)
+		v.serviceDependencies(src, p+".dependsOn", svc, prc.DependsOn, known, groups)
 	}
 	v.attachments(src, "service.convergenceProtections", svc.ConvergenceProtections)
 	v.extensions(src, "service.convergenceExtensions", svc.ConvergenceExtensions, svc)

@@ -49,6 +49,9 @@ type Channel struct {
 	Labels map[string]string `json:"labels,omitempty"`
 	// DependsOn are channels that must run the same version converged first.
 	DependsOn []string `json:"dependsOn,omitempty"`
+	// Services are the other services of the application that must run
+	// converged first (service.dependsOn), each in its release channel.
+	Services []ServiceDependency `json:"services,omitempty"`
 	// Approvals must each have MinApprovers distinct approvers.
 	Approvals []Approval `json:"approvals,omitempty"`
 	// EveryAction requires a fresh approval before each apply that heals
@@ -81,6 +84,13 @@ type Channel struct {
 	// one where it was and points the rolled-back one at an earlier
 	// version (nil: the channel runs this desired state's version).
 	Held *Held `json:"held,omitempty"`
+}
+
+// ServiceDependency is a service a channel waits for, and the release
+// channel it must run converged in.
+type ServiceDependency struct {
+	Service        string `json:"service"`
+	ReleaseChannel string `json:"releaseChannel"`
 }
 
 // Held says which version a channel of a desired state created by a

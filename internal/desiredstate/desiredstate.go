@@ -67,6 +67,9 @@ type Condition struct {
 	// ReleaseChannelStable is satisfied when the same service is converged at
 	// Version in ReleaseChannel.
 	ReleaseChannelStable *ReleaseChannelCondition `json:"releaseChannelStable,omitempty"`
+	// ServiceStable is satisfied when another service of the application
+	// runs converged in ReleaseChannel (service.dependsOn).
+	ServiceStable *ServiceStableCondition `json:"serviceStable,omitempty"`
 	// ManualApproval is satisfied by approvals on Topic.
 	ManualApproval *ManualApprovalCondition `json:"manualApproval,omitempty"`
 	// Protection is satisfied when the linked protection passes.
@@ -79,6 +82,12 @@ type Condition struct {
 type ReleaseChannelCondition struct {
 	ReleaseChannel string `json:"releaseChannel"`
 	Version        string `json:"version"`
+}
+
+// ServiceStableCondition waits for another service (Prodvana's serviceStable).
+type ServiceStableCondition struct {
+	Service        string `json:"service"`
+	ReleaseChannel string `json:"releaseChannel"`
 }
 
 // ManualApprovalCondition waits for approvals.

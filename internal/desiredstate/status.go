@@ -52,9 +52,13 @@ const (
 	ReasonConcurrencyLimitExceeded      Reason = "CONCURRENCY_LIMIT_EXCEEDED"
 	ReasonReleaseChannelDependencyUnmet Reason = "RELEASE_CHANNEL_DEPENDENCY_UNMET"
 	ReasonManualApprovalPending         Reason = "MANUAL_APPROVAL_PENDING"
-	ReasonProgressDeadlineExceeded      Reason = "PROGRESS_DEADLINE_EXCEEDED"
-	ReasonPaused                        Reason = "PAUSED"
-	ReasonFetchFailed                   Reason = "FETCH_FAILED"
+	// ReasonServiceDependencyUnmet (drover's): the channel waits for
+	// another service of the application (service.dependsOn); the
+	// message names it, its channel and what it is doing.
+	ReasonServiceDependencyUnmet   Reason = "SERVICE_DEPENDENCY_UNMET"
+	ReasonProgressDeadlineExceeded Reason = "PROGRESS_DEADLINE_EXCEEDED"
+	ReasonPaused                   Reason = "PAUSED"
+	ReasonFetchFailed              Reason = "FETCH_FAILED"
 	// ReasonFrozen (drover's): a freeze holds the channel (drover freeze).
 	ReasonFrozen Reason = "FROZEN"
 	// ReasonEngineError (drover's): the engine's last pass over the

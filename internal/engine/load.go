@@ -22,6 +22,8 @@ type compiledState struct {
 	// gated says a channel has approval gates or checks (only then does a
 	// pass read the approvals, which hold bypasses too).
 	gated bool
+	// services are the services its channels wait for (service.dependsOn).
+	services []string
 
 	mu sync.Mutex
 	// graced is desired with the runtimes' convergence graces, which were
@@ -172,6 +174,7 @@ func decodeState(rec store.DesiredState) (*compiledState, error) {
 		cs.desired.Channels = append(cs.desired.Channels, ch)
 		cs.gated = cs.gated || len(rc.Approvals) > 0 || len(rc.Checks) > 0
 	}
+	cs.services = dependencyServices(cs.desired)
 	return cs, nil
 }
 

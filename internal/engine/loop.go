@@ -34,12 +34,14 @@ func (l *Loop) QueueLen() int { return l.queue.Len() }
 type Loop struct {
 	observer Observer
 	store    Store
-	runtimes RuntimeSource
-	settings Settings
-	now      func() time.Time
-	log      *slog.Logger
-	workers  int
-	queue    *queue
+	// dependants maps each service to those waiting for it (services.go).
+	dependants dependants
+	runtimes   RuntimeSource
+	settings   Settings
+	now        func() time.Time
+	log        *slog.Logger
+	workers    int
+	queue      *queue
 
 	// owner names this loop in leases and task claims.
 	owner    string

@@ -175,7 +175,10 @@ type PlanInput struct {
 	Freezes []ds.Freeze
 	// Running holds the task instances of open tasks: a command check
 	// whose CheckTaskInstance is there is running.
-	Running  map[string]bool
+	Running map[string]bool
+	// Services are the instances of the services the channels wait for
+	// (service.dependsOn).
+	Services ServiceDependencies
 	Settings Settings
 }
 

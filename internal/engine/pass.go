@@ -63,6 +63,8 @@ type readout struct {
 	// seen are the fingerprints of the stored observations.
 	seen    fingerprints
 	freezes []ds.Freeze
+	// services are the instances of the services the channels wait for.
+	services ServiceDependencies
 }
 
 // observations is what the observe step saw: by channel for the plan, and
@@ -121,6 +123,10 @@ func (l *Loop) read(ctx context.Context, p *pass) (*readout, error) {
 	if r.seen, err = l.knownObservations(ctx, p.key, p.app, p.svc); err != nil {
 		return nil, fmt.Errorf("read observations: %w", err)
 	}
+	l.dependants.note(p.key, p.app, cs.services)
+	if r.services, err = l.readDependencies(ctx, p.app, cs); err != nil {
+		return nil, err
+	}
 	r.desired = l.withGraces(ctx, cs)
 	return r, nil
 }
@@ -166,7 +172,7 @@ func (l *Loop) observe(ctx context.Context, r *readout) observations {
 func (l *Loop) plan(r *readout, o observations) Plan {
 	now := l.now()
 	plan := PlanService(PlanInput{Now: now, Desired: r.desired, Instances: r.instances, Observed: o.byChannel, Approvals: r.approvals,
-		Freezes: r.freezes, Running: r.running, Settings: l.settings})
+		Freezes: r.freezes, Running: r.running, Services: r.services, Settings: l.settings})
 	clearEngineErrors(&plan, r.instances, now)
 	return plan
 }
@@ -237,6 +243,7 @@ func (l *Loop) commit(ctx context.Context, p *pass, r *readout, o observations, 
 		l.rememberObservations(p.key, r.seen, b.Observations)
 	}
 	l.written()
+	l.wakeDependants(p.key, r.instances, plan.Instances, len(r.doneChanged) > 0)
 	if b.Claim == nil && len(b.Tasks) > 0 {
 		l.kick()
 	}

@@ -319,12 +319,22 @@ func (p *planner) gate(s *step) {
 		s.set(ds.StatusWaitingPreconditions, ds.ReasonLifecycleCheckPending, "held: drover does not evaluate %s yet (not supported yet); remove the attachment to deploy", strings.Join(un, ", "))
 		return
 	}
-	if len(unmet) > 0 {
-		msg := fmt.Sprintf("waiting for %s to run %s converged: %s", joinNames(ch.DependsOn), ch.Version, strings.Join(unmet, "; "))
+	services := p.servicesUnmet(s)
+	if len(unmet) > 0 || len(services) > 0 {
+		var msg string
+		reason := ds.ReasonReleaseChannelDependencyUnmet
+		switch {
+		case len(unmet) == 0:
+			reason, msg = ds.ReasonServiceDependencyUnmet, serviceWaitMessage(services)
+		case len(services) > 0:
+			msg = fmt.Sprintf("waiting for %s to run %s converged: %s; and %s", joinNames(ch.DependsOn), ch.Version, strings.Join(unmet, "; "), serviceWaitMessage(services))
+		default:
+			msg = fmt.Sprintf("waiting for %s to run %s converged: %s", joinNames(ch.DependsOn), ch.Version, strings.Join(unmet, "; "))
+		}
 		if len(pending) > 0 {
 			msg += "; then approval (" + strings.Join(pending, ", ") + ")"
 		}
-		s.set(ds.StatusWaitingPreconditions, ds.ReasonReleaseChannelDependencyUnmet, "%s", msg)
+		s.set(ds.StatusWaitingPreconditions, reason, "%s", msg)
 		p.requeue(p.in.Settings.PollInterval) // a dependency may converge in this same pass
 		return
 	}

@@ -1,0 +1,205 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	ds "github.com/drover-dev/drover/internal/desiredstate"
+	"github.com/drover-dev/drover/internal/store"
+)
+
+// Ordering between services (service.dependsOn): a release channel of a
+// service waits, before its target moves, until each service it depends on
+// runs converged in the channel the dependency names. The planner decides
+// it from the dependencies' instances, which the read step loads
+// (readDependencies); a pass that changes a service's instances wakes the
+// services that wait for it at once (dependants), so a dependant starts
+// within a pass of its dependency converging, not a poll interval later.
+
+// ServiceDependencies are the instances of the services a service waits
+// for, by service and then by release channel (a service without a rollout
+// has none).
+type ServiceDependencies map[string]map[string]*store.Instance
+
+// dependencyServices are the services the channels of d wait for, sorted.
+func dependencyServices(d *Desired) []string {
+	var out []string
+	for _, ch := range d.Channels {
+		for _, dep := range ch.Services {
+			out = append(out, dep.Service)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// readDependencies reads the instances of the services cs's channels wait
+// for.
+func (l *Loop) readDependencies(ctx context.Context, app string, cs *compiledState) (ServiceDependencies, error) {
+	if len(cs.services) == 0 {
+		return nil, nil
+	}
+	out := make(ServiceDependencies, len(cs.services))
+	for _, svc := range cs.services {
+		list, err := l.store.ListInstances(ctx, app, svc)
+		if err != nil {
+			return nil, fmt.Errorf("read the instances of %s: %w", svc, err)
+		}
+		byChannel := make(map[string]*store.Instance, len(list))
+		for i := range list {
+			byChannel[list[i].ReleaseChannel] = &list[i]
+		}
+		out[svc] = byChannel
+	}
+	return out, nil
+}
+
+// serviceMet is the entry of an instance's Satisfied that records
+// dependency dep met for version: "service:SVC/RC@VERSION".
+func serviceMet(dep ds.ServiceDependency, version string) string {
+	return "service:" + dep.Service + "/" + dep.ReleaseChannel + "@" + version
+}
+
+// servicesUnmet checks the channel's dependencies on other services and
+// returns what each one not met is doing, for the waiting message. A
+// dependency met once for the channel's version stays met (recorded in
+// Satisfied) unless the dependency fails or rolls back before the target
+// moves.
+func (p *planner) servicesUnmet(s *step) []string {
+	ch := s.ch
+	if ch.Held != nil && ch.Held.Rollback {
+		return nil // a rollback does not wait for other services either
+	}
+	var unmet []string
+	for _, dep := range ch.Services {
+		key := serviceMet(dep, ch.Version)
+		di, ok := p.in.Services[dep.Service][dep.ReleaseChannel]
+		if ok {
+			switch di.Status {
+			case ds.StatusFailed, ds.StatusRollingBack, ds.StatusRolledBack, ds.StatusFailedRollback:
+				s.inst.Satisfied = slices.DeleteFunc(slices.Clone(s.inst.Satisfied), func(x string) bool { return x == key })
+			default:
+				// Other states keep a dependency met earlier.
+			}
+		}
+		if slices.Contains(s.inst.Satisfied, key) {
+			continue
+		}
+		if ok && di.Status == ds.StatusConverged && di.CurrentVersion != "" {
+			s.inst.Satisfied = append(s.inst.Satisfied, key)
+			continue
+		}
+		unmet = append(unmet, describeDependency(dep, di, ok))
+	}
+	return unmet
+}
+
+// describeDependency says what dependency dep is doing: its status and,
+// when it waits or needs a person, its own message, so that a chain of
+// services waiting for each other reads as one line ("db in prod (db:
+// WAITING_MANUAL_APPROVAL: waiting for approval ...)"). A dependency on its
+// way is named by its status only: quoting its progress would rewrite the
+// waiting instance at every step the dependency takes.
+func describeDependency(dep ds.ServiceDependency, di *store.Instance, ok bool) string {
+	where := dep.Service + " in " + dep.ReleaseChannel
+	switch {
+	case !ok:
+		return where + " (" + dep.Service + " has no rollout there yet: drover push " + dep.Service + ")"
+	case needsAttention(di.Status) || di.Status == ds.StatusWaitingPreconditions || di.Status == ds.StatusPending:
+		what := string(di.Status)
+		if di.Message != "" {
+			what += ": " + di.Message
+		}
+		return fmt.Sprintf("%s (%s: %s)", where, dep.Service, what)
+	case di.Status == ds.StatusConverged:
+		return fmt.Sprintf("%s (%s: CONVERGED at no version yet)", where, dep.Service)
+	default:
+		return fmt.Sprintf("%s (%s: %s)", where, dep.Service, di.Status)
+	}
+}
+
+// serviceWaitMessage is the message of a channel waiting for services.
+func serviceWaitMessage(unmet []string) string {
+	return "waiting for " + strings.Join(unmet, "; ")
+}
+
+// dependants maps each service to the services waiting for it, from the
+// desired states the loop has read: a pass that changes a service's
+// instances enqueues those waiting for it.
+type dependants struct {
+	mu sync.Mutex
+	// of holds, by service key, the keys of the services waiting for it;
+	// on, by service key, the keys it waits for (to undo when its
+	// desired state changes).
+	of map[string]map[string]bool
+	on map[string][]string
+}
+
+// note records that the service key waits for the services deps of its
+// application.
+func (d *dependants) note(key, app string, deps []string) {
+	keys := make([]string, len(deps))
+	for i, dep := range deps {
+		keys[i] = serviceKey(app, dep)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if slices.Equal(d.on[key], keys) {
+		return
+	}
+	for _, old := range d.on[key] {
+		delete(d.of[old], key)
+	}
+	if d.of == nil {
+		d.of, d.on = map[string]map[string]bool{}, map[string][]string{}
+	}
+	if len(keys) == 0 {
+		delete(d.on, key)
+		return
+	}
+	d.on[key] = keys
+	for _, k := range keys {
+		if d.of[k] == nil {
+			d.of[k] = map[string]bool{}
+		}
+		d.of[k][key] = true
+	}
+}
+
+// waiting returns the keys of the services waiting for the service key.
+func (d *dependants) waiting(key string) []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.of[key]) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(d.of[key]))
+	for k := range d.of[key] {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// wakeDependants enqueues the services waiting for the service key when a
+// pass changed the status, reason, message or current version of one of
+// its instances, or recorded outcomes (which change them before the plan).
+func (l *Loop) wakeDependants(key string, before map[string]*store.Instance, written []store.Instance, outcomes bool) {
+	changed := outcomes
+	for _, in := range written {
+		old, ok := before[in.ReleaseChannel]
+		if !ok || old.Status != in.Status || old.Reason != in.Reason || old.Message != in.Message || old.CurrentVersion != in.CurrentVersion {
+			changed = true
+			break
+		}
+	}
+	if !changed {
+		return
+	}
+	for _, k := range l.dependants.waiting(key) {
+		l.queue.Add(k)
+	}
+}
