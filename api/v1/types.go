@@ -292,6 +292,14 @@ type ChannelStatus struct {
 	// DependsOn are the channels that must run the same version converged
 	// first (releaseChannelStable preconditions): the pipeline's edges.
 	DependsOn []string `json:"dependsOn,omitempty"`
+	// ServiceDependsOn are the services of the application the channel
+	// waits for (service.dependsOn): the application graph's edges.
+	ServiceDependsOn []ServiceDependency `json:"serviceDependsOn,omitempty"`
+	// BlockedBy is the chain of services holding the channel while it
+	// waits for one (reason SERVICE_DEPENDENCY_UNMET): the service it
+	// waits for, then the one that service waits for, and so on (in the
+	// status of one service, not in lists).
+	BlockedBy []BlockingLink `json:"blockedBy,omitempty"`
 	// Approvals lists approval gates and who approved.
 	Approvals []ApprovalStatus `json:"approvals,omitempty"`
 	// Checks lists the protections (and extensions) of the channel, one per
@@ -321,6 +329,23 @@ type ChannelStatus struct {
 	DisplayName        string `json:"displayName,omitempty"`
 	DesiredDisplayName string `json:"desiredDisplayName,omitempty"`
 	TargetDisplayName  string `json:"targetDisplayName,omitempty"`
+}
+
+// ServiceDependency is a service a release channel waits for, and the
+// release channel it must run converged in.
+type ServiceDependency struct {
+	Service        string `json:"service"`
+	ReleaseChannel string `json:"releaseChannel"`
+}
+
+// BlockingLink is one service of a chain holding a release channel: where
+// it is and what it is doing.
+type BlockingLink struct {
+	Service        string `json:"service"`
+	ReleaseChannel string `json:"releaseChannel"`
+	Status         string `json:"status"`
+	Reason         string `json:"reason,omitempty"`
+	Message        string `json:"message,omitempty"`
 }
 
 // ApprovalStatus is one manual approval gate of a channel.

@@ -92,7 +92,7 @@ func listLines(l []string) string {
 func TestChannelDependencies(t *testing.T) {
 	t.Parallel()
 	svc := &Service{
-		DependsOn: []ServiceDependency{{Service: "db"}, {Service: "cache"}},
+		DependsOn:         []ServiceDependency{{Service: "db"}, {Service: "cache"}},
 		PerReleaseChannel: []PerReleaseChannel{{ReleaseChannel: "prod", DependsOn: []ServiceDependency{{Service: "db", ReleaseChannel: "staging"}, {Service: "auth"}}}},
 	}
 	if got, want := svc.ChannelDependencies("staging"), []ServiceDependency{{"db", "staging"}, {"cache", "staging"}}; !slices.Equal(got, want) {

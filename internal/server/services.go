@@ -190,6 +190,9 @@ func (s *Server) buildStatus(ctx context.Context, rec store.DesiredState, list [
 		inst, ok := insts[ch.Name]
 		cs := apiv1.ChannelStatus{Name: ch.Name, DesiredVersion: ch.Version, Runtime: ch.Runtime, Status: string(ds.StatusPending), Message: "waiting for the engine",
 			Group: ch.Group, DependsOn: ch.DependsOn, DesiredDisplayName: ch.DisplayName}
+		for _, d := range ch.Services {
+			cs.ServiceDependsOn = append(cs.ServiceDependsOn, apiv1.ServiceDependency{Service: d.Service, ReleaseChannel: d.ReleaseChannel})
+		}
 		if ok {
 			cs.Status, cs.Reason, cs.Message = string(inst.Status), string(inst.Reason), inst.Message
 			cs.Version, cs.TargetVersion, cs.Paused, cs.UpdatedAt = inst.CurrentVersion, inst.TargetVersion, inst.Paused, inst.UpdatedAt
@@ -224,6 +227,12 @@ func (s *Server) buildStatus(ctx context.Context, rec store.DesiredState, list [
 				cs.Checks = append(cs.Checks, apiv1.CheckStatus{Kind: string(r.Check.Kind), Name: r.Check.Name, Attachment: r.Check.Attachment,
 					Phase: r.Check.Lifecycle, State: r.State, Message: r.Message, NextChange: r.NextChange, BypassedBy: r.BypassedBy,
 					LastRun: r.LastRun, Runs: r.Runs})
+			}
+		}
+		if ok && detail && inst.DesiredStateID == rec.ID && len(ch.Services) > 0 &&
+			(inst.Reason == ds.ReasonServiceDependencyUnmet || inst.Reason == ds.ReasonReleaseChannelDependencyUnmet) {
+			if cs.BlockedBy, err = s.blockingChain(ctx, rec.Application, ch); err != nil {
+				return nil, err
 			}
 		}
 		if ok && detail && inst.Status == ds.StatusWaitingManualApproval && inst.DesiredStateID == rec.ID {
