@@ -223,6 +223,31 @@ func (c *Client) Push(ctx context.Context, app, svc string, req apiv1.PushReques
 	return &out, c.do(ctx, http.MethodPost, servicePath(app, svc)+":push", req, &out)
 }
 
+// CreateRelease pushes several services of app as one release.
+func (c *Client) CreateRelease(ctx context.Context, app string, req apiv1.ReleaseRequest) (*apiv1.Release, error) {
+	var out apiv1.Release
+	return &out, c.do(ctx, http.MethodPost, "/v1/apps/"+url.PathEscape(app)+"/releases", req, &out)
+}
+
+// ListReleases lists app's releases, newest first.
+func (c *Client) ListReleases(ctx context.Context, app string) (*apiv1.ReleaseList, error) {
+	var out apiv1.ReleaseList
+	return &out, c.do(ctx, http.MethodGet, "/v1/apps/"+url.PathEscape(app)+"/releases", nil, &out)
+}
+
+// GetRelease returns one release of app.
+func (c *Client) GetRelease(ctx context.Context, app, id string) (*apiv1.Release, error) {
+	var out apiv1.Release
+	return &out, c.do(ctx, http.MethodGet, "/v1/apps/"+url.PathEscape(app)+"/releases/"+url.PathEscape(id), nil, &out)
+}
+
+// ApproveRelease answers the approvals of every service of a release
+// waiting in a release channel.
+func (c *Client) ApproveRelease(ctx context.Context, app, id string, req apiv1.ReleaseApproveRequest) (*apiv1.ReleaseApproveResponse, error) {
+	var out apiv1.ReleaseApproveResponse
+	return &out, c.do(ctx, http.MethodPost, "/v1/apps/"+url.PathEscape(app)+"/releases/"+url.PathEscape(id)+":approve", req, &out)
+}
+
 // Status returns a service's status.
 func (c *Client) Status(ctx context.Context, app, svc string) (*apiv1.ServiceStatus, error) {
 	var out apiv1.ServiceStatus

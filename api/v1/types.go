@@ -933,3 +933,93 @@ type DeleteSecretResponse struct {
 	Key     string   `json:"key"`
 	Deleted []string `json:"deleted"`
 }
+
+// ReleaseRequest pushes several services of an application as one
+// release (drover release create).
+type ReleaseRequest struct {
+	Services []ReleaseServiceRequest `json:"services"`
+	// DryRun compiles every service and answers the versions and the order
+	// the release will take, storing nothing.
+	DryRun bool   `json:"dryRun,omitempty"`
+	User   string `json:"user,omitempty"`
+}
+
+// ReleaseServiceRequest is one service of a release and its parameters.
+type ReleaseServiceRequest struct {
+	Service string  `json:"service"`
+	Params  []Param `json:"params,omitempty"`
+}
+
+// Release is a release and where it is: its status (PENDING, IN_PROGRESS,
+// SUCCEEDED, FAILED, SKIPPED), each release channel's, and each service's.
+type Release struct {
+	ID          string    `json:"id"`
+	Application string    `json:"application"`
+	Status      string    `json:"status"`
+	CreatedBy   string    `json:"createdBy,omitempty"`
+	CreatedAt   time.Time `json:"createdAt,omitzero"`
+	// ReleaseChannels is the release's status in each release channel,
+	// in the application's order.
+	ReleaseChannels []ReleaseChannelState `json:"releaseChannels"`
+	Services        []ReleaseService      `json:"services"`
+	// Order is the order the release takes: steps of services that may
+	// start together, each after the steps before it.
+	Order []ReleaseStep `json:"order,omitempty"`
+	// Events are the release's history: the events of its desired states
+	// (in the release of one id only; not in lists).
+	Events []Event `json:"events,omitempty"`
+}
+
+// ReleaseChannelState is a release's status in one release channel.
+type ReleaseChannelState struct {
+	Name   string `json:"name"`
+	Status string `json:"status"`
+}
+
+// ReleaseService is one service of a release and where it is.
+type ReleaseService struct {
+	Service        string `json:"service"`
+	DesiredStateID string `json:"desiredStateId"`
+	Version        string `json:"version"`
+	DisplayName    string `json:"displayName,omitempty"`
+	// Status is PENDING .. SKIPPED; SKIPPED once a later push of the
+	// service replaced the release's.
+	Status string `json:"status"`
+	// ReleaseChannels are the service's channels as they stand.
+	ReleaseChannels []ChannelStatus `json:"releaseChannels,omitempty"`
+}
+
+// ReleaseStep is one step of a release's order: services that start in a
+// release channel once the steps before them are done.
+type ReleaseStep struct {
+	ReleaseChannel string   `json:"releaseChannel"`
+	Services       []string `json:"services"`
+}
+
+// ReleaseList is an application's releases, newest first.
+type ReleaseList struct {
+	Releases []Release `json:"releases"`
+}
+
+// ReleaseApproveRequest answers the manual approvals of every service of a
+// release waiting for one in a release channel.
+type ReleaseApproveRequest struct {
+	ReleaseChannel string `json:"releaseChannel"`
+	Reject         bool   `json:"reject,omitempty"`
+	User           string `json:"user,omitempty"`
+	Comment        string `json:"comment,omitempty"`
+}
+
+// ReleaseApproveResponse says, per service, what the answer did.
+type ReleaseApproveResponse struct {
+	Results []ReleaseApproveResult `json:"results"`
+}
+
+// ReleaseApproveResult is one service's answer: approved (the topics
+// answered), or why not (another push replaced the release's, it waits
+// for nothing, ...).
+type ReleaseApproveResult struct {
+	Service string   `json:"service"`
+	Topics  []string `json:"topics,omitempty"`
+	Error   string   `json:"error,omitempty"`
+}

@@ -43,6 +43,15 @@ func buildDesiredState(res *Result) *ds.DesiredState {
 			})
 		}
 		for i, pc := range rc.Preconditions {
+			if sa := pc.SharedManualApproval; sa != nil {
+				minApprovers := max(sa.MinApprovers, 1)
+				topic := ds.SharedTopic(sa.Name)
+				id := ds.ID{Type: ds.TypeManualApproval, Name: prefix + "/approval/" + topic}
+				child(ds.Entity{ID: id, ManualApproval: &ds.ManualApproval{Topic: topic, MinApprovers: minApprovers, Shared: true,
+					Description: "shared approval " + sa.Name + " (one approval for every service of the release)"}})
+				inst.Preconditions = append(inst.Preconditions, ds.Condition{ManualApproval: &ds.ManualApprovalCondition{Entity: id, Topic: topic, MinApprovers: minApprovers}})
+				continue
+			}
 			ma := pc.ManualApproval
 			if ma == nil {
 				continue

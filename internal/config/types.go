@@ -141,7 +141,7 @@ type K8sOrchestration struct {
 type Precondition struct {
 	ReleaseChannelStable *ReleaseChannelStable `json:"releaseChannelStable,omitempty"`
 	ManualApproval       *ManualApproval       `json:"manualApproval,omitempty"`
-	SharedManualApproval Unsupported           `json:"sharedManualApproval,omitzero"`
+	SharedManualApproval *SharedManualApproval `json:"sharedManualApproval,omitempty"`
 	CustomTask           Unsupported           `json:"customTask,omitzero"`
 }
 
@@ -157,6 +157,14 @@ type ManualApproval struct {
 	Name         string `json:"name,omitempty"`
 	Description  string `json:"description,omitempty"`
 	EveryAction  bool   `json:"everyAction,omitempty"`
+	MinApprovers int32  `json:"minApprovers,omitempty"`
+}
+
+// SharedManualApproval is one approval, by name, that every service
+// instance naming it shares: within one release (drover release create),
+// an approval given on any service's channel counts for all of them.
+type SharedManualApproval struct {
+	Name         string `json:"name"`
 	MinApprovers int32  `json:"minApprovers,omitempty"`
 }
 

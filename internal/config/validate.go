@@ -435,8 +435,20 @@ func (v *validator) releaseChannel(src *Source, p string, rc *ReleaseChannel, in
 				v.add(src, pp+".manualApproval.minApprovers", "must not be negative")
 			}
 		}
+		if a := pc.SharedManualApproval; a != nil {
+			n++
+			switch {
+			case a.Name == "":
+				v.add(src, pp+".sharedManualApproval.name", "name is required: the services that name it share one approval")
+			case !ValidName(a.Name):
+				v.add(src, pp+".sharedManualApproval.name", "name %q is not valid: use lower-case letters, digits and '-', starting with a letter", a.Name)
+			}
+			if a.MinApprovers < 0 {
+				v.add(src, pp+".sharedManualApproval.minApprovers", "must not be negative")
+			}
+		}
 		if n != 1 {
-			v.add(src, pp, "set exactly one of releaseChannelStable, manualApproval")
+			v.add(src, pp, "set exactly one of releaseChannelStable, manualApproval, sharedManualApproval")
 		}
 	}
 	v.attachments(src, p+".protections", rc.Protections)

@@ -29,6 +29,46 @@ type Compiled struct {
 	Channels []Channel `json:"channels"`
 	// Graph is the entity graph, for people and tools that show it.
 	Graph *DesiredState `json:"graph,omitempty"`
+	// Release is set on a desired state pushed as one of a release's
+	// (drover release create): the release and every service of it.
+	Release *Release `json:"release,omitempty"`
+}
+
+// ReleaseKind is the config store kind releases are kept under, by id.
+const ReleaseKind = "release"
+
+// Release is one push of several services of an application: what each
+// of them was pushed as. It is stored as a record of its own
+// (ReleaseKind) and in each of its desired states, so the engine knows,
+// for a service a channel waits for, the version of the same release.
+type Release struct {
+	ID          string `json:"id"`
+	Application string `json:"application"`
+	// Services are the release's services, by name.
+	Services  []ReleaseService `json:"services"`
+	CreatedBy string           `json:"createdBy,omitempty"`
+	CreatedAt time.Time        `json:"createdAt,omitzero"`
+}
+
+// ReleaseService is one service of a release.
+type ReleaseService struct {
+	Service        string `json:"service"`
+	DesiredStateID string `json:"desiredStateId"`
+	Version        string `json:"version"`
+	DisplayName    string `json:"displayName,omitempty"`
+}
+
+// Member returns the release's entry for svc, if it has one.
+func (r *Release) Member(svc string) (ReleaseService, bool) {
+	if r == nil {
+		return ReleaseService{}, false
+	}
+	for _, m := range r.Services {
+		if m.Service == svc {
+			return m, true
+		}
+	}
+	return ReleaseService{}, false
 }
 
 // Channel is what one release channel must converge to, and under which
@@ -125,6 +165,9 @@ type Approval struct {
 	Topic        string `json:"topic"`
 	Description  string `json:"description,omitempty"`
 	MinApprovers int    `json:"minApprovers"`
+	// Shared marks a sharedManualApproval: approvals of its topic on any
+	// service of the desired state's release count (SharedTopic).
+	Shared bool `json:"shared,omitempty"`
 }
 
 // CheckKind says what runs a check.

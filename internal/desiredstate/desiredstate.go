@@ -119,7 +119,13 @@ type ManualApproval struct {
 	Description  string `json:"description,omitempty"`
 	MinApprovers int32  `json:"minApprovers"`
 	EveryAction  bool   `json:"everyAction,omitempty"`
+	// Shared marks a sharedManualApproval: its Topic is SharedTopic(name),
+	// and an approval of it on any service of the release counts.
+	Shared bool `json:"shared,omitempty"`
 }
+
+// SharedTopic is the approval topic of the sharedManualApproval name.
+func SharedTopic(name string) string { return "shared/" + name }
 
 // ProtectionLink runs a protection in one lifecycle phase of an instance.
 type ProtectionLink struct {

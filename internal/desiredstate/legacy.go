@@ -20,7 +20,8 @@ func (d *DesiredState) Gates(rc string) (approvals []Approval, everyAction bool,
 		}
 		switch {
 		case e.ManualApproval != nil:
-			approvals = append(approvals, Approval{Topic: e.ManualApproval.Topic, Description: e.ManualApproval.Description, MinApprovers: int(e.ManualApproval.MinApprovers)})
+			approvals = append(approvals, Approval{Topic: e.ManualApproval.Topic, Description: e.ManualApproval.Description, MinApprovers: int(e.ManualApproval.MinApprovers),
+				Shared: e.ManualApproval.Shared})
 			everyAction = everyAction || e.ManualApproval.EveryAction
 		case e.ProtectionLink != nil:
 			checks = append(checks, Check{Kind: CheckProtection, Name: e.ProtectionLink.Protection, Lifecycle: e.ProtectionLink.Lifecycle, Entity: e.ID,

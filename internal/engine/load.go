@@ -24,6 +24,9 @@ type compiledState struct {
 	gated bool
 	// services are the services its channels wait for (service.dependsOn).
 	services []string
+	// shared says a channel has a sharedManualApproval: a pass reads the
+	// approvals of the release's other desired states too.
+	shared bool
 
 	mu sync.Mutex
 	// graced is desired with the runtimes' convergence graces, which were
@@ -162,7 +165,7 @@ func decodeState(rec store.DesiredState) (*compiledState, error) {
 	compact(c.Channels)
 	cs := &compiledState{
 		desired: &Desired{ID: rec.ID, Application: rec.Application, Service: rec.Service, Version: rec.Version,
-			DisplayName: c.DisplayName, Channels: make([]Channel, 0, len(c.Channels))},
+			DisplayName: c.DisplayName, Channels: make([]Channel, 0, len(c.Channels)), Release: c.Release},
 	}
 	for _, rc := range c.Channels {
 		ch := Channel{Channel: rc, Version: c.Version, StateID: rec.ID, DisplayName: c.DisplayName}
@@ -173,6 +176,7 @@ func decodeState(rec store.DesiredState) (*compiledState, error) {
 		}
 		cs.desired.Channels = append(cs.desired.Channels, ch)
 		cs.gated = cs.gated || len(rc.Approvals) > 0 || len(rc.Checks) > 0
+		cs.shared = cs.shared || slices.ContainsFunc(rc.Approvals, func(a ds.Approval) bool { return a.Shared })
 	}
 	cs.services = dependencyServices(cs.desired)
 	return cs, nil

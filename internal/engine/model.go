@@ -19,6 +19,9 @@ type Desired struct {
 	DisplayName string
 	// Channels are the release channels in declaration order.
 	Channels []Channel
+	// Release is the release the desired state was pushed in (nil: a
+	// push of its own).
+	Release *ds.Release
 	// Graces are the convergence graces the channels' runtimes report,
 	// by channel index (nil: none). PlanService uses them for channels
 	// that set none themselves. They are kept beside Channels, not in a
@@ -179,7 +182,10 @@ type PlanInput struct {
 	// Services are the instances of the services the channels wait for
 	// (service.dependsOn).
 	Services ServiceDependencies
-	Settings Settings
+	// ActiveStates are the active desired states of the services the
+	// channels wait for that are in the desired state's release.
+	ActiveStates ActiveStates
+	Settings     Settings
 }
 
 // Plan is the planner's decision for one service.

@@ -65,6 +65,7 @@ type readout struct {
 	freezes []ds.Freeze
 	// services are the instances of the services the channels wait for.
 	services ServiceDependencies
+	active   ActiveStates
 }
 
 // observations is what the observe step saw: by channel for the plan, and
@@ -119,12 +120,17 @@ func (l *Loop) read(ctx context.Context, p *pass) (*readout, error) {
 		if r.approvals, err = l.store.ListApprovals(ctx, rec.ID); err != nil {
 			return nil, fmt.Errorf("read approvals: %w", err)
 		}
+		if cs.shared {
+			if r.approvals, err = SharedApprovals(ctx, l.store, cs.desired, r.approvals); err != nil {
+				return nil, fmt.Errorf("read shared approvals: %w", err)
+			}
+		}
 	}
 	if r.seen, err = l.knownObservations(ctx, p.key, p.app, p.svc); err != nil {
 		return nil, fmt.Errorf("read observations: %w", err)
 	}
 	l.dependants.note(p.key, p.app, cs.services)
-	if r.services, err = l.readDependencies(ctx, p.app, cs); err != nil {
+	if r.services, r.active, err = l.readDependencies(ctx, p.app, cs); err != nil {
 		return nil, err
 	}
 	r.desired = l.withGraces(ctx, cs)
@@ -172,7 +178,7 @@ func (l *Loop) observe(ctx context.Context, r *readout) observations {
 func (l *Loop) plan(r *readout, o observations) Plan {
 	now := l.now()
 	plan := PlanService(PlanInput{Now: now, Desired: r.desired, Instances: r.instances, Observed: o.byChannel, Approvals: r.approvals,
-		Freezes: r.freezes, Running: r.running, Services: r.services, Settings: l.settings})
+		Freezes: r.freezes, Running: r.running, Services: r.services, ActiveStates: r.active, Settings: l.settings})
 	clearEngineErrors(&plan, r.instances, now)
 	return plan
 }

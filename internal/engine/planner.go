@@ -300,7 +300,7 @@ func (p *planner) gate(s *step) {
 	}
 	var pending []string
 	for _, g := range ch.Approvals {
-		approvers, rejection := p.approvals(ch.Name, g.Topic)
+		approvers, rejection := p.approvals(ch.Name, g.Topic, g.Shared)
 		if rejection != nil {
 			s.inst.FailedVersion = ch.Version
 			msg := fmt.Sprintf("rejected by %s", rejection.User)
@@ -718,11 +718,17 @@ func (p *planner) deploymentFailed(s *step, version string) bool {
 }
 
 // approvals returns the distinct users who approved topic, or a rejection.
-func (p *planner) approvals(rc, topic string) ([]string, *store.Approval) {
+func (p *planner) approvals(rc, topic string, shared bool) ([]string, *store.Approval) {
 	var users []string
 	for i := range p.in.Approvals {
 		a := &p.in.Approvals[i]
-		if a.DesiredStateID != p.in.Desired.ID || a.ReleaseChannel != rc || a.Topic != topic {
+		if a.Topic != topic {
+			continue
+		}
+		// A shared approval counts wherever it was given: on any
+		// channel naming it, of any service of the release (the read
+		// step gives only those of the release's desired states).
+		if !shared && (a.DesiredStateID != p.in.Desired.ID || a.ReleaseChannel != rc) {
 			continue
 		}
 		if a.Reject {
@@ -919,7 +925,7 @@ func (p *planner) actionApproved(s *step) bool {
 	if !s.inst.ActionPending {
 		return false
 	}
-	users, rejection := p.approvals(s.ch.Name, ActionTopic(s.ch.Name, s.inst.ActionSeq))
+	users, rejection := p.approvals(s.ch.Name, ActionTopic(s.ch.Name, s.inst.ActionSeq), false)
 	if rejection != nil {
 		// Rejected: do not apply this one; the next approval request gets a
 		// new topic so a later approval can count.

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -24,6 +25,10 @@ import (
 // has none).
 type ServiceDependencies map[string]map[string]*store.Instance
 
+// ActiveStates are the ids of the active desired states of the services a
+// service waits for, by service ("" or missing: none).
+type ActiveStates map[string]string
+
 // dependencyServices are the services the channels of d wait for, sorted.
 func dependencyServices(d *Desired) []string {
 	var out []string
@@ -38,21 +43,68 @@ func dependencyServices(d *Desired) []string {
 
 // readDependencies reads the instances of the services cs's channels wait
 // for.
-func (l *Loop) readDependencies(ctx context.Context, app string, cs *compiledState) (ServiceDependencies, error) {
+func (l *Loop) readDependencies(ctx context.Context, app string, cs *compiledState) (ServiceDependencies, ActiveStates, error) {
 	if len(cs.services) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	out := make(ServiceDependencies, len(cs.services))
+	var active ActiveStates
 	for _, svc := range cs.services {
+		if _, ok := cs.desired.Release.Member(svc); ok {
+			// Whether the release's desired state of svc is still
+			// its active one decides which version counts.
+			rec, err := l.store.ActiveDesiredState(ctx, app, svc)
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+			case err != nil:
+				return nil, nil, fmt.Errorf("read the desired state of %s: %w", svc, err)
+			default:
+				if active == nil {
+					active = ActiveStates{}
+				}
+				active[svc] = rec.ID
+			}
+		}
 		list, err := l.store.ListInstances(ctx, app, svc)
 		if err != nil {
-			return nil, fmt.Errorf("read the instances of %s: %w", svc, err)
+			return nil, nil, fmt.Errorf("read the instances of %s: %w", svc, err)
 		}
 		byChannel := make(map[string]*store.Instance, len(list))
 		for i := range list {
 			byChannel[list[i].ReleaseChannel] = &list[i]
 		}
 		out[svc] = byChannel
+	}
+	return out, active, nil
+}
+
+// ApprovalReader reads the approvals of a desired state.
+type ApprovalReader interface {
+	ListApprovals(ctx context.Context, desiredStateID string) ([]store.Approval, error)
+}
+
+// SharedApprovals adds to own (the approvals of d's desired state) those
+// of the sharedManualApproval topics given on the other desired states of
+// d's release: one approval serves every service of the release naming it.
+// Without a release, a shared approval is d's own.
+func SharedApprovals(ctx context.Context, r ApprovalReader, d *Desired, own []store.Approval) ([]store.Approval, error) {
+	if d.Release == nil {
+		return own, nil
+	}
+	out := own
+	for _, m := range d.Release.Services {
+		if m.DesiredStateID == d.ID {
+			continue
+		}
+		list, err := r.ListApprovals(ctx, m.DesiredStateID)
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range list {
+			if strings.HasPrefix(a.Topic, ds.SharedTopic("")) {
+				out = append(slices.Clip(out), a)
+			}
+		}
 	}
 	return out, nil
 }
@@ -88,13 +140,27 @@ func (p *planner) servicesUnmet(s *step) []string {
 		if slices.Contains(s.inst.Satisfied, key) {
 			continue
 		}
-		if ok && di.Status == ds.StatusConverged && di.CurrentVersion != "" {
+		want := p.releaseVersion(dep.Service)
+		if ok && di.Status == ds.StatusConverged && di.CurrentVersion != "" && (want == "" || di.CurrentVersion == want) {
 			s.inst.Satisfied = append(s.inst.Satisfied, key)
 			continue
 		}
-		unmet = append(unmet, describeDependency(dep, di, ok))
+		unmet = append(unmet, describeDependency(dep, di, ok, want))
 	}
 	return unmet
+}
+
+// releaseVersion is the version dependency svc must run converged: the
+// one of the release both are in, while the release's desired state of
+// svc is its active one; "" (any version) when the desired state is in no
+// release, the release has no svc, or a later push of svc replaced the
+// release's (the release's version will not come).
+func (p *planner) releaseVersion(svc string) string {
+	m, ok := p.in.Desired.Release.Member(svc)
+	if !ok || p.in.ActiveStates[svc] != m.DesiredStateID {
+		return ""
+	}
+	return m.Version
 }
 
 // describeDependency says what dependency dep is doing: its status and,
@@ -103,8 +169,11 @@ func (p *planner) servicesUnmet(s *step) []string {
 // WAITING_MANUAL_APPROVAL: waiting for approval ...)"). A dependency on its
 // way is named by its status only: quoting its progress would rewrite the
 // waiting instance at every step the dependency takes.
-func describeDependency(dep ds.ServiceDependency, di *store.Instance, ok bool) string {
+func describeDependency(dep ds.ServiceDependency, di *store.Instance, ok bool, want string) string {
 	where := dep.Service + " in " + dep.ReleaseChannel
+	if want != "" {
+		where = dep.Service + " " + want + " in " + dep.ReleaseChannel
+	}
 	switch {
 	case !ok:
 		return where + " (" + dep.Service + " has no rollout there yet: drover push " + dep.Service + ")"
@@ -115,7 +184,7 @@ func describeDependency(dep ds.ServiceDependency, di *store.Instance, ok bool) s
 		}
 		return fmt.Sprintf("%s (%s: %s)", where, dep.Service, what)
 	case di.Status == ds.StatusConverged:
-		return fmt.Sprintf("%s (%s: CONVERGED at no version yet)", where, dep.Service)
+		return fmt.Sprintf("%s (%s: CONVERGED at %s)", where, dep.Service, ds.VersionLabel(di.CurrentVersion, ""))
 	default:
 		return fmt.Sprintf("%s (%s: %s)", where, dep.Service, di.Status)
 	}

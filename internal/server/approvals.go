@@ -56,7 +56,7 @@ func (s *Server) approve(ctx context.Context, app, svc string, req apiv1.Approve
 	if req.DesiredStateID == "" && req.Version == "" {
 		return nil, errorf(apiv1.CodeInvalidArgument, "desiredStateId or version is required: the desired state being approved, as drover status %s --app %s shows it", svc, app)
 	}
-	rec, _, ch, err := s.channelOf(ctx, app, svc, req.ReleaseChannel)
+	rec, d, ch, err := s.channelOf(ctx, app, svc, req.ReleaseChannel)
 	if err != nil {
 		return nil, err
 	}
@@ -79,6 +79,7 @@ func (s *Server) approve(ctx context.Context, app, svc string, req apiv1.Approve
 		typ = ds.EventRejected
 	}
 	now := s.now()
+	var answeredGate ds.Approval
 	// The decision and the write are one store transaction: concurrent
 	// approvals cannot overshoot a gate, count a person twice, or land on a
 	// desired state a push replaced meanwhile.
@@ -93,6 +94,7 @@ func (s *Server) approve(ctx context.Context, app, svc string, req apiv1.Approve
 		case err != nil:
 			return store.Approval{}, nil, statusError(apiv1.CodeFailedPrecondition, err)
 		}
+		answeredGate = gate
 		msg := fmt.Sprintf("%s: %s %s by %s", ch.Name, ds.VersionLabel(ch.Version, ch.DisplayName), typ, user)
 		if comment != "" {
 			msg += ": " + comment
@@ -110,6 +112,14 @@ func (s *Server) approve(ctx context.Context, app, svc string, req apiv1.Approve
 		return nil, errorf(apiv1.CodeAlreadyExists, "%s already answered the approval of %s; each person counts once", user, ch.Name)
 	case err != nil:
 		return nil, err
+	}
+	if rel := releaseOf(d); answeredGate.Shared && rel != nil {
+		// The other services of the release share the answer.
+		for _, m := range rel.Services {
+			if m.Service != svc {
+				s.engine.Enqueue(app, m.Service)
+			}
+		}
 	}
 	return s.answered(ctx, rec, ch.Name, before)
 }

@@ -122,6 +122,28 @@ func (s *Server) routeTable() []route {
 			handler: handle(s, func(r *http.Request, req apiv1.PushRequest) (any, error) {
 				return s.push(r.Context(), app(r), svc(r), req)
 			})},
+		{method: "POST", path: "/v1/apps/{app}/releases", perm: auth.PermPush, scope: scopeApp, req: apiv1.ReleaseRequest{}, resp: apiv1.Release{}, summary: "Push several services of the application as one release (dryRun: only the versions and the order it would take)",
+			handler: handle(s, func(r *http.Request, req apiv1.ReleaseRequest) (any, error) {
+				return s.createRelease(r.Context(), app(r), req)
+			})},
+		{method: "GET", path: "/v1/apps/{app}/releases", perm: auth.PermRead, scope: scopeApp, resp: apiv1.ReleaseList{}, summary: "The application's releases, newest first",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				out, err := s.listReleases(r.Context(), app(r))
+				reply(w, s, out, err)
+			}},
+		{method: "GET", path: "/v1/apps/{app}/releases/{release}", perm: auth.PermRead, scope: scopeApp, resp: apiv1.Release{}, summary: "A release: its status in each release channel, each service's, and its events",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				out, err := s.getRelease(r.Context(), app(r), r.PathValue("release"))
+				reply(w, s, out, err)
+			}},
+		{method: "POST", path: "/v1/apps/{app}/releases/{release}:approve", perm: auth.PermApprove, scope: scopeChannel, req: apiv1.ReleaseApproveRequest{}, resp: apiv1.ReleaseApproveResponse{}, summary: "Approve (or reject) every service of a release waiting for approval in a release channel, one answer per service",
+			handler: handle(s, func(r *http.Request, req apiv1.ReleaseApproveRequest) (any, error) {
+				noteAuditChannel(r.Context(), req.ReleaseChannel)
+				if err := allow(r.Context(), auth.PermApprove, app(r), req.ReleaseChannel); err != nil {
+					return nil, err
+				}
+				return s.approveRelease(r.Context(), app(r), r.PathValue("release"), req)
+			})},
 		{method: "POST", path: "/v1/apps/{app}/services/{svc}:preview", perm: auth.PermRead, scope: scopeApp, req: apiv1.PushRequest{}, resp: apiv1.PreviewResponse{}, summary: "What a push would do, without pushing",
 			handler: handle(s, func(r *http.Request, req apiv1.PushRequest) (any, error) {
 				return s.preview(r.Context(), app(r), svc(r), req)

@@ -118,9 +118,15 @@ func openAPIDocument(routes []route) ([]byte, error) {
 // ("postAppsServicesPush").
 func operationID(rt route) string {
 	id := strings.ToLower(rt.method)
-	for _, part := range regexp.MustCompile(`[A-Za-z]+`).FindAllString(strings.TrimPrefix(rt.path, "/v1"), -1) {
+	parts := regexp.MustCompile(`[A-Za-z]+`).FindAllString(strings.TrimPrefix(rt.path, "/v1"), -1)
+	for i, part := range parts {
 		if strings.Contains(rt.path, "{"+part+"}") {
 			continue
+		}
+		if i == len(parts)-2 && part == parts[i+1]+"s" && strings.HasSuffix(rt.path, "/{"+parts[i+1]+"}") {
+			// One item of a collection ("/releases/{release}"): named
+			// in the singular, apart from the collection's own route.
+			part = parts[i+1]
 		}
 		id += strings.ToUpper(part[:1]) + part[1:]
 	}

@@ -63,19 +63,40 @@ func (s *Server) push(ctx context.Context, app, svc string, req apiv1.PushReques
 	if err != nil {
 		return nil, err
 	}
-	compiled, err := ds.Encode(form)
+	return s.storePush(ctx, compiledPush{app: app, svc: svc, req: req, in: in, configVersion: configVersion, res: res, form: form, id: newID("ds", s.now())})
+}
+
+// compiledPush is a push compiled and not yet stored: its service, request,
+// compiler input and result, and the id its desired state gets.
+type compiledPush struct {
+	app, svc      string
+	req           apiv1.PushRequest
+	in            compiler.Input
+	configVersion int64
+	res           *compiler.Result
+	form          *ds.Compiled
+	id            string
+	// release names the release it is one of ("" for a push of its own).
+	release string
+}
+
+// storePush stores a compiled push as the service's desired state, replacing
+// the previous one, with its event (and the request's audit record).
+func (s *Server) storePush(ctx context.Context, cp compiledPush) (*apiv1.PushResponse, error) {
+	app, svc, req, res := cp.app, cp.svc, cp.req, cp.res
+	compiled, err := ds.Encode(cp.form)
 	if err != nil {
 		return nil, err
 	}
-	params, err := json.Marshal(redactParams(in, req.Params))
+	params, err := json.Marshal(redactParams(cp.in, req.Params))
 	if err != nil {
 		return nil, err
 	}
 	defer s.pushMu.lock(app + "/" + svc)()
 	now := s.now()
 	rec := store.DesiredState{
-		ID: newID("ds", now), Application: app, Service: svc, Version: res.BundleVersion,
-		ConfigVersion: configVersion, Compiled: compiled, Params: params, CreatedBy: req.User, CreatedAt: now,
+		ID: cp.id, Application: app, Service: svc, Version: res.BundleVersion,
+		ConfigVersion: cp.configVersion, Compiled: compiled, Params: params, CreatedBy: req.User, CreatedAt: now,
 	}
 	replaced := ""
 	if prev, err := s.store.ActiveDesiredState(ctx, app, svc); err == nil {
@@ -87,11 +108,14 @@ func (s *Server) push(ctx context.Context, app, svc string, req apiv1.PushReques
 	if res.DisplayName != "" {
 		msg = fmt.Sprintf("pushed %s (desired state %s)", ds.VersionLabel(res.BundleVersion, res.DisplayName), rec.ID)
 	}
+	if cp.release != "" {
+		msg += " in release " + cp.release
+	}
 	if replaced != "" {
 		msg += ", replacing " + replaced
 	}
 	ev := store.Event{Time: now, Application: app, Service: svc, DesiredStateID: rec.ID, Type: ds.EventPushed, Actor: req.User, Message: msg}
-	if audit, ok := auditOK(ctx); ok {
+	if audit, ok := auditOK(ctx); ok && cp.release == "" {
 		// The push and its audit record are written together: one
 		// durable commit rather than two in a row.
 		if _, err := s.store.PushDesiredState(ctx, rec, audit, ev); err != nil {
@@ -174,6 +198,9 @@ func (s *Server) buildStatus(ctx context.Context, rec store.DesiredState, list [
 		if approvals, err = s.store.ListApprovals(ctx, rec.ID); err != nil {
 			return nil, err
 		}
+		if approvals, err = engine.SharedApprovals(ctx, s.store, d, approvals); err != nil {
+			return nil, err
+		}
 	}
 	observed := make(map[string]store.Observation, len(obs))
 	for _, o := range obs {
@@ -211,7 +238,7 @@ func (s *Server) buildStatus(ctx context.Context, rec store.DesiredState, list [
 		for _, g := range gates {
 			as := apiv1.ApprovalStatus{Topic: g.Topic, Description: g.Description, MinApprovers: g.MinApprovers}
 			for _, a := range approvals {
-				if a.ReleaseChannel != ch.Name || a.Topic != g.Topic {
+				if a.Topic != g.Topic || !g.Shared && (a.ReleaseChannel != ch.Name || a.DesiredStateID != rec.ID) {
 					continue
 				}
 				if a.Reject {
