@@ -104,7 +104,7 @@ approvals, protections). It reads Prodvana-format configs (*.pvn.yaml).`,
 	root.PersistentFlags().DurationVar(&g.requestTimeout, "request-timeout", client.DefaultTimeout, "give up on a request the server does not answer in this long (0 = never; event streams reconnect instead)")
 	root.AddCommand(
 		newValidateCmd(), newCompileCmd(),
-		newApplyCmd(g), newPushCmd(g), newStatusCmd(g), newCompiledCmd(g), newWaitCmd(g),
+		newApplyCmd(g), newPushCmd(g), newReleaseCmd(g), newStatusCmd(g), newCompiledCmd(g), newWaitCmd(g),
 		newApproveCmd(g, false), newApproveCmd(g, true), newBypassCmd(g), newFreezeCmd(g), newUnfreezeCmd(g), newFreezesCmd(g), newPreviewCmd(g),
 		newChannelCmd(g, "pause", "Stop applying to a release channel (or all) until resumed", (*client.Client).Pause),
 		newChannelCmd(g, "resume", "Let drover apply to a paused release channel (or all) again", (*client.Client).Resume),
