@@ -175,3 +175,52 @@ func TestPlanServiceDependencyProperty(t *testing.T) {
 	}
 	t.Logf("%d of 300 worlds got web to prod", finished)
 }
+
+// TestPlanReleaseVersions: within a release a dependant waits for the
+// release's version of its dependency, not any converged one; once a later
+// push replaced the release's, any converged version does.
+func TestPlanReleaseVersions(t *testing.T) {
+	t.Parallel()
+	s := chain(t, "v2")
+	rel := &ds.Release{ID: "rel-1", Services: []ds.ReleaseService{{Service: "db", DesiredStateID: "db-ds", Version: "v2"}, {Service: "api", DesiredStateID: "api-ds", Version: "v2"}}}
+	s.worlds["api"].desired.Release = rel
+	// db runs v1 converged in staging (before the release).
+	s.worlds["db"].instances["staging"] = store.Instance{Application: "app", Service: "db", ReleaseChannel: "staging", Status: ds.StatusConverged, CurrentVersion: "v1", DesiredVersion: "v1"}
+	plan := func(active string) Plan {
+		w := s.worlds["api"]
+		return PlanService(PlanInput{Now: w.now, Desired: w.desired, Instances: refs(w.instances), Observed: w.observed,
+			Services: ServiceDependencies{"db": refs(s.worlds["db"].instances)}, ActiveStates: ActiveStates{"db": active}, Settings: w.settings})
+	}
+	p := plan("db-ds")
+	if len(p.Actions) != 0 {
+		t.Fatalf("api applies %v while db runs v1, not the release's v2", applied(p))
+	}
+	if msg := p.Instances[0].Message; msg != "waiting for db v2 in staging (db: CONVERGED at v1)" {
+		t.Fatalf("api staging: %q", msg)
+	}
+	// A later push of db replaced the release's: db converged is enough.
+	if got := applied(plan("db-ds-later")); !slices.Equal(got, []string{"staging=v2"}) {
+		t.Fatalf("api applies %v once db's release version will not come", got)
+	}
+}
+
+// TestPlanSharedApproval: an approval of a shared topic given on another
+// service's desired state of the release counts; a plain one does not.
+func TestPlanSharedApproval(t *testing.T) {
+	t.Parallel()
+	d := twoChannels("api-ds", "v1")
+	d.Service = "api"
+	d.Channels[1].Approvals = []Gate{{Topic: ds.SharedTopic("go-live"), MinApprovers: 1, Shared: true}}
+	w := newWorld(t, d)
+	w.instances["staging"] = store.Instance{Application: "app", Service: "api", ReleaseChannel: "staging", DesiredStateID: "api-ds", DesiredVersion: "v1",
+		TargetStateID: "api-ds", TargetVersion: "v1", CurrentVersion: "v1", Status: ds.StatusConverged}
+	w.observed["staging"], w.observed["prod"] = running("v1", true), Observation{}
+	w.approvals = []store.Approval{{DesiredStateID: "db-ds", Service: "db", ReleaseChannel: "prod", Topic: "prod", User: "bo"}}
+	if p := w.plan(); len(p.Actions) != 0 || w.status("prod") != ds.StatusWaitingManualApproval {
+		t.Fatalf("a plain approval of another service let api through: %v, %s", applied(p), w.status("prod"))
+	}
+	w.approvals = append(w.approvals, store.Approval{DesiredStateID: "db-ds", Service: "db", ReleaseChannel: "prod", Topic: ds.SharedTopic("go-live"), User: "ana"})
+	if got := applied(w.plan()); !slices.Equal(got, []string{"prod=v1"}) {
+		t.Fatalf("the shared approval given on db does not let api through: %v", got)
+	}
+}
