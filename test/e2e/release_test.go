@@ -158,3 +158,47 @@ func TestReleaseApproveAll(t *testing.T) {
 		}
 	}
 }
+
+// TestReleaseRollback: rolling back one service of a release leaves the
+// others and names the dependants that wait for it; rollback --release
+// rolls every service of the release back in a channel.
+func TestReleaseRollback(t *testing.T) {
+	requireE2E(t)
+	dir := orderedTree(t, "shop", "")
+	s := newServer(t)
+	s.ok("alice", "apply", dir+"/...")
+	one := s.release("dev", "shop", "--param", "db.image=1.0", "--param", "api.image=1.0", "--param", "web.image=1.0")
+	s.waitStatus("shop", "web", 60*time.Second, "release 1 in staging", channelIs("staging", "CONVERGED", one.Services[2].Version))
+	s.ok("alice", "approve", "--release", one.ID, "--app", "shop", "--release-channel", "prod")
+	s.waitStatus("shop", "web", 60*time.Second, "release 1 in prod", channelIs("prod", "CONVERGED", one.Services[2].Version))
+
+	two := s.release("dev", "shop", "--param", "db.image=2.0", "--param", "api.image=2.0", "--param", "web.image=2.0")
+	s.waitStatus("shop", "web", 60*time.Second, "release 2 in staging", channelIs("staging", "CONVERGED", two.Services[2].Version))
+	s.waitStatus("shop", "db", 30*time.Second, "db waiting for approval in prod", prodWaitsForApproval)
+	s.ok("alice", "approve", "db", "--app", "shop", "--release-channel", "prod")
+	s.waitStatus("shop", "db", 60*time.Second, "db 2.0 in prod", channelIs("prod", "CONVERGED", two.Services[0].Version))
+	// Rolling db back in prod holds api there (it waits for its approval
+	// and for db 2.0), and says so.
+	var rb struct {
+		DependantsWaiting []apiv1.BlockingLink `json:"dependantsWaiting"`
+	}
+	r := s.ok("alice", "rollback", "db", "--app", "shop", "--release-channel", "prod", "-o", "json")
+	if err := json.Unmarshal([]byte(r.stdout), &rb); err != nil {
+		t.Fatal(err)
+	}
+	if len(rb.DependantsWaiting) != 1 || rb.DependantsWaiting[0].Service != "api" || rb.DependantsWaiting[0].ReleaseChannel != "prod" {
+		t.Errorf("rollback of db names %+v as waiting, want api in prod", rb.DependantsWaiting)
+	}
+	st := s.status("shop", "api")
+	if c := channel(t, st, "staging"); c.Version != two.Services[1].Version {
+		t.Errorf("rolling db back moved api in staging to %s", c.Version)
+	}
+	// The whole release back in staging.
+	out := s.ok("alice", "rollback", "--release", two.ID, "--app", "shop", "--release-channel", "staging").stdout
+	for _, m := range one.Services {
+		if !strings.Contains(out, m.Service+": staging rolling back to "+m.Version) {
+			t.Errorf("rollback --release does not roll %s back to %s:\n%s", m.Service, m.Version, out)
+		}
+		s.waitStatus("shop", m.Service, 60*time.Second, m.Service+" rolled back in staging", channelIs("staging", "ROLLED_BACK", m.Version))
+	}
+}
