@@ -1,5 +1,5 @@
-// drover's web UI: a page per URL fragment (#/, #/apps/APP/services/SVC,
-// #/runtimes, #/signin), drawn from the /v1 API with the session cookie.
+// drover's web UI: a page per URL fragment (#/, #/apps/APP,
+// #/apps/APP/services/SVC, #/runtimes, #/signin), drawn from the /v1 API with the session cookie.
 // Text from the server only ever goes through textContent or attributes:
 // nothing is parsed as HTML.
 
@@ -171,6 +171,8 @@ async function route() {
     }
     const m = hash.match(/^#\/apps\/([^/]+)\/services\/([^/]+)$/);
     if (m) return await servicePage(decodeURIComponent(m[1]), decodeURIComponent(m[2]), current);
+    const a = hash.match(/^#\/apps\/([^/]+)$/);
+    if (a) return await appPage(decodeURIComponent(a[1]), current);
     if (hash === '#/runtimes') return await runtimesPage(current);
     return await servicesPage(current);
   } catch (e) {
@@ -240,7 +242,8 @@ async function servicesPage(current) {
         el('td', {}, el('a', { href: `#/apps/${encodeURIComponent(s.application)}/services/${encodeURIComponent(s.service)}` }, `${s.application}/${s.service}`)),
         el('td', {}, badge(s.status)),
         el('td', { class: 'mono' }, named(s.desiredVersion, s.displayName)),
-        el('td', {}, `${done}/${chans.length} channels converged`));
+        el('td', {}, `${done}/${chans.length} channels converged`),
+        el('td', {}, el('a', { href: `#/apps/${encodeURIComponent(s.application)}`, 'aria-label': `Application ${s.application}` }, s.application)));
     }));
     count.textContent = match.length > shown
       ? `Showing ${shown} of ${match.length} matching services (of ${list.length}); narrow the filter to see the others.`
@@ -250,7 +253,7 @@ async function servicesPage(current) {
   input.addEventListener('input', () => { clearTimeout(timer); timer = setTimeout(draw, 80); });
   draw();
   show('Services', el('h1', {}, 'Services'), el('div', { class: 'search' }, input), count,
-    el('table', { class: 'list' }, el('thead', {}, el('tr', {}, el('th', {}, 'Service'), el('th', {}, 'Status'), el('th', {}, 'Version'), el('th', {}, 'Channels'))), rows));
+    el('table', { class: 'list' }, el('thead', {}, el('tr', {}, el('th', {}, 'Service'), el('th', {}, 'Status'), el('th', {}, 'Version'), el('th', {}, 'Channels'), el('th', {}, 'Application'))), rows));
   input.focus();
 }
 
@@ -738,7 +741,8 @@ async function servicePage(app, svc, current) {
     }));
   }
   const runs = el('div');
-  show(`${app}/${svc}`, el('p', {}, el('a', { href: '#/' }, '← Services')), el('h1', {}, `${app} / ${svc}`), top, pushSlot, body, versions, runs, history);
+  show(`${app}/${svc}`, el('p', {}, el('a', { href: '#/' }, '← Services'), ' · ', el('a', { href: `#/apps/${encodeURIComponent(app)}` }, `Application ${app}`)),
+    el('h1', {}, `${app} / ${svc}`), top, pushSlot, body, versions, runs, history);
   drawRuns(base, runs, current).catch((e) => say(e.message));
   // Live: the server's event stream says when something changed (only
   // what happened after the events already drawn).
@@ -775,6 +779,213 @@ async function drawRuns(base, into, current) {
       ` ${r.kind} in ${r.releaseChannel} (${r.runtime}) ${short(r.version)}, ${ago(r.startedAt)}`), out);
     return d;
   })));
+}
+
+// ---- the application page ---------------------------------------------
+
+// openGates are a channel's manual approvals still to give (none rejected).
+function openGates(c) {
+  return (c.approvals || []).filter((a) => (a.approvedBy || []).length < a.minApprovers && !a.rejectedBy);
+}
+
+// waitsForApproval: the channel asks for an approval, now or once what it
+// waits for (other services, other channels) is there.
+function waitsForApproval(c) {
+  return c.status === 'WAITING_MANUAL_APPROVAL' || (c.status !== 'CONVERGED' && openGates(c).length > 0);
+}
+
+// clip shortens a line for a grid's cell (the whole of it goes in a title).
+function clip(text, n = 70) { return text && text.length > n ? `${text.slice(0, n - 1)}…` : text; }
+
+// blockingPath is the set of cells ("svc/channel") holding a service that
+// waits for another: the waiting cells and, recursively, the dependencies
+// they wait for (blockedBy is the whole chain).
+function blockingPath(sts) {
+  const held = new Set();
+  for (const st of sts) {
+    for (const c of st.releaseChannels || []) {
+      if (c.reason !== 'SERVICE_DEPENDENCY_UNMET') continue;
+      held.add(`${st.service}/${c.name}`);
+      for (const b of c.blockedBy || []) held.add(`${b.service}/${b.releaseChannel}`);
+    }
+  }
+  return held;
+}
+
+// chainLine says in one line what holds a waiting cell: "web in prod waits
+// for api in prod, which waits for db in prod: waiting for approval".
+function chainLine(svc, c) {
+  const links = c.blockedBy || [];
+  if (!links.length) return `${svc} in ${c.name} waits for other services${c.message ? `: ${c.message}` : ''}`;
+  const parts = links.map((b, i) => `${i ? ', which waits for' : ' waits for'} ${b.service} in ${b.releaseChannel}`);
+  const last = links[links.length - 1];
+  const why = last.status === 'WAITING_MANUAL_APPROVAL' ? last.message || 'waiting for approval'
+    : `${word(last.status).toLowerCase()}${last.message ? ` (${last.message})` : ''}`;
+  return `${svc} in ${c.name}${parts.join('')}: ${why}`;
+}
+
+// appGraph draws one release channel's service graph: a node per service
+// (its status as a symbol and a word), an arrow from each dependency to
+// the service that waits for it (the order they roll out in); the cells
+// and edges of the blocking path are drawn thicker and say "holding".
+function appGraph(app, channel, sts, path) {
+  const nodes = sts.map((st) => {
+    const c = (st.releaseChannels || []).find((x) => x.name === channel);
+    const deps = c ? (c.serviceDependsOn || []).filter((d) => d.releaseChannel === channel).map((d) => d.service) : [];
+    return { name: st.service, dependsOn: deps, c };
+  });
+  const wanted = new Set(nodes.flatMap((n) => (n.c ? n.dependsOn : [])));
+  nodes.splice(0, nodes.length, ...nodes.filter((n) => n.c || wanted.has(n.name)));
+  const cols = layout(nodes);
+  const W = 150; const H = 50; const GX = 50; const GY = 14; const PAD = 12;
+  const pos = new Map();
+  cols.forEach((col, x) => col.forEach((n, y) => pos.set(n.name, { x: PAD + x * (W + GX), y: PAD + y * (H + GY) })));
+  const width = PAD * 2 + cols.length * W + Math.max(cols.length - 1, 0) * GX;
+  const height = PAD * 2 + Math.max(1, ...cols.map((c) => c.length)) * (H + GY) - GY;
+  const edges = [];
+  for (const n of nodes) for (const d of n.dependsOn) if (pos.has(d)) edges.push([d, n.name]);
+  const words = edges.length ? edges.map(([d, n]) => `${n} waits for ${d}`).join('; ') : 'no service waits for another';
+  const g = svg('svg', { width, height, viewBox: `0 0 ${width} ${height}`, role: 'img', 'aria-label': `Services of ${app} in ${channel}: ${words}` });
+  g.append(svg('defs', {}, svg('marker', { id: `arrow-${channel}`, viewBox: '0 0 10 10', refX: 8, refY: 5, markerWidth: 10, markerHeight: 10, markerUnits: 'userSpaceOnUse', orient: 'auto' },
+    svg('path', { d: 'M0,0 L10,5 L0,10 z', fill: '#4d5560' }))));
+  for (const [d, n] of edges) {
+    const from = pos.get(d); const to = pos.get(n);
+    const hot = path.has(`${n}/${channel}`) && path.has(`${d}/${channel}`);
+    const x1 = from.x + W; const y1 = from.y + H / 2; const x2 = to.x; const y2 = to.y + H / 2;
+    g.append(svg('path', { class: `edge${hot ? ' hot' : ''}`, d: `M${x1},${y1} C${x1 + GX / 2},${y1} ${x2 - GX / 2},${y2} ${x2 - 6},${y2}`, 'marker-end': `url(#arrow-${channel})` }));
+  }
+  for (const n of nodes) {
+    const p = pos.get(n.name);
+    const [sym, w] = n.c ? statuses[n.c.status] || ['•', n.c.status] : ['…', 'No rollout yet'];
+    const hot = path.has(`${n.name}/${channel}`);
+    g.append(svg('g', { class: `node ${n.c ? tone(n.c.status) : 'info'}${hot ? ' hot' : ''}` },
+      svg('rect', { x: p.x, y: p.y, width: W, height: H, rx: 6 }),
+      svg('text', { x: p.x + 8, y: p.y + 19 }, `${sym} ${n.name}`),
+      svg('text', { class: 'sub', x: p.x + 8, y: p.y + 37 }, `${w}${hot ? ' · holding' : ''}`)));
+  }
+  return el('figure', { class: 'appgraph' }, el('figcaption', {}, `${channel}: ${words}`), el('div', { class: 'pipeline' }, g));
+}
+
+// appPage shows an application: every service (rows) in every release
+// channel (columns), the graph of their service dependencies per channel
+// with the path that holds services highlighted, and per channel a button
+// that approves every service waiting there for a manual approval.
+async function appPage(app, current) {
+  const page = { runtimes: null, results: new Map(), slots: new Map() };
+  const body = el('div');
+  const draw = async () => {
+    // The services are those configured (a service never pushed has no
+    // status yet, but others may wait for it) and those with a status.
+    const [sum, cfgs, rts] = await Promise.all([api('/v1/services:summary'), api('/v1/configs?kind=service').catch(() => null),
+      api('/v1/runtimes').catch(() => null)]);
+    const names = [...new Set([
+      ...(sum.services || []).filter((s) => s.application === app).map((s) => s.service),
+      ...((cfgs && cfgs.configs) || []).filter((c) => c.name.startsWith(`${app}/`)).map((c) => c.name.slice(app.length + 1)),
+    ])].sort();
+    const sts = await Promise.all(names.map((svc) => api(`/v1/apps/${encodeURIComponent(app)}/services/${encodeURIComponent(svc)}`)
+      .catch((e) => { if (e.status === 404) return { application: app, service: svc, releaseChannels: [], unpushed: true }; throw e; })));
+    if (rts) page.runtimes = new Map((rts.runtimes || []).map((r) => [r.name, r]));
+    if (!current()) return;
+    const channels = [];
+    for (const st of sts) for (const c of st.releaseChannels || []) if (!channels.includes(c.name)) channels.push(c.name);
+    const path = blockingPath(sts);
+    const focused = document.activeElement;
+    const head = el('tr', {}, el('th', { scope: 'col' }, 'Service'), channels.map((ch) => {
+      const waiting = sts.filter((st) => (st.releaseChannels || []).some((c) => c.name === ch && waitsForApproval(c) && openGates(c).length));
+      return el('th', { scope: 'col', 'data-channel': ch }, ch,
+        waiting.length && can('approve', app, ch) ? approveAll(app, ch, waiting, page, refreshSoon) : null,
+        page.slots.get(ch), resultsView(page.results.get(ch)));
+    }));
+    const rows = sts.map((st) => {
+      const byName = new Map((st.releaseChannels || []).map((x) => [x.name, x]));
+      return el('tr', {}, el('th', { scope: 'row' }, el('a', { href: `#/apps/${encodeURIComponent(app)}/services/${encodeURIComponent(st.service)}` }, st.service)),
+        channels.map((ch) => {
+          const c = byName.get(ch);
+          if (!c) {
+            const hot = path.has(`${st.service}/${ch}`);
+            return el('td', { class: `cell${hot ? ' hot' : ''}`, 'data-service': st.service, 'data-channel': ch },
+              hot ? el('span', { class: 'badge warn holding' }, el('span', { 'aria-hidden': 'true' }, '⇢'), 'blocking path') : null,
+              el('div', { class: 'muted' }, st.unpushed ? '— nothing pushed yet' : '— not in this channel'));
+          }
+          const hot = path.has(`${st.service}/${ch}`);
+          const why = c.status === 'CONVERGED' ? '' : reason(c, page.runtimes, byName);
+          return el('td', { class: `cell ${tone(c.status)}${hot ? ' hot' : ''}`, 'data-service': st.service, 'data-channel': ch },
+            badge(c.status),
+            hot ? el('span', { class: 'badge warn holding' }, el('span', { 'aria-hidden': 'true' }, '⇢'), 'blocking path') : null,
+            el('div', { class: 'mono' }, c.version ? `runs ${named(c.version, c.displayName)}` : 'runs nothing yet'),
+            c.desiredVersion && c.desiredVersion !== c.version ? el('div', { class: 'mono muted' }, `gets ${named(c.desiredVersion, c.desiredDisplayName)}`) : null,
+            why ? el('div', { class: 'why', title: why }, clip(why)) : null);
+        }));
+    });
+    const chains = [];
+    for (const st of sts) {
+      for (const c of st.releaseChannels || []) {
+        if (c.reason !== 'SERVICE_DEPENDENCY_UNMET') continue;
+        // Only the chains no other waiting service's chain already holds.
+        const inner = sts.some((o) => (o.releaseChannels || []).some((x) => x.reason === 'SERVICE_DEPENDENCY_UNMET' &&
+          (x.blockedBy || []).some((b) => b.service === st.service && b.releaseChannel === c.name)));
+        if (!inner) chains.push(chainLine(st.service, c));
+      }
+    }
+    body.replaceChildren(...[
+      names.length ? null : el('p', { class: 'muted' }, `No service of ${app} you may read.`),
+      el('div', { class: 'scroll', tabindex: '0', role: 'region', 'aria-label': `Services of ${app} by release channel` },
+        el('table', { class: 'appgrid' }, el('thead', {}, head), el('tbody', {}, rows))),
+      el('h2', {}, 'What holds services'),
+      chains.length ? el('ul', { class: 'chains' }, chains.map((line) => el('li', {}, el('span', { 'aria-hidden': 'true' }, '⇢ '), line)))
+        : el('p', { class: 'muted' }, 'No service waits for another.'),
+      el('h2', {}, 'Service dependencies'),
+      el('div', { class: 'graphs' }, channels.map((ch) => appGraph(app, ch, sts, path)))].filter(Boolean));
+    if (focused && focused !== document.activeElement && document.contains(focused)) focused.focus({ preventScroll: true });
+  };
+  let timer = null;
+  function refreshSoon() { clearTimeout(timer); timer = setTimeout(() => draw().catch((e) => say(e.message)), 250); }
+  await draw();
+  if (!current()) return;
+  show(`${app}`, el('p', {}, el('a', { href: '#/' }, '← Services')), el('h1', {}, `Application ${app}`), body);
+  // Live as a service's page: the application's events, and a read every 10 s.
+  const es = new EventSource(`/v1/watch?app=${encodeURIComponent(app)}`);
+  es.addEventListener('event', refreshSoon);
+  const tick = setInterval(refreshSoon, 10000);
+  stopLive = () => { es.close(); clearTimeout(timer); clearInterval(tick); };
+}
+
+// approveAll is a channel's "Approve every waiting channel" button: it asks
+// for a comment, then approves each waiting service's open gates in that
+// channel, one approval (and one record) per service, and lists how each
+// went.
+function approveAll(app, ch, waiting, page, refresh) {
+  if (!page.slots.has(ch)) page.slots.set(ch, el('div'));
+  const slot = page.slots.get(ch);
+  const svcs = waiting.map((st) => st.service);
+  const close = () => slot.replaceChildren();
+  return el('div', { class: 'actions' }, button('Approve every waiting channel', '', () => {
+    slot.replaceChildren(commentForm(`Approve ${svcs.join(', ')} in ${ch}`, async (comment) => {
+      const results = [];
+      for (const st of waiting) {
+        const c = (st.releaseChannels || []).find((x) => x.name === ch);
+        const gates = openGates(c);
+        const base = `/v1/apps/${encodeURIComponent(app)}/services/${encodeURIComponent(st.service)}`;
+        try {
+          for (const gate of gates) {
+            await api(`${base}:approve`, { releaseChannel: ch, topic: gate.topic || undefined, desiredStateId: st.desiredStateId, comment });
+          }
+          results.push({ service: st.service, ok: true, text: 'approved' });
+        } catch (e) { results.push({ service: st.service, ok: false, text: `refused: ${e.message}` }); }
+      }
+      page.results.set(ch, results);
+      const bad = results.filter((r) => !r.ok).length;
+      say(`Approve in ${ch}: ${results.length - bad} approved${bad ? `, ${bad} refused` : ''}`);
+      refresh();
+      return true;
+    }, close));
+  }, ));
+}
+
+function resultsView(results) {
+  if (!results || !results.length) return null;
+  return el('ul', { class: 'results', 'aria-live': 'polite' }, results.map((r) => el('li', { 'data-service': r.service },
+    el('span', { 'aria-hidden': 'true' }, r.ok ? '✓ ' : '✗ '), `${r.service}: ${r.text}`)));
 }
 
 async function runtimesPage(current) {
