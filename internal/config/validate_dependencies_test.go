@@ -102,3 +102,22 @@ func TestChannelDependencies(t *testing.T) {
 		t.Errorf("prod: %v, want %v", got, want)
 	}
 }
+
+func TestValidateSharedManualApproval(t *testing.T) {
+	t.Parallel()
+	app := func(pc string) map[string]string {
+		return map[string]string{"shop.pvn.yaml": "application:\n  name: shop\n  releaseChannels:\n    - name: staging\n      runtimes:\n        - runtime: k8s\n    - name: prod\n      runtimes:\n        - runtime: k8s\n      preconditions:\n        - " + pc + "\n" +
+			"      protections:\n        - ref: {name: window}\n          lifecycle:\n            - preApproval: {}\n"}
+	}
+	if got := validateTree(t, app("sharedManualApproval: {name: go-live, minApprovers: 2}")); len(got) != 0 {
+		t.Errorf("a shared approval refused: %v", got)
+	}
+	got := validateTree(t, app("sharedManualApproval: {minApprovers: -1}"))
+	want := []string{
+		`shop.pvn.yaml:11:33: application.releaseChannels[1].preconditions[0].sharedManualApproval.name: name is required: the services that name it share one approval`,
+		`shop.pvn.yaml:11:48: application.releaseChannels[1].preconditions[0].sharedManualApproval.minApprovers: must not be negative`,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("errors:\n%s\nwant:\n%s", listLines(got), listLines(want))
+	}
+}
