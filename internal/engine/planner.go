@@ -725,10 +725,11 @@ func (p *planner) approvals(rc, topic string, shared bool) ([]string, *store.App
 		if a.Topic != topic {
 			continue
 		}
-		// A shared approval counts wherever it was given: on any
-		// channel naming it, of any service of the release (the read
-		// step gives only those of the release's desired states).
-		if !shared && (a.DesiredStateID != p.in.Desired.ID || a.ReleaseChannel != rc) {
+		// A shared approval counts for every service of the release
+		// naming it (the read step gives only those of the release's
+		// desired states), in the channel it was given in: an approver
+		// of one channel opens no other.
+		if a.ReleaseChannel != rc || !shared && a.DesiredStateID != p.in.Desired.ID {
 			continue
 		}
 		if a.Reject {

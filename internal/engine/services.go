@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	ds "github.com/drover-dev/drover/internal/desiredstate"
 	"github.com/drover-dev/drover/internal/store"
@@ -25,9 +26,18 @@ import (
 // has none).
 type ServiceDependencies map[string]map[string]*store.Instance
 
-// ActiveStates are the ids of the active desired states of the services a
-// service waits for, by service ("" or missing: none).
-type ActiveStates map[string]string
+// ActiveStates are the active desired states of the services of a
+// service's release it waits for, by service (missing: none).
+type ActiveStates map[string]ActiveState
+
+// ActiveState is what decides which version of a dependency of the same
+// release counts: the dependency's active desired state, when it was
+// pushed, and whether a rollback made it.
+type ActiveState struct {
+	ID        string
+	CreatedAt time.Time
+	Rollback  bool
+}
 
 // dependencyServices are the services the channels of d wait for, sorted.
 func dependencyServices(d *Desired) []string {
@@ -62,7 +72,7 @@ func (l *Loop) readDependencies(ctx context.Context, app string, cs *compiledSta
 				if active == nil {
 					active = ActiveStates{}
 				}
-				active[svc] = rec.ID
+				active[svc] = ActiveState{ID: rec.ID, CreatedAt: rec.CreatedAt, Rollback: rec.Rollback}
 			}
 		}
 		list, err := l.store.ListInstances(ctx, app, svc)
@@ -110,9 +120,15 @@ func SharedApprovals(ctx context.Context, r ApprovalReader, d *Desired, own []st
 }
 
 // serviceMet is the entry of an instance's Satisfied that records
-// dependency dep met for version: "service:SVC/RC@VERSION".
-func serviceMet(dep ds.ServiceDependency, version string) string {
-	return "service:" + dep.Service + "/" + dep.ReleaseChannel + "@" + version
+// dependency dep met for version: "service:SVC/RC@VERSION", and
+// "...=WANT" when a release asked for the dependency's version WANT (so a
+// re-push of the same version in another release meets it again).
+func serviceMet(dep ds.ServiceDependency, version, want string) string {
+	key := "service:" + dep.Service + "/" + dep.ReleaseChannel + "@" + version
+	if want != "" {
+		key += "=" + want
+	}
+	return key
 }
 
 // servicesUnmet checks the channel's dependencies on other services and
@@ -127,7 +143,8 @@ func (p *planner) servicesUnmet(s *step) []string {
 	}
 	var unmet []string
 	for _, dep := range ch.Services {
-		key := serviceMet(dep, ch.Version)
+		want := ReleaseVersion(p.in.Desired.Release, dep.Service, p.in.ActiveStates)
+		key := serviceMet(dep, ch.Version, want)
 		di, ok := p.in.Services[dep.Service][dep.ReleaseChannel]
 		if ok {
 			switch di.Status {
@@ -140,36 +157,50 @@ func (p *planner) servicesUnmet(s *step) []string {
 		if slices.Contains(s.inst.Satisfied, key) {
 			continue
 		}
-		want := p.releaseVersion(dep.Service)
 		if ok && di.Status == ds.StatusConverged && di.CurrentVersion != "" && (want == "" || di.CurrentVersion == want) {
 			s.inst.Satisfied = append(s.inst.Satisfied, key)
 			continue
 		}
-		unmet = append(unmet, describeDependency(dep, di, ok, want))
+		unmet = append(unmet, describeDependency(p.in.Desired.Service, dep, di, ok, want))
 	}
 	return unmet
 }
 
-// releaseVersion is the version dependency svc must run converged: the
-// one of the release both are in, while the release's desired state of
-// svc is its active one; "" (any version) when the desired state is in no
-// release, the release has no svc, or a later push of svc replaced the
-// release's (the release's version will not come).
-func (p *planner) releaseVersion(svc string) string {
-	m, ok := p.in.Desired.Release.Member(svc)
-	if !ok || p.in.ActiveStates[svc] != m.DesiredStateID {
+// ReleaseVersion is the version dependency svc must run converged for a
+// service of release rel: the release's version of svc, while the
+// release's desired state of svc is active, not pushed yet (its active
+// one is older than the release: the release's pushes are under way), or
+// replaced by a rollback (which holds the dependants, as rolling back one
+// service of a release rolls back no other). It is "" (any version) when
+// there is no release, the release has no svc, or a later push of svc
+// replaced the release's (the release's version will not come).
+func ReleaseVersion(rel *ds.Release, svc string, active ActiveStates) string {
+	m, ok := rel.Member(svc)
+	if !ok {
 		return ""
 	}
-	return m.Version
+	a, pushed := active[svc]
+	if !pushed || a.ID == m.DesiredStateID || a.Rollback || a.CreatedAt.Before(rel.CreatedAt) {
+		return m.Version
+	}
+	return ""
 }
+
+// quotedMax bounds the part of a dependency's message a waiting channel
+// quotes: a chain stays readable, and services waiting for each other in a
+// cycle no validation saw (desired states pushed under configs since
+// changed) reach a fixed point instead of growing each other's messages.
+const quotedMax = 1000
 
 // describeDependency says what dependency dep is doing: its status and,
 // when it waits or needs a person, its own message, so that a chain of
 // services waiting for each other reads as one line ("db in prod (db:
 // WAITING_MANUAL_APPROVAL: waiting for approval ...)"). A dependency on its
 // way is named by its status only: quoting its progress would rewrite the
-// waiting instance at every step the dependency takes.
-func describeDependency(dep ds.ServiceDependency, di *store.Instance, ok bool, want string) string {
+// waiting instance at every step the dependency takes. self names the
+// waiting service: a dependency that waits for it is a cycle, said so
+// rather than quoted.
+func describeDependency(self string, dep ds.ServiceDependency, di *store.Instance, ok bool, want string) string {
 	where := dep.Service + " in " + dep.ReleaseChannel
 	if want != "" {
 		where = dep.Service + " " + want + " in " + dep.ReleaseChannel
@@ -177,10 +208,15 @@ func describeDependency(dep ds.ServiceDependency, di *store.Instance, ok bool, w
 	switch {
 	case !ok:
 		return where + " (" + dep.Service + " has no rollout there yet: drover push " + dep.Service + ")"
-	case needsAttention(di.Status) || di.Status == ds.StatusWaitingPreconditions || di.Status == ds.StatusPending:
+	case quoted(di.Status):
 		what := string(di.Status)
-		if di.Message != "" {
-			what += ": " + di.Message
+		switch msg := di.Message; {
+		case di.Reason == ds.ReasonServiceDependencyUnmet && strings.Contains(msg, "waiting for "+self+" "):
+			what += ": it waits for " + self + ": a cycle of dependencies (drover validate shows where)"
+		case len(msg) > quotedMax:
+			what += ": " + msg[:quotedMax] + "…"
+		case msg != "":
+			what += ": " + msg
 		}
 		return fmt.Sprintf("%s (%s: %s)", where, dep.Service, what)
 	case di.Status == ds.StatusConverged:
@@ -188,6 +224,13 @@ func describeDependency(dep ds.ServiceDependency, di *store.Instance, ok bool, w
 	default:
 		return fmt.Sprintf("%s (%s: %s)", where, dep.Service, di.Status)
 	}
+}
+
+// quoted reports whether a channel waiting for a dependency in status st
+// quotes its message (describeDependency): only then does a change of the
+// message alone wake the services waiting for it.
+func quoted(st ds.Status) bool {
+	return needsAttention(st) || st == ds.StatusWaitingPreconditions || st == ds.StatusPending
 }
 
 // serviceWaitMessage is the message of a channel waiting for services.
@@ -260,7 +303,8 @@ func (l *Loop) wakeDependants(key string, before map[string]*store.Instance, wri
 	changed := outcomes
 	for _, in := range written {
 		old, ok := before[in.ReleaseChannel]
-		if !ok || old.Status != in.Status || old.Reason != in.Reason || old.Message != in.Message || old.CurrentVersion != in.CurrentVersion {
+		if !ok || old.Status != in.Status || old.Reason != in.Reason || old.CurrentVersion != in.CurrentVersion ||
+			old.Message != in.Message && quoted(in.Status) {
 			changed = true
 			break
 		}

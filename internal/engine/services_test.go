@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	ds "github.com/drover-dev/drover/internal/desiredstate"
 	"github.com/drover-dev/drover/internal/store"
@@ -186,10 +187,11 @@ func TestPlanReleaseVersions(t *testing.T) {
 	s.worlds["api"].desired.Release = rel
 	// db runs v1 converged in staging (before the release).
 	s.worlds["db"].instances["staging"] = store.Instance{Application: "app", Service: "db", ReleaseChannel: "staging", Status: ds.StatusConverged, CurrentVersion: "v1", DesiredVersion: "v1"}
+	rel.CreatedAt = t0
 	plan := func(active string) Plan {
 		w := s.worlds["api"]
 		return PlanService(PlanInput{Now: w.now, Desired: w.desired, Instances: refs(w.instances), Observed: w.observed,
-			Services: ServiceDependencies{"db": refs(s.worlds["db"].instances)}, ActiveStates: ActiveStates{"db": active}, Settings: w.settings})
+			Services: ServiceDependencies{"db": refs(s.worlds["db"].instances)}, ActiveStates: ActiveStates{"db": {ID: active, CreatedAt: t0.Add(time.Second)}}, Settings: w.settings})
 	}
 	p := plan("db-ds")
 	if len(p.Actions) != 0 {
@@ -223,4 +225,60 @@ func TestPlanSharedApproval(t *testing.T) {
 	if got := applied(w.plan()); !slices.Equal(got, []string{"prod=v1"}) {
 		t.Fatalf("the shared approval given on db does not let api through: %v", got)
 	}
+}
+
+func TestReleaseVersion(t *testing.T) {
+	t.Parallel()
+	rel := &ds.Release{ID: "rel", CreatedAt: t0, Services: []ds.ReleaseService{{Service: "db", DesiredStateID: "db-rel", Version: "v2"}}}
+	cases := []struct {
+		name   string
+		rel    *ds.Release
+		svc    string
+		active ActiveStates
+		want   string
+	}{
+		{"no release", nil, "db", nil, ""},
+		{"not a member", rel, "cache", nil, ""},
+		{"never pushed", rel, "db", nil, "v2"},
+		{"the release's is active", rel, "db", ActiveStates{"db": {ID: "db-rel", CreatedAt: t0}}, "v2"},
+		{"not pushed yet: an older one is active", rel, "db", ActiveStates{"db": {ID: "db-old", CreatedAt: t0.Add(-time.Minute)}}, "v2"},
+		{"a rollback replaced it", rel, "db", ActiveStates{"db": {ID: "db-rb", CreatedAt: t0.Add(time.Minute), Rollback: true}}, "v2"},
+		{"a later push replaced it", rel, "db", ActiveStates{"db": {ID: "db-new", CreatedAt: t0.Add(time.Minute)}}, ""},
+	}
+	for _, c := range cases {
+		if got := ReleaseVersion(c.rel, c.svc, c.active); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+// TestPlanStoredCycle: desired states pushed under configs since changed
+// can wait for each other in a cycle validate never saw; their messages
+// then say so and reach a fixed point instead of quoting each other
+// without end.
+func TestPlanStoredCycle(t *testing.T) {
+	t.Parallel()
+	s := &system{worlds: map[string]*world{}}
+	for svc, dep := range map[string]string{"db": "api", "api": "db"} {
+		d := &Desired{ID: svc + "-ds", Application: "app", Service: svc, Version: "v1", Channels: []Channel{
+			{Channel: ds.Channel{Name: "prod", Runtime: "rp", Services: []ds.ServiceDependency{{Service: dep, ReleaseChannel: "prod"}}}, Version: "v1", StateID: svc + "-ds"},
+		}}
+		w := newWorld(t, d)
+		w.observed["prod"] = Observation{}
+		s.worlds[svc] = w
+	}
+	var last [2]string
+	for i := range 20 {
+		s.plan("db")
+		s.plan("api")
+		now := [2]string{s.worlds["db"].instances["prod"].Message, s.worlds["api"].instances["prod"].Message}
+		if i > 3 && now == last {
+			if !strings.Contains(now[0], "a cycle of dependencies") {
+				t.Errorf("db's message does not name the cycle: %q", now[0])
+			}
+			return
+		}
+		last = now
+	}
+	t.Fatalf("messages still change after 20 rounds: %q", last)
 }

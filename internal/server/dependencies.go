@@ -17,12 +17,12 @@ const chainMax = 16
 // blockingChain follows the services holding channel ch of a service of app:
 // the first dependency not running converged, then the first one that one
 // waits for, and so on, each with its status and message.
-func (s *Server) blockingChain(ctx context.Context, app string, ch engine.Channel) ([]apiv1.BlockingLink, error) {
+func (s *Server) blockingChain(ctx context.Context, app string, rel *ds.Release, ch engine.Channel) ([]apiv1.BlockingLink, error) {
 	var chain []apiv1.BlockingLink
 	seen := map[string]bool{}
 	deps := ch.Services
 	for len(chain) < chainMax {
-		next, inst, ok, err := s.firstUnmet(ctx, app, deps)
+		next, inst, ok, err := s.firstUnmet(ctx, app, rel, deps)
 		if err != nil || next == nil {
 			return chain, err
 		}
@@ -54,15 +54,28 @@ func (s *Server) blockingChain(ctx context.Context, app string, ch engine.Channe
 		if dc == nil {
 			return chain, nil
 		}
-		deps = dc.Services
+		deps, rel = dc.Services, d.Release
 	}
 	return chain, nil
 }
 
 // firstUnmet returns the first of deps whose instance does not run
-// converged, with that instance (ok false: it has none).
-func (s *Server) firstUnmet(ctx context.Context, app string, deps []ds.ServiceDependency) (*ds.ServiceDependency, store.Instance, bool, error) {
+// converged (at the version of release rel the engine waits for, as
+// engine.ReleaseVersion says), with that instance (ok false: it has none).
+func (s *Server) firstUnmet(ctx context.Context, app string, rel *ds.Release, deps []ds.ServiceDependency) (*ds.ServiceDependency, store.Instance, bool, error) {
 	for i, d := range deps {
+		var active engine.ActiveStates
+		if _, member := rel.Member(d.Service); member {
+			rec, err := s.store.ActiveDesiredState(ctx, app, d.Service)
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+			case err != nil:
+				return nil, store.Instance{}, false, err
+			default:
+				active = engine.ActiveStates{d.Service: {ID: rec.ID, CreatedAt: rec.CreatedAt, Rollback: rec.Rollback}}
+			}
+		}
+		want := engine.ReleaseVersion(rel, d.Service, active)
 		list, err := s.store.ListInstances(ctx, app, d.Service)
 		if err != nil {
 			return nil, store.Instance{}, false, err
@@ -73,7 +86,7 @@ func (s *Server) firstUnmet(ctx context.Context, app string, deps []ds.ServiceDe
 				continue
 			}
 			found = true
-			if inst.Status != ds.StatusConverged {
+			if inst.Status != ds.StatusConverged || want != "" && inst.CurrentVersion != want {
 				return &deps[i], inst, true, nil
 			}
 		}

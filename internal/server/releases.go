@@ -77,7 +77,11 @@ func (s *Server) createRelease(ctx context.Context, app string, req apiv1.Releas
 	for i := range pushes {
 		pushes[i].form.Release = rel
 	}
-	order := releaseOrder(rel, pushes)
+	channels := map[string][]ds.Channel{}
+	for _, cp := range pushes {
+		channels[cp.svc] = cp.form.Channels
+	}
+	order := releaseOrder(rel, channels)
 	if req.DryRun {
 		out := apiv1.Release{Application: app, Status: releasePending, CreatedBy: user, ReleaseChannels: []apiv1.ReleaseChannelState{}, Order: order}
 		for _, m := range rel.Services {
@@ -123,7 +127,7 @@ func releaseSummary(rel *ds.Release) string {
 // the channels it waits for (releaseChannelStable) and the services of the
 // release it waits for (service.dependsOn), in steps of those that may
 // start together.
-func releaseOrder(rel *ds.Release, pushes []compiledPush) []apiv1.ReleaseStep {
+func releaseOrder(rel *ds.Release, bySvc map[string][]ds.Channel) []apiv1.ReleaseStep {
 	type node struct{ svc, rc string }
 	in := map[string]bool{}
 	for _, m := range rel.Services {
@@ -132,15 +136,15 @@ func releaseOrder(rel *ds.Release, pushes []compiledPush) []apiv1.ReleaseStep {
 	deps := map[node][]node{}
 	var nodes []node
 	var channels []string
-	for _, cp := range pushes {
-		for _, ch := range cp.form.Channels {
-			n := node{cp.svc, ch.Name}
+	for _, m := range rel.Services {
+		for _, ch := range bySvc[m.Service] {
+			n := node{m.Service, ch.Name}
 			nodes = append(nodes, n)
 			if !slices.Contains(channels, ch.Name) {
 				channels = append(channels, ch.Name)
 			}
 			for _, d := range ch.DependsOn {
-				deps[n] = append(deps[n], node{cp.svc, d})
+				deps[n] = append(deps[n], node{m.Service, d})
 			}
 			for _, d := range ch.Services {
 				if in[d.Service] {
@@ -208,6 +212,19 @@ func (s *Server) getRelease(ctx context.Context, app, id string) (*apiv1.Release
 	if out.Err != nil {
 		return nil, out.Err
 	}
+	channels := map[string][]ds.Channel{}
+	for _, m := range rel.Services {
+		rec, err := s.store.GetDesiredState(ctx, m.DesiredStateID)
+		if err != nil {
+			continue // pruned or gone: the order leaves the service out
+		}
+		if d, err := s.states.Decode(ctx, rec); err == nil {
+			for _, ch := range d.Channels {
+				channels[m.Service] = append(channels[m.Service], ch.Channel)
+			}
+		}
+	}
+	out.Order = releaseOrder(rel, channels)
 	members := map[string]bool{}
 	for _, m := range rel.Services {
 		members[m.DesiredStateID] = true

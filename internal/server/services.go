@@ -238,7 +238,7 @@ func (s *Server) buildStatus(ctx context.Context, rec store.DesiredState, list [
 		for _, g := range gates {
 			as := apiv1.ApprovalStatus{Topic: g.Topic, Description: g.Description, MinApprovers: g.MinApprovers}
 			for _, a := range approvals {
-				if a.Topic != g.Topic || !g.Shared && (a.ReleaseChannel != ch.Name || a.DesiredStateID != rec.ID) {
+				if a.Topic != g.Topic || a.ReleaseChannel != ch.Name || !g.Shared && a.DesiredStateID != rec.ID {
 					continue
 				}
 				if a.Reject {
@@ -258,7 +258,7 @@ func (s *Server) buildStatus(ctx context.Context, rec store.DesiredState, list [
 		}
 		if ok && detail && inst.DesiredStateID == rec.ID && len(ch.Services) > 0 &&
 			(inst.Reason == ds.ReasonServiceDependencyUnmet || inst.Reason == ds.ReasonReleaseChannelDependencyUnmet) {
-			if cs.BlockedBy, err = s.blockingChain(ctx, rec.Application, ch); err != nil {
+			if cs.BlockedBy, err = s.blockingChain(ctx, rec.Application, d.Release, ch); err != nil {
 				return nil, err
 			}
 		}
