@@ -1,5 +1,6 @@
 // drover's web UI: a page per URL fragment (#/, #/apps/APP,
-// #/apps/APP/services/SVC, #/runtimes, #/signin), drawn from the /v1 API with the session cookie.
+// #/apps/APP/services/SVC, #/apps/APP/releases, #/apps/APP/releases/ID,
+// #/runtimes, #/signin), drawn from the /v1 API with the session cookie.
 // Text from the server only ever goes through textContent or attributes:
 // nothing is parsed as HTML.
 
@@ -138,6 +139,10 @@ const statuses = {
   ROLLED_BACK: ['↺', 'Rolled back', 'bad'],
   FAILED: ['✗', 'Failed', 'bad'],
   FAILED_ROLLBACK: ['✗', 'Rollback failed', 'bad'],
+  // A release's own statuses (PENDING and FAILED are above).
+  IN_PROGRESS: ['↻', 'In progress', 'info'],
+  SUCCEEDED: ['✓', 'Succeeded', 'ok'],
+  SKIPPED: ['→', 'Skipped', 'info'],
 };
 
 function word(status) { return (statuses[status] || ['', status || 'Unknown'])[1]; }
@@ -171,6 +176,9 @@ async function route() {
     }
     const m = hash.match(/^#\/apps\/([^/]+)\/services\/([^/]+)$/);
     if (m) return await servicePage(decodeURIComponent(m[1]), decodeURIComponent(m[2]), current);
+    const r = hash.match(/^#\/apps\/([^/]+)\/releases(?:\/([^/]+))?$/);
+    if (r && r[2]) return await releasePage(decodeURIComponent(r[1]), decodeURIComponent(r[2]), current);
+    if (r) return await releasesPage(decodeURIComponent(r[1]), current);
     const a = hash.match(/^#\/apps\/([^/]+)$/);
     if (a) return await appPage(decodeURIComponent(a[1]), current);
     if (hash === '#/runtimes') return await runtimesPage(current);
@@ -741,7 +749,8 @@ async function servicePage(app, svc, current) {
     }));
   }
   const runs = el('div');
-  show(`${app}/${svc}`, el('p', {}, el('a', { href: '#/' }, '← Services'), ' · ', el('a', { href: `#/apps/${encodeURIComponent(app)}` }, `Application ${app}`)),
+  show(`${app}/${svc}`, el('p', {}, el('a', { href: '#/' }, '← Services'), ' · ', el('a', { href: `#/apps/${encodeURIComponent(app)}` }, `Application ${app}`),
+    ' · ', el('a', { href: releaseHref(app) }, `Releases of ${app}`)),
     el('h1', {}, `${app} / ${svc}`), top, pushSlot, body, versions, runs, history);
   drawRuns(base, runs, current).catch((e) => say(e.message));
   // Live: the server's event stream says when something changed (only
@@ -876,8 +885,8 @@ async function appPage(app, current) {
   const draw = async () => {
     // The services are those configured (a service never pushed has no
     // status yet, but others may wait for it) and those with a status.
-    const [sum, cfgs, rts] = await Promise.all([api('/v1/services:summary'), api('/v1/configs?kind=service').catch(() => null),
-      api('/v1/runtimes').catch(() => null)]);
+    const [sum, cfgs, rts, rels] = await Promise.all([api('/v1/services:summary'), api('/v1/configs?kind=service').catch(() => null),
+      api('/v1/runtimes').catch(() => null), api(`/v1/apps/${encodeURIComponent(app)}/releases`).catch(() => null)]);
     const names = [...new Set([
       ...(sum.services || []).filter((s) => s.application === app).map((s) => s.service),
       ...((cfgs && cfgs.configs) || []).filter((c) => c.name.startsWith(`${app}/`)).map((c) => c.name.slice(app.length + 1)),
@@ -928,6 +937,7 @@ async function appPage(app, current) {
       }
     }
     body.replaceChildren(...[
+      releaseLine(app, rels),
       names.length ? null : el('p', { class: 'muted' }, `No service of ${app} you may read.`),
       el('div', { class: 'scroll', tabindex: '0', role: 'region', 'aria-label': `Services of ${app} by release channel` },
         el('table', { class: 'appgrid' }, el('thead', {}, head), el('tbody', {}, rows))),
@@ -987,6 +997,194 @@ function resultsView(results) {
   return el('ul', { class: 'results', 'aria-live': 'polite' }, results.map((r) => el('li', { 'data-service': r.service },
     el('span', { 'aria-hidden': 'true' }, r.ok ? '✓ ' : '✗ '), `${r.service}: ${r.text}`)));
 }
+
+// ---- releases -----------------------------------------------------------
+
+const inFlight = (r) => r.status === 'PENDING' || r.status === 'IN_PROGRESS';
+
+function releaseHref(app, id) { return `#/apps/${encodeURIComponent(app)}/releases${id ? `/${encodeURIComponent(id)}` : ''}`; }
+
+// releaseLine is the application page's line on its releases: the newest
+// one in flight with its status and a link, and a link to them all.
+function releaseLine(app, rels) {
+  if (!rels) return null;
+  const list = rels.releases || [];
+  const live = list.find(inFlight);
+  const all = el('a', { href: releaseHref(app) }, `All releases (${list.length})`);
+  if (!live) return el('p', { class: 'release-line' }, list.length ? 'No release in flight. ' : 'No release yet. ', all);
+  return el('p', { class: 'release-line' }, 'Release in flight: ', el('a', { href: releaseHref(app, live.id), class: 'mono' }, live.id), ' ', badge(live.status),
+    ` ${(live.releaseChannels || []).map((c) => `${c.name} ${word(c.status).toLowerCase()}`).join(', ')} · `, all);
+}
+
+// channelBadges are a release's status per release channel, "staging ✓ Succeeded".
+function channelBadges(r) {
+  return (r.releaseChannels || []).map((c) => el('span', { class: 'chanstate', 'data-channel': c.name }, `${c.name} `, badge(c.status)));
+}
+
+// releaseOrder is the order a release takes, when the server does not say
+// (it does only when the release is created): as the server reckons it,
+// each (service, channel) one step after the channels it waits for
+// (dependsOn) and the release's services it waits for (serviceDependsOn);
+// steps of one channel at one depth go together.
+function releaseOrder(r, channels) {
+  const inRel = new Set((r.services || []).map((m) => m.service));
+  const nodes = []; const deps = new Map();
+  for (const m of r.services || []) {
+    for (const c of m.releaseChannels || []) {
+      const k = `${m.service}/${c.name}`;
+      nodes.push({ k, svc: m.service, rc: c.name });
+      deps.set(k, [...(c.dependsOn || []).map((d) => `${m.service}/${d}`),
+        ...(c.serviceDependsOn || []).filter((d) => inRel.has(d.service)).map((d) => `${d.service}/${d.releaseChannel}`)]);
+    }
+  }
+  const level = new Map();
+  const depth = (k, seen) => {
+    if (level.has(k)) return level.get(k);
+    let l = 0;
+    if (seen < nodes.length) for (const d of deps.get(k) || []) l = Math.max(l, depth(d, seen + 1) + 1);
+    level.set(k, l);
+    return l;
+  };
+  nodes.forEach((n) => depth(n.k, 0));
+  nodes.sort((a, b) => level.get(a.k) - level.get(b.k) || channels.indexOf(a.rc) - channels.indexOf(b.rc) || (a.svc < b.svc ? -1 : a.svc > b.svc ? 1 : 0));
+  const out = [];
+  nodes.forEach((n, i) => {
+    const prev = nodes[i - 1];
+    if (prev && level.get(prev.k) === level.get(n.k) && prev.rc === n.rc) out[out.length - 1].services.push(n.svc);
+    else out.push({ releaseChannel: n.rc, services: [n.svc] });
+  });
+  return out;
+}
+
+// releasesPage lists an application's releases, newest first.
+async function releasesPage(app, current) {
+  const body = el('div');
+  const draw = async () => {
+    const list = (await api(`/v1/apps/${encodeURIComponent(app)}/releases`)).releases || [];
+    if (!current()) return;
+    body.replaceChildren(list.length ? el('div', { class: 'scroll', tabindex: '0', role: 'region', 'aria-label': `Releases of ${app}` }, el('table', { class: 'releases' },
+      el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'Release'), el('th', { scope: 'col' }, 'Status'), el('th', { scope: 'col' }, 'Release channels'),
+        el('th', { scope: 'col' }, 'Services'), el('th', { scope: 'col' }, 'Created'))),
+      el('tbody', {}, list.map((r) => el('tr', { 'data-release': r.id },
+        el('td', {}, el('a', { href: releaseHref(app, r.id), class: 'mono' }, r.id)),
+        el('td', {}, badge(r.status)),
+        el('td', {}, el('div', { class: 'chanstates' }, channelBadges(r))),
+        el('td', {}, (r.services || []).map((m) => `${m.service} ${named(m.version, m.displayName)}`).join(', ')),
+        el('td', { title: r.createdAt || '' }, `${ago(r.createdAt)}${r.createdBy ? ` by ${r.createdBy}` : ''}`))))))
+      : el('p', { class: 'muted' }, `No release of ${app} yet: drover release create --app ${app} --param SERVICE.NAME=VALUE …`));
+  };
+  await draw();
+  if (!current()) return;
+  show(`Releases of ${app}`, el('p', {}, el('a', { href: '#/' }, '← Services'), ' · ', el('a', { href: `#/apps/${encodeURIComponent(app)}` }, `Application ${app}`)),
+    el('h1', {}, `Releases of ${app}`), body);
+  live(app, draw);
+}
+
+// live redraws a page on the application's events, and every 10 s.
+function live(app, draw) {
+  let timer = null;
+  const soon = () => { clearTimeout(timer); timer = setTimeout(() => draw().catch((e) => say(e.message)), 250); };
+  const es = new EventSource(`/v1/watch?app=${encodeURIComponent(app)}`);
+  es.addEventListener('event', soon);
+  const tick = setInterval(soon, 10000);
+  stopLive = () => { es.close(); clearTimeout(timer); clearInterval(tick); };
+  return soon;
+}
+
+// releasePage shows one release: its status, a grid of its services by
+// release channel, the order it takes, its history, and per channel where
+// one of its services waits for an approval an "Approve release in CHANNEL"
+// button that answers them all with one call.
+async function releasePage(app, id, current) {
+  const base = `/v1/apps/${encodeURIComponent(app)}/releases/${encodeURIComponent(id)}`;
+  const page = { results: new Map(), slots: new Map() };
+  const body = el('div');
+  let refresh = () => {};
+  const draw = async () => {
+    const r = await api(base);
+    if (!current()) return;
+    const channels = (r.releaseChannels || []).map((c) => c.name);
+    for (const m of r.services || []) for (const c of m.releaseChannels || []) if (!channels.includes(c.name)) channels.push(c.name);
+    const relState = new Map((r.releaseChannels || []).map((c) => [c.name, c.status]));
+    const focused = document.activeElement;
+    const head = el('tr', {}, el('th', { scope: 'col' }, 'Service'), channels.map((ch) => {
+      const waiting = (r.services || []).filter((m) => (m.releaseChannels || []).some((c) => c.name === ch && waitsForApproval(c) && openGates(c).length));
+      return el('th', { scope: 'col', 'data-channel': ch }, el('div', {}, ch), relState.has(ch) ? badge(relState.get(ch)) : el('div', { class: 'muted' }, 'not started'),
+        waiting.length && can('approve', app, ch) ? approveRelease(base, ch, waiting, page, () => refresh()) : null,
+        page.slots.get(ch), resultsView(page.results.get(ch)));
+    }));
+    const rows = (r.services || []).map((m) => {
+      const byName = new Map((m.releaseChannels || []).map((c) => [c.name, c]));
+      return el('tr', {}, el('th', { scope: 'row' },
+        el('a', { href: `#/apps/${encodeURIComponent(app)}/services/${encodeURIComponent(m.service)}` }, m.service),
+        el('div', { class: 'mono muted' }, named(m.version, m.displayName)), badge(m.status)),
+      channels.map((ch) => {
+        const c = byName.get(ch);
+        if (!c) {
+          return el('td', { class: 'cell', 'data-service': m.service, 'data-channel': ch },
+            el('div', { class: 'muted' }, m.status === 'SKIPPED' ? '— a later push replaced the release\'s' : '— not in this channel'));
+        }
+        const mine = c.desiredVersion === m.version || c.version === m.version;
+        const waits = c.status !== 'CONVERGED' && c.message;
+        return el('td', { class: `cell ${tone(c.status)}`, 'data-service': m.service, 'data-channel': ch },
+          badge(c.status),
+          el('div', { class: 'mono' }, c.version ? `runs ${named(c.version, c.displayName)}` : 'runs nothing yet'),
+          mine ? null : el('div', { class: 'muted' }, 'not the release\'s version'),
+          waits ? el('div', { class: 'why', title: c.message }, clip(c.message)) : null);
+      }));
+    });
+    const events = (r.events || []).slice(-100).reverse();
+    const order = (r.order || []).length ? r.order : releaseOrder(r, channels);
+    body.replaceChildren(
+      el('p', {}, badge(r.status), ` ${(r.services || []).length} services · created ${ago(r.createdAt)}${r.createdBy ? ` by ${r.createdBy}` : ''}`),
+      el('div', { class: 'scroll', tabindex: '0', role: 'region', 'aria-label': `Services of release ${r.id} by release channel` },
+        el('table', { class: 'appgrid relgrid' }, el('thead', {}, head), el('tbody', {}, rows))),
+      el('h2', {}, 'Order'),
+      order.length ? el('ol', { class: 'order' }, order.map((step) => el('li', {}, `${step.releaseChannel}: ${step.services.join(', ')}`)))
+        : el('p', { class: 'muted' }, 'No service of the release has a release channel yet.'),
+      el('h2', {}, 'History'),
+      events.length ? el('ol', { class: 'history', reversed: true }, events.map((e) => el('li', {},
+        el('span', { title: e.time }, ago(e.time)), ` · ${e.type}${e.service ? ` · ${e.service}` : ''}${e.releaseChannel ? ` in ${e.releaseChannel}` : ''}${e.actor ? ` by ${e.actor}` : ''}`,
+        e.message ? `: ${e.message}` : '')))
+        : el('p', { class: 'muted' }, 'Nothing happened yet.'));
+    if (focused && focused !== document.activeElement && document.contains(focused)) focused.focus({ preventScroll: true });
+  };
+  await draw();
+  if (!current()) return;
+  show(`Release ${id}`, el('p', {}, el('a', { href: '#/' }, '← Services'), ' · ', el('a', { href: `#/apps/${encodeURIComponent(app)}` }, `Application ${app}`),
+    ' · ', el('a', { href: releaseHref(app) }, 'Releases')), el('h1', {}, 'Release ', el('span', { class: 'mono' }, id)), body);
+  refresh = live(app, draw);
+}
+
+// approveRelease is a channel's "Approve release in CHANNEL" button: it
+// asks for a comment, then calls the release's :approve once, which
+// answers every service of it waiting there, and lists how each went.
+function approveRelease(base, ch, waiting, page, refresh) {
+  if (!page.slots.has(ch)) page.slots.set(ch, el('div'));
+  const slot = page.slots.get(ch);
+  const close = () => slot.replaceChildren();
+  const label = `Approve release in ${ch}`;
+  return el('div', { class: 'actions' }, button(`${label}…`, '', () => {
+    slot.replaceChildren(commentForm(label, async (comment) => {
+      try {
+        const res = await api(`${base}:approve`, { releaseChannel: ch, comment });
+        const results = (res.results || []).map((x) => ({ service: x.service, ok: !x.error,
+          text: x.error ? `not answered: ${x.error}` : `approved${(x.topics || []).filter(Boolean).length ? ` (${x.topics.filter(Boolean).join(', ')})` : ''}` }));
+        page.results.set(ch, results);
+        const bad = results.filter((x) => !x.ok).length;
+        say(`${label}: ${results.length - bad} approved${bad ? `, ${bad} not answered` : ''}`);
+        refresh();
+        return true;
+      } catch (e) {
+        page.results.set(ch, [{ service: waiting.map((m) => m.service).join(', '), ok: false, text: `refused: ${e.message}` }]);
+        say(`${label} refused: ${e.message}`);
+        refresh();
+        return false;
+      }
+    }, close));
+  }));
+}
+
 
 async function runtimesPage(current) {
   const list = (await api('/v1/runtimes')).runtimes || [];
