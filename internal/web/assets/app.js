@@ -230,39 +230,115 @@ async function signInPage() {
   show('Sign in', el('section', { class: 'signin' }, el('h1', {}, 'Sign in to drover'), sso, form, err));
 }
 
-// The services page: every service the person may read, with a search
-// that filters as one types; at most `shown` rows are drawn at a time, so
-// it stays quick with ten thousand services.
+// The services page: every service the person may read, sortable by each
+// column (a button in its header, aria-sort saying which), with a filter
+// that matches application, service and status as one types, and pages of
+// `perPage` rows, so it stays quick with ten thousand services. It is live:
+// read again on the server's events (at most once a second) and every 10 s,
+// keeping the filter, the order, the page and the focus. The filter, order
+// and page stay as they were when one comes back to the list.
+const listState = { q: '', sort: 'service', desc: false, page: 0 };
+
+// toneRank orders statuses by how much they ask for attention.
+const toneRank = { bad: 0, warn: 1, info: 2, ok: 3 };
+
+const listColumns = [
+  { key: 'service', label: 'Service', value: (s) => `${s.application}/${s.service}` },
+  { key: 'status', label: 'Status', value: (s) => `${toneRank[tone(s.status)]} ${word(s.status)}` },
+  { key: 'version', label: 'Version', value: (s) => s.displayName || s.desiredVersion || '' },
+  { key: 'channels', label: 'Channels', value: (s) => (s.channels ? s.converged / s.channels : 0) },
+  { key: 'application', label: 'Application', value: (s) => `${s.application}/${s.service}` },
+];
+
+function compare(a, b) {
+  if (typeof a === 'number' && typeof b === 'number') return a - b;
+  return String(a).localeCompare(String(b), undefined, { numeric: true });
+}
+
 async function servicesPage(current) {
-  const shown = 200;
-  const list = (await api('/v1/services:summary')).services || [];
+  const perPage = 200;
+  const state = listState;
+  let list = (await api('/v1/services:summary')).services || [];
   if (!current()) return;
   const rows = el('tbody');
   const count = el('p', { class: 'muted', 'aria-live': 'polite' });
-  const input = el('input', { type: 'search', id: 'search', placeholder: 'Filter: application/service or status', 'aria-label': 'Filter services' });
-  const keyed = list.map((s) => ({ s, key: `${s.application}/${s.service} ${s.status} ${word(s.status)}`.toLowerCase() }));
-  const draw = () => {
-    const q = input.value.trim().toLowerCase();
-    const match = q ? keyed.filter((k) => k.key.includes(q)) : keyed;
-    rows.replaceChildren(...match.slice(0, shown).map(({ s }) => {
-      const done = s.converged; const chans = { length: s.channels };
-      return el('tr', {},
-        el('td', {}, el('a', { href: `#/apps/${encodeURIComponent(s.application)}/services/${encodeURIComponent(s.service)}` }, `${s.application}/${s.service}`)),
-        el('td', {}, badge(s.status)),
-        el('td', { class: 'mono' }, named(s.desiredVersion, s.displayName)),
-        el('td', {}, `${done}/${chans.length} channels converged`),
-        el('td', {}, el('a', { href: `#/apps/${encodeURIComponent(s.application)}`, 'aria-label': `Application ${s.application}` }, s.application)));
-    }));
-    count.textContent = match.length > shown
-      ? `Showing ${shown} of ${match.length} matching services (of ${list.length}); narrow the filter to see the others.`
-      : `${match.length} of ${list.length} services.`;
+  const input = el('input', { type: 'search', id: 'search', value: state.q, placeholder: 'Filter: application, service or status', 'aria-label': 'Filter services' });
+  const prev = button('← Previous page', 'secondary', () => { state.page -= 1; draw(); });
+  const next = button('Next page →', 'secondary', () => { state.page += 1; draw(); });
+  const pager = el('div', { class: 'actions pager' }, prev, next);
+  const heads = listColumns.map((col) => {
+    const arrow = el('span', { 'aria-hidden': 'true', class: 'arrow' });
+    const th = el('th', { scope: 'col', 'data-sort': col.key }, el('button', {
+      type: 'button',
+      class: 'sort',
+      onclick: () => {
+        if (state.sort === col.key) state.desc = !state.desc; else { state.sort = col.key; state.desc = false; }
+        state.page = 0;
+        draw();
+      },
+    }, col.label, arrow));
+    return { col, th, arrow };
+  });
+  let keyed = [];
+  const index = () => {
+    keyed = list.map((s) => ({ s, key: `${s.application}/${s.service} ${s.application} ${s.service} ${s.status} ${word(s.status)}`.toLowerCase() }));
   };
+  index();
+  function draw() {
+    const q = input.value.trim().toLowerCase();
+    state.q = input.value;
+    const match = q ? keyed.filter((k) => k.key.includes(q)) : keyed.slice();
+    const col = listColumns.find((c) => c.key === state.sort) || listColumns[0];
+    const name = listColumns[0].value;
+    match.sort((a, b) => (state.desc ? -1 : 1) * (compare(col.value(a.s), col.value(b.s)) || compare(name(a.s), name(b.s))));
+    const pages = Math.max(1, Math.ceil(match.length / perPage));
+    state.page = Math.min(Math.max(state.page, 0), pages - 1);
+    const from = state.page * perPage;
+    const shown = match.slice(from, from + perPage);
+    rows.replaceChildren(...shown.map(({ s }) => el('tr', { 'data-service': `${s.application}/${s.service}` },
+      el('td', {}, el('a', { href: `#/apps/${encodeURIComponent(s.application)}/services/${encodeURIComponent(s.service)}` }, `${s.application}/${s.service}`)),
+      el('td', {}, badge(s.status)),
+      el('td', { class: 'mono' }, named(s.desiredVersion, s.displayName)),
+      el('td', {}, `${s.converged}/${s.channels} channels converged`),
+      el('td', {}, el('a', { href: `#/apps/${encodeURIComponent(s.application)}`, 'aria-label': `Application ${s.application}` }, s.application)))));
+    for (const h of heads) {
+      const on = h.col.key === state.sort;
+      h.th.setAttribute('aria-sort', on ? (state.desc ? 'descending' : 'ascending') : 'none');
+      h.arrow.textContent = on ? (state.desc ? ' ▼' : ' ▲') : ' ↕';
+      h.arrow.className = on ? 'arrow' : 'arrow muted';
+    }
+    const of = match.length === list.length ? `${list.length} services` : `${match.length} matching services (of ${list.length})`;
+    count.textContent = match.length > perPage
+      ? `Showing ${from + 1}–${from + shown.length} of ${of}, page ${state.page + 1} of ${pages}.`
+      : `${match.length} of ${list.length} services.`;
+    // A button that goes away would take the focus with it: the one left keeps it.
+    const had = document.activeElement;
+    prev.disabled = state.page === 0;
+    next.disabled = state.page >= pages - 1;
+    pager.hidden = pages === 1;
+    if ((had === prev || had === next) && had.disabled) (had === prev ? next : prev).focus();
+  }
   let timer;
-  input.addEventListener('input', () => { clearTimeout(timer); timer = setTimeout(draw, 80); });
+  input.addEventListener('input', () => { clearTimeout(timer); timer = setTimeout(() => { state.page = 0; draw(); }, 80); });
   draw();
   show('Services', el('h1', {}, 'Services'), el('div', { class: 'search' }, input), count,
-    el('table', { class: 'list' }, el('thead', {}, el('tr', {}, el('th', {}, 'Service'), el('th', {}, 'Status'), el('th', {}, 'Version'), el('th', {}, 'Channels'), el('th', {}, 'Application'))), rows));
+    el('table', { class: 'list' }, el('thead', {}, el('tr', {}, heads.map((h) => h.th))), rows), pager);
   input.focus();
+  // Live: the summary is read again on events, at most once a second.
+  let pending = null; let last = 0;
+  const reload = async () => {
+    pending = null; last = Date.now();
+    try {
+      const fresh = (await api('/v1/services:summary')).services || [];
+      if (!current()) return;
+      list = fresh; index(); draw();
+    } catch (e) { if (current()) say(e.message); }
+  };
+  const soon = () => { if (!pending) pending = setTimeout(reload, Math.max(250, 1000 - (Date.now() - last))); };
+  const es = new EventSource('/v1/watch');
+  es.addEventListener('event', soon);
+  const tick = setInterval(soon, 10000);
+  stopLive = () => { es.close(); clearTimeout(pending); clearTimeout(timer); clearInterval(tick); };
 }
 
 // Pipeline layout: a channel's column is one more than the deepest channel
