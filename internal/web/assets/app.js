@@ -1,5 +1,6 @@
 // drover's web UI: a page per URL fragment (#/, #/apps/APP,
-// #/apps/APP/services/SVC, #/runtimes, #/signin), drawn from the /v1 API with the session cookie.
+// #/apps/APP/services/SVC, #/apps/APP/releases, #/apps/APP/releases/ID,
+// #/runtimes, #/signin), drawn from the /v1 API with the session cookie.
 // Text from the server only ever goes through textContent or attributes:
 // nothing is parsed as HTML.
 
@@ -138,6 +139,10 @@ const statuses = {
   ROLLED_BACK: ['↺', 'Rolled back', 'bad'],
   FAILED: ['✗', 'Failed', 'bad'],
   FAILED_ROLLBACK: ['✗', 'Rollback failed', 'bad'],
+  // A release's own statuses (PENDING and FAILED are above).
+  IN_PROGRESS: ['↻', 'In progress', 'info'],
+  SUCCEEDED: ['✓', 'Succeeded', 'ok'],
+  SKIPPED: ['→', 'Skipped', 'info'],
 };
 
 function word(status) { return (statuses[status] || ['', status || 'Unknown'])[1]; }
@@ -171,6 +176,9 @@ async function route() {
     }
     const m = hash.match(/^#\/apps\/([^/]+)\/services\/([^/]+)$/);
     if (m) return await servicePage(decodeURIComponent(m[1]), decodeURIComponent(m[2]), current);
+    const r = hash.match(/^#\/apps\/([^/]+)\/releases(?:\/([^/]+))?$/);
+    if (r && r[2]) return await releasePage(decodeURIComponent(r[1]), decodeURIComponent(r[2]), current);
+    if (r) return await releasesPage(decodeURIComponent(r[1]), current);
     const a = hash.match(/^#\/apps\/([^/]+)$/);
     if (a) return await appPage(decodeURIComponent(a[1]), current);
     if (hash === '#/runtimes') return await runtimesPage(current);
@@ -222,39 +230,115 @@ async function signInPage() {
   show('Sign in', el('section', { class: 'signin' }, el('h1', {}, 'Sign in to drover'), sso, form, err));
 }
 
-// The services page: every service the person may read, with a search
-// that filters as one types; at most `shown` rows are drawn at a time, so
-// it stays quick with ten thousand services.
+// The services page: every service the person may read, sortable by each
+// column (a button in its header, aria-sort saying which), with a filter
+// that matches application, service and status as one types, and pages of
+// `perPage` rows, so it stays quick with ten thousand services. It is live:
+// read again on the server's events (at most once a second) and every 10 s,
+// keeping the filter, the order, the page and the focus. The filter, order
+// and page stay as they were when one comes back to the list.
+const listState = { q: '', sort: 'service', desc: false, page: 0 };
+
+// toneRank orders statuses by how much they ask for attention.
+const toneRank = { bad: 0, warn: 1, info: 2, ok: 3 };
+
+const listColumns = [
+  { key: 'service', label: 'Service', value: (s) => `${s.application}/${s.service}` },
+  { key: 'status', label: 'Status', value: (s) => `${toneRank[tone(s.status)]} ${word(s.status)}` },
+  { key: 'version', label: 'Version', value: (s) => s.displayName || s.desiredVersion || '' },
+  { key: 'channels', label: 'Channels', value: (s) => (s.channels ? s.converged / s.channels : 0) },
+  { key: 'application', label: 'Application', value: (s) => `${s.application}/${s.service}` },
+];
+
+function compare(a, b) {
+  if (typeof a === 'number' && typeof b === 'number') return a - b;
+  return String(a).localeCompare(String(b), undefined, { numeric: true });
+}
+
 async function servicesPage(current) {
-  const shown = 200;
-  const list = (await api('/v1/services:summary')).services || [];
+  const perPage = 200;
+  const state = listState;
+  let list = (await api('/v1/services:summary')).services || [];
   if (!current()) return;
   const rows = el('tbody');
   const count = el('p', { class: 'muted', 'aria-live': 'polite' });
-  const input = el('input', { type: 'search', id: 'search', placeholder: 'Filter: application/service or status', 'aria-label': 'Filter services' });
-  const keyed = list.map((s) => ({ s, key: `${s.application}/${s.service} ${s.status} ${word(s.status)}`.toLowerCase() }));
-  const draw = () => {
-    const q = input.value.trim().toLowerCase();
-    const match = q ? keyed.filter((k) => k.key.includes(q)) : keyed;
-    rows.replaceChildren(...match.slice(0, shown).map(({ s }) => {
-      const done = s.converged; const chans = { length: s.channels };
-      return el('tr', {},
-        el('td', {}, el('a', { href: `#/apps/${encodeURIComponent(s.application)}/services/${encodeURIComponent(s.service)}` }, `${s.application}/${s.service}`)),
-        el('td', {}, badge(s.status)),
-        el('td', { class: 'mono' }, named(s.desiredVersion, s.displayName)),
-        el('td', {}, `${done}/${chans.length} channels converged`),
-        el('td', {}, el('a', { href: `#/apps/${encodeURIComponent(s.application)}`, 'aria-label': `Application ${s.application}` }, s.application)));
-    }));
-    count.textContent = match.length > shown
-      ? `Showing ${shown} of ${match.length} matching services (of ${list.length}); narrow the filter to see the others.`
-      : `${match.length} of ${list.length} services.`;
+  const input = el('input', { type: 'search', id: 'search', value: state.q, placeholder: 'Filter: application, service or status', 'aria-label': 'Filter services' });
+  const prev = button('← Previous page', 'secondary', () => { state.page -= 1; draw(); });
+  const next = button('Next page →', 'secondary', () => { state.page += 1; draw(); });
+  const pager = el('div', { class: 'actions pager' }, prev, next);
+  const heads = listColumns.map((col) => {
+    const arrow = el('span', { 'aria-hidden': 'true', class: 'arrow' });
+    const th = el('th', { scope: 'col', 'data-sort': col.key }, el('button', {
+      type: 'button',
+      class: 'sort',
+      onclick: () => {
+        if (state.sort === col.key) state.desc = !state.desc; else { state.sort = col.key; state.desc = false; }
+        state.page = 0;
+        draw();
+      },
+    }, col.label, arrow));
+    return { col, th, arrow };
+  });
+  let keyed = [];
+  const index = () => {
+    keyed = list.map((s) => ({ s, key: `${s.application}/${s.service} ${s.application} ${s.service} ${s.status} ${word(s.status)}`.toLowerCase() }));
   };
+  index();
+  function draw() {
+    const q = input.value.trim().toLowerCase();
+    state.q = input.value;
+    const match = q ? keyed.filter((k) => k.key.includes(q)) : keyed.slice();
+    const col = listColumns.find((c) => c.key === state.sort) || listColumns[0];
+    const name = listColumns[0].value;
+    match.sort((a, b) => (state.desc ? -1 : 1) * (compare(col.value(a.s), col.value(b.s)) || compare(name(a.s), name(b.s))));
+    const pages = Math.max(1, Math.ceil(match.length / perPage));
+    state.page = Math.min(Math.max(state.page, 0), pages - 1);
+    const from = state.page * perPage;
+    const shown = match.slice(from, from + perPage);
+    rows.replaceChildren(...shown.map(({ s }) => el('tr', { 'data-service': `${s.application}/${s.service}` },
+      el('td', {}, el('a', { href: `#/apps/${encodeURIComponent(s.application)}/services/${encodeURIComponent(s.service)}` }, `${s.application}/${s.service}`)),
+      el('td', {}, badge(s.status)),
+      el('td', { class: 'mono' }, named(s.desiredVersion, s.displayName)),
+      el('td', {}, `${s.converged}/${s.channels} channels converged`),
+      el('td', {}, el('a', { href: `#/apps/${encodeURIComponent(s.application)}`, 'aria-label': `Application ${s.application}` }, s.application)))));
+    for (const h of heads) {
+      const on = h.col.key === state.sort;
+      h.th.setAttribute('aria-sort', on ? (state.desc ? 'descending' : 'ascending') : 'none');
+      h.arrow.textContent = on ? (state.desc ? ' ▼' : ' ▲') : ' ↕';
+      h.arrow.className = on ? 'arrow' : 'arrow muted';
+    }
+    const of = match.length === list.length ? `${list.length} services` : `${match.length} matching services (of ${list.length})`;
+    count.textContent = match.length > perPage
+      ? `Showing ${from + 1}–${from + shown.length} of ${of}, page ${state.page + 1} of ${pages}.`
+      : `${match.length} of ${list.length} services.`;
+    // A button that goes away would take the focus with it: the one left keeps it.
+    const had = document.activeElement;
+    prev.disabled = state.page === 0;
+    next.disabled = state.page >= pages - 1;
+    pager.hidden = pages === 1;
+    if ((had === prev || had === next) && had.disabled) (had === prev ? next : prev).focus();
+  }
   let timer;
-  input.addEventListener('input', () => { clearTimeout(timer); timer = setTimeout(draw, 80); });
+  input.addEventListener('input', () => { clearTimeout(timer); timer = setTimeout(() => { state.page = 0; draw(); }, 80); });
   draw();
   show('Services', el('h1', {}, 'Services'), el('div', { class: 'search' }, input), count,
-    el('table', { class: 'list' }, el('thead', {}, el('tr', {}, el('th', {}, 'Service'), el('th', {}, 'Status'), el('th', {}, 'Version'), el('th', {}, 'Channels'), el('th', {}, 'Application'))), rows));
+    el('table', { class: 'list' }, el('thead', {}, el('tr', {}, heads.map((h) => h.th))), rows), pager);
   input.focus();
+  // Live: the summary is read again on events, at most once a second.
+  let pending = null; let last = 0;
+  const reload = async () => {
+    pending = null; last = Date.now();
+    try {
+      const fresh = (await api('/v1/services:summary')).services || [];
+      if (!current()) return;
+      list = fresh; index(); draw();
+    } catch (e) { if (current()) say(e.message); }
+  };
+  const soon = () => { if (!pending) pending = setTimeout(reload, Math.max(250, 1000 - (Date.now() - last))); };
+  const es = new EventSource('/v1/watch');
+  es.addEventListener('event', soon);
+  const tick = setInterval(soon, 10000);
+  stopLive = () => { es.close(); clearTimeout(pending); clearTimeout(timer); clearInterval(tick); };
 }
 
 // Pipeline layout: a channel's column is one more than the deepest channel
@@ -741,7 +825,8 @@ async function servicePage(app, svc, current) {
     }));
   }
   const runs = el('div');
-  show(`${app}/${svc}`, el('p', {}, el('a', { href: '#/' }, '← Services'), ' · ', el('a', { href: `#/apps/${encodeURIComponent(app)}` }, `Application ${app}`)),
+  show(`${app}/${svc}`, el('p', {}, el('a', { href: '#/' }, '← Services'), ' · ', el('a', { href: `#/apps/${encodeURIComponent(app)}` }, `Application ${app}`),
+    ' · ', el('a', { href: releaseHref(app) }, `Releases of ${app}`)),
     el('h1', {}, `${app} / ${svc}`), top, pushSlot, body, versions, runs, history);
   drawRuns(base, runs, current).catch((e) => say(e.message));
   // Live: the server's event stream says when something changed (only
@@ -876,8 +961,8 @@ async function appPage(app, current) {
   const draw = async () => {
     // The services are those configured (a service never pushed has no
     // status yet, but others may wait for it) and those with a status.
-    const [sum, cfgs, rts] = await Promise.all([api('/v1/services:summary'), api('/v1/configs?kind=service').catch(() => null),
-      api('/v1/runtimes').catch(() => null)]);
+    const [sum, cfgs, rts, rels] = await Promise.all([api('/v1/services:summary'), api('/v1/configs?kind=service').catch(() => null),
+      api('/v1/runtimes').catch(() => null), api(`/v1/apps/${encodeURIComponent(app)}/releases`).catch(() => null)]);
     const names = [...new Set([
       ...(sum.services || []).filter((s) => s.application === app).map((s) => s.service),
       ...((cfgs && cfgs.configs) || []).filter((c) => c.name.startsWith(`${app}/`)).map((c) => c.name.slice(app.length + 1)),
@@ -928,6 +1013,7 @@ async function appPage(app, current) {
       }
     }
     body.replaceChildren(...[
+      releaseLine(app, rels),
       names.length ? null : el('p', { class: 'muted' }, `No service of ${app} you may read.`),
       el('div', { class: 'scroll', tabindex: '0', role: 'region', 'aria-label': `Services of ${app} by release channel` },
         el('table', { class: 'appgrid' }, el('thead', {}, head), el('tbody', {}, rows))),
@@ -987,6 +1073,194 @@ function resultsView(results) {
   return el('ul', { class: 'results', 'aria-live': 'polite' }, results.map((r) => el('li', { 'data-service': r.service },
     el('span', { 'aria-hidden': 'true' }, r.ok ? '✓ ' : '✗ '), `${r.service}: ${r.text}`)));
 }
+
+// ---- releases -----------------------------------------------------------
+
+const inFlight = (r) => r.status === 'PENDING' || r.status === 'IN_PROGRESS';
+
+function releaseHref(app, id) { return `#/apps/${encodeURIComponent(app)}/releases${id ? `/${encodeURIComponent(id)}` : ''}`; }
+
+// releaseLine is the application page's line on its releases: the newest
+// one in flight with its status and a link, and a link to them all.
+function releaseLine(app, rels) {
+  if (!rels) return null;
+  const list = rels.releases || [];
+  const live = list.find(inFlight);
+  const all = el('a', { href: releaseHref(app) }, `All releases (${list.length})`);
+  if (!live) return el('p', { class: 'release-line' }, list.length ? 'No release in flight. ' : 'No release yet. ', all);
+  return el('p', { class: 'release-line' }, 'Release in flight: ', el('a', { href: releaseHref(app, live.id), class: 'mono' }, live.id), ' ', badge(live.status),
+    ` ${(live.releaseChannels || []).map((c) => `${c.name} ${word(c.status).toLowerCase()}`).join(', ')} · `, all);
+}
+
+// channelBadges are a release's status per release channel, "staging ✓ Succeeded".
+function channelBadges(r) {
+  return (r.releaseChannels || []).map((c) => el('span', { class: 'chanstate', 'data-channel': c.name }, `${c.name} `, badge(c.status)));
+}
+
+// releaseOrder is the order a release takes, when the server does not say
+// (it does only when the release is created): as the server reckons it,
+// each (service, channel) one step after the channels it waits for
+// (dependsOn) and the release's services it waits for (serviceDependsOn);
+// steps of one channel at one depth go together.
+function releaseOrder(r, channels) {
+  const inRel = new Set((r.services || []).map((m) => m.service));
+  const nodes = []; const deps = new Map();
+  for (const m of r.services || []) {
+    for (const c of m.releaseChannels || []) {
+      const k = `${m.service}/${c.name}`;
+      nodes.push({ k, svc: m.service, rc: c.name });
+      deps.set(k, [...(c.dependsOn || []).map((d) => `${m.service}/${d}`),
+        ...(c.serviceDependsOn || []).filter((d) => inRel.has(d.service)).map((d) => `${d.service}/${d.releaseChannel}`)]);
+    }
+  }
+  const level = new Map();
+  const depth = (k, seen) => {
+    if (level.has(k)) return level.get(k);
+    let l = 0;
+    if (seen < nodes.length) for (const d of deps.get(k) || []) l = Math.max(l, depth(d, seen + 1) + 1);
+    level.set(k, l);
+    return l;
+  };
+  nodes.forEach((n) => depth(n.k, 0));
+  nodes.sort((a, b) => level.get(a.k) - level.get(b.k) || channels.indexOf(a.rc) - channels.indexOf(b.rc) || (a.svc < b.svc ? -1 : a.svc > b.svc ? 1 : 0));
+  const out = [];
+  nodes.forEach((n, i) => {
+    const prev = nodes[i - 1];
+    if (prev && level.get(prev.k) === level.get(n.k) && prev.rc === n.rc) out[out.length - 1].services.push(n.svc);
+    else out.push({ releaseChannel: n.rc, services: [n.svc] });
+  });
+  return out;
+}
+
+// releasesPage lists an application's releases, newest first.
+async function releasesPage(app, current) {
+  const body = el('div');
+  const draw = async () => {
+    const list = (await api(`/v1/apps/${encodeURIComponent(app)}/releases`)).releases || [];
+    if (!current()) return;
+    body.replaceChildren(list.length ? el('div', { class: 'scroll', tabindex: '0', role: 'region', 'aria-label': `Releases of ${app}` }, el('table', { class: 'releases' },
+      el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'Release'), el('th', { scope: 'col' }, 'Status'), el('th', { scope: 'col' }, 'Release channels'),
+        el('th', { scope: 'col' }, 'Services'), el('th', { scope: 'col' }, 'Created'))),
+      el('tbody', {}, list.map((r) => el('tr', { 'data-release': r.id },
+        el('td', {}, el('a', { href: releaseHref(app, r.id), class: 'mono' }, r.id)),
+        el('td', {}, badge(r.status)),
+        el('td', {}, el('div', { class: 'chanstates' }, channelBadges(r))),
+        el('td', {}, (r.services || []).map((m) => `${m.service} ${named(m.version, m.displayName)}`).join(', ')),
+        el('td', { title: r.createdAt || '' }, `${ago(r.createdAt)}${r.createdBy ? ` by ${r.createdBy}` : ''}`))))))
+      : el('p', { class: 'muted' }, `No release of ${app} yet: drover release create --app ${app} --param SERVICE.NAME=VALUE …`));
+  };
+  await draw();
+  if (!current()) return;
+  show(`Releases of ${app}`, el('p', {}, el('a', { href: '#/' }, '← Services'), ' · ', el('a', { href: `#/apps/${encodeURIComponent(app)}` }, `Application ${app}`)),
+    el('h1', {}, `Releases of ${app}`), body);
+  live(app, draw);
+}
+
+// live redraws a page on the application's events, and every 10 s.
+function live(app, draw) {
+  let timer = null;
+  const soon = () => { clearTimeout(timer); timer = setTimeout(() => draw().catch((e) => say(e.message)), 250); };
+  const es = new EventSource(`/v1/watch?app=${encodeURIComponent(app)}`);
+  es.addEventListener('event', soon);
+  const tick = setInterval(soon, 10000);
+  stopLive = () => { es.close(); clearTimeout(timer); clearInterval(tick); };
+  return soon;
+}
+
+// releasePage shows one release: its status, a grid of its services by
+// release channel, the order it takes, its history, and per channel where
+// one of its services waits for an approval an "Approve release in CHANNEL"
+// button that answers them all with one call.
+async function releasePage(app, id, current) {
+  const base = `/v1/apps/${encodeURIComponent(app)}/releases/${encodeURIComponent(id)}`;
+  const page = { results: new Map(), slots: new Map() };
+  const body = el('div');
+  let refresh = () => {};
+  const draw = async () => {
+    const r = await api(base);
+    if (!current()) return;
+    const channels = (r.releaseChannels || []).map((c) => c.name);
+    for (const m of r.services || []) for (const c of m.releaseChannels || []) if (!channels.includes(c.name)) channels.push(c.name);
+    const relState = new Map((r.releaseChannels || []).map((c) => [c.name, c.status]));
+    const focused = document.activeElement;
+    const head = el('tr', {}, el('th', { scope: 'col' }, 'Service'), channels.map((ch) => {
+      const waiting = (r.services || []).filter((m) => (m.releaseChannels || []).some((c) => c.name === ch && waitsForApproval(c) && openGates(c).length));
+      return el('th', { scope: 'col', 'data-channel': ch }, el('div', {}, ch), relState.has(ch) ? badge(relState.get(ch)) : el('div', { class: 'muted' }, 'not started'),
+        waiting.length && can('approve', app, ch) ? approveRelease(base, ch, waiting, page, () => refresh()) : null,
+        page.slots.get(ch), resultsView(page.results.get(ch)));
+    }));
+    const rows = (r.services || []).map((m) => {
+      const byName = new Map((m.releaseChannels || []).map((c) => [c.name, c]));
+      return el('tr', {}, el('th', { scope: 'row' },
+        el('a', { href: `#/apps/${encodeURIComponent(app)}/services/${encodeURIComponent(m.service)}` }, m.service),
+        el('div', { class: 'mono muted' }, named(m.version, m.displayName)), badge(m.status)),
+      channels.map((ch) => {
+        const c = byName.get(ch);
+        if (!c) {
+          return el('td', { class: 'cell', 'data-service': m.service, 'data-channel': ch },
+            el('div', { class: 'muted' }, m.status === 'SKIPPED' ? '— a later push replaced the release\'s' : '— not in this channel'));
+        }
+        const mine = c.desiredVersion === m.version || c.version === m.version;
+        const waits = c.status !== 'CONVERGED' && c.message;
+        return el('td', { class: `cell ${tone(c.status)}`, 'data-service': m.service, 'data-channel': ch },
+          badge(c.status),
+          el('div', { class: 'mono' }, c.version ? `runs ${named(c.version, c.displayName)}` : 'runs nothing yet'),
+          mine ? null : el('div', { class: 'muted' }, 'not the release\'s version'),
+          waits ? el('div', { class: 'why', title: c.message }, clip(c.message)) : null);
+      }));
+    });
+    const events = (r.events || []).slice(-100).reverse();
+    const order = (r.order || []).length ? r.order : releaseOrder(r, channels);
+    body.replaceChildren(
+      el('p', {}, badge(r.status), ` ${(r.services || []).length} services · created ${ago(r.createdAt)}${r.createdBy ? ` by ${r.createdBy}` : ''}`),
+      el('div', { class: 'scroll', tabindex: '0', role: 'region', 'aria-label': `Services of release ${r.id} by release channel` },
+        el('table', { class: 'appgrid relgrid' }, el('thead', {}, head), el('tbody', {}, rows))),
+      el('h2', {}, 'Order'),
+      order.length ? el('ol', { class: 'order' }, order.map((step) => el('li', {}, `${step.releaseChannel}: ${step.services.join(', ')}`)))
+        : el('p', { class: 'muted' }, 'No service of the release has a release channel yet.'),
+      el('h2', {}, 'History'),
+      events.length ? el('ol', { class: 'history', reversed: true }, events.map((e) => el('li', {},
+        el('span', { title: e.time }, ago(e.time)), ` · ${e.type}${e.service ? ` · ${e.service}` : ''}${e.releaseChannel ? ` in ${e.releaseChannel}` : ''}${e.actor ? ` by ${e.actor}` : ''}`,
+        e.message ? `: ${e.message}` : '')))
+        : el('p', { class: 'muted' }, 'Nothing happened yet.'));
+    if (focused && focused !== document.activeElement && document.contains(focused)) focused.focus({ preventScroll: true });
+  };
+  await draw();
+  if (!current()) return;
+  show(`Release ${id}`, el('p', {}, el('a', { href: '#/' }, '← Services'), ' · ', el('a', { href: `#/apps/${encodeURIComponent(app)}` }, `Application ${app}`),
+    ' · ', el('a', { href: releaseHref(app) }, 'Releases')), el('h1', {}, 'Release ', el('span', { class: 'mono' }, id)), body);
+  refresh = live(app, draw);
+}
+
+// approveRelease is a channel's "Approve release in CHANNEL" button: it
+// asks for a comment, then calls the release's :approve once, which
+// answers every service of it waiting there, and lists how each went.
+function approveRelease(base, ch, waiting, page, refresh) {
+  if (!page.slots.has(ch)) page.slots.set(ch, el('div'));
+  const slot = page.slots.get(ch);
+  const close = () => slot.replaceChildren();
+  const label = `Approve release in ${ch}`;
+  return el('div', { class: 'actions' }, button(`${label}…`, '', () => {
+    slot.replaceChildren(commentForm(label, async (comment) => {
+      try {
+        const res = await api(`${base}:approve`, { releaseChannel: ch, comment });
+        const results = (res.results || []).map((x) => ({ service: x.service, ok: !x.error,
+          text: x.error ? `not answered: ${x.error}` : `approved${(x.topics || []).filter(Boolean).length ? ` (${x.topics.filter(Boolean).join(', ')})` : ''}` }));
+        page.results.set(ch, results);
+        const bad = results.filter((x) => !x.ok).length;
+        say(`${label}: ${results.length - bad} approved${bad ? `, ${bad} not answered` : ''}`);
+        refresh();
+        return true;
+      } catch (e) {
+        page.results.set(ch, [{ service: waiting.map((m) => m.service).join(', '), ok: false, text: `refused: ${e.message}` }]);
+        say(`${label} refused: ${e.message}`);
+        refresh();
+        return false;
+      }
+    }, close));
+  }));
+}
+
 
 async function runtimesPage(current) {
   const list = (await api('/v1/runtimes')).runtimes || [];
