@@ -1097,41 +1097,6 @@ function channelBadges(r) {
   return (r.releaseChannels || []).map((c) => el('span', { class: 'chanstate', 'data-channel': c.name }, `${c.name} `, badge(c.status)));
 }
 
-// releaseOrder is the order a release takes, when the server does not say
-// (it does only when the release is created): as the server reckons it,
-// each (service, channel) one step after the channels it waits for
-// (dependsOn) and the release's services it waits for (serviceDependsOn);
-// steps of one channel at one depth go together.
-function releaseOrder(r, channels) {
-  const inRel = new Set((r.services || []).map((m) => m.service));
-  const nodes = []; const deps = new Map();
-  for (const m of r.services || []) {
-    for (const c of m.releaseChannels || []) {
-      const k = `${m.service}/${c.name}`;
-      nodes.push({ k, svc: m.service, rc: c.name });
-      deps.set(k, [...(c.dependsOn || []).map((d) => `${m.service}/${d}`),
-        ...(c.serviceDependsOn || []).filter((d) => inRel.has(d.service)).map((d) => `${d.service}/${d.releaseChannel}`)]);
-    }
-  }
-  const level = new Map();
-  const depth = (k, seen) => {
-    if (level.has(k)) return level.get(k);
-    let l = 0;
-    if (seen < nodes.length) for (const d of deps.get(k) || []) l = Math.max(l, depth(d, seen + 1) + 1);
-    level.set(k, l);
-    return l;
-  };
-  nodes.forEach((n) => depth(n.k, 0));
-  nodes.sort((a, b) => level.get(a.k) - level.get(b.k) || channels.indexOf(a.rc) - channels.indexOf(b.rc) || (a.svc < b.svc ? -1 : a.svc > b.svc ? 1 : 0));
-  const out = [];
-  nodes.forEach((n, i) => {
-    const prev = nodes[i - 1];
-    if (prev && level.get(prev.k) === level.get(n.k) && prev.rc === n.rc) out[out.length - 1].services.push(n.svc);
-    else out.push({ releaseChannel: n.rc, services: [n.svc] });
-  });
-  return out;
-}
-
 // releasesPage lists an application's releases, newest first.
 async function releasesPage(app, current) {
   const body = el('div');
@@ -1210,7 +1175,7 @@ async function releasePage(app, id, current) {
       }));
     });
     const events = (r.events || []).slice(-100).reverse();
-    const order = (r.order || []).length ? r.order : releaseOrder(r, channels);
+    const order = r.order || [];
     body.replaceChildren(
       el('p', {}, badge(r.status), ` ${(r.services || []).length} services · created ${ago(r.createdAt)}${r.createdBy ? ` by ${r.createdBy}` : ''}`),
       el('div', { class: 'scroll', tabindex: '0', role: 'region', 'aria-label': `Services of release ${r.id} by release channel` },
