@@ -95,7 +95,7 @@ func (s *Server) createRelease(ctx context.Context, app string, req apiv1.Releas
 	}
 	sum := sha256.Sum256(body)
 	if _, err := s.store.PutConfigs(ctx, []store.ConfigObject{{Kind: ds.ReleaseKind, Name: app + "/" + rel.ID, Body: body, Hash: hex.EncodeToString(sum[:])}},
-		func(obj store.ConfigObject) store.Event {
+		func(store.ConfigObject) store.Event {
 			return store.Event{Time: now, Application: app, Type: ds.EventPushed, Actor: user,
 				Message: fmt.Sprintf("release %s created: %s", rel.ID, releaseSummary(rel))}
 		}); err != nil {
@@ -377,6 +377,8 @@ func memberChannelStatus(m ds.ReleaseService, active bool, inst store.Instance) 
 	switch inst.Status {
 	case ds.StatusFailed, ds.StatusRollingBack, ds.StatusRolledBack, ds.StatusFailedRollback:
 		return releaseFailed
+	default:
+		// On its way, or waiting: the target says whether it started.
 	}
 	if inst.TargetVersion == m.Version {
 		return releaseInProgress

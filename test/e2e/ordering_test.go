@@ -102,7 +102,7 @@ func TestServiceOrdering(t *testing.T) {
 	}
 	// In prod web waits for its approval and for api, which waits for db's approval.
 	s.ok("alice", "approve", "web", "--app", "shop", "--release-channel", "prod")
-	st = s.waitStatus("shop", "web", 30*time.Second, "web in prod waiting for api", func(st *apiv1.ServiceStatus) bool {
+	s.waitStatus("shop", "web", 30*time.Second, "web in prod waiting for api", func(st *apiv1.ServiceStatus) bool {
 		c := findChannel(st, "prod")
 		return c != nil && c.Reason == "SERVICE_DEPENDENCY_UNMET" && strings.Contains(c.Message, "db in prod (db: WAITING_MANUAL_APPROVAL")
 	})
