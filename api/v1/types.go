@@ -248,6 +248,9 @@ type Param struct {
 type PushRequest struct {
 	Params []Param `json:"params,omitempty"`
 	User   string  `json:"user,omitempty"`
+	// Immediate replaces the rollout in flight at once, also for a service
+	// whose pushes queue (maestro.strategy RELEASE_TRAIN).
+	Immediate bool `json:"immediate,omitempty"`
 }
 
 // PushResponse names the new desired state.
@@ -257,6 +260,20 @@ type PushResponse struct {
 	BundleName     string `json:"bundleName,omitempty"`
 	// Replaced is the desired state this push replaced, if any.
 	Replaced string `json:"replaced,omitempty"`
+	// Queued is set when the push waits in the service's release train
+	// (maestro.strategy RELEASE_TRAIN) behind the rollout in flight: its
+	// desired state becomes active once the ones before it finished.
+	Queued bool `json:"queued,omitempty"`
+}
+
+// QueuedPush is a push waiting in a service's release train.
+type QueuedPush struct {
+	DesiredStateID string    `json:"desiredStateId"`
+	Version        string    `json:"version"`
+	DisplayName    string    `json:"displayName,omitempty"`
+	Release        string    `json:"release,omitempty"`
+	CreatedBy      string    `json:"createdBy,omitempty"`
+	CreatedAt      time.Time `json:"createdAt"`
 }
 
 // ServiceStatus is a service's convergence status.
@@ -271,6 +288,9 @@ type ServiceStatus struct {
 	// DisplayName names DesiredVersion for people (its bundleName or image
 	// tags; "" when it has none).
 	DisplayName string `json:"displayName,omitempty"`
+	// Queued are the pushes waiting in the service's release train, oldest
+	// first (maestro.strategy RELEASE_TRAIN; in the status of one service).
+	Queued []QueuedPush `json:"queued,omitempty"`
 }
 
 // ChannelStatus is a service's status in one release channel.
@@ -940,8 +960,10 @@ type ReleaseRequest struct {
 	Services []ReleaseServiceRequest `json:"services"`
 	// DryRun compiles every service and answers the versions and the order
 	// the release will take, storing nothing.
-	DryRun bool   `json:"dryRun,omitempty"`
-	User   string `json:"user,omitempty"`
+	DryRun bool `json:"dryRun,omitempty"`
+	// Immediate bypasses the release trains of its services.
+	Immediate bool   `json:"immediate,omitempty"`
+	User      string `json:"user,omitempty"`
 }
 
 // ReleaseServiceRequest is one service of a release and its parameters.

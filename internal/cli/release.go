@@ -149,7 +149,7 @@ func newPushCmd(g *globals) *cobra.Command {
 	var (
 		app, output      string
 		params, rcParams []string
-		wait             bool
+		wait, immediate  bool
 		wf               waitFlags
 	)
 	cmd := &cobra.Command{
@@ -185,6 +185,7 @@ JSON object, and with --wait the wait's result in it (wait).`,
 			if err != nil {
 				return err
 			}
+			req.Immediate = immediate
 			c := g.client()
 			resp, err := c.Push(cmd.Context(), app, args[0], req)
 			if err != nil {
@@ -207,6 +208,14 @@ JSON object, and with --wait the wait's result in it (wait).`,
 			if resp.BundleName != "" {
 				name = resp.BundleName + " (" + resp.BundleVersion + ")"
 			}
+			if resp.Queued {
+				fmt.Fprintf(w, "queued %s %s in its release train: desired state %s becomes active once the rollout before it finished (drover status %s --app %s lists the queue; --immediate replaces at once)\n",
+					clean(args[0]), clean(name), clean(resp.DesiredStateID), clean(args[0]), clean(app))
+				if wait {
+					return usageError(errors.New("--wait follows an active desired state: a queued push is not active yet"))
+				}
+				return nil
+			}
 			fmt.Fprintf(w, "pushed %s %s: desired state %s\n", clean(args[0]), clean(name), clean(resp.DesiredStateID))
 			if resp.Replaced != "" {
 				fmt.Fprintf(w, "replaces desired state %s\n", clean(resp.Replaced))
@@ -223,6 +232,7 @@ JSON object, and with --wait the wait's result in it (wait).`,
 	f.StringArrayVar(&params, "param", nil, "parameter value NAME=VALUE (repeatable)")
 	f.StringArrayVar(&rcParams, "param-by-release-channel", nil, "parameter value for one release channel RC=NAME=VALUE (repeatable)")
 	f.BoolVar(&wait, "wait", false, "follow the rollout until every release channel converged, or one waits for an approval (see drover wait)")
+	f.BoolVar(&immediate, "immediate", false, "replace the rollout in flight at once, also for a service whose pushes queue (maestro.strategy RELEASE_TRAIN)")
 	wf.register(cmd, "with --wait: ")
 	addOutputFlag(cmd, &output, "text", "json")
 	return cmd
@@ -376,6 +386,10 @@ func printStatus(w io.Writer, st *apiv1.ServiceStatus) {
 		if c.ObserveError != "" {
 			fmt.Fprintf(w, "%s: fetch failing since %s: %s\n", clean(c.Name), c.ObservedAt.Local().Format(time.DateTime), clean(c.ObserveError))
 		}
+	}
+	for i, q := range st.Queued {
+		fmt.Fprintf(w, "queued %d: %s (desired state %s), pushed by %s at %s\n", i+1, clean(versionLabel(q.Version, q.DisplayName)), clean(q.DesiredStateID),
+			clean(q.CreatedBy), q.CreatedAt.Local().Format(time.DateTime))
 	}
 }
 

@@ -41,6 +41,7 @@ func newReleaseCreateCmd(g *globals) *cobra.Command {
 		app, file, output string
 		params, services  []string
 		dryRun, wait      bool
+		immediate         bool
 		timeout           time.Duration
 	)
 	cmd := &cobra.Command{
@@ -78,7 +79,7 @@ command), or --timeout passed (3).`,
 			if err != nil {
 				return err
 			}
-			req.DryRun, req.User = dryRun, g.user
+			req.DryRun, req.User, req.Immediate = dryRun, g.user, immediate
 			c := g.client()
 			rel, err := c.CreateRelease(cmd.Context(), app, req)
 			if err != nil {
@@ -116,6 +117,7 @@ command), or --timeout passed (3).`,
 	f.StringVarP(&file, "file", "f", "", "a file listing the services and their parameters (YAML or JSON)")
 	f.BoolVar(&dryRun, "dry-run", false, "compile and print the versions and the order the release would take; push nothing")
 	f.BoolVar(&wait, "wait", false, "follow the release until it succeeded, failed or waits for an approval")
+	f.BoolVar(&immediate, "immediate", false, "replace the services' rollouts in flight at once, also where pushes queue (maestro.strategy RELEASE_TRAIN)")
 	f.DurationVar(&timeout, "timeout", 30*time.Minute, "with --wait: give up after this long (exit 3)")
 	addOutputFlag(cmd, &output, "text", "json")
 	return cmd

@@ -245,7 +245,7 @@ type Service struct {
 	RuntimeSpecific      Unsupported         `json:"runtimeSpecific,omitzero"`
 	ParameterValues      Unsupported         `json:"parameterValues,omitzero"`
 	AsyncSetDesiredState Unsupported         `json:"asyncSetDesiredState,omitzero"`
-	Maestro              Unsupported         `json:"maestro,omitzero"`
+	Maestro              *MaestroConfig      `json:"maestro,omitempty"`
 }
 
 // ServiceBackend is the backend oneof shared by a service and its per-release-channel overrides.
@@ -282,6 +282,26 @@ type PerReleaseChannel struct {
 	CustomHostnames Unsupported         `json:"customHostnames,omitzero"`
 	Cert            Unsupported         `json:"cert,omitzero"`
 	RuntimeSpecific Unsupported         `json:"runtimeSpecific,omitzero"`
+}
+
+// MaestroConfig is how the service's pushes are released (reference.md
+// §4.9): MAESTRO_DISABLED (or unset) and IMMEDIATE replace a rollout in
+// flight at once; RELEASE_TRAIN queues a push until the rollout before it
+// finished everywhere, so a newer one never overtakes an older one.
+type MaestroConfig struct {
+	Strategy string `json:"strategy,omitempty"`
+}
+
+// Maestro strategies.
+const (
+	MaestroReleaseTrain = "RELEASE_TRAIN"
+	MaestroDisabled     = "MAESTRO_DISABLED"
+	MaestroImmediate    = "IMMEDIATE"
+)
+
+// Train reports whether the service's pushes queue (RELEASE_TRAIN).
+func (svc *Service) Train() bool {
+	return svc != nil && svc.Maestro != nil && svc.Maestro.Strategy == MaestroReleaseTrain
 }
 
 // ServiceDependency names a service of the same application that must run

@@ -547,6 +547,13 @@ func (v *validator) service(src *Source, svc *Service) {
 	groups := known["*"]
 	delete(known, "*")
 	v.serviceDependencies(src, "service.dependsOn", svc, svc.DependsOn, known, groups)
+	if m := svc.Maestro; m != nil {
+		switch m.Strategy {
+		case "", MaestroReleaseTrain, MaestroDisabled, MaestroImmediate:
+		default:
+			v.add(src, "service.maestro.strategy", "unknown strategy %q: use %s, %s or %s", m.Strategy, MaestroReleaseTrain, MaestroImmediate, MaestroDisabled)
+		}
+	}
 	seen := map[string]int{}
 	for i, prc := range svc.PerReleaseChannel {
 		p := fmt.Sprintf("service.perReleaseChannel[%d]", i)

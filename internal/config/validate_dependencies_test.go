@@ -121,3 +121,19 @@ func TestValidateSharedManualApproval(t *testing.T) {
 		t.Errorf("errors:\n%s\nwant:\n%s", listLines(got), listLines(want))
 	}
 }
+
+func TestValidateMaestro(t *testing.T) {
+	t.Parallel()
+	svc := func(strategy string) map[string]string {
+		return map[string]string{"services/web.pvn.yaml": validTree["services/web.pvn.yaml"] + "  maestro:\n    strategy: " + strategy + "\n"}
+	}
+	for _, ok := range []string{"RELEASE_TRAIN", "IMMEDIATE", "MAESTRO_DISABLED"} {
+		if got := validateTree(t, svc(ok)); len(got) != 0 {
+			t.Errorf("%s refused: %v", ok, got)
+		}
+	}
+	want := []string{`services/web.pvn.yaml:15:15: service.maestro.strategy: unknown strategy "TRAIN": use RELEASE_TRAIN, IMMEDIATE or MAESTRO_DISABLED`}
+	if got := validateTree(t, svc("TRAIN")); !slices.Equal(got, want) {
+		t.Errorf("errors:\n%s\nwant:\n%s", listLines(got), listLines(want))
+	}
+}

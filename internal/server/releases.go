@@ -64,7 +64,7 @@ func (s *Server) createRelease(ctx context.Context, app string, req apiv1.Releas
 			return nil, errorf(apiv1.CodeInvalidArgument, "services[%d]: service %s is listed twice", i, rs.Service)
 		}
 		seen[rs.Service] = true
-		preq := apiv1.PushRequest{Params: rs.Params, User: user}
+		preq := apiv1.PushRequest{Params: rs.Params, User: user, Immediate: req.Immediate}
 		in, configVersion, res, form, err := s.compilePush(ctx, app, rs.Service, preq)
 		if err != nil {
 			return nil, fmt.Errorf("service %s: %w", rs.Service, err)
@@ -294,9 +294,20 @@ func (s *Server) releaseStatus(ctx context.Context, rel *ds.Release, detail bool
 			out.Err = err
 			return out
 		}
+		// A member still queued in its service's release train has no
+		// desired state yet: it is pending everywhere.
+		_, err = s.store.GetDesiredState(ctx, m.DesiredStateID)
+		queued := errors.Is(err, store.ErrNotFound)
+		if err != nil && !queued {
+			out.Err = err
+			return out
+		}
 		var mine []string
 		for _, inst := range list {
 			st := memberChannelStatus(m, active.ID == m.DesiredStateID, inst)
+			if queued {
+				st = releasePending
+			}
 			if !slices.Contains(channels, inst.ReleaseChannel) {
 				channels = append(channels, inst.ReleaseChannel)
 			}
@@ -305,7 +316,7 @@ func (s *Server) releaseStatus(ctx context.Context, rel *ds.Release, detail bool
 		}
 		if len(mine) == 0 {
 			mine = []string{releasePending}
-			if active.ID != "" && active.ID != m.DesiredStateID {
+			if active.ID != "" && active.ID != m.DesiredStateID && !queued {
 				mine = []string{releaseSkipped}
 			}
 		}
@@ -468,6 +479,9 @@ func (s *Server) releaseGates(ctx context.Context, app string, m ds.ReleaseServi
 		return nil, err
 	}
 	if rec.ID != m.DesiredStateID {
+		if _, err := s.store.GetDesiredState(ctx, m.DesiredStateID); errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("queued in its release train behind desired state %s: answer once it is active", rec.ID)
+		}
 		return nil, fmt.Errorf("a later push (desired state %s) replaced the release's", rec.ID)
 	}
 	inst, err := s.store.GetInstance(ctx, app, m.Service, rc)

@@ -157,6 +157,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	errc := make(chan error, 1)
 	go s.monitorStore(ctx)
 	go s.sweepSessions(ctx)
+	go s.promoteTrains(ctx)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errc <- err

@@ -98,6 +98,23 @@ func (s *Server) storePush(ctx context.Context, cp compiledPush) (*apiv1.PushRes
 		ID: cp.id, Application: app, Service: svc, Version: res.BundleVersion,
 		ConfigVersion: cp.configVersion, Compiled: compiled, Params: params, CreatedBy: req.User, CreatedAt: now,
 	}
+	if cp.in.Service.Train() && !req.Immediate {
+		busy, err := s.trainBusy(ctx, app, svc)
+		if err != nil {
+			return nil, err
+		}
+		if busy {
+			what := ds.VersionLabel(res.BundleVersion, res.DisplayName)
+			if cp.release != "" {
+				what += " in release " + cp.release
+			}
+			if err := s.queue(ctx, rec, fmt.Sprintf("pushed %s (desired state %s)", what, rec.ID), cp.release); err != nil {
+				return nil, err
+			}
+			s.changed.notify()
+			return &apiv1.PushResponse{DesiredStateID: rec.ID, BundleVersion: res.BundleVersion, BundleName: res.BundleName, Queued: true}, nil
+		}
+	}
 	replaced := ""
 	if prev, err := s.store.ActiveDesiredState(ctx, app, svc); err == nil {
 		replaced = prev.ID
@@ -159,7 +176,14 @@ func (s *Server) status(ctx context.Context, app, svc string) (*apiv1.ServiceSta
 	if err != nil {
 		return nil, err
 	}
-	return s.statusOf(ctx, rec)
+	st, err := s.statusOf(ctx, rec)
+	if err != nil {
+		return nil, err
+	}
+	if st.Queued, err = s.queuedStatus(ctx, app, svc); err != nil {
+		return nil, err
+	}
+	return st, nil
 }
 
 func (s *Server) statusOf(ctx context.Context, rec store.DesiredState) (*apiv1.ServiceStatus, error) {
