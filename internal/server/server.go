@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apiv1 "github.com/drover-dev/drover/api/v1"
@@ -102,6 +103,9 @@ type Server struct {
 	// atomic either way). Pushes of different services run at once, and
 	// their writes commit together.
 	pushMu stripedMutex
+	// trainsWaiting is set while pushes are known to wait in release
+	// trains (trains.go).
+	trainsWaiting atomic.Bool
 }
 
 // stripedMutex is a set of mutexes picked by a key's hash: one key always

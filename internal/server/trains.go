@@ -100,6 +100,7 @@ func (s *Server) queue(ctx context.Context, rec store.DesiredState, event, relea
 		return err
 	}
 	sum := sha256.Sum256(body)
+	s.trainsWaiting.Store(true)
 	_, err = s.store.PutConfigs(ctx, []store.ConfigObject{{Kind: queuedKind, Name: rec.Application + "/" + rec.Service + "/" + rec.ID, Body: body, Hash: hex.EncodeToString(sum[:])}},
 		func(store.ConfigObject) store.Event {
 			return store.Event{Time: rec.CreatedAt, Application: rec.Application, Service: rec.Service, DesiredStateID: rec.ID, Type: ds.EventPushed, Actor: rec.CreatedBy,
@@ -148,8 +149,10 @@ func (s *Server) queuedPushes(ctx context.Context, app, svc string) ([]queuedEnt
 }
 
 // promoteTrains makes the oldest queued push of each service active once
-// the rollout before it finished, whenever something was written (and every
-// trainPoll), until ctx ends.
+// the rollout before it finished, every trainPoll and, while pushes are
+// known to wait (trainsWaiting), whenever something was written, until ctx
+// ends. (A write does not make the promoter read the store when nothing
+// waits: the engine writes often.)
 func (s *Server) promoteTrains(ctx context.Context) {
 	t := time.NewTicker(trainPoll)
 	defer t.Stop()
@@ -157,10 +160,14 @@ func (s *Server) promoteTrains(ctx context.Context) {
 		if err := s.promoteOnce(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("release trains: promote", "error", err)
 		}
+		changed := s.changed.wait()
+		if !s.trainsWaiting.Load() {
+			changed = nil
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.changed.wait():
+		case <-changed:
 		case <-t.C:
 		}
 	}
@@ -170,8 +177,12 @@ func (s *Server) promoteTrains(ctx context.Context) {
 // one if the service's rollout is no longer in flight.
 func (s *Server) promoteOnce(ctx context.Context) error {
 	queued, err := s.queuedPushes(ctx, "", "")
-	if err != nil || len(queued) == 0 {
+	if err != nil {
 		return err
+	}
+	s.trainsWaiting.Store(len(queued) > 0)
+	if len(queued) == 0 {
+		return nil
 	}
 	done := map[string]bool{}
 	for _, q := range queued {
