@@ -302,6 +302,11 @@ func (s *Server) releaseStatus(ctx context.Context, rel *ds.Release, detail bool
 			out.Err = err
 			return out
 		}
+		if queued && s.supersededInTrain(ctx, rel.Application, m) {
+			rs.Status = releaseSkipped
+			out.Services = append(out.Services, rs)
+			continue
+		}
 		var mine []string
 		for _, inst := range list {
 			st := memberChannelStatus(m, active.ID == m.DesiredStateID, inst)

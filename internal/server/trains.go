@@ -40,9 +40,11 @@ type queuedPush struct {
 	Record  store.DesiredState `json:"record"`
 	Event   string             `json:"event"`
 	Release string             `json:"release,omitempty"`
-	// Promoted is set once the push became a desired state (the record
-	// then keeps no compiled form).
-	Promoted bool `json:"promoted,omitempty"`
+	// Promoted is set once the push left the queue (the record then
+	// keeps no compiled form): it became a desired state, or, with
+	// Superseded, a later push made directly (--immediate) replaced it.
+	Promoted   bool `json:"promoted,omitempty"`
+	Superseded bool `json:"superseded,omitempty"`
 }
 
 // trainBusy reports whether a push of app/svc must queue: its active
@@ -55,10 +57,10 @@ func (s *Server) trainBusy(ctx context.Context, app, svc string) (bool, error) {
 	return s.inFlight(ctx, app, svc)
 }
 
-// inFlight reports whether the active desired state of app/svc has a
-// channel still on its way: not converged at its version, nor failed or
-// rolled back (each needs a person or a new push, which a train does not
-// wait for).
+// inFlight reports whether the active desired state of app/svc is still
+// on its way: a channel not converged at its version, while none failed or
+// rolled back (a failure ends that rollout: its other channels would wait
+// for a person, and the train does not; a paused channel holds it).
 func (s *Server) inFlight(ctx context.Context, app, svc string) (bool, error) {
 	rec, err := s.store.ActiveDesiredState(ctx, app, svc)
 	if errors.Is(err, store.ErrNotFound) {
@@ -75,22 +77,23 @@ func (s *Server) inFlight(ctx context.Context, app, svc string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	busy := false
 	for _, ch := range d.Channels {
 		i := slices.IndexFunc(list, func(in store.Instance) bool { return in.ReleaseChannel == ch.Name })
 		if i < 0 || list[i].DesiredStateID != rec.ID {
-			return true, nil // not planned for it yet
+			busy = true // not planned for it yet
+			continue
 		}
 		switch in := list[i]; in.Status {
-		case ds.StatusFailed, ds.StatusRolledBack, ds.StatusFailedRollback:
+		case ds.StatusFailed, ds.StatusRollingBack, ds.StatusRolledBack, ds.StatusFailedRollback:
+			return false, nil
 		case ds.StatusConverged:
-			if in.CurrentVersion != ch.Version {
-				return true, nil
-			}
+			busy = busy || in.CurrentVersion != ch.Version
 		default:
-			return true, nil
+			busy = true
 		}
 	}
-	return false, nil
+	return busy, nil
 }
 
 // queue stores a push in its service's train.
@@ -185,6 +188,7 @@ func (s *Server) promoteOnce(ctx context.Context) error {
 		return nil
 	}
 	done := map[string]bool{}
+	var errs []error
 	for _, q := range queued {
 		key := q.Record.Application + "/" + q.Record.Service
 		if done[key] {
@@ -192,10 +196,11 @@ func (s *Server) promoteOnce(ctx context.Context) error {
 		}
 		done[key] = true
 		if err := s.promote(ctx, q); err != nil {
-			return fmt.Errorf("%s: %w", key, err)
+			// One service's trouble holds no other's train.
+			errs = append(errs, fmt.Errorf("%s: %w", key, err))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // promote makes queued push q the service's desired state if the rollout
@@ -209,19 +214,35 @@ func (s *Server) promote(ctx context.Context, q queuedEntry) error {
 	}
 	rec := q.Record
 	prev := ""
-	if p, err := s.store.ActiveDesiredState(ctx, app, svc); err == nil {
-		prev = p.ID
-	}
-	msg := q.Event + " (from the release train)"
-	if prev != "" {
-		msg += ", replacing " + prev
-	}
-	ev := store.Event{Time: s.now(), Application: app, Service: svc, DesiredStateID: rec.ID, Type: ds.EventPushed, Actor: rec.CreatedBy, Message: msg}
-	switch err := s.store.CreateDesiredState(ctx, rec, ev); {
-	case errors.Is(err, store.ErrConflict):
-		// Another server promoted it: only the record is left to mark.
-	case err != nil:
+	active, err := s.store.ActiveDesiredState(ctx, app, svc)
+	switch {
+	case err == nil:
+		prev = active.ID
+	case !errors.Is(err, store.ErrNotFound):
 		return err
+	}
+	if prev != "" && prev != rec.ID && active.CreatedAt.After(rec.CreatedAt) {
+		// A push made directly (--immediate) after this one was queued
+		// replaced the rollout it waited for: it would now overtake a
+		// newer one. It leaves the queue unapplied.
+		q.Superseded = true
+		ev := store.Event{Time: s.now(), Application: app, Service: svc, DesiredStateID: rec.ID, Type: ds.EventReplaced, Actor: "engine",
+			Message: fmt.Sprintf("%s left the release train unapplied: desired state %s, pushed after it, replaced the rollout it waited for", rec.ID, prev)}
+		if err := s.store.AppendEvents(ctx, ev); err != nil {
+			return err
+		}
+	} else {
+		msg := q.Event + " (from the release train)"
+		if prev != "" {
+			msg += ", replacing " + prev
+		}
+		ev := store.Event{Time: s.now(), Application: app, Service: svc, DesiredStateID: rec.ID, Type: ds.EventPushed, Actor: rec.CreatedBy, Message: msg}
+		switch err := s.store.CreateDesiredState(ctx, rec, ev); {
+		case errors.Is(err, store.ErrConflict):
+			// Another server promoted it: only the record is left to mark.
+		case err != nil:
+			return err
+		}
 	}
 	q.Record.Compiled, q.Record.Params, q.Promoted = nil, nil, true
 	body, err := json.Marshal(q.queuedPush)
@@ -235,6 +256,17 @@ func (s *Server) promote(ctx context.Context, q queuedEntry) error {
 	s.engine.Enqueue(app, svc)
 	s.changed.notify()
 	return nil
+}
+
+// supersededInTrain reports whether release member m left its service's
+// release train unapplied (a later push made directly replaced it).
+func (s *Server) supersededInTrain(ctx context.Context, app string, m ds.ReleaseService) bool {
+	obj, err := s.store.GetConfig(ctx, queuedKind, app+"/"+m.Service+"/"+m.DesiredStateID)
+	if err != nil {
+		return false
+	}
+	var q queuedPush
+	return json.Unmarshal(obj.Body, &q) == nil && q.Superseded
 }
 
 // queuedStatus lists the pushes waiting in app/svc's train.

@@ -62,7 +62,36 @@ func TestReleaseTrain(t *testing.T) {
 	if strings.Contains(out, "queued") {
 		t.Fatalf("--immediate queued:\n%s", out)
 	}
-	if st := s.status("shop", "web"); st.DisplayName != "3.0" {
-		t.Errorf("after --immediate the active desired state is %s", st.DisplayName)
+	st = s.status("shop", "web")
+	if st.DisplayName != "3.0" {
+		t.Fatalf("after --immediate the active desired state is %s", st.DisplayName)
+	}
+	// 4.0 queues behind 3.0; 5.0 --immediate replaces 3.0: once 5.0 is
+	// done, 4.0 leaves the queue unapplied rather than overtake it.
+	if out := s.ok("dev", "push", "web", "--app", "shop", "--param", "image=4.0").stdout; !strings.Contains(out, "queued web") {
+		t.Fatalf("4.0 was not queued behind 3.0:\n%s", out)
+	}
+	m := pushedRE.FindStringSubmatch(s.ok("dev", "push", "web", "--app", "shop", "--param", "image=5.0", "--immediate").stdout)
+	if m == nil {
+		t.Fatal("cannot parse the push of 5.0")
+	}
+	ds5 := m[2]
+	s.waitStatus("shop", "web", 30*time.Second, "5.0 waiting for approval in prod", prodWaitsForApproval)
+	s.ok("alice", "approve", "web", "--app", "shop", "--release-channel", "prod", "--desired-state", ds5)
+	s.waitStatus("shop", "web", 60*time.Second, "4.0 out of the queue", func(st *apiv1.ServiceStatus) bool { return len(st.Queued) == 0 })
+	time.Sleep(trainSettle)
+	if st := s.status("shop", "web"); st.DesiredStateID != ds5 {
+		t.Fatalf("the queued 4.0 overtook 5.0: active %s (%s)", st.DesiredStateID, st.DisplayName)
+	}
+	left := false
+	for _, e := range s.events("shop", "web") {
+		left = left || strings.Contains(e.Message, "left the release train unapplied")
+	}
+	if !left {
+		t.Errorf("no event says 4.0 left the queue unapplied")
 	}
 }
+
+// trainSettle is longer than the promoter's poll (2s): what it would do
+// is done by then.
+const trainSettle = 3 * time.Second
