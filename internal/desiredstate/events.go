@@ -29,6 +29,12 @@ const (
 	EventFrozen           EventType = "frozen"
 	EventUnfrozen         EventType = "unfrozen"
 	EventLeftoverEnded    EventType = "leftover-ended"
+	// EventApprovalRequested: a channel began waiting for a manual
+	// approval (once per wait, not per pass).
+	EventApprovalRequested EventType = "approval-requested"
+	// EventBlocked: a channel became BLOCKED, or blocked for another
+	// reason (once per reason, not per pass).
+	EventBlocked EventType = "blocked"
 )
 
 // EventTypes lists every event type, in the order above.
@@ -37,6 +43,6 @@ func EventTypes() []EventType {
 		EventConfigured, EventPushed, EventReplaced, EventApproved, EventRejected, EventBypassed,
 		EventCheckPassed, EventCheckFailed, EventStarted, EventApplying, EventApplied, EventApplyFailed,
 		EventApplyInterrupted, EventConverged, EventFailed, EventDrift, EventRollback, EventPaused,
-		EventResumed, EventFrozen, EventUnfrozen, EventLeftoverEnded,
+		EventResumed, EventFrozen, EventUnfrozen, EventLeftoverEnded, EventApprovalRequested, EventBlocked,
 	}
 }

@@ -20,6 +20,15 @@ const (
 	StatusBlocked               Status = "BLOCKED"
 )
 
+// Statuses lists every status, in the order above.
+func Statuses() []Status {
+	return []Status{
+		StatusPending, StatusConverging, StatusConverged, StatusFailed, StatusWaitingPreconditions,
+		StatusWaitingManualApproval, StatusPaused, StatusReplaced, StatusRollingBack, StatusRolledBack,
+		StatusFailedRollback, StatusBlocked,
+	}
+}
+
 // Terminal reports whether no more work is expected without a new push.
 func (s Status) Terminal() bool {
 	switch s {

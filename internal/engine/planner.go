@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -10,6 +11,7 @@ import (
 
 	ds "github.com/drover-dev/drover/internal/desiredstate"
 	"github.com/drover-dev/drover/internal/runtimes"
+	engstate "github.com/drover-dev/drover/internal/state"
 	"github.com/drover-dev/drover/internal/store"
 )
 
@@ -119,6 +121,33 @@ func (p *planner) event(inst *store.Instance, typ ds.EventType, format string, a
 	})
 }
 
+// eventData sets the Data of the event appended last.
+func (p *planner) eventData(v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("event data %T: %v", v, err)) // data types are plain structs
+	}
+	p.plan.Events[len(p.plan.Events)-1].Data = b
+}
+
+// transition records a channel that began to wait for people: an
+// approval-requested event when it began waiting for an approval, a
+// blocked event when it became BLOCKED or is blocked for another reason.
+// One event per wait, not one per pass (notifications are sent of them).
+func (p *planner) transition(old store.Instance, inst *store.Instance) {
+	if inst.Status == old.Status && (inst.Reason == old.Reason || inst.Status != ds.StatusBlocked) &&
+		inst.DesiredStateID == old.DesiredStateID {
+		return
+	}
+	switch inst.Status {
+	case ds.StatusWaitingManualApproval:
+		p.event(inst, ds.EventApprovalRequested, "%s", inst.Message)
+	case ds.StatusBlocked:
+		p.event(inst, ds.EventBlocked, "%s", inst.Message)
+		p.eventData(map[string]string{"reason": string(inst.Reason)})
+	}
+}
+
 // step is the state of one instance while it is being planned.
 type step struct {
 	inst *store.Instance
@@ -157,6 +186,7 @@ func (p *planner) channel(i int, ch Channel) {
 	s := &p.steps[i]
 	*s = step{inst: inst, ch: ch}
 	defer func() {
+		p.transition(old, inst)
 		if !exists || instanceChanged(old, *inst) {
 			inst.UpdatedAt = p.in.Now
 			p.plan.Instances = append(p.plan.Instances, *inst)
@@ -795,6 +825,7 @@ func (p *planner) converge(s *step, stateID, version string) {
 		}
 		if inst.Status != done {
 			p.event(inst, ds.EventConverged, "%s: %s converged", s.ch.Name, s.label(version))
+			p.eventData(engstate.ConvergedData{Version: version, PreviousVersion: inst.CurrentVersion, Rollback: s.rollback})
 		}
 		if inst.CurrentVersion != version {
 			switch {

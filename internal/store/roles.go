@@ -437,6 +437,7 @@ type Store interface {
 	Sessions
 	Audit
 	Secrets
+	Notifications
 	Processes
 	Runs
 	Health

@@ -42,8 +42,7 @@ func insertEvents(ctx context.Context, tx pgx.Tx, events []store.Event, t time.T
 		if when.IsZero() {
 			when = t
 		}
-		batch.Queue(insertEvent, nanos(when), e.Application, e.Service, e.ReleaseChannel, e.DesiredStateID,
-			e.Type, text(e.Actor), text(e.Message), e.Data)
+		queueEvent(batch, e, when)
 	}
 	res := tx.SendBatch(ctx, batch)
 	seqs, err := eventSeqs(res, events)

@@ -59,8 +59,8 @@ func encodeEvents(events []store.Event, t time.Time) eventRows {
 	return args
 }
 
-// insertEvents appends the events of rows in tx and returns their sequence
-// numbers. A statement's rows take consecutive sequence numbers in their
+// insertEvents appends the events of rows in tx, with the deliveries of
+// those that notify (fanOut), and returns their sequence numbers. A statement's rows take consecutive sequence numbers in their
 // order, the last one its LastInsertId: seq is AUTOINCREMENT, and the
 // writer is alone.
 func (s *Store) insertEvents(ctx context.Context, tx *wtx, rows eventRows) ([]int64, error) {
@@ -85,6 +85,9 @@ func (s *Store) insertEvents(ctx context.Context, tx *wtx, rows eventRows) ([]in
 			return nil, fmt.Errorf("event %d (%s): %w", first, rows[first*eventArgs+5], err)
 		}
 		return nil, fmt.Errorf("events %d-%d: %w", first, first+count-1, err)
+	}
+	if err := fanOut(ctx, tx, rows, seqs); err != nil {
+		return nil, err
 	}
 	return seqs, nil
 }

@@ -89,6 +89,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	tests = append(tests, identityTests...)
 	tests = append(tests, sessionTests...)
 	tests = append(tests, secretTests...)
+	tests = append(tests, notifyTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
