@@ -215,7 +215,10 @@ type DeliveryResult struct {
 	Error     string
 	RetryAt   time.Time
 	Dead      bool
-	At        time.Time
+	// Deferred: no attempt was made (the target's rate was reached); the
+	// delivery is due again at RetryAt, its claim's attempt not counted.
+	Deferred bool
+	At       time.Time
 }
 
 // DeliveryFilter selects deliveries; zero fields match all.

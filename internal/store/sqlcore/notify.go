@@ -42,8 +42,10 @@ const (
 	DeleteUndelivered = "DELETE FROM notify_deliveries WHERE target = ? AND state <> 'delivered'"
 
 	// FinishDelivery records an attempt's outcome, fenced by the owner:
-	// state, last_error, next_at, delivered_at; id, owner.
-	FinishDelivery = "UPDATE notify_deliveries SET state = ?, last_error = ?, next_at = ?, delivered_at = ?, owner = '', claimed_until = NULL" +
+	// state, last_error (NULL: kept), next_at, delivered_at, attempts not
+	// counted; id, owner.
+	FinishDelivery = "UPDATE notify_deliveries SET state = ?, last_error = COALESCE(?, last_error), next_at = ?, delivered_at = ?," +
+		" attempts = attempts - ?, owner = '', claimed_until = NULL" +
 		" WHERE id = ? AND owner = ? AND state = 'pending'"
 
 	// PruneDeliveries deletes the deliveries delivered before ?.
@@ -163,7 +165,12 @@ func FinishArgs(d Dialect, owner string, r store.DeliveryResult) []any {
 	if next.IsZero() {
 		next = r.At
 	}
-	return []any{string(st), ClipError(r.Error), d.Time(next), d.Time(delivered), r.ID, owner}
+	var lastErr any = ClipError(r.Error)
+	uncounted := 0
+	if r.Deferred {
+		lastErr, uncounted = nil, 1
+	}
+	return []any{string(st), lastErr, d.Time(next), d.Time(delivered), uncounted, r.ID, owner}
 }
 
 // ListDeliveriesQuery is the query of f over deliveries joined with their
