@@ -690,3 +690,53 @@ func (c *Client) Audit(ctx context.Context, q AuditQuery) (*apiv1.AuditList, err
 	var out apiv1.AuditList
 	return &out, c.do(ctx, http.MethodGet, path, nil, &out)
 }
+
+// NotificationTargets lists where notifications go, with the counts of
+// their deliveries.
+func (c *Client) NotificationTargets(ctx context.Context) (*apiv1.NotificationTargetList, error) {
+	var out apiv1.NotificationTargetList
+	return &out, c.do(ctx, http.MethodGet, "/v1/notifications", nil, &out)
+}
+
+// SetWebhook creates or replaces webhook target name.
+func (c *Client) SetWebhook(ctx context.Context, name string, req apiv1.PutNotificationTargetRequest) (*apiv1.NotificationTarget, error) {
+	var out apiv1.NotificationTarget
+	return &out, c.do(ctx, http.MethodPost, "/v1/notifications/"+url.PathEscape(name)+":set", req, &out)
+}
+
+// DeleteNotificationTarget removes target name.
+func (c *Client) DeleteNotificationTarget(ctx context.Context, name string) (*apiv1.DeleteNotificationTargetResponse, error) {
+	var out apiv1.DeleteNotificationTargetResponse
+	return &out, c.do(ctx, http.MethodPost, "/v1/notifications/"+url.PathEscape(name)+":delete", nil, &out)
+}
+
+// Deliveries lists the outbox's deliveries, newest first: of target (all:
+// ""), in states (all: none; "failed": pending after a failed attempt, or
+// dead), before id before (0: from the newest), at most limit (0: 100).
+func (c *Client) Deliveries(ctx context.Context, target string, states []string, before int64, limit int) (*apiv1.DeliveryList, error) {
+	q := url.Values{}
+	if target != "" {
+		q.Set("target", target)
+	}
+	for _, st := range states {
+		q.Add("state", st)
+	}
+	if before > 0 {
+		q.Set("before", strconv.FormatInt(before, 10))
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	path := "/v1/notifications/deliveries"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var out apiv1.DeliveryList
+	return &out, c.do(ctx, http.MethodGet, path, nil, &out)
+}
+
+// RetryDeliveries makes dead deliveries pending again.
+func (c *Client) RetryDeliveries(ctx context.Context, req apiv1.RetryDeliveriesRequest) (*apiv1.RetryDeliveriesResponse, error) {
+	var out apiv1.RetryDeliveriesResponse
+	return &out, c.do(ctx, http.MethodPost, "/v1/notifications:retry", req, &out)
+}

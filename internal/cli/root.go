@@ -110,7 +110,7 @@ approvals, protections). It reads Prodvana-format configs (*.pvn.yaml).`,
 		newChannelCmd(g, "resume", "Let drover apply to a paused release channel (or all) again", (*client.Client).Resume),
 		newRollbackCmd(g), newVersionsCmd(g),
 		newEventsCmd(g), newRunsCmd(g), newRunCmd(g), newRuntimesCmd(g),
-		newTokensCmd(g), newSecretsCmd(g), newWhoAmICmd(g), newAuditCmd(g), newLoginCmd(g), newLogoutCmd(g), newSessionsCmd(g), newContextCmd(),
+		newTokensCmd(g), newSecretsCmd(g), newNotificationsCmd(g), newWhoAmICmd(g), newAuditCmd(g), newLoginCmd(g), newLogoutCmd(g), newSessionsCmd(g), newContextCmd(),
 		newVersionCmd(),
 	)
 	root.AddCommand(cmds...)

@@ -65,6 +65,8 @@ type Config struct {
 	// eventretention).
 	EventRetention time.Duration
 	EventArchive   string
+	// Notify configures the delivery of notifications.
+	Notify server.NotifyConfig
 }
 
 // AgentsConfig is where a server accepts agents.
@@ -145,7 +147,7 @@ func New(cfg Config) *Node {
 	kinds := gateKinds(cfg.DataDir)
 	if cfg.APIOnly {
 		return &Node{feed: feed, log: cfg.Log, srv: server.New(server.Config{Store: cfg.Store, Engine: noEngine{}, Runtimes: noEngine{}, Log: cfg.Log, Now: cfg.Now,
-			Edge: cfg.Edge, StoreKind: cfg.StoreKind, Gates: kinds})}
+			Edge: cfg.Edge, StoreKind: cfg.StoreKind, Gates: kinds, Notify: cfg.Notify})}
 	}
 	var hs runtimehost.Store = cfg.Store
 	if cfg.Processes != nil {
@@ -183,7 +185,7 @@ func New(cfg Config) *Node {
 	n.hub.SetReplica(n.loop.Owner())
 	n.retention = eventretention.Config{Horizon: cfg.EventRetention, ArchiveDir: cfg.EventArchive, Owner: n.loop.Owner(), Now: cfg.Now, Log: cfg.Log}
 	n.srv = server.New(server.Config{Store: cfg.Store, States: states, Engine: n.loop, Runtimes: n.host, Log: cfg.Log, Now: cfg.Now, Edge: cfg.Edge,
-		StoreKind: cfg.StoreKind, Replica: n.loop.Owner(), Agents: n.agentsInfo(), Gates: kinds})
+		StoreKind: cfg.StoreKind, Replica: n.loop.Owner(), Agents: n.agentsInfo(), Gates: kinds, Notify: cfg.Notify})
 	return n
 }
 

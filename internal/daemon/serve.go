@@ -90,6 +90,12 @@ type serverFlags struct {
 	// terraformModuleRoots are the directories terraformRunner modules may
 	// be in (none given: the working directory).
 	terraformModuleRoots []string
+	// externalURL is where people reach this server (links in
+	// notifications); notifyAttempts and notifyBackoff bound the retries
+	// of a delivery.
+	externalURL    string
+	notifyAttempts int
+	notifyBackoff  time.Duration
 }
 
 func (f *serverFlags) register(cmd *cobra.Command, defaultData string) {
@@ -126,6 +132,9 @@ func (f *serverFlags) register(cmd *cobra.Command, defaultData string) {
 	fl.StringVar(&f.agentAdvertise, "agent-advertise-url", "", "with --database: this server's own address for agents, https://HOST:PORT; agents connected to any server also connect here, so every server reaches every agent (default: https:// and the --agent-listen address when it names a host and --agent-url is not set; \"none\" announces nothing)")
 	f.oidc.register(cmd)
 	registerProgramRoots(fl, &f.terraformModuleRoots, "")
+	fl.StringVar(&f.externalURL, "external-url", "", "the address people reach this server's web UI at, for the links in notifications and the source of their CloudEvents (default: the --listen address)")
+	fl.IntVar(&f.notifyAttempts, "notify-max-attempts", 20, "attempts to deliver a notification before it is dead (drover notifications retry sends it again)")
+	fl.DurationVar(&f.notifyBackoff, "notify-max-backoff", 30*time.Second, "the longest wait between two attempts to deliver a notification (the first retry comes after a second, each next one after twice as long)")
 	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", 30*time.Second, "on Ctrl-C or SIGTERM, how long applies in flight may still finish before they are stopped (a second signal stops at once)")
 }
 
@@ -248,9 +257,14 @@ func (f *serverFlags) start(ctx context.Context, log *slog.Logger) (addr string,
 	m := metrics.New()
 	m.Instances(func(ctx context.Context) ([]store.Instance, error) { return st.ListInstances(ctx, "", "") }, 15*time.Second)
 	edge.Metrics = m
+	ui := f.externalURL
+	if ui == "" {
+		ui = scheme + "://" + ln.Addr().String()
+	}
+	notifyCfg := server.NotifyConfig{UIURL: ui, MaxAttempts: f.notifyAttempts, MaxBackoff: f.notifyBackoff, Observer: m.Notifications(st.CountDeliveries)}
 	node := New(Config{Metrics: m, Store: st, DataDir: f.data, Registry: registry, Settings: f.settings, Log: log, Workers: f.workers, Edge: edge, ShutdownGrace: f.shutdownGrace, APIOnly: f.apiOnly,
 		StoreKind: kind, Shared: kind == "postgres", LeaseTTL: f.leaseTTL, Processes: procs, Agents: agents,
-		EventRetention: f.eventRetention, EventArchive: f.archiveDir()})
+		EventRetention: f.eventRetention, EventArchive: f.archiveDir(), Notify: notifyCfg})
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- node.Run(ctx, ln) }()

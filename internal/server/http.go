@@ -71,7 +71,7 @@ func (s *Server) routeTable() []route {
 			})
 		})
 	}
-	return []route{
+	return append([]route{
 		{method: "GET", path: "/v1/health", scope: scopeOpen, resp: apiv1.Health{}, summary: "Health of the server and its store",
 			handler: s.health},
 		{method: "GET", path: LivezPath, scope: scopeOpen, summary: "Liveness probe: 200 and ok while the server answers; needs no credential and says nothing more",
@@ -316,7 +316,7 @@ func (s *Server) routeTable() []route {
 			}},
 		{method: "GET", path: "/v1/watch", perm: auth.PermRead, scope: scopeSome, query: []queryParam{{"app", "string", "only this application's events"}, {"service", "string", "only this service's events"}, {"after", "integer", "only events after this sequence number (or the Last-Event-ID header)"}, typeParam}, summary: "Server-sent events (of the applications the caller may read)",
 			handler: s.watch},
-	}
+	}, s.notificationRoutes()...)
 }
 
 // serviceList streams the status of every service the caller may read.

@@ -65,6 +65,8 @@ type Config struct {
 	// States decodes desired states: the engine's cache, shared (nil: one
 	// of the server's own).
 	States *engine.StateCache
+	// Notify configures the delivery of notifications.
+	Notify NotifyConfig
 }
 
 // Server is the API.
@@ -106,6 +108,7 @@ type Server struct {
 	// trainsWaiting is set while pushes are known to wait in release
 	// trains (trains.go).
 	trainsWaiting atomic.Bool
+	notifyCfg     NotifyConfig
 }
 
 // stripedMutex is a set of mutexes picked by a key's hash: one key always
@@ -134,7 +137,7 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{store: cfg.Store, engine: cfg.Engine, states: cfg.States, runtimes: cfg.Runtimes, gateKind: cfg.Gates, log: cfg.Log, now: cfg.Now,
 		changed: newBroadcaster(), edgeCfg: cfg.Edge, agents: cfg.Agents, storeKind: cfg.StoreKind, replica: cfg.Replica,
-		limits: newLimiter(cfg.Edge.MutationRate, cfg.Edge.MutationBurst, cfg.Edge.MaxStreams), streamRecheck: streamRecheck, ui: web.New()}
+		limits: newLimiter(cfg.Edge.MutationRate, cfg.Edge.MutationBurst, cfg.Edge.MaxStreams), streamRecheck: streamRecheck, ui: web.New(), notifyCfg: cfg.Notify}
 	s.routes()
 	return s
 }
@@ -162,6 +165,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	go s.monitorStore(ctx)
 	go s.sweepSessions(ctx)
 	go s.promoteTrains(ctx)
+	go s.runNotifications(ctx)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errc <- err

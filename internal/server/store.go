@@ -17,6 +17,7 @@ type Store interface {
 	store.Sessions
 	store.Audit
 	store.Secrets
+	store.Notifications
 	store.Runs
 	store.Health
 }

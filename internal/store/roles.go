@@ -222,8 +222,9 @@ type Events interface {
 	LastEventSeq(ctx context.Context) (int64, error)
 
 	// PruneEvents deletes the events with a Seq up to throughSeq, except
-	// the newest event of all (the history's end, from which seqs go on),
-	// and returns how many it deleted. Event retention calls it once the
+	// the newest event of all (the history's end, from which seqs go on)
+	// and the events of notifications not yet delivered (pending or dead
+	// deliveries), and returns how many it deleted. Event retention calls it once the
 	// events are archived (see docs/data-directory.md).
 	PruneEvents(ctx context.Context, throughSeq int64) (int64, error)
 }

@@ -146,7 +146,7 @@ func (s *Store) LastEventSeq(ctx context.Context) (int64, error) {
 func (s *Store) PruneEvents(ctx context.Context, throughSeq int64) (int64, error) {
 	var n int64
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, "DELETE FROM events WHERE seq <= $1 AND seq < (SELECT max(seq) FROM events)", throughSeq)
+		tag, err := tx.Exec(ctx, "DELETE FROM events WHERE seq <= $1 AND seq < (SELECT max(seq) FROM events)"+keepUndelivered, throughSeq)
 		n = tag.RowsAffected()
 		return err
 	})
@@ -155,3 +155,7 @@ func (s *Store) PruneEvents(ctx context.Context, throughSeq int64) (int64, error
 	}
 	return n, nil
 }
+
+// keepUndelivered keeps, in PruneEvents, the events of deliveries not yet
+// made (pending or dead): their notifications are still to go out.
+const keepUndelivered = " AND NOT EXISTS (SELECT 1 FROM notify_deliveries d WHERE d.event_seq = events.seq AND d.state <> 'delivered')"

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/drover-dev/drover/internal/store"
 	"github.com/drover-dev/drover/internal/state"
+	"github.com/drover-dev/drover/internal/store"
 )
 
 // Notifications (tables notify_targets and notify_deliveries): the targets

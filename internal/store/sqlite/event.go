@@ -164,7 +164,7 @@ func (s *Store) LastEventSeq(ctx context.Context) (int64, error) {
 func (s *Store) PruneEvents(ctx context.Context, throughSeq int64) (int64, error) {
 	var n int64
 	err := s.writeTxRerun(ctx, crashSafe, func(tx *wtx) error {
-		res, err := tx.ExecContext(ctx, "DELETE FROM events WHERE seq <= ? AND seq < (SELECT max(seq) FROM events)", throughSeq)
+		res, err := tx.ExecContext(ctx, "DELETE FROM events WHERE seq <= ? AND seq < (SELECT max(seq) FROM events)"+keepUndelivered, throughSeq)
 		if err != nil {
 			return err
 		}
@@ -176,3 +176,7 @@ func (s *Store) PruneEvents(ctx context.Context, throughSeq int64) (int64, error
 	}
 	return n, nil
 }
+
+// keepUndelivered keeps, in PruneEvents, the events of deliveries not yet
+// made (pending or dead): their notifications are still to go out.
+const keepUndelivered = " AND NOT EXISTS (SELECT 1 FROM notify_deliveries d WHERE d.event_seq = events.seq AND d.state <> 'delivered')"

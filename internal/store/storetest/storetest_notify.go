@@ -23,6 +23,7 @@ var notifyTests = []struct {
 	{"Notify/ClaimExpiresAndFences", testNotifyClaimExpiry},
 	{"Notify/DeadRetryPrune", testNotifyDeadRetry},
 	{"Notify/ConcurrentClaimsOnce", testNotifyConcurrentClaims},
+	{"Notify/PruneEventsKeepsUndelivered", testNotifyPruneKeepsUndelivered},
 }
 
 func hook(name string, f store.NotifyFilter) store.NotifyTarget {
@@ -320,3 +321,28 @@ func testNotifyConcurrentClaims(t *testing.T, s store.Store) {
 // soon is a time after the deliveries made now are due, whole seconds (as
 // every store keeps them).
 func soon() time.Time { return time.Now().Add(time.Minute).Truncate(time.Second).UTC() }
+
+func testNotifyPruneKeepsUndelivered(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	must(t, s.PutNotifyTarget(ctx, hook("ci", store.NotifyFilter{})))
+	evs := []store.Event{converged("shop", "web", "staging", "v1", ""), converged("shop", "api", "staging", "v1", ""),
+		{Application: "shop", Service: "web", Type: ds.EventApplying, Message: "x"}}
+	must(t, s.AppendEvents(ctx, evs...))
+	got, err := s.ClaimDeliveries(ctx, "a", soon(), time.Minute, 10)
+	must(t, err)
+	for _, d := range got {
+		if d.Event.Service == "api" {
+			must(t, s.FinishDelivery(ctx, "a", store.DeliveryResult{ID: d.ID, Delivered: true, At: soon()}))
+		}
+	}
+	n, err := s.PruneEvents(ctx, evs[2].Seq)
+	must(t, err)
+	if n != 1 {
+		t.Errorf("pruned %d events, want 1 (api's, delivered; web's is pending, the last is the history's end)", n)
+	}
+	pending, err := s.ListDeliveries(ctx, store.DeliveryFilter{States: []store.DeliveryState{store.DeliveryPending}})
+	must(t, err)
+	if len(pending) != 1 || pending[0].Event.Message != evs[0].Message {
+		t.Errorf("pending after prune: %+v", pending)
+	}
+}

@@ -36,3 +36,4 @@ CREATE TABLE notify_deliveries (
 );
 CREATE INDEX notify_deliveries_queue ON notify_deliveries (state, target, key, id);
 CREATE INDEX notify_deliveries_due ON notify_deliveries (state, next_at);
+CREATE INDEX notify_deliveries_event ON notify_deliveries (event_seq);
