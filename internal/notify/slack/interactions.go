@@ -223,11 +223,14 @@ func (h *Interactions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case errors.Is(err, ErrAlreadyDecided):
-		msg := fmt.Sprintf(":information_source: You already %s %s; nothing changed.", done, a)
-		if detail := err.Error(); detail != ErrAlreadyDecided.Error() {
-			msg = fmt.Sprintf(":information_source: You already decided on %s (%s); nothing changed.", a, detail)
+		msg := ":information_source: You already decided on " + a.String()
+		if d.Approve {
+			msg = ":information_source: You already approved " + a.String()
 		}
-		h.reply(replyTo, ephemeral(msg))
+		if detail := strings.TrimSuffix(err.Error(), ": "+ErrAlreadyDecided.Error()); detail != ErrAlreadyDecided.Error() {
+			msg += " (" + detail + ")"
+		}
+		h.reply(replyTo, ephemeral(msg+"; nothing changed."))
 	case err != nil:
 		h.cfg.Log.Info("slack decision failed", "identity", identity, "approval", a.String(), "approve", d.Approve, "error", err)
 		h.reply(replyTo, ephemeral(fmt.Sprintf(":warning: Could not %s %s: %s", verb, a, err)))

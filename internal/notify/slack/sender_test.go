@@ -359,4 +359,3 @@ func findActions(bs goslack.Blocks) *goslack.ActionBlock {
 	}
 	return nil
 }
-
