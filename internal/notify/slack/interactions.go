@@ -58,7 +58,8 @@ type InteractionsConfig struct {
 	// identity; ok false: the user is not mapped, and nothing is decided
 	// (required).
 	Identity func(ctx context.Context, slackTeamID, slackUserID string) (identity string, ok bool)
-	// Decide records a decision of identity (required). An error wrapping
+	// Decide records a decision of identity (required): it checks that
+	// identity may decide on the wait, as the API does. An error wrapping
 	// ErrAlreadyDecided says identity already decided on the wait; any
 	// other error is told to the person as it is.
 	Decide func(ctx context.Context, identity string, d Decision) (Outcome, error)
@@ -85,7 +86,16 @@ type InteractionsConfig struct {
 type Interactions struct {
 	cfg InteractionsConfig
 	wg  sync.WaitGroup
+
+	mu sync.Mutex
+	// seen holds the signatures of the requests taken, until their
+	// timestamp is out of the window: a replay within it is refused too.
+	seen map[string]time.Time
 }
+
+// replayWindow is how long a signature is remembered: timestamps are
+// taken up to five minutes either side of now.
+const replayWindow = 10 * time.Minute
 
 // NewInteractions returns a handler with cfg's defaults filled in; an
 // error says what cfg lacks.
@@ -118,7 +128,7 @@ func NewInteractions(cfg InteractionsConfig) (*Interactions, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Interactions{cfg: cfg}, nil
+	return &Interactions{cfg: cfg, seen: map[string]time.Time{}}, nil
 }
 
 // SlackResponseURL reports whether u is one of Slack's response URLs
@@ -133,8 +143,8 @@ func SlackResponseURL(u *url.URL) bool {
 func (h *Interactions) Wait() { h.wg.Wait() }
 
 // ServeHTTP implements http.Handler. It answers 401 to a request Slack did
-// not sign (or signed more than five minutes ago) and does nothing else
-// then; a signed click is answered 200 once decided, the message updated
+// not sign, signed more than five minutes ago, or already taken (a
+// replay), and does nothing else then; a signed click is answered 200 once decided, the message updated
 // (or the person told why not) through response_url afterwards.
 func (h *Interactions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
@@ -162,6 +172,11 @@ func (h *Interactions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := verify(r.Header, secret, body); err != nil {
 		h.cfg.Log.Warn("slack interaction refused", "remote", r.RemoteAddr, "error", err)
 		http.Error(w, "not signed by Slack: "+err.Error(), http.StatusUnauthorized)
+		return
+	}
+	if h.replayed(r.Header.Get("X-Slack-Signature"), time.Now()) {
+		h.cfg.Log.Warn("slack interaction refused: replayed", "remote", r.RemoteAddr)
+		http.Error(w, "this request was already taken (a replay?)", http.StatusUnauthorized)
 		return
 	}
 	form, err := url.ParseQuery(string(body))
@@ -269,6 +284,23 @@ func verify(h http.Header, secret string, body []byte) error {
 		return errors.New("wrong signature")
 	}
 	return nil
+}
+
+// replayed reports whether a request signed sig was taken before (within
+// replayWindow), and remembers sig.
+func (h *Interactions) replayed(sig string, now time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for k, until := range h.seen {
+		if now.After(until) {
+			delete(h.seen, k)
+		}
+	}
+	if _, ok := h.seen[sig]; ok {
+		return true
+	}
+	h.seen[sig] = now.Add(replayWindow)
+	return false
 }
 
 // ephemeral is a reply only the person who clicked sees, the message left

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,6 +23,9 @@ import (
 
 	"github.com/drover-dev/drover/internal/state"
 )
+
+// clicks tells clicks apart (their action_ts), as Slack's differ.
+var clicks atomic.Int64
 
 const testSigningSecret = "8f742231b10e8888abcd99yyyzzz85a5"
 
@@ -124,10 +128,7 @@ func (it *interactionsTest) got() []reply {
 // on the button action of the approval request's message.
 func (it *interactionsTest) payload(t *testing.T, user, action string) string {
 	t.Helper()
-	text, blocks, err := Message(notification(state.NotifyApprovalRequested))
-	if err != nil {
-		t.Fatal(err)
-	}
+	text, blocks := Message(notification(state.NotifyApprovalRequested))
 	value := ""
 	for _, b := range blocks {
 		if ab, ok := b.(*goslack.ActionBlock); ok {
@@ -151,7 +152,7 @@ func (it *interactionsTest) payload(t *testing.T, user, action string) string {
 		"response_url": it.replyTo,
 		"actions": []map[string]any{{
 			"action_id": action, "block_id": blockActions, "type": "button", "value": value,
-			"text": map[string]any{"type": "plain_text", "text": "Approve"}, "action_ts": "1700000001.000200",
+			"text": map[string]any{"type": "plain_text", "text": "Approve"}, "action_ts": fmt.Sprintf("%d.%06d", time.Now().Unix(), clicks.Add(1)),
 		}},
 	}
 	b, err := json.Marshal(p)
@@ -294,6 +295,24 @@ func TestInteractionReplay(t *testing.T) {
 	}
 	if got := it.got(); len(got) != 0 {
 		t.Errorf("replies %+v", got)
+	}
+}
+
+func TestInteractionReplayInWindow(t *testing.T) {
+	it := newInteractionsTest(t)
+	body := it.payload(t, "U1", ActionApprove)
+	ts, sig := sign(testSigningSecret, time.Now(), body)
+	if w := it.post(body, ts, sig); w.Code != http.StatusOK {
+		t.Fatalf("first: status %d", w.Code)
+	}
+	if w := it.post(body, ts, sig); w.Code != http.StatusUnauthorized {
+		t.Errorf("replay: status %d, want 401", w.Code)
+	}
+	if calls := it.dec.got(); len(calls) != 1 {
+		t.Errorf("Decide called %d times, want 1", len(calls))
+	}
+	if got := it.got(); len(got) != 1 {
+		t.Errorf("replies %+v, want the first's only", got)
 	}
 }
 

@@ -78,10 +78,7 @@ func (s *Sender) Send(ctx context.Context, t store.NotifyTarget, n notify.Notifi
 		return &notify.PermanentError{Err: fmt.Errorf("slack %s: no Slack bot token is configured on this server", t.Name)}
 	}
 	channel := ChannelFor(spec, n.Type)
-	text, blocks, err := Message(n)
-	if err != nil {
-		return &notify.PermanentError{Err: fmt.Errorf("slack %s: %w", t.Name, err)}
-	}
+	text, blocks := Message(n)
 	api := goslack.New(token, goslack.OptionAPIURL(s.cfg.APIURL), goslack.OptionHTTPClient(s.cfg.HTTPClient))
 	_, _, err = api.PostMessageContext(ctx, channel,
 		goslack.MsgOptionText(text, false),
@@ -152,7 +149,7 @@ const (
 // Message is n as a Slack message: the fallback text (notifications and
 // clients without blocks) and the Block Kit blocks. An approval request has
 // the Approve and Reject buttons.
-func Message(n notify.Notification) (string, []goslack.Block, error) {
+func Message(n notify.Notification) (string, []goslack.Block) {
 	p := notify.PayloadOf(n)
 	head := Headline(p)
 	var blocks []goslack.Block
@@ -186,13 +183,13 @@ func Message(n notify.Notification) (string, []goslack.Block, error) {
 		if p.Preview != "" {
 			blocks = append(blocks, section("preview", "```"+escape(truncate(p.Preview, maxSectionText-6))+"```"))
 		}
-		value, err := EncodeApproval(Approval{Application: p.Application, Service: p.Service, ReleaseChannel: p.ReleaseChannel, DesiredStateID: p.DesiredStateID})
-		if err != nil {
-			return "", nil, fmt.Errorf("approval request of event %d: %w", p.EventSeq, err)
+		// Without all of what names the wait (not expected), the message
+		// goes without buttons: the command still approves.
+		if value, err := EncodeApproval(Approval{Application: p.Application, Service: p.Service, ReleaseChannel: p.ReleaseChannel, DesiredStateID: p.DesiredStateID}); err == nil {
+			approve := goslack.NewButtonBlockElement(ActionApprove, value, goslack.NewTextBlockObject(goslack.PlainTextType, "Approve", false, false)).WithStyle(goslack.StylePrimary)
+			reject := goslack.NewButtonBlockElement(ActionReject, value, goslack.NewTextBlockObject(goslack.PlainTextType, "Reject", false, false)).WithStyle(goslack.StyleDanger)
+			blocks = append(blocks, goslack.NewActionBlock(blockActions, approve, reject))
 		}
-		approve := goslack.NewButtonBlockElement(ActionApprove, value, goslack.NewTextBlockObject(goslack.PlainTextType, "Approve", false, false)).WithStyle(goslack.StylePrimary)
-		reject := goslack.NewButtonBlockElement(ActionReject, value, goslack.NewTextBlockObject(goslack.PlainTextType, "Reject", false, false)).WithStyle(goslack.StyleDanger)
-		blocks = append(blocks, goslack.NewActionBlock(blockActions, approve, reject))
 		if p.ApproveCommand != "" {
 			blocks = append(blocks, contextBlock("command", "Or run `"+escape(p.ApproveCommand)+"`"))
 		}
@@ -201,7 +198,7 @@ func Message(n notify.Notification) (string, []goslack.Block, error) {
 	if p.Message != "" {
 		text += ": " + p.Message
 	}
-	return escape(truncate(text, maxFallback)), blocks, nil
+	return escape(truncate(text, maxFallback)), blocks
 }
 
 // Headline is the first line of a message about p, e.g. ":rocket: shop/web

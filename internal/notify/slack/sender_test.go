@@ -359,3 +359,15 @@ func findActions(bs goslack.Blocks) *goslack.ActionBlock {
 	}
 	return nil
 }
+
+func TestMessageApprovalWithoutState(t *testing.T) {
+	n := notification(state.NotifyApprovalRequested)
+	n.Event.DesiredStateID = ""
+	_, blocks := Message(n)
+	if findActions(goslack.Blocks{BlockSet: blocks}) != nil {
+		t.Error("buttons without a desired state to approve")
+	}
+	if all := blockText(goslack.Blocks{BlockSet: blocks}); !strings.Contains(all, "drover approve shop/web prod") {
+		t.Errorf("no approve command in:\n%s", all)
+	}
+}
