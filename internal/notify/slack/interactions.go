@@ -70,8 +70,9 @@ type InteractionsConfig struct {
 	// posted to (default: https on hooks.slack.com or hooks.slack-gov.com;
 	// tests allow their httptest servers).
 	AllowResponseURL func(u *url.URL) bool
-	// UnmappedHint tells an unmapped Slack user how to get mapped (default:
-	// ask a drover admin to map the Slack user and team IDs).
+	// UnmappedHint tells an unmapped Slack user how to get mapped, in
+	// Slack mrkdwn (default: ask a drover admin to map the Slack user and
+	// team IDs; the server should name its command).
 	UnmappedHint func(slackTeamID, slackUserID string) string
 	// DecideTimeout bounds Decide (default 2s: Slack waits 3s for the
 	// answer).
@@ -224,7 +225,7 @@ func (h *Interactions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	a, err := DecodeApproval(action.Value)
 	if err != nil {
-		h.reply(replyTo, ephemeral(":warning: This button is not one drover understands ("+err.Error()+"); nothing was recorded."))
+		h.reply(replyTo, ephemeral(":warning: This button is not one drover understands ("+escape(err.Error())+"); nothing was recorded."))
 		w.WriteHeader(http.StatusOK)
 		return
 	}
@@ -243,12 +244,12 @@ func (h *Interactions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			msg = ":information_source: You already approved " + a.String()
 		}
 		if detail := strings.TrimSuffix(err.Error(), ": "+ErrAlreadyDecided.Error()); detail != ErrAlreadyDecided.Error() {
-			msg += " (" + detail + ")"
+			msg += " (" + escape(detail) + ")"
 		}
 		h.reply(replyTo, ephemeral(msg+"; nothing changed."))
 	case err != nil:
 		h.cfg.Log.Info("slack decision failed", "identity", identity, "approval", a.String(), "approve", d.Approve, "error", err)
-		h.reply(replyTo, ephemeral(fmt.Sprintf(":warning: Could not %s %s: %s", verb, a, err)))
+		h.reply(replyTo, ephemeral(fmt.Sprintf(":warning: Could not %s %s: %s", verb, a, escape(err.Error()))))
 	default:
 		h.cfg.Log.Info("slack decision", "identity", identity, "approval", a.String(), "approve", d.Approve, "final", out.Final)
 		status := out.Text
