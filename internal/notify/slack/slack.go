@@ -103,7 +103,7 @@ type Approval struct {
 	DesiredStateID string `json:"ds"`
 }
 
-// String is a for people: "shop/web in prod".
+// String names a for people: "shop/web in prod".
 func (a Approval) String() string {
 	return a.Application + "/" + a.Service + " in " + a.ReleaseChannel
 }
