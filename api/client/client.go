@@ -707,7 +707,7 @@ func (c *Client) SetWebhook(ctx context.Context, name string, req apiv1.PutNotif
 // DeleteNotificationTarget removes target name.
 func (c *Client) DeleteNotificationTarget(ctx context.Context, name string) (*apiv1.DeleteNotificationTargetResponse, error) {
 	var out apiv1.DeleteNotificationTargetResponse
-	return &out, c.do(ctx, http.MethodPost, "/v1/notifications/"+url.PathEscape(name)+":delete", nil, &out)
+	return &out, c.do(ctx, http.MethodPost, "/v1/notifications/"+url.PathEscape(name)+":delete", apiv1.DeleteNotificationTargetRequest{}, &out)
 }
 
 // Deliveries lists the outbox's deliveries, newest first: of target (all:

@@ -100,6 +100,10 @@ type RetryDeliveriesResponse struct {
 	Retried int `json:"retried"`
 }
 
+// DeleteNotificationTargetRequest removes a target (POST
+// /v1/notifications/{name}:delete); it has no fields.
+type DeleteNotificationTargetRequest struct{}
+
 // DeleteNotificationTargetResponse names the target removed.
 type DeleteNotificationTargetResponse struct {
 	Name string `json:"name"`

@@ -54,12 +54,27 @@ type Application struct {
 	ReleaseChannels      []ReleaseChannel      `json:"releaseChannels,omitempty"`
 	ReleaseChannelGroups []ReleaseChannelGroup `json:"releaseChannelGroups,omitempty"`
 	NoCleanupOnDelete    bool                  `json:"noCleanupOnDelete,omitempty"`
-	Notifications        Unsupported           `json:"notifications,omitzero"`
+	Notifications        *Notifications        `json:"notifications,omitempty"`
 	Annotations          Unsupported           `json:"annotations,omitzero"`
 	ReleaseSettings      Unsupported           `json:"releaseSettings,omitzero"`
 	Alerts               Unsupported           `json:"alerts,omitzero"`
 	Capabilities         Unsupported           `json:"capabilities,omitzero"`
 	CapabilityInstances  Unsupported           `json:"capabilityInstances,omitzero"`
+}
+
+// Notifications is where an application's notifications go (Prodvana's
+// NotificationConfig).
+type Notifications struct {
+	Slack *SlackNotifications `json:"slack,omitempty"`
+}
+
+// SlackNotifications are an application's Slack channels: Channel gets
+// every notification (deployments, approval requests with Approve and
+// Reject buttons, blocked and failed channels, freezes), ErrorChannel only
+// failures (failed channels) as well. Either may be left out.
+type SlackNotifications struct {
+	Channel      string `json:"channel,omitempty"`
+	ErrorChannel string `json:"errorChannel,omitempty"`
 }
 
 // ApplicationMetadata is display-only information about an application.

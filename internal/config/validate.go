@@ -55,6 +55,9 @@ func (v *validator) add(src *Source, path, format string, args ...any) {
 	v.errs = append(v.errs, src.Errorf(path, format, args...))
 }
 
+// slackChannelRE is a Slack channel by name (#name or name) or by ID.
+var slackChannelRE = regexp.MustCompile(`^(#?[a-z0-9][a-z0-9._-]{0,79}|[CG][A-Z0-9]{6,20})$`)
+
 // Validate checks each file and the references between them: names, required
 // fields, oneofs, label queries, template syntax, and that every application,
 // runtime, release channel, protection and delivery extension referenced exists.
@@ -226,6 +229,16 @@ func (v *validator) labelQuery(src *Source, path, q string) {
 
 func (v *validator) application(src *Source, app *Application) {
 	v.name(src, "application.name", app.Name, "name")
+	if n := app.Notifications; n != nil && n.Slack != nil {
+		if n.Slack.Channel == "" && n.Slack.ErrorChannel == "" {
+			v.add(src, "application.notifications.slack", "give channel, errorChannel or both")
+		}
+		for _, f := range []struct{ field, ch string }{{"channel", n.Slack.Channel}, {"errorChannel", n.Slack.ErrorChannel}} {
+			if f.ch != "" && !slackChannelRE.MatchString(f.ch) {
+				v.add(src, "application.notifications.slack."+f.field, "%q is not a Slack channel: give #name (lowercase letters, digits, - _ .) or a channel ID (C0123ABCD)", f.ch)
+			}
+		}
+	}
 	names := map[string]int{}
 	for i, rc := range app.ReleaseChannels {
 		p := fmt.Sprintf("application.releaseChannels[%d]", i)

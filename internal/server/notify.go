@@ -140,9 +140,9 @@ func (s *Server) notificationRoutes() []route {
 			handler: handle(s, func(r *http.Request, req apiv1.PutNotificationTargetRequest) (any, error) {
 				return s.putWebhook(r.Context(), r.PathValue("name"), req)
 			})},
-		{method: "POST", path: "/v1/notifications/{name}:delete", perm: auth.PermConfigure, scope: scopeGlobal, resp: apiv1.DeleteNotificationTargetResponse{},
+		{method: "POST", path: "/v1/notifications/{name}:delete", perm: auth.PermConfigure, scope: scopeGlobal, req: apiv1.DeleteNotificationTargetRequest{}, resp: apiv1.DeleteNotificationTargetResponse{},
 			summary: "Remove a target and its deliveries not yet made",
-			handler: handle(s, func(r *http.Request, _ struct{}) (any, error) {
+			handler: handle(s, func(r *http.Request, _ apiv1.DeleteNotificationTargetRequest) (any, error) {
 				return s.deleteNotificationTarget(r.Context(), r.PathValue("name"))
 			})},
 		{method: "GET", path: "/v1/notifications/deliveries", perm: auth.PermRead, scope: scopeGlobal, resp: apiv1.DeliveryList{},

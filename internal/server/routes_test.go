@@ -83,7 +83,7 @@ func matrixBodies(t *testing.T, ds string) map[string]any {
 		"POST /v1/secrets/{key}:set":                     apiv1.SetSecretRequest{Value: "matrix-value"},
 		"POST /v1/secrets/{key}:delete":                  apiv1.DeleteSecretRequest{},
 		"POST /v1/notifications/{name}:set":              apiv1.PutNotificationTargetRequest{URL: "http://127.0.0.1:1/hook", Secret: "matrix-secret-0123456789"},
-		"POST /v1/notifications/{name}:delete":           nil,
+		"POST /v1/notifications/{name}:delete":           apiv1.DeleteNotificationTargetRequest{},
 		"POST /v1/notifications:retry":                   apiv1.RetryDeliveriesRequest{},
 	}
 }

@@ -249,7 +249,7 @@ func TestNotifyWebhook(t *testing.T) {
 		t.Errorf("deployed event: %+v", deployed)
 	}
 	asked := h.waitFor(30*time.Second, "prod's approval request", is("approval.requested", "prod"))
-	if asked.Type != "dev.drover.approval.requested.0.1.0" || !strings.Contains(asked.Payload.Preview, "prod: "+v1+" (now nothing yet)") ||
+	if asked.Type != "dev.drover.approval.requested.0.1.0" || !strings.Contains(asked.Payload.Preview, v1) || !strings.Contains(asked.Payload.Preview, "(now nothing yet)") ||
 		asked.Payload.ApproveCommand != "drover approve web --app shop --release-channel prod" {
 		t.Errorf("approval request: %+v", asked)
 	}
