@@ -32,6 +32,9 @@ const (
 	KindLocal = "local"
 	KindToken = "token"
 	KindOIDC  = "oidc"
+	// KindSlack: a Slack user clicking a button, mapped to an identity by
+	// the server's Slack users file.
+	KindSlack = "slack"
 )
 
 // LocalIdentity is the identity of whoever holds the server's local token:

@@ -38,6 +38,10 @@ type Guard struct {
 	// browser sent back by an OpenID provider); such requests must not
 	// change anything. Nil: none.
 	CrossSite func(*http.Request) bool
+	// Form reports whether a request may send a form-encoded body rather
+	// than JSON (Slack's button clicks, which their handler authenticates
+	// by Slack's signature).
+	Form func(*http.Request) bool
 	// Log receives refusals; nil discards them.
 	Log *slog.Logger
 	// OnRefuse is told of every request the guard refuses (nil: none),
@@ -86,7 +90,7 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 			refuse(http.StatusForbidden, CodePermissionDenied, "sec_fetch_site", "cross-site requests are refused")
 			return
 		}
-		if mutating(r.Method) && !isJSON(r.Header.Get("Content-Type")) {
+		if mutating(r.Method) && !isJSON(r.Header.Get("Content-Type")) && (g.Form == nil || !g.Form(r) || !isForm(r.Header.Get("Content-Type"))) {
 			refuse(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType, "content_type",
 				"content type "+quote(r.Header.Get("Content-Type"))+" is not accepted: send the body as Content-Type: application/json")
 			return
@@ -149,6 +153,11 @@ func mutating(method string) bool {
 func isJSON(contentType string) bool {
 	mt, _, err := mime.ParseMediaType(contentType)
 	return err == nil && mt == "application/json"
+}
+
+func isForm(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && mt == "application/x-www-form-urlencoded"
 }
 
 // quote bounds and quotes a header value for a message.

@@ -96,6 +96,9 @@ type serverFlags struct {
 	externalURL    string
 	notifyAttempts int
 	notifyBackoff  time.Duration
+	// slackAPIURL is Slack's Web API; slackUsers the file mapping Slack
+	// users to identities.
+	slackAPIURL, slackUsers string
 }
 
 func (f *serverFlags) register(cmd *cobra.Command, defaultData string) {
@@ -135,6 +138,8 @@ func (f *serverFlags) register(cmd *cobra.Command, defaultData string) {
 	fl.StringVar(&f.externalURL, "external-url", "", "the address people reach this server's web UI at, for the links in notifications and the source of their CloudEvents (default: the --listen address)")
 	fl.IntVar(&f.notifyAttempts, "notify-max-attempts", 20, "attempts to deliver a notification before it is dead (drover notifications retry sends it again)")
 	fl.DurationVar(&f.notifyBackoff, "notify-max-backoff", 30*time.Second, "the longest wait between two attempts to deliver a notification (the first retry comes after a second, each next one after twice as long)")
+	fl.StringVar(&f.slackUsers, "slack-users", "", "a YAML file mapping Slack users to the drover identities (and roles) their Approve and Reject clicks act as: users: [{slack: U0123ABCD, team: T0123ABCD, identity: alice, roles: [approver@shop]}] (default: none; clicks are refused)")
+	fl.StringVar(&f.slackAPIURL, "slack-api-url", "", "Slack's Web API address (default https://slack.com/api/; an emulation's for tests)")
 	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", 30*time.Second, "on Ctrl-C or SIGTERM, how long applies in flight may still finish before they are stopped (a second signal stops at once)")
 }
 
@@ -192,6 +197,16 @@ func (f *serverFlags) validate() error {
 		return cli.UsageErrorf("invalid --lease-ttl %v: must be at least 1s", f.leaseTTL)
 	case f.eventRetention != 0 && f.eventRetention < time.Hour:
 		return cli.UsageErrorf("invalid --event-retention %v: must be at least 1h (or 0 to keep every event)", f.eventRetention)
+	case f.notifyAttempts < 1:
+		return cli.UsageErrorf("invalid --notify-max-attempts %d: must be at least 1", f.notifyAttempts)
+	case f.notifyBackoff < time.Second:
+		return cli.UsageErrorf("invalid --notify-max-backoff %v: must be at least 1s", f.notifyBackoff)
+	case f.externalURL != "" && !isHTTPURL(f.externalURL):
+		return cli.UsageErrorf("invalid --external-url %q: give an http:// or https:// URL", f.externalURL)
+	case f.slackAPIURL != "" && !isHTTPURL(f.slackAPIURL):
+		return cli.UsageErrorf("invalid --slack-api-url %q: give an http:// or https:// URL", f.slackAPIURL)
+	case f.slackUsers != "" && server.CheckSlackUsers(f.slackUsers) != nil:
+		return cli.UsageErrorf("invalid --slack-users: %v", server.CheckSlackUsers(f.slackUsers))
 	}
 	return nil
 }
@@ -261,7 +276,8 @@ func (f *serverFlags) start(ctx context.Context, log *slog.Logger) (addr string,
 	if ui == "" {
 		ui = scheme + "://" + ln.Addr().String()
 	}
-	notifyCfg := server.NotifyConfig{UIURL: ui, MaxAttempts: f.notifyAttempts, MaxBackoff: f.notifyBackoff, Observer: m.Notifications(st.CountDeliveries)}
+	notifyCfg := server.NotifyConfig{UIURL: ui, MaxAttempts: f.notifyAttempts, MaxBackoff: f.notifyBackoff, Observer: m.Notifications(st.CountDeliveries),
+		Slack: server.SlackConfig{APIURL: f.slackAPIURL, UsersFile: f.slackUsers}}
 	node := New(Config{Metrics: m, Store: st, DataDir: f.data, Registry: registry, Settings: f.settings, Log: log, Workers: f.workers, Edge: edge, ShutdownGrace: f.shutdownGrace, APIOnly: f.apiOnly,
 		StoreKind: kind, Shared: kind == "postgres", LeaseTTL: f.leaseTTL, Processes: procs, Agents: agents,
 		EventRetention: f.eventRetention, EventArchive: f.archiveDir(), Notify: notifyCfg})
@@ -728,4 +744,10 @@ func (f *serverFlags) archiveDir() string {
 		return f.eventArchive
 	}
 	return filepath.Join(f.data, "events-archive")
+}
+
+// isHTTPURL reports whether raw is an http or https URL with a host.
+func isHTTPURL(raw string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }

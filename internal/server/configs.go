@@ -216,6 +216,9 @@ func (s *Server) applyConfigs(ctx context.Context, req apiv1.ApplyConfigsRequest
 	if err := s.checkRuntimeSecrets(ctx, incoming); err != nil {
 		return nil, err
 	}
+	if err := s.checkSlackTargets(ctx, incoming); err != nil {
+		return nil, err
+	}
 	resp := &apiv1.ApplyConfigsResponse{}
 	var objs []store.ConfigObject
 	for _, src := range incoming {
@@ -262,6 +265,9 @@ func (s *Server) applyConfigs(ctx context.Context, req apiv1.ApplyConfigsRequest
 		if p.Created {
 			resp.Results[i].Action = createdAction(p.Config)
 		}
+	}
+	if err := s.syncSlackTargets(ctx, incoming, req.User); err != nil {
+		return nil, err
 	}
 	s.runtimes.Invalidate()
 	s.changed.notify()

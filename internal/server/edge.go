@@ -44,6 +44,8 @@ func (s *Server) edge(ln net.Listener) (http.Handler, net.Listener, error) {
 		CrossSite: func(r *http.Request) bool {
 			return r.Method == http.MethodGet && (r.URL.Path == "/" || r.URL.Path == "/v1/auth/callback" || r.URL.Path == "/v1/auth/login")
 		},
+		// Slack posts its button clicks as a form, signed.
+		Form: func(r *http.Request) bool { return r.Method == http.MethodPost && r.URL.Path == slackInteractionsPath },
 	}
 	bodyTimeout := s.edgeCfg.BodyTimeout
 	if bodyTimeout <= 0 {

@@ -40,6 +40,8 @@ type NotifyConfig struct {
 	// Client posts webhooks (nil: one with the defaults).
 	Client   *http.Client
 	Observer notify.Observer
+	// Slack configures the Slack targets' messages and buttons.
+	Slack SlackConfig
 }
 
 // notifyWake is a channel closed at the server's next change.
@@ -56,6 +58,11 @@ func (s *Server) runNotifications(ctx context.Context) {
 		client = &http.Client{Timeout: 15 * time.Second}
 	}
 	senders := map[string]notify.Sender{store.NotifyWebhook: &notify.Webhook{Client: client, Source: cfg.UIURL, UserAgent: "drover-notifications"}}
+	if sl, err := s.slackSender(); err == nil {
+		senders[store.NotifySlack] = sl
+	} else {
+		s.log.Warn("slack notifications off", "error", err)
+	}
 	for k, v := range cfg.Senders {
 		senders[k] = v
 	}
@@ -96,7 +103,7 @@ func (s *Server) describeEvent(ctx context.Context, e store.Event) notify.Detail
 	for _, ch := range d.Channels {
 		if ch.Name == e.ReleaseChannel {
 			to = ds.VersionLabel(ch.Version, ch.DisplayName)
-			out.Version = to
+			out.Version = ch.Version
 		}
 	}
 	if e.Type == ds.EventApprovalRequested {
@@ -150,6 +157,9 @@ func (s *Server) notificationRoutes() []route {
 				{"before", "integer", "only deliveries with a smaller id (a page's next)"}, {"limit", "integer", "at most this many (1 to 1000; default 100)"}},
 			summary: "The outbox: deliveries, newest first, with their state, attempts and last error",
 			handler: s.listDeliveries},
+		{method: "POST", path: "/v1/slack/interactions", scope: scopeOpen,
+			summary: "Slack's interactivity request URL: Approve and Reject clicks, signed with the Slack app's signing secret, acting as the identity the server's Slack users file maps the clicking user to",
+			handler: func(w http.ResponseWriter, r *http.Request) { s.slack.ServeHTTP(w, r) }},
 		{method: "POST", path: "/v1/notifications:retry", perm: auth.PermConfigure, scope: scopeGlobal, req: apiv1.RetryDeliveriesRequest{}, resp: apiv1.RetryDeliveriesResponse{},
 			summary: "Retry dead deliveries: of a target, or by id",
 			handler: handle(s, func(r *http.Request, req apiv1.RetryDeliveriesRequest) (any, error) {

@@ -77,6 +77,7 @@ func matrixBodies(t *testing.T, ds string) map[string]any {
 		"POST /v1/freezes:lift":                          apiv1.UnfreezeRequest{Application: "quickstart"},
 		"POST /v1/auth/device":                           apiv1.DeviceSignInRequest{},
 		"POST /v1/auth/device/token":                     apiv1.DeviceTokenRequest{DeviceCode: "matrix"},
+		"POST /v1/slack/interactions":                    "payload=%7B%7D",
 		"POST /v1/auth/logout":                           apiv1.SignOutRequest{},
 		"POST /v1/auth/token":                            apiv1.TokenSignInRequest{Token: "drover_matrix-not-a-token"},
 		"POST /v1/sessions:revoke":                       apiv1.RevokeSessionsRequest{Identity: "nobody"},

@@ -109,6 +109,8 @@ type Server struct {
 	// trains (trains.go).
 	trainsWaiting atomic.Bool
 	notifyCfg     NotifyConfig
+	// slack takes the clicks of Slack's buttons (slack.go).
+	slack http.Handler
 }
 
 // stripedMutex is a set of mutexes picked by a key's hash: one key always
@@ -138,6 +140,7 @@ func New(cfg Config) *Server {
 	s := &Server{store: cfg.Store, engine: cfg.Engine, states: cfg.States, runtimes: cfg.Runtimes, gateKind: cfg.Gates, log: cfg.Log, now: cfg.Now,
 		changed: newBroadcaster(), edgeCfg: cfg.Edge, agents: cfg.Agents, storeKind: cfg.StoreKind, replica: cfg.Replica,
 		limits: newLimiter(cfg.Edge.MutationRate, cfg.Edge.MutationBurst, cfg.Edge.MaxStreams), streamRecheck: streamRecheck, ui: web.New(), notifyCfg: cfg.Notify}
+	s.slack = s.newSlackInteractions()
 	s.routes()
 	return s
 }

@@ -112,7 +112,7 @@ type NotifyFilter struct {
 }
 
 // notifyNameRE is what a target's name may be.
-var notifyNameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$`)
+var notifyNameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,125}[a-z0-9])?$`)
 
 // filterValueRE is what a filter value may be: names never hold a comma
 // (the stores keep a list as ",a,b,").
@@ -121,7 +121,7 @@ var filterValueRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}$`)
 // CheckNotifyName says what is wrong with a target's name, or nil.
 func CheckNotifyName(name string) error {
 	if !notifyNameRE.MatchString(name) {
-		return fmt.Errorf("notification target %q: use 1 to 63 lowercase letters, digits and . _ - (starting and ending with a letter or digit)", name)
+		return fmt.Errorf("notification target %q: use 1 to 127 lowercase letters, digits and . _ - (starting and ending with a letter or digit)", name)
 	}
 	return nil
 }

@@ -375,7 +375,7 @@ func TestNotifyBadInput(t *testing.T) {
 		{[]string{"add", "x", "--url", "http://127.0.0.1:9/"}, "secret: at least 16 bytes"},
 		{[]string{"add", "x", "--url", "http://127.0.0.1:9/", "--secret-file", good, "--events", "service.exploded"}, `"service.exploded" is not a notification type`},
 		{[]string{"add", "x", "--url", "http://127.0.0.1:9/", "--secret-file", good, "--status", "HAPPY"}, `"HAPPY" is not a status`},
-		{[]string{"add", "Bad Name", "--url", "http://127.0.0.1:9/", "--secret-file", good}, "use 1 to 63 lowercase letters"},
+		{[]string{"add", "Bad Name", "--url", "http://127.0.0.1:9/", "--secret-file", good}, "use 1 to 127 lowercase letters"},
 		{[]string{"add", "x", "--url", "http://u:p@127.0.0.1:9/", "--secret-file", good}, "credentials in the URL are refused"},
 		{[]string{"retry", "abc"}, `delivery id "abc"`},
 	} {
