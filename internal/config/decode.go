@@ -133,7 +133,7 @@ func parseYAML(name string, data []byte) (root *yaml.Node, err error) {
 
 // KindNames are the config kinds, exactly one of which a file holds.
 func KindNames() []string {
-	return []string{"application", "service", "runtime", "protection", "deliveryExtension", "releaseChannel", "containerRegistry"}
+	return []string{"application", "service", "runtime", "protection", "deliveryExtension", "releaseChannel", "containerRegistry", "webhook"}
 }
 
 func checkOneKind(name string, doc *yaml.Node, f *File) error {
@@ -158,6 +158,9 @@ func checkOneKind(name string, doc *yaml.Node, f *File) error {
 	}
 	if f.ContainerRegistry != nil {
 		kinds = append(kinds, "containerRegistry")
+	}
+	if f.Webhook != nil {
+		kinds = append(kinds, "webhook")
 	}
 	pos := Position{Line: doc.Line, Column: doc.Column}
 	switch {

@@ -45,6 +45,8 @@ func (s *Source) Kind() string {
 		return "releaseChannel"
 	case f.ContainerRegistry != nil:
 		return "containerRegistry"
+	case f.Webhook != nil:
+		return "webhook"
 	}
 	return ""
 }
@@ -67,6 +69,8 @@ func (s *Source) Name() string {
 		return f.ReleaseChannel.Name
 	case f.ContainerRegistry != nil:
 		return f.ContainerRegistry.Name
+	case f.Webhook != nil:
+		return f.Webhook.Name
 	}
 	return ""
 }

@@ -14,6 +14,7 @@ type Set struct {
 	Protections        map[string]*Source
 	DeliveryExtensions map[string]*Source
 	Registries         map[string]*Source
+	Webhooks           map[string]*Source
 	// ReleaseChannels are standalone releaseChannel files, by application.
 	ReleaseChannels map[string][]*Source
 }
@@ -33,6 +34,7 @@ func NewSet(sources []*Source) (*Set, ErrorList) {
 		Protections:        map[string]*Source{},
 		DeliveryExtensions: map[string]*Source{},
 		Registries:         map[string]*Source{},
+		Webhooks:           map[string]*Source{},
 		ReleaseChannels:    map[string][]*Source{},
 	}
 	var errs ErrorList
@@ -66,6 +68,8 @@ func NewSet(sources []*Source) (*Set, ErrorList) {
 			put(s.DeliveryExtensions, src, "deliveryExtension.name")
 		case f.ContainerRegistry != nil:
 			put(s.Registries, src, "containerRegistry.name")
+		case f.Webhook != nil:
+			put(s.Webhooks, src, "webhook.name")
 		case f.ReleaseChannel != nil:
 			app := f.ReleaseChannel.Application
 			s.ReleaseChannels[app] = append(s.ReleaseChannels[app], src)

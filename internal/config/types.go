@@ -31,7 +31,30 @@ type File struct {
 	DeliveryExtension   *DeliveryExtension   `json:"deliveryExtension,omitempty"`
 	ReleaseChannel      *ReleaseChannel      `json:"releaseChannel,omitempty"`
 	ContainerRegistry   *ContainerRegistry   `json:"containerRegistry,omitempty" drover:"extension"`
+	Webhook             *Webhook             `json:"webhook,omitempty" drover:"extension"`
 	Recipe              Unsupported          `json:"recipe,omitzero"`
+}
+
+// Webhook is a notification target (drover extension): the config form of
+// drover notifications add. Every event its filter matches is POSTed to
+// URL as a signed CloudEvent; an empty filter list matches everything.
+type Webhook struct {
+	Name string `json:"name"`
+	URL  string `json:"url"`
+	// Secret is the signing secret, a version of a secret of drover's
+	// secret store (drover secrets set); it is read when the config is
+	// applied.
+	Secret SecretRef `json:"secret"`
+	// Events are notification types (service.deployed, service.upgraded,
+	// service.rolledback, approval.requested, channel.blocked,
+	// channel.failed, freeze.started).
+	Events          []string `json:"events,omitempty"`
+	Applications    []string `json:"applications,omitempty"`
+	Services        []string `json:"services,omitempty"`
+	ReleaseChannels []string `json:"releaseChannels,omitempty"`
+	// Statuses are the statuses of the channels told of (CONVERGED,
+	// FAILED, WAITING_MANUAL_APPROVAL, BLOCKED).
+	Statuses []string `json:"statuses,omitempty"`
 }
 
 // ContainerRegistry names a container registry (drover extension), as a

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -82,6 +83,8 @@ func (s *Set) Validate() ErrorList {
 			v.standaloneReleaseChannel(src, f.ReleaseChannel)
 		case f.ContainerRegistry != nil:
 			v.containerRegistry(src, f.ContainerRegistry)
+		case f.Webhook != nil:
+			v.webhook(src, f.Webhook)
 		}
 	}
 	v.serviceCycles()
@@ -112,6 +115,48 @@ func (v *validator) containerRegistry(src *Source, r *ContainerRegistry) {
 	}
 	if p := r.RepositoryPrefix; p != "" && (strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") || strings.Contains(p, "//") || strings.ContainsAny(p, ": @")) {
 		v.add(src, "containerRegistry.repositoryPrefix", "%q is not a repository path (like acme or acme/team)", p)
+	}
+}
+
+// notifyTypes are the notification types a webhook's events may name
+// (state.NotifyTypes, which the store checks again).
+var notifyTypes = []string{"service.deployed", "service.upgraded", "service.rolledback", "approval.requested",
+	"channel.blocked", "channel.failed", "freeze.started"}
+
+// notifyStatuses are the statuses a webhook's statuses may name.
+var notifyStatuses = []string{"PENDING", "CONVERGING", "CONVERGED", "FAILED", "WAITING_PRECONDITIONS", "WAITING_MANUAL_APPROVAL",
+	"PAUSED", "REPLACED", "ROLLING_BACK", "ROLLED_BACK", "FAILED_ROLLBACK", "BLOCKED"}
+
+func (v *validator) webhook(src *Source, w *Webhook) {
+	v.name(src, "webhook.name", w.Name, "name")
+	if u, err := url.Parse(w.URL); w.URL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		v.add(src, "webhook.url", "give an http:// or https:// URL with a host")
+	} else if u.User != nil {
+		v.add(src, "webhook.url", "credentials in the URL are refused (the secret signs the body)")
+	}
+	switch {
+	case w.Secret.Key == "":
+		v.add(src, "webhook.secret.key", "the signing secret is required: secret: {key: KEY, version: KEY-N} (drover secrets set KEY)")
+	case w.Secret.Version == "":
+		v.add(src, "webhook.secret.version", "name the version of secret %s, like %s-0 (drover secrets list shows them)", w.Secret.Key, w.Secret.Key)
+	}
+	for i, e := range w.Events {
+		if !slices.Contains(notifyTypes, e) {
+			v.add(src, fmt.Sprintf("webhook.events[%d]", i), "%q is not a notification type (%s)", e, strings.Join(notifyTypes, ", "))
+		}
+	}
+	for i, st := range w.Statuses {
+		if !slices.Contains(notifyStatuses, st) {
+			v.add(src, fmt.Sprintf("webhook.statuses[%d]", i), "%q is not a status (%s)", st, strings.Join(notifyStatuses, ", "))
+		}
+	}
+	for _, l := range []struct {
+		field string
+		vals  []string
+	}{{"applications", w.Applications}, {"services", w.Services}, {"releaseChannels", w.ReleaseChannels}} {
+		for i, n := range l.vals {
+			v.name(src, fmt.Sprintf("webhook.%s[%d]", l.field, i), n, "name")
+		}
 	}
 }
 

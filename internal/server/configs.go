@@ -219,6 +219,10 @@ func (s *Server) applyConfigs(ctx context.Context, req apiv1.ApplyConfigsRequest
 	if err := s.checkSlackTargets(ctx, incoming); err != nil {
 		return nil, err
 	}
+	hooks, err := s.webhookTargets(ctx, incoming, req.User)
+	if err != nil {
+		return nil, err
+	}
 	resp := &apiv1.ApplyConfigsResponse{}
 	var objs []store.ConfigObject
 	for _, src := range incoming {
@@ -268,6 +272,11 @@ func (s *Server) applyConfigs(ctx context.Context, req apiv1.ApplyConfigsRequest
 	}
 	if err := s.syncSlackTargets(ctx, incoming, req.User); err != nil {
 		return nil, err
+	}
+	for _, t := range hooks {
+		if err := s.store.PutNotifyTarget(ctx, t); err != nil {
+			return nil, fmt.Errorf("notification target %s: %w", t.Name, err)
+		}
 	}
 	s.runtimes.Invalidate()
 	s.changed.notify()

@@ -14,6 +14,7 @@ import (
 
 	apiv1 "github.com/drover-dev/drover/api/v1"
 	"github.com/drover-dev/drover/internal/auth"
+	"github.com/drover-dev/drover/internal/config"
 	ds "github.com/drover-dev/drover/internal/desiredstate"
 	"github.com/drover-dev/drover/internal/notify"
 	"github.com/drover-dev/drover/internal/store"
@@ -186,7 +187,7 @@ func (s *Server) putWebhook(ctx context.Context, name string, req apiv1.PutNotif
 	spec := notify.WebhookSpec{URL: req.URL, Secret: req.Secret}
 	old, err := s.store.GetNotifyTarget(ctx, name)
 	switch {
-	case err == nil && old.Kind != store.NotifyWebhook:
+	case err == nil && (old.Kind != store.NotifyWebhook || old.Source == "config"):
 		return nil, errorf(apiv1.CodeFailedPrecondition, "notification target %s is a %s target of %s; pick another name", name, old.Kind, sourceName(old.Source))
 	case err == nil && spec.Secret == "":
 		var prev notify.WebhookSpec
@@ -221,7 +222,7 @@ func (s *Server) putWebhook(ctx context.Context, name string, req apiv1.PutNotif
 
 func sourceName(src string) string {
 	if src == "config" {
-		return "an application's config"
+		return "a config (drover apply)"
 	}
 	return "the API"
 }
@@ -234,8 +235,11 @@ func (s *Server) deleteNotificationTarget(ctx context.Context, name string) (*ap
 	if err != nil {
 		return nil, err
 	}
-	if t.Source == "config" {
+	switch {
+	case t.Source == "config" && t.Kind == store.NotifySlack:
 		return nil, errorf(apiv1.CodeFailedPrecondition, "notification target %s comes from application %s's notifications.slack: remove it there and drover apply", name, firstOr(t.Filter.Applications, "?"))
+	case t.Source == "config":
+		return nil, errorf(apiv1.CodeFailedPrecondition, "notification target %s comes from a webhook config (webhook: {name: %s}): it is managed by drover apply", name, name)
 	}
 	if err := s.store.DeleteNotifyTarget(ctx, name); err != nil {
 		return nil, err
@@ -392,4 +396,50 @@ func nextOf(d store.Delivery) time.Time {
 		return time.Time{}
 	}
 	return d.NextAt
+}
+
+// webhookTargets are the targets of the webhook configs among incoming,
+// their secrets read from the secret store; an error names the file and
+// field of what is wrong. Targets the API made are not replaced.
+func (s *Server) webhookTargets(ctx context.Context, incoming []*config.Source, user string) ([]store.NotifyTarget, error) {
+	var out []store.NotifyTarget
+	var errs config.ErrorList
+	for _, src := range incoming {
+		w := src.File.Webhook
+		if w == nil {
+			continue
+		}
+		old, err := s.store.GetNotifyTarget(ctx, w.Name)
+		switch {
+		case err == nil && old.Source != "config":
+			errs = append(errs, src.Errorf("webhook.name", "the notification target %s exists, made by drover notifications add: remove it first (drover notifications remove %s) or pick another name", w.Name, w.Name))
+			continue
+		case err != nil && !errors.Is(err, store.ErrNotFound):
+			return nil, err
+		}
+		r := &secretResolver{ctx: ctx, store: s.store, values: map[string]string{}}
+		secret, ok := r.value("webhook", w.Secret)
+		if !ok {
+			for _, e := range r.errs {
+				errs = append(errs, src.Errorf("webhook.secret", "%s", strings.TrimPrefix(e, "webhook.secret: ")))
+			}
+			continue
+		}
+		spec := notify.WebhookSpec{URL: w.URL, Secret: secret}
+		if err := notify.CheckWebhook(spec); err != nil {
+			field, msg, _ := strings.Cut(err.Error(), ": ")
+			errs = append(errs, src.Errorf("webhook."+field, "%s", msg))
+			continue
+		}
+		raw, err := json.Marshal(spec)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, store.NotifyTarget{Name: w.Name, Kind: store.NotifyWebhook, Source: "config", Spec: raw, CreatedBy: user,
+			Filter: store.NotifyFilter{Types: w.Events, Applications: w.Applications, Services: w.Services, Channels: w.ReleaseChannels, Statuses: w.Statuses}})
+	}
+	if len(errs) > 0 {
+		return nil, &validationError{details: toDetails(errs.Err())}
+	}
+	return out, nil
 }

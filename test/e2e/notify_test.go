@@ -481,3 +481,47 @@ func TestNotifyTwoServers(t *testing.T) {
 	}
 	h.checkClean()
 }
+
+// TestNotifyWebhookConfig: a webhook is also a config kind (webhook:),
+// applied with the rest: its secret comes from drover's secret store, a
+// missing one is refused naming the file, line and field, and nothing is
+// stored; once applied, it receives the events like one the CLI added.
+func TestNotifyWebhookConfig(t *testing.T) {
+	requireE2E(t)
+	h := newHookReceiver(t)
+	dir := twoChannelTree(t, "shop", "1s")
+	hook := filepath.Join(dir, "ci.pvn.yaml")
+	if err := os.WriteFile(hook, []byte("webhook:\n  name: ci\n  url: "+h.url()+"\n  secret: {key: ci-hook, version: ci-hook-0}\n  events: [service.deployed, approval.requested]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := newServer(t)
+	r := s.as("alice", "apply", dir+"/...")
+	if r.code == 0 || !strings.Contains(r.stderr, "ci.pvn.yaml:4") || !strings.Contains(r.stderr, "webhook.secret") || !strings.Contains(r.stderr, "ci-hook") {
+		t.Fatalf("apply with the secret missing: %v", r)
+	}
+	if list := s.ok("alice", "notifications"); !strings.Contains(list.stdout, "no notification targets") {
+		t.Errorf("a refused apply stored a target:\n%s", list.stdout)
+	}
+	f := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(f, []byte(h.secret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.ok("alice", "secrets", "set", "ci-hook", "--from-file", f)
+	s.ok("alice", "apply", dir+"/...")
+	list := s.ok("alice", "notifications")
+	if !strings.Contains(list.stdout, "ci ") || !strings.Contains(list.stdout, "config") || !strings.Contains(list.stdout, "service.deployed,approval.requested") {
+		t.Errorf("the webhook config's target:\n%s", list.stdout)
+	}
+	if r := s.as("alice", "notifications", "remove", "ci"); r.code == 0 || !strings.Contains(r.stderr, "managed by drover apply") {
+		t.Errorf("removing a config's webhook through the CLI: %v", r)
+	}
+	s.push("alice", "shop", "web", "image=1.0")
+	h.waitFor(30*time.Second, "staging deployed", is("service.deployed", "staging"))
+	h.waitFor(30*time.Second, "prod's approval request", is("approval.requested", "prod"))
+	for _, e := range h.events() {
+		if e.Payload.Type != "service.deployed" && e.Payload.Type != "approval.requested" {
+			t.Errorf("the filter let through %s", e.Payload.Type)
+		}
+	}
+	h.checkClean()
+}
