@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"strconv"
 	"time"
 
@@ -101,6 +102,9 @@ func (s *Server) audited(rt route, w http.ResponseWriter, r *http.Request, h htt
 		}
 		if rt.path == "/v1/runtimes/{name}:rotateToken" || rt.path == "/v1/runtimes/{name}:unlink" {
 			rec.Target = "runtime " + r.PathValue("name")
+		}
+		if strings.HasPrefix(rt.path, "/v1/notifications/{name}") {
+			rec.Target = "notification target " + r.PathValue("name")
 		}
 		if rec.Identity == "" {
 			rec.Identity = "anonymous"

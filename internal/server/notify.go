@@ -56,7 +56,9 @@ func (s *Server) runNotifications(ctx context.Context) {
 	}
 	client := cfg.Client
 	if client == nil {
-		client = &http.Client{Timeout: 15 * time.Second}
+		// A redirect is not followed: the signed body would go to an
+		// address nobody configured. A 3xx is a failed attempt.
+		client = &http.Client{Timeout: 15 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	senders := map[string]notify.Sender{store.NotifyWebhook: &notify.Webhook{Client: client, Source: cfg.UIURL, UserAgent: "drover-notifications"}}
 	if sl, err := s.slackSender(); err == nil {
