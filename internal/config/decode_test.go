@@ -45,12 +45,12 @@ func TestDecodeErrors(t *testing.T) {
 		{
 			name: "empty file",
 			src:  "",
-			want: []string{"f.pvn.yaml:1:1: empty file: expected one of application, service, runtime, protection, deliveryExtension, releaseChannel, containerRegistry"},
+			want: []string{"f.pvn.yaml:1:1: empty file: expected one of application, service, runtime, protection, deliveryExtension, releaseChannel, containerRegistry, webhook"},
 		},
 		{
 			name: "comments only",
 			src:  "# nothing here\n",
-			want: []string{"f.pvn.yaml:1:1: empty file: expected one of application, service, runtime, protection, deliveryExtension, releaseChannel, containerRegistry"},
+			want: []string{"f.pvn.yaml:1:1: empty file: expected one of application, service, runtime, protection, deliveryExtension, releaseChannel, containerRegistry, webhook"},
 		},
 		{
 			name: "syntax error",
@@ -65,7 +65,7 @@ func TestDecodeErrors(t *testing.T) {
 		{
 			name: "no kind",
 			src:  "serviceMetadata:\n  description: x\n",
-			want: []string{"f.pvn.yaml:1:1: no config kind: expected exactly one of application, service, runtime, protection, deliveryExtension, releaseChannel, containerRegistry"},
+			want: []string{"f.pvn.yaml:1:1: no config kind: expected exactly one of application, service, runtime, protection, deliveryExtension, releaseChannel, containerRegistry, webhook"},
 		},
 		{
 			name: "two kinds",

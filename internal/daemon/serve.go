@@ -197,9 +197,9 @@ func (f *serverFlags) validate() error {
 		return cli.UsageErrorf("invalid --lease-ttl %v: must be at least 1s", f.leaseTTL)
 	case f.eventRetention != 0 && f.eventRetention < time.Hour:
 		return cli.UsageErrorf("invalid --event-retention %v: must be at least 1h (or 0 to keep every event)", f.eventRetention)
-	case f.notifyAttempts < 1:
+	case f.notifyAttempts < 0:
 		return cli.UsageErrorf("invalid --notify-max-attempts %d: must be at least 1", f.notifyAttempts)
-	case f.notifyBackoff < time.Second:
+	case f.notifyBackoff != 0 && f.notifyBackoff < time.Second:
 		return cli.UsageErrorf("invalid --notify-max-backoff %v: must be at least 1s", f.notifyBackoff)
 	case f.externalURL != "" && !isHTTPURL(f.externalURL):
 		return cli.UsageErrorf("invalid --external-url %q: give an http:// or https:// URL", f.externalURL)
