@@ -1288,7 +1288,7 @@ async function notificationsPage(current) {
   const note = el('p', { class: 'note', role: 'status' });
   const err = el('p', { class: 'error', role: 'alert' });
   const stateSel = el('select', { id: 'delivery-state' },
-    [['', 'all'], ['failed', 'failed (dead, or pending after a failed attempt)'], ['pending', 'pending'], ['delivered', 'delivered'], ['dead', 'dead']]
+    [['', 'all'], ['failed', 'failed (dead, or retrying)'], ['pending', 'pending'], ['delivered', 'delivered'], ['dead', 'dead']]
       .map(([v, label]) => el('option', { value: v }, label)));
   const targetSel = el('select', { id: 'delivery-target' });
   stateSel.value = state.state;
@@ -1351,7 +1351,7 @@ async function notificationsPage(current) {
           `Retry dead of ${t.name}`) : null));
       })))));
     targetSel.replaceChildren(el('option', { value: '' }, 'every target'),
-      [...new Set([...targets.map((t) => t.name), state.target].filter(Boolean))].map((n) => el('option', { value: n }, n)));
+      ...[...new Set([...targets.map((t) => t.name), state.target].filter(Boolean))].map((n) => el('option', { value: n }, n)));
     targetSel.value = state.target;
   };
   const drawDeliveries = () => {
@@ -1410,7 +1410,15 @@ async function notificationsPage(current) {
   };
   stateSel.addEventListener('change', () => { state.state = stateSel.value; list = []; draw().catch((e) => say(e.message)); });
   targetSel.addEventListener('change', () => pick(targetSel.value));
-  await draw();
+  try {
+    await draw();
+  } catch (e) {
+    // Reading notifications takes the read permission on every
+    // application: a person bound to some says so, not "went wrong".
+    if (e.status !== 403) throw e;
+    if (current()) show('Notifications', el('h1', {}, 'Notifications'), el('p', { class: 'error', role: 'alert' }, e.message));
+    return;
+  }
   if (!current()) return;
   show('Notifications', el('h1', {}, 'Notifications'),
     el('h2', {}, 'Targets'), targetsBox, note, err,
