@@ -1,6 +1,6 @@
 // drover's web UI: a page per URL fragment (#/, #/apps/APP,
 // #/apps/APP/services/SVC, #/apps/APP/releases, #/apps/APP/releases/ID,
-// #/runtimes, #/signin), drawn from the /v1 API with the session cookie.
+// #/runtimes, #/notifications, #/signin), drawn from the /v1 API with the session cookie.
 // Text from the server only ever goes through textContent or attributes:
 // nothing is parsed as HTML.
 
@@ -182,6 +182,7 @@ async function route() {
     const a = hash.match(/^#\/apps\/([^/]+)$/);
     if (a) return await appPage(decodeURIComponent(a[1]), current);
     if (hash === '#/runtimes') return await runtimesPage(current);
+    if (hash === '#/notifications') return await notificationsPage(current);
     return await servicesPage(current);
   } catch (e) {
     if (!current()) return undefined;
@@ -1224,6 +1225,224 @@ function approveRelease(base, ch, waiting, page, refresh) {
       }
     }, close));
   }));
+}
+
+
+// ---- notifications ------------------------------------------------------
+
+// notifyState is the notifications page's filters: they stay across live
+// redraws and when one comes back to the page.
+const notifyState = { state: '', target: '' };
+
+const deliveryStates = {
+  pending: ['…', 'Pending', 'info'],
+  retrying: ['↻', 'Pending, failed before', 'warn'],
+  delivered: ['✓', 'Delivered', 'ok'],
+  dead: ['✗', 'Dead', 'bad'],
+};
+
+function deliveryBadge(d) {
+  const key = d.state === 'pending' && d.lastError ? 'retrying' : d.state;
+  const [sym, w, t] = deliveryStates[key] || ['•', d.state || 'Unknown', 'info'];
+  return el('span', { class: `badge ${t}` }, el('span', { 'aria-hidden': 'true' }, sym), w);
+}
+
+// filterText is a target's filter in words, as drover notifications
+// prints it: "all", or its lists.
+function filterText(f) {
+  f = f || {};
+  const parts = [['', f.types], ['app=', f.applications], ['service=', f.services], ['channel=', f.releaseChannels], ['status=', f.statuses]]
+    .filter(([, v]) => v && v.length).map(([k, v]) => `${k}${v.join(',')}`);
+  return parts.length ? parts.join(' ') : 'all';
+}
+
+// until says when a moment to come is: "in 12 s", "in 3 min", or when().
+function until(t) {
+  const s = Math.round((Date.parse(t) - Date.now()) / 1000);
+  if (s <= 0) return 'now';
+  if (s < 60) return `in ${s} s`;
+  if (s < 3600) return `in ${Math.round(s / 60)} min`;
+  return when(t);
+}
+
+// mayConfigure: the person holds the configure permission somewhere, so
+// the retry buttons are theirs to try (the server wants it on every
+// application, and says so when it refuses).
+function mayConfigure() {
+  return !!me && me.roles.some((b) => (grants[b.split('@')[0]] || []).includes('configure'));
+}
+
+// notificationsPage lists where notifications go (GET /v1/notifications)
+// with the counts of their deliveries, then the deliveries themselves
+// (GET /v1/notifications/deliveries), newest first, filtered by state and
+// target and paged with "Show older deliveries"; "Retry dead" makes dead
+// deliveries pending again (POST /v1/notifications:retry). It is read
+// again on the server's events and every 5 s (deliveries change without
+// events), keeping the filters, the pages loaded and the focus.
+async function notificationsPage(current) {
+  const perPage = 50;
+  const state = notifyState;
+  const targetsBox = el('div');
+  const rows = el('tbody');
+  const count = el('p', { class: 'muted', 'aria-live': 'polite' });
+  const note = el('p', { class: 'note', role: 'status' });
+  const err = el('p', { class: 'error', role: 'alert' });
+  const stateSel = el('select', { id: 'delivery-state' },
+    [['', 'all'], ['failed', 'failed (dead, or retrying)'], ['pending', 'pending'], ['delivered', 'delivered'], ['dead', 'dead']]
+      .map(([v, label]) => el('option', { value: v }, label)));
+  const targetSel = el('select', { id: 'delivery-target' });
+  stateSel.value = state.state;
+  let targets = [];
+  let list = []; // the deliveries shown
+  let next = 0; // the page after them (0: none)
+  const more = button('Show older deliveries', 'secondary', async () => {
+    try { await loadMore(); } catch (e) { say(e.message); }
+  });
+  const pager = el('div', { class: 'actions pager' }, more);
+  const query = (before, limit) => {
+    const q = new URLSearchParams();
+    if (state.target) q.set('target', state.target);
+    if (state.state) q.set('state', state.state);
+    if (before) q.set('before', before);
+    q.set('limit', limit);
+    return `/v1/notifications/deliveries?${q}`;
+  };
+  const retry = async (what, body) => {
+    err.textContent = '';
+    note.textContent = '';
+    try {
+      const res = await api('/v1/notifications:retry', body);
+      note.textContent = `${what}: ${res.retried} ${res.retried === 1 ? 'delivery' : 'deliveries'} pending again.`;
+    } catch (e) {
+      err.textContent = `${what} refused: ${e.message}`;
+    }
+    soon();
+  };
+  const mine = mayConfigure();
+  const drawTargets = () => {
+    if (!targets.length) {
+      targetsBox.replaceChildren(el('p', { class: 'muted' }, 'No notification target yet: drover notifications add NAME --url URL --secret-file FILE, or an application\'s notifications.slack.'));
+      return;
+    }
+    targetsBox.replaceChildren(el('div', { class: 'scroll', tabindex: '0', role: 'region', 'aria-label': 'Notification targets' }, el('table', { class: 'targets' },
+      el('thead', {}, el('tr', {}, ['Target', 'Kind', 'Where', 'Events', 'Source', 'Deliveries', 'Actions'].map((h) => el('th', { scope: 'col' }, h)))),
+      el('tbody', {}, targets.map((t) => {
+        const on = state.target === t.name;
+        const where = t.kind === 'slack'
+          ? `Slack ${t.channel || '(no channel)'}${t.errorChannel ? `, errors to ${t.errorChannel}` : ''}`
+          : t.url || '';
+        return el('tr', {
+          'data-target': t.name,
+          class: on ? 'selected' : undefined,
+          onclick: (ev) => { if (!ev.target.closest('button')) pick(on ? '' : t.name); },
+        },
+        el('td', {}, el('button', {
+          type: 'button', class: 'link', 'aria-pressed': on ? 'true' : 'false', 'data-key': `target-${t.name}`,
+          title: on ? 'Show the deliveries of every target' : `Show only the deliveries of ${t.name}`,
+          onclick: () => pick(on ? '' : t.name),
+        }, t.name)),
+        el('td', {}, t.kind),
+        el('td', { class: t.kind === 'slack' ? undefined : 'mono' }, where),
+        el('td', {}, filterText(t.filter)),
+        el('td', { title: t.createdAt ? `created ${t.createdAt}${t.createdBy ? ` by ${t.createdBy}` : ''}` : undefined }, t.source === 'config' ? 'config (notifications.slack)' : t.source || ''),
+        el('td', { class: 'counts' }, `${t.pending} pending · ${t.delivered} delivered · `,
+          t.dead > 0 ? el('span', { class: 'badge bad dead' }, el('span', { 'aria-hidden': 'true' }, '✗'), `${t.dead} dead`) : `${t.dead} dead`),
+        el('td', {}, t.dead > 0 && mine ? el('button', { type: 'button', class: 'secondary', 'data-key': `retry-${t.name}`, onclick: () => retry(`Retry dead of ${t.name}`, { target: t.name }) },
+          `Retry dead of ${t.name}`) : null));
+      })))));
+    targetSel.replaceChildren(el('option', { value: '' }, 'every target'),
+      ...[...new Set([...targets.map((t) => t.name), state.target].filter(Boolean))].map((n) => el('option', { value: n }, n)));
+    targetSel.value = state.target;
+  };
+  const drawDeliveries = () => {
+    rows.replaceChildren(...list.map((d) => {
+      const svcLink = d.application && d.service
+        ? el('a', { href: `#/apps/${encodeURIComponent(d.application)}/services/${encodeURIComponent(d.service)}` }, `${d.application}/${d.service}`)
+        : d.application ? el('a', { href: `#/apps/${encodeURIComponent(d.application)}` }, d.application) : null;
+      const time = d.state === 'delivered' && d.deliveredAt ? d.deliveredAt : d.createdAt;
+      return el('tr', { 'data-delivery': d.id, 'data-state': d.state },
+        el('td', { class: 'mono' }, d.id),
+        el('td', {}, d.target),
+        el('td', { title: d.cloudEventType || undefined }, d.type, d.message ? el('div', { class: 'why', title: d.message }, clip(d.message)) : null),
+        el('td', {}, svcLink, d.releaseChannel ? `${svcLink ? ' in ' : ''}${d.releaseChannel}` : null, !svcLink && !d.releaseChannel ? '—' : null),
+        el('td', {}, deliveryBadge(d), d.state === 'pending' && d.nextAttemptAt
+          ? el('div', { class: 'muted', title: d.nextAttemptAt }, `next attempt ${until(d.nextAttemptAt)}`) : null),
+        el('td', { class: 'attempts' }, d.attempts),
+        el('td', { title: time }, `${d.state === 'delivered' ? 'delivered ' : ''}${ago(time)}`),
+        el('td', { class: 'lasterror' }, d.lastError || ''),
+        el('td', {}, d.state === 'dead' && mine ? el('button', { type: 'button', class: 'secondary', 'data-key': `retry-${d.id}`, onclick: () => retry(`Retry delivery ${d.id}`, { ids: [d.id] }) },
+          'Retry', el('span', { class: 'visually-hidden' }, ` delivery ${d.id}`)) : null));
+    }));
+    const what = `${state.state ? `${state.state} ` : ''}deliver${list.length === 1 ? 'y' : 'ies'}${state.target ? ` of ${state.target}` : ''}`;
+    count.textContent = list.length ? `${list.length} ${what}${next ? ', older ones on request' : ''}.` : `No ${what}.`;
+    const had = document.activeElement === more;
+    pager.hidden = !next;
+    if (had && !next) targetSel.focus();
+  };
+  // draw reads the targets and the deliveries again: as many as are shown
+  // (the pages loaded stay loaded), from the newest.
+  const draw = async () => {
+    const [ts, ds] = await Promise.all([api('/v1/notifications'), api(query(0, Math.min(1000, Math.max(perPage, list.length))))]);
+    if (!current()) return;
+    const key = document.activeElement && document.activeElement.dataset ? document.activeElement.dataset.key : undefined;
+    targets = ts.targets || [];
+    list = ds.deliveries || [];
+    next = ds.next || 0;
+    drawTargets();
+    drawDeliveries();
+    if (key) {
+      const again = main.querySelector(`[data-key="${CSS.escape(key)}"]`);
+      if (again) again.focus({ preventScroll: true });
+    }
+  };
+  const loadMore = async () => {
+    if (!next) return;
+    const ds = await api(query(next, perPage));
+    if (!current()) return;
+    list = list.concat(ds.deliveries || []);
+    next = ds.next || 0;
+    drawDeliveries();
+  };
+  const pick = (target) => {
+    state.target = target;
+    list = [];
+    draw().catch((e) => say(e.message));
+  };
+  stateSel.addEventListener('change', () => { state.state = stateSel.value; list = []; draw().catch((e) => say(e.message)); });
+  targetSel.addEventListener('change', () => pick(targetSel.value));
+  try {
+    await draw();
+  } catch (e) {
+    // Reading notifications takes the read permission on every
+    // application: a person bound to some says so, not "went wrong".
+    if (e.status !== 403) throw e;
+    if (current()) show('Notifications', el('h1', {}, 'Notifications'), el('p', { class: 'error', role: 'alert' }, e.message));
+    return;
+  }
+  if (!current()) return;
+  show('Notifications', el('h1', {}, 'Notifications'),
+    el('h2', {}, 'Targets'), targetsBox, note, err,
+    el('h2', {}, 'Deliveries'),
+    el('div', { class: 'search' },
+      el('label', { for: 'delivery-state' }, 'State '), stateSel,
+      el('label', { for: 'delivery-target' }, 'Target '), targetSel),
+    count,
+    el('div', { class: 'scroll', tabindex: '0', role: 'region', 'aria-label': 'Deliveries' }, el('table', { class: 'deliveries' },
+      el('thead', {}, el('tr', {}, ['Id', 'Target', 'Type', 'Where', 'State', 'Attempts', 'Time', 'Last error', 'Actions'].map((h) => el('th', { scope: 'col' }, h)))),
+      rows)),
+    pager);
+  // Live: read again on the server's events, at most once a second, and
+  // every 5 s for what changes without one (an attempt, a retry's wait).
+  let pending = null; let last = 0;
+  const reload = async () => {
+    pending = null; last = Date.now();
+    try { await draw(); } catch (e) { if (current()) say(e.message); }
+  };
+  function soon() { if (!pending) pending = setTimeout(reload, Math.max(250, 1000 - (Date.now() - last))); }
+  const es = new EventSource('/v1/watch');
+  es.addEventListener('event', soon);
+  const tick = setInterval(soon, 5000);
+  stopLive = () => { es.close(); clearTimeout(pending); clearInterval(tick); };
 }
 
 
