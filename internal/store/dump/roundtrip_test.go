@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -103,9 +104,10 @@ func TestRoundTripSQLitePostgresSQLite(t *testing.T) {
 	pg := openPostgres(t)
 	counts := load(t, pg, d1)
 	if counts[dump.KindEvent] != len(want.Events) || counts[dump.KindTask] != len(want.Tasks) || counts[dump.KindProcess] != 0 ||
-		counts[dump.KindAPIToken] != len(want.Tokens) || counts[dump.KindAudit] != len(want.Audit) {
-		t.Errorf("imported %s; want %d events, %d tasks, %d API tokens and %d audit records, no process",
-			counts, len(want.Events), len(want.Tasks), len(want.Tokens), len(want.Audit))
+		counts[dump.KindAPIToken] != len(want.Tokens) || counts[dump.KindAudit] != len(want.Audit) ||
+		counts[dump.KindNotifyTarget] != len(want.NotifyTargets) || counts[dump.KindDelivery] != len(want.Deliveries) {
+		t.Errorf("imported %s; want %d events, %d tasks, %d API tokens, %d audit records, %d notification targets and %d deliveries, no process",
+			counts, len(want.Events), len(want.Tasks), len(want.Tokens), len(want.Audit), len(want.NotifyTargets), len(want.Deliveries))
 	}
 	dumptest.Compare(t, want, dumptest.Snapshot(t, pg))
 	if procs, err := pg.ListProcesses(t.Context()); err != nil || len(procs) != 0 {
@@ -179,6 +181,28 @@ func checkFixture(t *testing.T, st dumptest.State) {
 	}
 	if len(st.Secrets) != 3 || st.Secrets[1].VersionName() != "db-password-0" || st.Secrets[2].VersionName() != "db-password-2" {
 		t.Errorf("secrets %+v, want api.token-0, db-password-0 and db-password-2 (1 deleted)", st.Secrets)
+	}
+	if tg := st.NotifyTargets; len(tg) != 2 || tg[0].Name != "hooks" || !strings.Contains(string(tg[0].Spec), `"secret":"s3cr3t ü"`) ||
+		len(tg[0].Filter.Types) != 2 || len(tg[0].Filter.Services) != 2 || tg[1].Source != "config" || len(tg[1].Filter.Statuses) != 1 {
+		t.Errorf("notification targets %+v, want hooks (its spec opened, filter lists) and shop-slack (from config)", tg)
+	}
+	deliveries := map[string]int{}
+	for _, d := range st.Deliveries {
+		switch {
+		case d.Target == "gone" && d.State == store.DeliveryDelivered:
+			deliveries["of the deleted target"]++
+		case d.State == store.DeliveryPending && d.Owner != "":
+			deliveries["claimed"]++
+		case d.State == store.DeliveryPending && d.Attempts > 0:
+			deliveries["to retry"]++
+		case d.State == store.DeliveryPending:
+			deliveries["never attempted"]++
+		default:
+			deliveries[string(d.State)]++
+		}
+	}
+	if fmt.Sprint(deliveries) != "map[claimed:1 dead:1 delivered:1 never attempted:1 of the deleted target:3 to retry:1]" {
+		t.Errorf("deliveries %v (%+v), want some in every state", deliveries, st.Deliveries)
 	}
 	statuses := map[store.TaskStatus]int{}
 	for _, task := range st.Tasks {
