@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/drover-dev/drover/internal/sealing"
 	"github.com/drover-dev/drover/internal/store"
 	"github.com/drover-dev/drover/internal/store/dump"
 	"github.com/drover-dev/drover/internal/store/dump/dumptest"
@@ -270,6 +271,15 @@ func TestImportIntoNonEmptyStore(t *testing.T) {
 			if !errors.Is(err, dump.ErrNotEmpty) || !strings.Contains(err.Error(), "it holds 1 API tokens;") {
 				t.Fatalf("import into a store with an API token: %v, want ErrNotEmpty naming it", err)
 			}
+			// So does a notification target.
+			notified := open(t)
+			if err := notified.PutNotifyTarget(t.Context(), store.NotifyTarget{Name: "ci", Kind: store.NotifyWebhook}); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err = dump.Read(t.Context(), bytes.NewReader(d), notified)
+			if !errors.Is(err, dump.ErrNotEmpty) || !strings.Contains(err.Error(), "it holds 1 notification targets;") {
+				t.Fatalf("import into a store with a notification target: %v, want ErrNotEmpty naming it", err)
+			}
 			audited := open(t)
 			if _, err := audited.AppendAudit(t.Context(), store.AuditRecord{Identity: "admin", Action: "POST /v1/x", Outcome: "ok"}); err != nil {
 				t.Fatal(err)
@@ -310,6 +320,122 @@ func TestImportOlderDump(t *testing.T) {
 			got.Tokens, got.Audit = nil, nil // empty lists of either store alike
 			dumptest.Compare(t, want, got)
 			dumptest.Continues(t, dst, want)
+		})
+	}
+}
+
+// TestImportDumpWithoutNotifications: a dump of a drover that knew no
+// notifications (the same lines without notification targets and
+// deliveries) imports into either store, which then has none.
+func TestImportDumpWithoutNotifications(t *testing.T) {
+	t.Parallel()
+	src := openSQLite(t, sqlite.KeepSuperseded(dumptest.Keep))
+	dumptest.Fill(t, src)
+	want := dumptest.Snapshot(t, src)
+	want.NotifyTargets, want.Deliveries = nil, nil
+	older := withoutKinds(t, export(t, src), dump.KindNotifyTarget, dump.KindDelivery)
+	for name, open := range map[string]func(t *testing.T) dumpStore{
+		"sqlite":   func(t *testing.T) dumpStore { return openSQLite(t) },
+		"postgres": func(t *testing.T) dumpStore { return openPostgres(t) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dst := open(t)
+			counts := load(t, dst, older)
+			if counts[dump.KindNotifyTarget] != 0 || counts[dump.KindDelivery] != 0 || counts[dump.KindSecret] == 0 {
+				t.Errorf("imported %s; want the secrets, no notification targets, no deliveries", counts)
+			}
+			got := dumptest.Snapshot(t, dst)
+			if len(got.NotifyTargets) != 0 || len(got.Deliveries) != 0 {
+				t.Errorf("notification targets %+v and deliveries %+v after the import, want none", got.NotifyTargets, got.Deliveries)
+			}
+			got.NotifyTargets, got.Deliveries = nil, nil
+			dumptest.Compare(t, want, got)
+			dumptest.Continues(t, dst, want)
+		})
+	}
+}
+
+// TestRoundTripSealed moves a store that seals (secrets' values,
+// notification targets' specs) to another store of the other kind with the
+// same keyring: the dump holds the sealed values, never the clear ones, the
+// target opens them, and a store with another keyring cannot.
+func TestRoundTripSealed(t *testing.T) {
+	t.Parallel()
+	keys, err := sealing.ParseKeyring(sealing.NewKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := sealing.ParseKeyring(sealing.NewKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name     string
+		src, dst func(t *testing.T, keys store.Sealer) dumpStore
+	}{
+		{"sqlite to postgres",
+			func(t *testing.T, keys store.Sealer) dumpStore {
+				return openSQLite(t, sqlite.KeepSuperseded(dumptest.Keep), sqlite.WithSealer(keys))
+			},
+			func(t *testing.T, keys store.Sealer) dumpStore { return openPostgres(t, postgres.WithSealer(keys)) }},
+		{"postgres to sqlite",
+			func(t *testing.T, keys store.Sealer) dumpStore {
+				return openPostgres(t, postgres.KeepSuperseded(dumptest.Keep), postgres.WithSealer(keys))
+			},
+			func(t *testing.T, keys store.Sealer) dumpStore { return openSQLite(t, sqlite.WithSealer(keys)) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			src := c.src(t, keys)
+			dumptest.Fill(t, src)
+			want := dumptest.Snapshot(t, src)
+			checkFixture(t, want)
+			d := export(t, src)
+			for _, clear := range []string{"s3cr3t", "#shop-deploys", "hunter2"} {
+				if bytes.Contains(d, []byte(clear)) {
+					t.Errorf("the dump holds %q in clear", clear)
+				}
+			}
+			var sealed int
+			for _, l := range dumptest.Lines(d) {
+				var rec struct {
+					Kind   dump.Kind
+					Record dump.NotifyTarget
+				}
+				if err := json.Unmarshal(l, &rec); err != nil {
+					t.Fatal(err)
+				}
+				if rec.Kind != dump.KindNotifyTarget {
+					continue
+				}
+				sealed++
+				if opened, err := keys.Open(rec.Record.Spec); err != nil || bytes.Equal(opened, rec.Record.Spec) {
+					t.Errorf("the spec of target %s in the dump is not sealed with the keyring: %v", rec.Record.Name, err)
+				}
+			}
+			if sealed != len(want.NotifyTargets) {
+				t.Errorf("%d notification targets in the dump, want %d", sealed, len(want.NotifyTargets))
+			}
+			dst := c.dst(t, keys)
+			load(t, dst, d)
+			got := dumptest.Snapshot(t, dst)
+			if c.name == "postgres to sqlite" {
+				// SQLite reads empty bytes back as nil (an event's data).
+				want = dumptest.EmptyBytesAsNil(want)
+			} else {
+				sameLines(t, "the dump of the target store", d, export(t, dst))
+			}
+			dumptest.Compare(t, want, got)
+			dumptest.Continues(t, dst, want)
+
+			// Another keyring does not open them.
+			wrong := c.dst(t, other)
+			load(t, wrong, d)
+			if _, err := wrong.GetNotifyTarget(ctx, "hooks"); err == nil {
+				t.Error("a store with another keyring opened the spec of a moved target")
+			}
 		})
 	}
 }
