@@ -69,7 +69,7 @@ func TestAdminMovesADataDirToPostgresAndBack(t *testing.T) {
 	if code != 0 || stdout != "" {
 		t.Fatalf("export: exit %d, stdout %q, stderr:\n%s", code, stdout, stderr)
 	}
-	if !strings.HasPrefix(stderr, "exported 6 configs, 8 desired states, 3 approvals, 3 instances, 2 observations, 15 events, 3 task runs, 5 tasks, 3 leases, 2 runtime facts, 2 linked runtimes, 3 API tokens, 3 audit records, 4 secret versions from the data directory "+dir+" to "+file+"\n") ||
+	if !strings.HasPrefix(stderr, "exported 6 configs, 8 desired states, 3 approvals, 3 instances, 2 observations, 18 events, 3 task runs, 5 tasks, 3 leases, 2 runtime facts, 2 linked runtimes, 3 API tokens, 3 audit records, 4 secret versions, 2 notification targets, 8 deliveries from the data directory "+dir+" to "+file+"\n") ||
 		!strings.Contains(stderr, "not exported: 1 process records") {
 		t.Errorf("export printed:\n%s", stderr)
 	}

@@ -18,8 +18,9 @@
 //
 // in this order of kinds, so that everything a record refers to comes before
 // it: config, desiredState, approval, instance, observation, event, taskRun,
-// task, lease, runtimeFacts, linkedRuntime, apiToken, audit, secret. The last line
-// closes the dump and counts the records before it:
+// task, lease, runtimeFacts, linkedRuntime, apiToken, audit, secret,
+// notifyTarget, delivery. The last line closes the dump and counts the
+// records before it:
 //
 //	{"kind":"end","record":{"records":1234}}
 //
@@ -30,15 +31,16 @@
 //
 // Kinds added to the format come after the kinds before them, and a dump
 // need not hold a record of every kind: a dump of an older drover, which
-// knows no apiToken or audit records, is still in order and imports as it
-// did (into a store then without API tokens and audit log).
+// knows no apiToken or audit records (or no notifyTarget and delivery
+// records), is still in order and imports as it did (into a store then
+// without API tokens and audit log, or without notifications).
 //
 // # Records
 //
 // Each kind's record has the fields of the store's own record (see the types
 // of this package: Config, DesiredState, Approval, Instance, Observation,
 // Event, TaskRun, Task, Lease, RuntimeFacts, LinkedRuntime, APIToken,
-// AuditRecord, Secret), in their JSON form: times in RFC 3339 with up to nine
+// AuditRecord, Secret, NotifyTarget, Delivery), in their JSON form: times in RFC 3339 with up to nine
 // fractional digits in UTC (exact to the nanosecond), byte fields in standard
 // base64 (kept byte for byte; an empty value is "", an absent one is left
 // out), and text as JSON strings.
@@ -81,13 +83,26 @@
 //     keeps it (sealed with the store's keyring: the target needs the same
 //     keyring), who made it and when; a deleted version has no value and its
 //     deletedAt, so that its number is never given again after a move.
+//   - notifyTarget: every notification target (drover notifications add,
+//     an application's notifications.slack), ordered by name, with its
+//     kind, its filter lists, its source, who made it and when, and its
+//     spec as the store keeps it (sealed with the store's keyring, as
+//     secrets' values: the target needs the same keyring).
+//   - delivery: the outbox of notifications, every delivery by id with its
+//     original id, target, key (its target's deliveries of one key go one
+//     at a time, in order), notification type, event (eventSeq), state,
+//     attempts, when it is due (nextAt), last error, claim (owner,
+//     claimedUntil) and times: pending deliveries go on after a move, a
+//     claim held stays held by its owner until it expires, and ids stay
+//     stable. A delivery not delivered names a target and an event before
+//     it (a delivered one may outlive both).
 //
 // Processes (store.Process) are not exported: they name process groups of
 // the host that ran the exporting server (to end what a crashed server left
 // running), which mean nothing, or the wrong processes, on another host or
 // after a restart. Stop the server before exporting, and it ends them itself.
 // A reader still accepts records of the kind "process" (last, after the
-// secrets), and importers skip them.
+// deliveries), and importers skip them.
 //
 // Sessions (store.Session: the people signed in through the OpenID
 // provider) are not exported either, and there is no kind for them: they
@@ -112,6 +127,6 @@
 // holding any record fails with ErrNotEmpty), in one transaction (a dump that
 // fails halfway writes nothing), and moves its sequences and identities past
 // the imported maximums, so that events, task runs and tasks created after
-// the import continue after the imported ones (API tokens and audit records
-// too). Write and Read connect them to a file.
+// the import continue after the imported ones (API tokens, audit records and
+// deliveries too). Write and Read connect them to a file.
 package dump

@@ -47,6 +47,12 @@ func everyKind() []dump.Record {
 			Action: "POST /v1/apps/{app}/services/{svc}:approve", Application: "shop", Service: "web", ReleaseChannel: "prod",
 			Target: "approval", Status: 403, Outcome: "permission_denied", Message: "ci lacks permission \"approve\""},
 		dump.AuditRecord{Seq: 8, Time: t0, Identity: "alice", Action: "POST /v1/tokens", Outcome: "ok"},
+		dump.NotifyTarget{Name: "hooks", Kind: store.NotifyWebhook, Filter: store.NotifyFilter{Types: []string{"service.deployed"}, Channels: []string{"prod"}},
+			Spec: []byte("\x01sealed\xff"), Source: "config", CreatedBy: "alice", CreatedAt: t0},
+		dump.Delivery{ID: 7, Target: "hooks", Key: "shop/web", Type: "service.deployed", EventSeq: 9, State: store.DeliveryPending, Attempts: 2,
+			NextAt: t0, LastError: "503 ✗", Owner: "s1", ClaimedUntil: t0.Add(1), CreatedAt: t0},
+		dump.Delivery{ID: 8, Target: "gone", Key: "shop/web", Type: "service.deployed", EventSeq: 100, State: store.DeliveryDelivered, Attempts: 1,
+			NextAt: t0, CreatedAt: t0, DeliveredAt: t0.Add(2)},
 		dump.Process{ID: 1, Kind: "apply", Handle: []byte("{}"), StartedAt: t0},
 	}
 }
@@ -100,7 +106,7 @@ func TestWriteRead(t *testing.T) {
 	if lines[0] != `{"format":"drover-dump","version":1,"exportedAt":"2026-01-02T03:04:05.123456789Z","store":"sqlite"}` {
 		t.Errorf("header %s", lines[0])
 	}
-	if !strings.HasPrefix(lines[1], `{"kind":"config","record":{"kind":"service"`) || lines[len(lines)-1] != `{"kind":"end","record":{"records":21}}` {
+	if !strings.HasPrefix(lines[1], `{"kind":"config","record":{"kind":"service"`) || lines[len(lines)-1] != `{"kind":"end","record":{"records":24}}` {
 		t.Errorf("first record %s, end %s", lines[1], lines[len(lines)-1])
 	}
 	if !strings.Contains(string(d), `"compiled":"eyJ4IjogIjwmPiJ9"`) {
@@ -110,6 +116,8 @@ func TestWriteRead(t *testing.T) {
 		`{"kind":"linkedRuntime","record":{"name":"edge","tokenHash":"ab12","createdAt":"2026-01-02T03:04:05.123456789Z","agent":{"connected":false}}}`,
 		`{"kind":"apiToken","record":{"id":5,"name":"ci","hash":"ab78","createdAt":"2026-01-02T03:04:05.123456789Z"}}`,
 		`{"kind":"audit","record":{"seq":8,"time":"2026-01-02T03:04:05.123456789Z","identity":"alice","action":"POST /v1/tokens","outcome":"ok"}}`,
+		`{"kind":"notifyTarget","record":{"name":"hooks","kind":"webhook","filter":{"types":["service.deployed"],"channels":["prod"]},"spec":"AXNlYWxlZP8=","source":"config","createdBy":"alice","createdAt":"2026-01-02T03:04:05.123456789Z"}}`,
+		`{"kind":"delivery","record":{"id":8,"target":"gone","key":"shop/web","type":"service.deployed","eventSeq":100,"state":"delivered","attempts":1,"nextAt":"2026-01-02T03:04:05.123456789Z","createdAt":"2026-01-02T03:04:05.123456789Z","deliveredAt":"2026-01-02T03:04:05.123456791Z"}}`,
 	} {
 		if !slices.Contains(lines, want) {
 			t.Errorf("no line %s in\n%s", want, d)
@@ -143,6 +151,14 @@ func TestReadRefuses(t *testing.T) {
 	audit := func(seq, more string) string {
 		return `{"kind":"audit","record":{"seq":` + seq + `,"time":"2026-01-02T03:04:05Z"` + more + `}}` + "\n"
 	}
+	target := func(name, kind, more string) string {
+		return `{"kind":"notifyTarget","record":{"name":"` + name + `","kind":"` + kind + `","createdAt":"2026-01-02T03:04:05Z"` + more + `}}` + "\n"
+	}
+	delivery := func(id, target, state, more string) string {
+		return `{"kind":"delivery","record":{"id":` + id + `,"target":"` + target + `","key":"shop/web","type":"service.deployed","eventSeq":1,"state":"` +
+			state + `","nextAt":"2026-01-02T03:04:05Z","createdAt":"2026-01-02T03:04:05Z"` + more + `}}` + "\n"
+	}
+	const delivered = `,"deliveredAt":"2026-01-02T03:04:06Z"`
 	const revoked = `,"revokedAt":"2026-01-02T03:04:06Z"`
 	const who = `,"identity":"ci","action":"POST /v1/x","outcome":"ok"`
 	for _, c := range []struct{ name, dump, want string }{
@@ -193,6 +209,35 @@ func TestReadRefuses(t *testing.T) {
 			"line 3: apiToken record after audit records"},
 		{"audit after a process", header + `{"kind":"process","record":{"id":1,"kind":"apply","startedAt":"2026-01-02T03:04:05Z"}}` + "\n" +
 			audit("1", who) + end("2"), "line 3: audit record after processes"},
+		{"notification target of an unknown kind", header + target("hooks", "email", "") + end("1"),
+			`line 2: notifyTarget record: notification target hooks: kind "email" is neither webhook nor slack`},
+		{"notification target filtering a list", header + target("hooks", "webhook", `,"filter":{"applications":["a,b"]}`) + end("1"),
+			`line 2: notifyTarget record: filter applications: "a,b" is not a name`},
+		{"notification target without a creation time", header + strings.Replace(target("hooks", "webhook", ""), `,"createdAt":"2026-01-02T03:04:05Z"`, "", 1) + end("1"),
+			"line 2: notifyTarget record: notification target hooks: createdAt is required"},
+		{"notification targets out of order", header + target("b", "webhook", "") + target("a", "slack", "") + end("2"),
+			"line 3: notifyTarget record: notification target a after b: they must be ordered by name"},
+		{"notification target twice", header + target("a", "webhook", "") + target("a", "slack", "") + end("2"),
+			"line 3: notifyTarget record: notification target a after a"},
+		{"delivery to no target", header + event("1") + delivery("1", "hooks", "pending", "") + end("2"),
+			`line 3: delivery record: delivery 1 (pending): no notification target "hooks" before it`},
+		{"delivery of no event", header + event("1") + target("hooks", "webhook", "") + delivery("1", "hooks", "dead", `,"eventSeq":2`) + end("3"),
+			"line 4: delivery record: delivery 1 (dead): event 2 is not before it"},
+		{"delivery of an unknown state", header + delivery("1", "gone", "sent", "") + end("1"),
+			`line 2: delivery record: delivery 1: unknown state "sent"`},
+		{"delivery delivered at no time", header + delivery("1", "gone", "delivered", "") + end("1"),
+			"line 2: delivery record: delivery 1: a delivered delivery needs its deliveredAt"},
+		{"delivery claimed by no one", header + delivery("1", "gone", "delivered", `,"deliveredAt":"2026-01-02T03:04:05Z","claimedUntil":"2026-01-02T03:04:05Z"`) + end("1"),
+			"line 2: delivery record: delivery 1: owner and claimedUntil go together"},
+		{"delivery without a key", header + strings.Replace(delivery("1", "gone", "dead", ""), `"key":"shop/web",`, "", 1) + end("1"),
+			"line 2: delivery record: delivery 1: target, key, type, a positive eventSeq"},
+		{"delivery ids out of order", header + delivery("2", "gone", "delivered", delivered) + delivery("2", "gone", "delivered", delivered) + end("2"),
+			"line 3: delivery record: delivery id 2 after 2"},
+		{"delivery before its target", header + event("1") + delivery("1", "gone", "delivered", delivered) + target("hooks", "webhook", "") + end("3"),
+			"line 4: notifyTarget record after deliveries"},
+		{"secret after a notification target", header + target("hooks", "webhook", "") +
+			`{"kind":"secret","record":{"key":"db","version":0,"value":"eA==","createdAt":"2026-01-02T03:04:05Z"}}` + "\n" + end("2"),
+			"line 3: secret record after notification targets"},
 		{"end miscounts", header + ds + end("2"), "line 3: the end line counts 2 records, the dump holds 1"},
 		{"after the end", header + ds + end("1") + ds, "line 4: data after the end line"},
 	} {
@@ -326,6 +371,17 @@ func TestConversionsKeepEveryField(t *testing.T) {
 	filled(t, r)
 	if got := dump.FromTaskRun(r).Store(); !reflect.DeepEqual(got, r) {
 		t.Errorf("task run %+v came back as %+v", r, got)
+	}
+	dl := store.Delivery{
+		ID: 1, Target: "a", Type: "b", EventSeq: 2, State: store.DeliveryDead, Attempts: 3, NextAt: t0, LastError: "c", Owner: "d",
+		ClaimedUntil: t0, CreatedAt: t0, DeliveredAt: t0, Event: store.Event{Seq: 2},
+	}
+	filled(t, dl)
+	rec := dump.DeliveryOf(dl, "e")
+	filled(t, rec)
+	dl.Event = store.Event{} // a delivery record has no event, which is the event record of its seq
+	if got := rec.Store(); !reflect.DeepEqual(got, dl) || rec.Key != "e" {
+		t.Errorf("delivery %+v came back as %+v (key %q)", dl, got, rec.Key)
 	}
 }
 

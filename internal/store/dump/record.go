@@ -26,6 +26,8 @@ const (
 	KindAPIToken      Kind = "apiToken"
 	KindAudit         Kind = "audit"
 	KindSecret        Kind = "secret"
+	KindNotifyTarget  Kind = "notifyTarget"
+	KindDelivery      Kind = "delivery"
 	// KindProcess is read but never exported, and importers skip it (see
 	// the package documentation).
 	KindProcess Kind = "process"
@@ -35,7 +37,7 @@ const (
 var Kinds = []Kind{
 	KindConfig, KindDesiredState, KindApproval, KindInstance, KindObservation,
 	KindEvent, KindTaskRun, KindTask, KindLease, KindRuntimeFacts, KindLinkedRuntime,
-	KindAPIToken, KindAudit, KindSecret, KindProcess,
+	KindAPIToken, KindAudit, KindSecret, KindNotifyTarget, KindDelivery, KindProcess,
 }
 
 // rank is the position of k in Kinds, or -1 for an unknown kind.
@@ -79,6 +81,10 @@ func (k Kind) plural() string {
 		return "audit records"
 	case KindSecret:
 		return "secret versions"
+	case KindNotifyTarget:
+		return "notification targets"
+	case KindDelivery:
+		return "deliveries"
 	case KindProcess:
 		return "processes"
 	default:
@@ -89,7 +95,7 @@ func (k Kind) plural() string {
 // Record is one record of a dump: a value of one of this package's record
 // types (Config, DesiredState, Approval, Instance, Observation, Event,
 // TaskRun, Task, Lease, RuntimeFacts, LinkedRuntime, APIToken, AuditRecord,
-// Secret, Process).
+// Secret, NotifyTarget, Delivery, Process).
 type Record interface {
 	// RecordKind says which kind of record it is.
 	RecordKind() Kind
@@ -345,6 +351,58 @@ func (s Secret) Store() store.Secret {
 	return store.Secret{Key: s.Key, Version: s.Version, Value: s.Value, CreatedBy: s.CreatedBy, CreatedAt: s.CreatedAt}
 }
 
+// NotifyTarget is a place notifications are delivered to (kind
+// "notifyTarget"): a store.NotifyTarget with its filter lists and its spec
+// as the store keeps it (sealed by the store's keyring, never in clear).
+type NotifyTarget struct {
+	Name      string             `json:"name"`
+	Kind      string             `json:"kind"`
+	Filter    store.NotifyFilter `json:"filter,omitzero"`
+	Spec      []byte             `json:"spec,omitzero"`
+	Source    string             `json:"source,omitempty"`
+	CreatedBy string             `json:"createdBy,omitempty"`
+	CreatedAt time.Time          `json:"createdAt"`
+}
+
+// Delivery is one notification of one event to one target, a row of the
+// outbox (kind "delivery"): a store.Delivery with its original ID and the
+// key its target's deliveries are ordered by, without its event (the event
+// record with seq EventSeq).
+type Delivery struct {
+	ID           int64               `json:"id"`
+	Target       string              `json:"target"`
+	Key          string              `json:"key"`
+	Type         string              `json:"type"`
+	EventSeq     int64               `json:"eventSeq"`
+	State        store.DeliveryState `json:"state"`
+	Attempts     int                 `json:"attempts,omitempty"`
+	NextAt       time.Time           `json:"nextAt"`
+	LastError    string              `json:"lastError,omitempty"`
+	Owner        string              `json:"owner,omitempty"`
+	ClaimedUntil time.Time           `json:"claimedUntil,omitzero"`
+	CreatedAt    time.Time           `json:"createdAt"`
+	DeliveredAt  time.Time           `json:"deliveredAt,omitzero"`
+}
+
+// DeliveryOf is the record of d, whose key is key. d.Event is left out.
+func DeliveryOf(d store.Delivery, key string) Delivery {
+	return Delivery{
+		ID: d.ID, Target: d.Target, Key: key, Type: d.Type, EventSeq: d.EventSeq, State: d.State, Attempts: d.Attempts,
+		NextAt: d.NextAt, LastError: d.LastError, Owner: d.Owner, ClaimedUntil: d.ClaimedUntil, CreatedAt: d.CreatedAt,
+		DeliveredAt: d.DeliveredAt,
+	}
+}
+
+// Store is the delivery as a store.Delivery, without its event; Key goes
+// beside it.
+func (d Delivery) Store() store.Delivery {
+	return store.Delivery{
+		ID: d.ID, Target: d.Target, Type: d.Type, EventSeq: d.EventSeq, State: d.State, Attempts: d.Attempts,
+		NextAt: d.NextAt, LastError: d.LastError, Owner: d.Owner, ClaimedUntil: d.ClaimedUntil, CreatedAt: d.CreatedAt,
+		DeliveredAt: d.DeliveredAt,
+	}
+}
+
 // Process is a command running on the exporting host (kind "process"): a
 // store.Process. Exporters do not write them and importers skip them (see
 // the package documentation).
@@ -404,6 +462,12 @@ func (AuditRecord) RecordKind() Kind { return KindAudit }
 func (Secret) RecordKind() Kind { return KindSecret }
 
 // RecordKind implements Record.
+func (NotifyTarget) RecordKind() Kind { return KindNotifyTarget }
+
+// RecordKind implements Record.
+func (Delivery) RecordKind() Kind { return KindDelivery }
+
+// RecordKind implements Record.
 func (Process) RecordKind() Kind { return KindProcess }
 
 func (Config) isRecord()        {}
@@ -420,13 +484,17 @@ func (LinkedRuntime) isRecord() {}
 func (APIToken) isRecord()      {}
 func (AuditRecord) isRecord()   {}
 func (Secret) isRecord()        {}
+func (NotifyTarget) isRecord()  {}
+func (Delivery) isRecord()      {}
 func (Process) isRecord()       {}
 
 // Conversions from and to the store's records. Every record type but
-// DesiredState and TaskRun has exactly the store type's fields, in its order,
-// so that the two convert directly (dump.Event(e), store.Event(r)): a field
-// added to a store type fails to compile here until the dump carries it.
-// DesiredState and TaskRun convert with FromDesiredState and FromTaskRun.
+// DesiredState, TaskRun, Secret and Delivery has exactly the store type's
+// fields, in its order, so that the two convert directly (dump.Event(e),
+// store.Event(r)): a field added to a store type fails to compile here
+// until the dump carries it. DesiredState and TaskRun convert with
+// FromDesiredState and FromTaskRun, Secret and Delivery with SecretOf and
+// DeliveryOf.
 
 // Store is the config version the record describes.
 func (c Config) Store() store.ConfigObject { return store.ConfigObject(c) }
@@ -510,6 +578,10 @@ func (t APIToken) Store() store.APIToken { return store.APIToken(t) }
 
 // Store is the audit record the record describes.
 func (r AuditRecord) Store() store.AuditRecord { return store.AuditRecord(r) }
+
+// Store is the notification target the record describes, its Spec sealed
+// as kept.
+func (t NotifyTarget) Store() store.NotifyTarget { return store.NotifyTarget(t) }
 
 // Store is the process the record describes.
 func (p Process) Store() store.Process { return store.Process(p) }

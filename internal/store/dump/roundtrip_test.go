@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/drover-dev/drover/internal/sealing"
 	"github.com/drover-dev/drover/internal/store"
 	"github.com/drover-dev/drover/internal/store/dump"
 	"github.com/drover-dev/drover/internal/store/dump/dumptest"
@@ -103,9 +105,10 @@ func TestRoundTripSQLitePostgresSQLite(t *testing.T) {
 	pg := openPostgres(t)
 	counts := load(t, pg, d1)
 	if counts[dump.KindEvent] != len(want.Events) || counts[dump.KindTask] != len(want.Tasks) || counts[dump.KindProcess] != 0 ||
-		counts[dump.KindAPIToken] != len(want.Tokens) || counts[dump.KindAudit] != len(want.Audit) {
-		t.Errorf("imported %s; want %d events, %d tasks, %d API tokens and %d audit records, no process",
-			counts, len(want.Events), len(want.Tasks), len(want.Tokens), len(want.Audit))
+		counts[dump.KindAPIToken] != len(want.Tokens) || counts[dump.KindAudit] != len(want.Audit) ||
+		counts[dump.KindNotifyTarget] != len(want.NotifyTargets) || counts[dump.KindDelivery] != len(want.Deliveries) {
+		t.Errorf("imported %s; want %d events, %d tasks, %d API tokens, %d audit records, %d notification targets and %d deliveries, no process",
+			counts, len(want.Events), len(want.Tasks), len(want.Tokens), len(want.Audit), len(want.NotifyTargets), len(want.Deliveries))
 	}
 	dumptest.Compare(t, want, dumptest.Snapshot(t, pg))
 	if procs, err := pg.ListProcesses(t.Context()); err != nil || len(procs) != 0 {
@@ -180,6 +183,28 @@ func checkFixture(t *testing.T, st dumptest.State) {
 	if len(st.Secrets) != 3 || st.Secrets[1].VersionName() != "db-password-0" || st.Secrets[2].VersionName() != "db-password-2" {
 		t.Errorf("secrets %+v, want api.token-0, db-password-0 and db-password-2 (1 deleted)", st.Secrets)
 	}
+	if tg := st.NotifyTargets; len(tg) != 2 || tg[0].Name != "hooks" || !strings.Contains(string(tg[0].Spec), `"secret":"s3cr3t ü"`) ||
+		len(tg[0].Filter.Types) != 2 || len(tg[0].Filter.Services) != 2 || tg[1].Source != "config" || len(tg[1].Filter.Statuses) != 1 {
+		t.Errorf("notification targets %+v, want hooks (its spec opened, filter lists) and shop-slack (from config)", tg)
+	}
+	deliveries := map[string]int{}
+	for _, d := range st.Deliveries {
+		switch {
+		case d.Target == "gone" && d.State == store.DeliveryDelivered:
+			deliveries["of the deleted target"]++
+		case d.State == store.DeliveryPending && d.Owner != "":
+			deliveries["claimed"]++
+		case d.State == store.DeliveryPending && d.Attempts > 0:
+			deliveries["to retry"]++
+		case d.State == store.DeliveryPending:
+			deliveries["never attempted"]++
+		default:
+			deliveries[string(d.State)]++
+		}
+	}
+	if fmt.Sprint(deliveries) != "map[claimed:1 dead:1 delivered:1 never attempted:1 of the deleted target:3 to retry:1]" {
+		t.Errorf("deliveries %v (%+v), want some in every state", deliveries, st.Deliveries)
+	}
 	statuses := map[store.TaskStatus]int{}
 	for _, task := range st.Tasks {
 		statuses[task.Status]++
@@ -246,6 +271,15 @@ func TestImportIntoNonEmptyStore(t *testing.T) {
 			if !errors.Is(err, dump.ErrNotEmpty) || !strings.Contains(err.Error(), "it holds 1 API tokens;") {
 				t.Fatalf("import into a store with an API token: %v, want ErrNotEmpty naming it", err)
 			}
+			// So does a notification target.
+			notified := open(t)
+			if err := notified.PutNotifyTarget(t.Context(), store.NotifyTarget{Name: "ci", Kind: store.NotifyWebhook}); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err = dump.Read(t.Context(), bytes.NewReader(d), notified)
+			if !errors.Is(err, dump.ErrNotEmpty) || !strings.Contains(err.Error(), "it holds 1 notification targets;") {
+				t.Fatalf("import into a store with a notification target: %v, want ErrNotEmpty naming it", err)
+			}
 			audited := open(t)
 			if _, err := audited.AppendAudit(t.Context(), store.AuditRecord{Identity: "admin", Action: "POST /v1/x", Outcome: "ok"}); err != nil {
 				t.Fatal(err)
@@ -286,6 +320,122 @@ func TestImportOlderDump(t *testing.T) {
 			got.Tokens, got.Audit = nil, nil // empty lists of either store alike
 			dumptest.Compare(t, want, got)
 			dumptest.Continues(t, dst, want)
+		})
+	}
+}
+
+// TestImportDumpWithoutNotifications: a dump of a drover that knew no
+// notifications (the same lines without notification targets and
+// deliveries) imports into either store, which then has none.
+func TestImportDumpWithoutNotifications(t *testing.T) {
+	t.Parallel()
+	src := openSQLite(t, sqlite.KeepSuperseded(dumptest.Keep))
+	dumptest.Fill(t, src)
+	want := dumptest.Snapshot(t, src)
+	want.NotifyTargets, want.Deliveries = nil, nil
+	older := withoutKinds(t, export(t, src), dump.KindNotifyTarget, dump.KindDelivery)
+	for name, open := range map[string]func(t *testing.T) dumpStore{
+		"sqlite":   func(t *testing.T) dumpStore { return openSQLite(t) },
+		"postgres": func(t *testing.T) dumpStore { return openPostgres(t) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dst := open(t)
+			counts := load(t, dst, older)
+			if counts[dump.KindNotifyTarget] != 0 || counts[dump.KindDelivery] != 0 || counts[dump.KindSecret] == 0 {
+				t.Errorf("imported %s; want the secrets, no notification targets, no deliveries", counts)
+			}
+			got := dumptest.Snapshot(t, dst)
+			if len(got.NotifyTargets) != 0 || len(got.Deliveries) != 0 {
+				t.Errorf("notification targets %+v and deliveries %+v after the import, want none", got.NotifyTargets, got.Deliveries)
+			}
+			got.NotifyTargets, got.Deliveries = nil, nil
+			dumptest.Compare(t, want, got)
+			dumptest.Continues(t, dst, want)
+		})
+	}
+}
+
+// TestRoundTripSealed moves a store that seals (secrets' values,
+// notification targets' specs) to another store of the other kind with the
+// same keyring: the dump holds the sealed values, never the clear ones, the
+// target opens them, and a store with another keyring cannot.
+func TestRoundTripSealed(t *testing.T) {
+	t.Parallel()
+	keys, err := sealing.ParseKeyring(sealing.NewKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := sealing.ParseKeyring(sealing.NewKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name     string
+		src, dst func(t *testing.T, keys store.Sealer) dumpStore
+	}{
+		{"sqlite to postgres",
+			func(t *testing.T, keys store.Sealer) dumpStore {
+				return openSQLite(t, sqlite.KeepSuperseded(dumptest.Keep), sqlite.WithSealer(keys))
+			},
+			func(t *testing.T, keys store.Sealer) dumpStore { return openPostgres(t, postgres.WithSealer(keys)) }},
+		{"postgres to sqlite",
+			func(t *testing.T, keys store.Sealer) dumpStore {
+				return openPostgres(t, postgres.KeepSuperseded(dumptest.Keep), postgres.WithSealer(keys))
+			},
+			func(t *testing.T, keys store.Sealer) dumpStore { return openSQLite(t, sqlite.WithSealer(keys)) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			src := c.src(t, keys)
+			dumptest.Fill(t, src)
+			want := dumptest.Snapshot(t, src)
+			checkFixture(t, want)
+			d := export(t, src)
+			for _, clear := range []string{"s3cr3t", "#shop-deploys", "hunter2"} {
+				if bytes.Contains(d, []byte(clear)) {
+					t.Errorf("the dump holds %q in clear", clear)
+				}
+			}
+			var sealed int
+			for _, l := range dumptest.Lines(d) {
+				var rec struct {
+					Kind   dump.Kind
+					Record dump.NotifyTarget
+				}
+				if err := json.Unmarshal(l, &rec); err != nil {
+					t.Fatal(err)
+				}
+				if rec.Kind != dump.KindNotifyTarget {
+					continue
+				}
+				sealed++
+				if opened, err := keys.Open(rec.Record.Spec); err != nil || bytes.Equal(opened, rec.Record.Spec) {
+					t.Errorf("the spec of target %s in the dump is not sealed with the keyring: %v", rec.Record.Name, err)
+				}
+			}
+			if sealed != len(want.NotifyTargets) {
+				t.Errorf("%d notification targets in the dump, want %d", sealed, len(want.NotifyTargets))
+			}
+			dst := c.dst(t, keys)
+			load(t, dst, d)
+			got := dumptest.Snapshot(t, dst)
+			if c.name == "postgres to sqlite" {
+				// SQLite reads empty bytes back as nil (an event's data).
+				want = dumptest.EmptyBytesAsNil(want)
+			} else {
+				sameLines(t, "the dump of the target store", d, export(t, dst))
+			}
+			dumptest.Compare(t, want, got)
+			dumptest.Continues(t, dst, want)
+
+			// Another keyring does not open them.
+			wrong := c.dst(t, other)
+			load(t, wrong, d)
+			if _, err := wrong.GetNotifyTarget(ctx, "hooks"); err == nil {
+				t.Error("a store with another keyring opened the spec of a moved target")
+			}
 		})
 	}
 }

@@ -122,7 +122,8 @@ func copyCounts(c Counts) Counts {
 // Reader reads a dump and checks it as it goes: its header, that each line
 // is a known record in the order of Kinds, that records refer to records
 // before them (an approval to its desired state, a shared compiled copy to
-// the desired state holding it), that ids and sequence numbers increase, that
+// the desired state holding it, a delivery not yet delivered to its target
+// and event), that ids and sequence numbers increase, that
 // what a store keeps unique is (API tokens' hashes, the names of tokens not
 // revoked), and that the end line closes it. Its errors name the line.
 type Reader struct {
@@ -145,6 +146,11 @@ type Reader struct {
 	secretKey          string
 	secretVersion      int64
 	lastToken, lastAud int64
+	// targets holds the names of the notification targets read (in
+	// order: lastTarget is the last); lastDelivery the last delivery id.
+	targets      map[string]bool
+	lastTarget   string
+	lastDelivery int64
 	// tokenHashes and liveTokens give the id of the API token with a hash,
 	// and of the token not revoked with a name.
 	tokenHashes, liveTokens map[string]int64
@@ -155,7 +161,7 @@ type Reader struct {
 func NewReader(r io.Reader) (*Reader, error) {
 	dr := &Reader{
 		r: bufio.NewReaderSize(r, 64<<10), counts: Counts{}, last: KindConfig, states: map[string]bool{},
-		tokenHashes: map[string]int64{}, liveTokens: map[string]int64{},
+		tokenHashes: map[string]int64{}, liveTokens: map[string]int64{}, targets: map[string]bool{},
 	}
 	b, err := dr.readLine()
 	if errors.Is(err, io.EOF) {
@@ -333,6 +339,10 @@ func decode(k Kind, raw json.RawMessage) (Record, error) {
 		rec, err = decodeAs[AuditRecord](raw)
 	case KindSecret:
 		rec, err = decodeAs[Secret](raw)
+	case KindNotifyTarget:
+		rec, err = decodeAs[NotifyTarget](raw)
+	case KindDelivery:
+		rec, err = decodeAs[Delivery](raw)
 	case KindProcess:
 		rec, err = decodeAs[Process](raw)
 	default:
@@ -416,6 +426,10 @@ func (r *Reader) check(rec Record) error {
 		return increasing("audit seq", v.Seq, &r.lastAud)
 	case Secret:
 		return r.checkSecret(v)
+	case NotifyTarget:
+		return r.checkNotifyTarget(v)
+	case Delivery:
+		return r.checkDelivery(v)
 	case Process:
 		return increasing("process id", v.ID, &r.lastProcs)
 	}
@@ -439,6 +453,46 @@ func (r *Reader) checkSecret(v Secret) error {
 	}
 	r.secrets, r.secretKey, r.secretVersion = r.secrets+1, v.Key, v.Version
 	return nil
+}
+
+// checkNotifyTarget checks a notification target: what a store accepts
+// of one (a valid name, a known kind, a filter of names), a creation
+// time, and a name after the one before it (ordered by name, so each
+// once). Errors never quote the spec.
+func (r *Reader) checkNotifyTarget(v NotifyTarget) error {
+	if err := v.Store().CheckPut(); err != nil {
+		return err
+	}
+	switch {
+	case v.CreatedAt.IsZero():
+		return fmt.Errorf("notification target %s: createdAt is required", v.Name)
+	case len(r.targets) > 0 && v.Name <= r.lastTarget:
+		return fmt.Errorf("notification target %s after %s: they must be ordered by name", v.Name, r.lastTarget)
+	}
+	r.targets[v.Name], r.lastTarget = true, v.Name
+	return nil
+}
+
+// checkDelivery checks a delivery: its fields, a known state, an id above
+// the last one, and, unless it was delivered, a target before it and an
+// event no later than the last one (a store deletes the deliveries not
+// delivered of a target it deletes, and keeps their events).
+func (r *Reader) checkDelivery(v Delivery) error {
+	switch {
+	case v.Target == "" || v.Key == "" || v.Type == "" || v.EventSeq < 1 || v.Attempts < 0 || v.NextAt.IsZero() || v.CreatedAt.IsZero():
+		return fmt.Errorf("delivery %d: target, key, type, a positive eventSeq, attempts of 0 or more, nextAt and createdAt are required", v.ID)
+	case v.State != store.DeliveryPending && v.State != store.DeliveryDelivered && v.State != store.DeliveryDead:
+		return fmt.Errorf("delivery %d: unknown state %q", v.ID, v.State)
+	case v.State == store.DeliveryDelivered && v.DeliveredAt.IsZero():
+		return fmt.Errorf("delivery %d: a delivered delivery needs its deliveredAt", v.ID)
+	case v.ClaimedUntil.IsZero() != (v.Owner == ""):
+		return fmt.Errorf("delivery %d: owner and claimedUntil go together", v.ID)
+	case v.State != store.DeliveryDelivered && !r.targets[v.Target]:
+		return fmt.Errorf("delivery %d (%s): no notification target %q before it", v.ID, v.State, v.Target)
+	case v.State != store.DeliveryDelivered && v.EventSeq > r.lastSeq:
+		return fmt.Errorf("delivery %d (%s): event %d is not before it", v.ID, v.State, v.EventSeq)
+	}
+	return increasing("delivery id", v.ID, &r.lastDelivery)
 }
 
 // checkToken checks an API token: its fields, an id above the last one, a

@@ -95,6 +95,16 @@ func (s *Store) Export(ctx context.Context, emit func(dump.Record) error) error 
 				func(row scanner) (sqlcore.SecretRow, error) { return sqlcore.ScanSecretRow(dialect{}, row) },
 				func(r sqlcore.SecretRow) error { return emit(dump.SecretOf(r.Secret, r.DeletedAt)) })
 		}},
+		{"notification targets", func() error {
+			return each(ctx, tx, sqlcore.SelectNotifyTargets,
+				func(row scanner) (store.NotifyTarget, error) { return sqlcore.ScanNotifyTarget(dialect{}, row) },
+				func(t store.NotifyTarget) error { return emit(dump.NotifyTarget(t)) })
+		}},
+		{"deliveries", func() error {
+			return each(ctx, tx, sqlcore.SelectDeliveryRows,
+				func(row scanner) (sqlcore.DeliveryRow, error) { return sqlcore.ScanDeliveryRow(dialect{}, row) },
+				func(r sqlcore.DeliveryRow) error { return emit(dump.DeliveryOf(r.Delivery, r.Key)) })
+		}},
 	}
 	for _, step := range steps {
 		if err := step.fn(); err != nil {
@@ -176,6 +186,8 @@ var dumpTables = []struct {
 	{"api_tokens", dump.KindAPIToken},
 	{"audit", dump.KindAudit},
 	{"secrets", dump.KindSecret},
+	{"notify_targets", dump.KindNotifyTarget},
+	{"notify_deliveries", dump.KindDelivery},
 	{"processes", dump.KindProcess},
 }
 
@@ -189,12 +201,12 @@ const importBatch = 500
 // and loads them (readers go on), and deletes every session (not dumped:
 // what sessions the database held were issued before the import and do not
 // survive it; people sign in again, as after a restore). It sends the
-// inserts in batches. Events, task runs, tasks, API
-// tokens and audit records are inserted with their ids (OVERRIDING SYSTEM
-// VALUE), desired states and approvals in their order of creation; then the
-// identity sequences of events.seq, task_runs.id, tasks.id, api_tokens.id and
-// audit.seq are set to the largest imported id (or kept, when already past
-// it), so later inserts continue after it.
+// inserts in batches. Events, task runs, tasks, API tokens, audit records
+// and deliveries are inserted with their ids (OVERRIDING SYSTEM VALUE),
+// desired states and approvals in their order of creation; then the
+// identity sequences of events.seq, task_runs.id, tasks.id, api_tokens.id,
+// audit.seq and notify_deliveries.id are set to the largest imported id (or
+// kept, when already past it), so later inserts continue after it.
 func (s *Store) Import(ctx context.Context, next func() (dump.Record, error)) error {
 	err := s.health.wrote(s.runTx(ctx, func(tx pgx.Tx) error {
 		if err := lockAndCheckEmpty(ctx, tx); err != nil {
@@ -225,6 +237,7 @@ func (s *Store) Import(ctx context.Context, next func() (dump.Record, error)) er
 		}{
 			{"events", "seq", im.maxSeq}, {"task_runs", "id", im.maxRun}, {"tasks", "id", im.maxTask},
 			{"api_tokens", "id", im.maxToken}, {"audit", "seq", im.maxAudit},
+			{"notify_deliveries", "id", im.maxDelivery},
 		} {
 			if err := raiseSequence(ctx, tx, seq.table, seq.column, seq.max); err != nil {
 				return fmt.Errorf("raise the sequence of %s.%s to %d: %w", seq.table, seq.column, seq.max, err)
@@ -278,6 +291,7 @@ type importer struct {
 	what                    []string
 	maxSeq, maxRun, maxTask int64
 	maxToken, maxAudit      int64
+	maxDelivery             int64
 }
 
 const (
@@ -290,6 +304,7 @@ const (
 		" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
 	importTask = "INSERT INTO tasks (" + taskColumns + ") OVERRIDING SYSTEM VALUE" +
 		" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
+	importDelivery = sqlcore.InsertDeliveryRow + " OVERRIDING SYSTEM VALUE" + sqlcore.DeliveryRowValues
 )
 
 // importInstance inserts an instance as it was, revision included.
@@ -405,6 +420,14 @@ func (im *importer) put(ctx context.Context, rec dump.Record) error {
 		// The value is kept sealed, as dumped; errors never quote it.
 		return im.queue(ctx, "secret "+store.SecretVersionName(r.Key, r.Version),
 			bound(sqlcore.InsertSecret), sqlcore.SecretArgs(dialect{}, sqlcore.SecretRow{Secret: r.Store(), DeletedAt: r.DeletedAt})...)
+	case dump.NotifyTarget:
+		// The spec is kept sealed, as dumped; errors never quote it.
+		return im.queue(ctx, "notification target "+r.Name, bound(sqlcore.InsertNotifyTarget),
+			sqlcore.NotifyTargetArgs(dialect{}, r.Store(), r.Spec)...)
+	case dump.Delivery:
+		im.maxDelivery = max(im.maxDelivery, r.ID)
+		return im.queue(ctx, fmt.Sprintf("delivery %d", r.ID), bound(importDelivery),
+			sqlcore.DeliveryRowArgs(dialect{}, sqlcore.DeliveryRow{Delivery: r.Store(), Key: r.Key})...)
 	case dump.Process:
 		// Processes of the exporting host mean nothing here (see package dump).
 		return nil

@@ -243,3 +243,45 @@ func BindNumbered(d Dialect, q string) string {
 	}
 	return numberedRE.ReplaceAllString(q, "$$$1")
 }
+
+// What export and import carry of notifications: targets with their spec
+// as stored (sealed), and deliveries with their ids and keys.
+const (
+	// InsertNotifyTarget inserts NotifyTargetArgs (an import: a target
+	// already there is an error).
+	InsertNotifyTarget = "INSERT INTO notify_targets (" + NotifyTargetColumns + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+
+	// DeliveryRowColumns are the columns of a delivery's row, its key
+	// included, in the order of DeliveryRowArgs and ScanDeliveryRow.
+	DeliveryRowColumns = "id, target, key, type, event_seq, state, attempts, next_at, last_error, owner, claimed_until, created_at, delivered_at"
+	// InsertDeliveryRow is the start of the statement that inserts a
+	// delivery with its id, followed by DeliveryRowValues (PostgreSQL
+	// puts OVERRIDING SYSTEM VALUE between them).
+	InsertDeliveryRow = "INSERT INTO notify_deliveries (" + DeliveryRowColumns + ")"
+	// DeliveryRowValues are the values of InsertDeliveryRow:
+	// DeliveryRowArgs.
+	DeliveryRowValues = " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+	// SelectDeliveryRows selects every delivery's row, by id.
+	SelectDeliveryRows = "SELECT " + DeliveryRowColumns + " FROM notify_deliveries ORDER BY id"
+)
+
+// DeliveryRow is a delivery's row: a delivery without its event, and the
+// key its target's deliveries are ordered by (DeliveryKey).
+type DeliveryRow struct {
+	store.Delivery
+	Key string
+}
+
+// DeliveryRowArgs are r's values for DeliveryRowColumns, in order.
+func DeliveryRowArgs(d Dialect, r DeliveryRow) []any {
+	return []any{r.ID, r.Target, r.Key, r.Type, r.EventSeq, string(r.State), r.Attempts, d.Time(r.NextAt), d.Text(r.LastError),
+		r.Owner, d.Time(r.ClaimedUntil), d.Time(r.CreatedAt), d.Time(r.DeliveredAt)}
+}
+
+// ScanDeliveryRow scans a row of DeliveryRowColumns.
+func ScanDeliveryRow(d Dialect, row Scanner) (DeliveryRow, error) {
+	var r DeliveryRow
+	err := row.Scan(&r.ID, &r.Target, &r.Key, &r.Type, &r.EventSeq, &r.State, &r.Attempts, d.ScanTime(&r.NextAt), &r.LastError,
+		&r.Owner, d.ScanTime(&r.ClaimedUntil), d.ScanTime(&r.CreatedAt), d.ScanTime(&r.DeliveredAt))
+	return r, err
+}

@@ -96,6 +96,20 @@ func (s *Store) Export(ctx context.Context, emit func(dump.Record) error) error 
 				},
 				func(r sqlcore.SecretRow) error { return emit(dump.SecretOf(r.Secret, r.DeletedAt)) })
 		}},
+		{"notification targets", func() error {
+			return each(ctx, tx, sqlcore.SelectNotifyTargets,
+				func(row interface{ Scan(...any) error }) (store.NotifyTarget, error) {
+					return sqlcore.ScanNotifyTarget(dialect{}, row)
+				},
+				func(t store.NotifyTarget) error { return emit(dump.NotifyTarget(t)) })
+		}},
+		{"deliveries", func() error {
+			return each(ctx, tx, sqlcore.SelectDeliveryRows,
+				func(row interface{ Scan(...any) error }) (sqlcore.DeliveryRow, error) {
+					return sqlcore.ScanDeliveryRow(dialect{}, row)
+				},
+				func(r sqlcore.DeliveryRow) error { return emit(dump.DeliveryOf(r.Delivery, r.Key)) })
+		}},
 	}
 	for _, step := range steps {
 		if err := step.fn(); err != nil {
@@ -177,6 +191,8 @@ var dumpTables = []struct {
 	{"api_tokens", dump.KindAPIToken},
 	{"audit", dump.KindAudit},
 	{"secrets", dump.KindSecret},
+	{"notify_targets", dump.KindNotifyTarget},
+	{"notify_deliveries", dump.KindDelivery},
 	{"processes", dump.KindProcess},
 }
 
@@ -185,9 +201,9 @@ var dumpTables = []struct {
 // session (not dumped: what sessions the store held were issued before the
 // import and do not survive it; people sign in again, as after a restore).
 // Records keep their ids: events and audit records their seq, task runs,
-// tasks and API tokens their id, desired states and approvals their order of
-// creation. The AUTOINCREMENT sequences
-// (sqlite_sequence) of events, task_runs, tasks, api_tokens and audit are
+// tasks, API tokens and deliveries their id, desired states and approvals
+// their order of creation. The AUTOINCREMENT sequences (sqlite_sequence) of
+// events, task_runs, tasks, api_tokens, audit and notify_deliveries are
 // raised to the largest imported id, so later inserts continue after it.
 func (s *Store) Import(ctx context.Context, next func() (dump.Record, error)) error {
 	written := s.configs.writing()
@@ -219,7 +235,7 @@ func (s *Store) Import(ctx context.Context, next func() (dump.Record, error)) er
 			max   int64
 		}{
 			{"events", im.maxSeq}, {"task_runs", im.maxRun}, {"tasks", im.maxTask},
-			{"api_tokens", im.maxToken}, {"audit", im.maxAudit},
+			{"api_tokens", im.maxToken}, {"audit", im.maxAudit}, {"notify_deliveries", im.maxDelivery},
 		} {
 			if err := raiseSequence(ctx, tx, seq.table, seq.max); err != nil {
 				return fmt.Errorf("raise the sequence of %s to %d: %w", seq.table, seq.max, err)
@@ -262,6 +278,7 @@ func checkEmpty(ctx context.Context, tx *wtx) error {
 type importer struct {
 	maxSeq, maxRun, maxTask int64
 	maxToken, maxAudit      int64
+	maxDelivery             int64
 }
 
 const (
@@ -380,6 +397,19 @@ func (im *importer) put(ctx context.Context, tx *wtx, rec dump.Record) error {
 		if err != nil {
 			return fmt.Errorf("secret %s: %w", store.SecretVersionName(r.Key, r.Version), err)
 		}
+	case dump.NotifyTarget:
+		// The spec is kept sealed, as dumped; errors never quote it.
+		_, err := tx.ExecContext(ctx, sqlcore.InsertNotifyTarget, sqlcore.NotifyTargetArgs(dialect{}, r.Store(), r.Spec)...)
+		if err != nil {
+			return fmt.Errorf("notification target %s: %w", r.Name, err)
+		}
+	case dump.Delivery:
+		_, err := tx.ExecContext(ctx, sqlcore.InsertDeliveryRow+sqlcore.DeliveryRowValues,
+			sqlcore.DeliveryRowArgs(dialect{}, sqlcore.DeliveryRow{Delivery: r.Store(), Key: r.Key})...)
+		if err != nil {
+			return fmt.Errorf("delivery %d: %w", r.ID, err)
+		}
+		im.maxDelivery = max(im.maxDelivery, r.ID)
 	case dump.Process:
 		// Processes of the exporting host mean nothing here (see package dump).
 	default:

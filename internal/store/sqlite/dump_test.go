@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	ds "github.com/drover-dev/drover/internal/desiredstate"
 	"github.com/drover-dev/drover/internal/store"
 	"github.com/drover-dev/drover/internal/store/dump"
 )
@@ -71,7 +72,7 @@ func TestExportIsOneSnapshot(t *testing.T) {
 }
 
 // TestImportMovesSequences: after an import, events, task runs, tasks, API
-// tokens and audit records are numbered after the largest imported ids (not
+// tokens, audit records and deliveries are numbered after the largest imported ids (not
 // their count), desired states and approvals keep their order, lease
 // tokens go on, and the sessions the store held are deleted.
 func TestImportMovesSequences(t *testing.T) {
@@ -98,6 +99,9 @@ func TestImportMovesSequences(t *testing.T) {
 		dump.APIToken{ID: 4, Name: "ci", Hash: "ab12", CreatedAt: at, RevokedAt: at, RevokedBy: "alice"},
 		dump.APIToken{ID: 9, Name: "ci", Hash: "cd34", Roles: []string{"viewer"}, CreatedAt: at},
 		dump.AuditRecord{Seq: 30, Time: at, Identity: "alice", Action: "POST /v1/tokens", Outcome: "ok"},
+		dump.NotifyTarget{Name: "hooks", Kind: store.NotifyWebhook, Spec: []byte("sealed"), CreatedAt: at},
+		dump.Delivery{ID: 60, Target: "hooks", Key: "shop/web", Type: "service.deployed", EventSeq: 100, State: store.DeliveryDead, Attempts: 5,
+			NextAt: at, LastError: "gone", CreatedAt: at},
 		dump.Process{ID: 3, Kind: "apply", Handle: []byte("{}"), StartedAt: at},
 	))
 	if err != nil {
@@ -130,6 +134,14 @@ func TestImportMovesSequences(t *testing.T) {
 	}
 	if seq, err := s.AppendAudit(ctx, store.AuditRecord{Identity: "alice", Action: "POST /v1/x", Outcome: "ok"}); err != nil || seq != 31 {
 		t.Errorf("next audit seq %d (%v), want 31", seq, err)
+	}
+	conv := store.Event{Application: "shop", Service: "web", ReleaseChannel: "prod", Type: ds.EventConverged, Data: []byte(`{"version":"v1"}`)}
+	if err := s.AppendEvents(ctx, conv); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.ListDeliveries(ctx, store.DeliveryFilter{Target: "hooks"}); err != nil || len(got) != 2 || got[0].ID != 61 ||
+		got[1].ID != 60 || got[1].State != store.DeliveryDead || got[1].LastError != "gone" || got[1].Event.Type != "b" {
+		t.Errorf("deliveries %+v, %v; want 60 (dead, of event 100) and the next, 61", got, err)
 	}
 	if procs, err := s.ListProcesses(ctx); err != nil || len(procs) != 0 {
 		t.Errorf("processes %v, %v; want none imported", procs, err)

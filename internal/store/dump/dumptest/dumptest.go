@@ -43,8 +43,9 @@ func at(n int) time.Time {
 // every status, leases released and claimed again, runtime facts, linked
 // runtimes (one with labels and its agent's state, one whose token was
 // replaced, one unlinked), API tokens (one revoked and its name given again,
-// with roles, an expiry and a last use), audit records, and a process record
-// and a session (which dumps leave out).
+// with roles, an expiry and a last use), audit records, secrets,
+// notification targets and deliveries in every state (fillNotifications),
+// and a process record and a session (which dumps leave out).
 func Fill(t testing.TB, s store.Store) {
 	t.Helper()
 	ctx := t.Context()
@@ -264,6 +265,88 @@ func Fill(t testing.TB, s store.Store) {
 	}
 	_, err = s.DeleteSecret(ctx, "db-password", 1)
 	must(err)
+	fillNotifications(t, s)
+}
+
+// The notification targets Fill makes.
+const (
+	hooksSpec = `{"url":"https://hooks.example/drover","secret":"s3cr3t ü"}`
+	slackSpec = `{"channel":"#shop-deploys"}`
+)
+
+// fillNotifications gives s notification targets (a webhook whose spec holds
+// a secret, with filter lists; an application's Slack channel, from its
+// config; one deleted after it delivered everything) and deliveries of
+// converged events in every state: delivered (some of the deleted target),
+// dead, pending and due later after a failed attempt, pending and claimed
+// (by sender-a, for an hour), and pending and due, never attempted (a
+// deferred claim).
+func fillNotifications(t testing.TB, s store.Store) {
+	t.Helper()
+	ctx := t.Context()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tg := range []store.NotifyTarget{
+		{Name: "hooks", Kind: store.NotifyWebhook, Spec: []byte(hooksSpec), CreatedBy: "alice ü", CreatedAt: at(100),
+			Filter: store.NotifyFilter{Types: []string{"service.deployed", "service.upgraded"}, Applications: []string{"shop"}, Services: []string{"web", "api"}}},
+		{Name: "shop-slack", Kind: store.NotifySlack, Spec: []byte(slackSpec), Source: "config", CreatedAt: at(101),
+			Filter: store.NotifyFilter{Applications: []string{"shop"}, Channels: []string{"prod"}, Statuses: []string{string(ds.StatusConverged)}}},
+		{Name: "gone", Kind: store.NotifyWebhook, Spec: []byte(`{"url":"https://gone.example"}`)},
+	} {
+		must(s.PutNotifyTarget(ctx, tg))
+	}
+	converged := func(svc, rc, data string) store.Event {
+		return store.Event{Application: "shop", Service: svc, ReleaseChannel: rc, Type: ds.EventConverged,
+			Message: rc + " converged", Data: []byte(data)}
+	}
+	evs := []store.Event{
+		converged("web", "prod", `{"version":"v1"}`),
+		converged("web", "prod", `{"version":"v2","previousVersion":"v1"}`),
+		converged("api", "staging", `{"version":"v1"}`),
+	}
+	must(s.AppendEvents(ctx, evs...))
+	// find is the delivery of the event of evs index i to target among ds.
+	find := func(list []store.Delivery, target string, i int) store.Delivery {
+		t.Helper()
+		for _, d := range list {
+			if d.Target == target && d.EventSeq == evs[i].Seq {
+				return d
+			}
+		}
+		t.Fatalf("no delivery of event %d to %s among %+v", evs[i].Seq, target, list)
+		return store.Delivery{}
+	}
+	// The first of each target and key: hooks and gone of web and api,
+	// shop-slack of web.
+	now := time.Now()
+	first, err := s.ClaimDeliveries(ctx, "sender-a", now, time.Hour, 10)
+	must(err)
+	if len(first) != 5 {
+		t.Fatalf("claimed %d deliveries, want 5: %+v", len(first), first)
+	}
+	finish := func(owner string, r store.DeliveryResult) {
+		t.Helper()
+		r.At = now
+		must(s.FinishDelivery(ctx, owner, r))
+	}
+	finish("sender-a", store.DeliveryResult{ID: find(first, "hooks", 0).ID, Delivered: true})
+	finish("sender-a", store.DeliveryResult{ID: find(first, "gone", 0).ID, Delivered: true})
+	finish("sender-a", store.DeliveryResult{ID: find(first, "gone", 2).ID, Delivered: true})
+	finish("sender-a", store.DeliveryResult{ID: find(first, "shop-slack", 0).ID, Dead: true, Error: "channel_not_found ✗"})
+	// hooks' delivery of the api event stays claimed by sender-a.
+	second, err := s.ClaimDeliveries(ctx, "sender-b", now, time.Hour, 10)
+	must(err)
+	if len(second) != 3 {
+		t.Fatalf("claimed %d deliveries, want 3: %+v", len(second), second)
+	}
+	finish("sender-b", store.DeliveryResult{ID: find(second, "hooks", 1).ID, Error: "503 Service Unavailable", RetryAt: now.Add(time.Hour)})
+	finish("sender-b", store.DeliveryResult{ID: find(second, "shop-slack", 1).ID, Deferred: true, RetryAt: now.Add(-time.Second)})
+	finish("sender-b", store.DeliveryResult{ID: find(second, "gone", 1).ID, Delivered: true})
+	must(s.DeleteNotifyTarget(ctx, "gone"))
 }
 
 // tokenHash is the hex SHA-256 of a join token, as the store keeps it.
@@ -296,6 +379,10 @@ type State struct {
 	Audit  []store.AuditRecord
 	// Secrets are every secret version not deleted, with its value.
 	Secrets []store.Secret
+	// NotifyTargets are every notification target, by name, with its spec
+	// opened; Deliveries every delivery, newest first, with its event.
+	NotifyTargets []store.NotifyTarget
+	Deliveries    []store.Delivery
 }
 
 // Snapshot reads everything s shows through the store.Store API (every
@@ -405,6 +492,17 @@ func Snapshot(t testing.TB, s store.Store) State {
 		must(err)
 		st.Secrets = append(st.Secrets, got)
 	}
+	st.NotifyTargets, err = s.ListNotifyTargets(ctx)
+	must(err)
+	for _, tg := range st.NotifyTargets {
+		got, err := s.GetNotifyTarget(ctx, tg.Name)
+		must(err)
+		if !reflect.DeepEqual(got, tg) {
+			t.Errorf("GetNotifyTarget %s = %+v, ListNotifyTargets says %+v", tg.Name, got, tg)
+		}
+	}
+	st.Deliveries, err = s.ListDeliveries(ctx, store.DeliveryFilter{Limit: 10000})
+	must(err)
 	return st
 }
 
@@ -471,8 +569,8 @@ func show(v any) string {
 // higher token, a push replaces the active desired state, a linked
 // runtime's name and token hash stay taken, a new API token gets an id above
 // every one in before while their hashes (and the names of those not
-// revoked) stay taken, and a new audit record gets the seq after the last.
-// It writes to s.
+// revoked) stay taken, a new audit record gets the seq after the last, and
+// deliveries go on (continuesDeliveries). It writes to s.
 func Continues(t testing.TB, s store.Store, before State) {
 	t.Helper()
 	ctx := t.Context()
@@ -600,6 +698,7 @@ func Continues(t testing.TB, s store.Store, before State) {
 			}
 		}
 	}
+	continuesDeliveries(t, s, before)
 	for _, r := range before.Linked {
 		err := s.LinkRuntime(ctx, store.LinkedRuntime{Name: r.Name, TokenHash: r.TokenHash + "-new"})
 		if !errors.Is(err, store.ErrConflict) {
@@ -608,6 +707,105 @@ func Continues(t testing.TB, s store.Store, before State) {
 		err = s.LinkRuntime(ctx, store.LinkedRuntime{Name: r.Name + "-new", TokenHash: r.TokenHash})
 		if !errors.Is(err, store.ErrConflict) {
 			t.Errorf("linking a runtime with %s's token hash after the move: %v, want ErrConflict", r.Name, err)
+		}
+	}
+}
+
+// continuesDeliveries checks that the deliveries of s, which holds what
+// before shows, go on: a claim held before the move is still its owner's
+// (another cannot finish it, its owner can), the next claim takes exactly
+// the deliveries due and not claimed that are the oldest pending of their
+// target and key, and a new event's deliveries get ids above every one in
+// before. It writes to s.
+func continuesDeliveries(t testing.TB, s store.Store, before State) {
+	t.Helper()
+	ctx := t.Context()
+	now := time.Now()
+	key := func(d store.Delivery) string { return d.Target + " " + d.Event.Application + "/" + d.Event.Service }
+	oldest := map[string]int64{}
+	var maxID int64
+	var held []store.Delivery
+	for _, d := range before.Deliveries {
+		maxID = max(maxID, d.ID)
+		if d.State != store.DeliveryPending {
+			continue
+		}
+		if id, ok := oldest[key(d)]; !ok || d.ID < id {
+			oldest[key(d)] = d.ID
+		}
+		if d.Owner != "" && d.ClaimedUntil.After(now) {
+			held = append(held, d)
+		}
+	}
+	var due []int64
+	attempts := map[int64]int{}
+	for _, d := range before.Deliveries {
+		if d.State == store.DeliveryPending && oldest[key(d)] == d.ID && !d.NextAt.After(now) && !d.ClaimedUntil.After(now) {
+			due = append(due, d.ID)
+			attempts[d.ID] = d.Attempts
+		}
+	}
+	slices.Sort(due)
+	for _, d := range held {
+		err := s.FinishDelivery(ctx, d.Owner+"-not", store.DeliveryResult{ID: d.ID, Delivered: true})
+		if !errors.Is(err, store.ErrConflict) {
+			t.Errorf("delivery %d, claimed by %s, finished by another after the move: %v, want ErrConflict", d.ID, d.Owner, err)
+		}
+	}
+	claimed, err := s.ClaimDeliveries(ctx, "after-the-move", now, time.Minute, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int64
+	for _, d := range claimed {
+		got = append(got, d.ID)
+		if d.Owner != "after-the-move" || d.Attempts != attempts[d.ID]+1 || d.Event.Seq != d.EventSeq {
+			t.Errorf("delivery %d claimed after the move: %+v", d.ID, d)
+		}
+	}
+	if !slices.Equal(got, due) {
+		t.Errorf("deliveries claimed after the move: %v, want %v (the oldest due and not claimed of each target and key)", got, due)
+	}
+	for _, d := range held {
+		if err := s.FinishDelivery(ctx, d.Owner, store.DeliveryResult{ID: d.ID, Delivered: true}); err != nil {
+			t.Errorf("delivery %d finished by %s, who claimed it before the move: %v", d.ID, d.Owner, err)
+		}
+	}
+	for _, id := range got {
+		if err := s.FinishDelivery(ctx, "after-the-move", store.DeliveryResult{ID: id, Delivered: true}); err != nil {
+			t.Errorf("delivery %d claimed after the move, finished: %v", id, err)
+		}
+	}
+	if len(before.NotifyTargets) == 0 {
+		return
+	}
+	evs := []store.Event{{Application: "shop", Service: "web", ReleaseChannel: "prod", Type: ds.EventConverged,
+		Message: "after the move", Data: []byte(`{"version":"v9"}`)}}
+	if err := s.AppendEvents(ctx, evs...); err != nil {
+		t.Fatal(err)
+	}
+	list, err := s.ListDeliveries(ctx, store.DeliveryFilter{Limit: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, d := range list {
+		if d.EventSeq != evs[0].Seq {
+			continue
+		}
+		n++
+		if d.ID <= maxID || d.State != store.DeliveryPending {
+			t.Errorf("a delivery after the move: %+v, want a pending one with an id above %d", d, maxID)
+		}
+	}
+	if n == 0 {
+		t.Errorf("no delivery of an event after the move (targets %+v)", before.NotifyTargets)
+	}
+	for _, d := range held {
+		for _, g := range list {
+			if g.ID == d.ID && (g.State != store.DeliveryDelivered || g.Owner != "") {
+				t.Errorf("delivery %d after its owner finished it: %+v", d.ID, g)
+			}
 		}
 	}
 }
