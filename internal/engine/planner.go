@@ -145,6 +145,8 @@ func (p *planner) transition(old store.Instance, inst *store.Instance) {
 	case ds.StatusBlocked:
 		p.event(inst, ds.EventBlocked, "%s", inst.Message)
 		p.eventData(map[string]string{"reason": string(inst.Reason)})
+	default:
+		// Other statuses wait for nobody.
 	}
 }
 

@@ -277,7 +277,7 @@ func (d *Dispatcher) backoff(n int, err error) time.Duration {
 	if n >= 1 && n < 30 {
 		wait = min(time.Second<<(n-1), d.cfg.MaxBackoff)
 	}
-	wait += time.Duration(rand.Int64N(int64(wait)/10 + 1))
+	wait += time.Duration(rand.Int64N(int64(wait)/10 + 1)) //nolint:gosec // G404: jitter, not a secret
 	var ra *RetryAfterError
 	if errors.As(err, &ra) && ra.After > wait {
 		wait = min(ra.After, 10*time.Minute)

@@ -279,7 +279,9 @@ func TestWebhookErrorsHideTheURL(t *testing.T) {
 	}
 }
 
-func contains(s, sub string) bool { return len(sub) > 0 && len(s) >= len(sub) && (s == sub || index(s, sub) >= 0) }
+func contains(s, sub string) bool {
+	return len(sub) > 0 && len(s) >= len(sub) && (s == sub || index(s, sub) >= 0)
+}
 
 func index(s, sub string) int {
 	for i := 0; i+len(sub) <= len(s); i++ {

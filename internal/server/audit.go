@@ -5,8 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"strings"
 	"strconv"
+	"strings"
 	"time"
 
 	apiv1 "github.com/drover-dev/drover/api/v1"

@@ -206,7 +206,7 @@ func (s *Server) putWebhook(ctx context.Context, name string, req apiv1.PutNotif
 	if err := f.Check(); err != nil {
 		return nil, errorf(apiv1.CodeInvalidArgument, "webhook %s: %v", name, err)
 	}
-	raw, err := json.Marshal(spec)
+	raw, err := json.Marshal(spec) //nolint:gosec // G117: the spec is sealed by the store, never answered
 	if err != nil {
 		return nil, err
 	}
@@ -433,7 +433,7 @@ func (s *Server) webhookTargets(ctx context.Context, incoming []*config.Source, 
 			errs = append(errs, src.Errorf("webhook."+field, "%s", msg))
 			continue
 		}
-		raw, err := json.Marshal(spec)
+		raw, err := json.Marshal(spec) //nolint:gosec // G117: the spec is sealed by the store, never answered
 		if err != nil {
 			return nil, err
 		}

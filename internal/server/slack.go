@@ -35,6 +35,8 @@ import (
 const slackInteractionsPath = "/v1/slack/interactions"
 
 // Secret keys of the Slack app.
+//
+//nolint:gosec // G101: the names of secrets, not their values
 const (
 	SlackTokenSecret   = "slack-bot-token"
 	SlackSigningSecret = "slack-signing-secret"
@@ -146,10 +148,10 @@ func (s *Server) slackSender() (*slack.Sender, error) {
 // newSlackInteractions is the handler of POST /v1/slack/interactions.
 func (s *Server) newSlackInteractions() http.Handler {
 	cfg := s.notifyCfg.Slack
-	allowURL := slack.SlackResponseURL
+	allowURL := slack.ResponseURL
 	if api, err := url.Parse(cfg.APIURL); err == nil && cfg.APIURL != "" {
 		allowURL = func(u *url.URL) bool {
-			return slack.SlackResponseURL(u) || (u.Scheme == api.Scheme && u.Host == api.Host)
+			return slack.ResponseURL(u) || (u.Scheme == api.Scheme && u.Host == api.Host)
 		}
 	}
 	h, err := slack.NewInteractions(slack.InteractionsConfig{

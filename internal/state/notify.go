@@ -71,6 +71,18 @@ func NotifyOf(e Event) (Notify, bool) {
 		return Notify{NotifyChannelFailed, ds.StatusFailed}, true
 	case ds.EventFrozen:
 		return Notify{NotifyFreezeStarted, ""}, true
+	default:
 	}
 	return Notify{}, false
+}
+
+// MayNotify reports whether events of type typ may cause a notification
+// (NotifyOf decides): the stores skip the others without decoding them.
+func MayNotify(typ ds.EventType) bool {
+	switch typ {
+	case ds.EventConverged, ds.EventApprovalRequested, ds.EventBlocked, ds.EventFailed, ds.EventFrozen:
+		return true
+	default:
+		return false
+	}
 }

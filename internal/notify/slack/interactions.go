@@ -113,7 +113,7 @@ func NewInteractions(cfg InteractionsConfig) (*Interactions, error) {
 		cfg.HTTPClient = &http.Client{Timeout: defaultTimeout}
 	}
 	if cfg.AllowResponseURL == nil {
-		cfg.AllowResponseURL = SlackResponseURL
+		cfg.AllowResponseURL = ResponseURL
 	}
 	if cfg.UnmappedHint == nil {
 		cfg.UnmappedHint = func(team, user string) string {
@@ -132,10 +132,10 @@ func NewInteractions(cfg InteractionsConfig) (*Interactions, error) {
 	return &Interactions{cfg: cfg, seen: map[string]time.Time{}}, nil
 }
 
-// SlackResponseURL reports whether u is one of Slack's response URLs
+// ResponseURL reports whether u is one of Slack's response URLs
 // (https on hooks.slack.com or hooks.slack-gov.com): the default
 // AllowResponseURL.
-func SlackResponseURL(u *url.URL) bool {
+func ResponseURL(u *url.URL) bool {
 	return u.Scheme == "https" && u.User == nil && (u.Host == "hooks.slack.com" || u.Host == "hooks.slack-gov.com")
 }
 
@@ -218,7 +218,7 @@ func (h *Interactions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	user := ic.User.ID
 	identity, ok := h.cfg.Identity(ctx, team, user)
 	if !ok || identity == "" {
-		h.cfg.Log.Info("slack interaction refused: user not mapped", "slackTeam", team, "slackUser", user)
+		h.cfg.Log.Info("slack interaction refused: user not mapped", "slack_team", team, "slack_user", user)
 		h.reply(replyTo, ephemeral(":warning: You are not mapped to a drover identity, so nothing was recorded. "+h.cfg.UnmappedHint(team, user)))
 		w.WriteHeader(http.StatusOK)
 		return

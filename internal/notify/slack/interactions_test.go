@@ -402,7 +402,7 @@ func TestInteractionRefusals(t *testing.T) {
 	}
 }
 
-func TestSlackResponseURL(t *testing.T) {
+func TestResponseURL(t *testing.T) {
 	for u, ok := range map[string]bool{
 		"https://hooks.slack.com/actions/T1/1/x":     true,
 		"https://hooks.slack-gov.com/actions/T1/1/x": true,
@@ -415,8 +415,8 @@ func TestSlackResponseURL(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if SlackResponseURL(p) != ok {
-			t.Errorf("SlackResponseURL(%s) = %v", u, !ok)
+		if ResponseURL(p) != ok {
+			t.Errorf("ResponseURL(%s) = %v", u, !ok)
 		}
 	}
 }

@@ -105,6 +105,8 @@ func isFailure(typ string) bool {
 }
 
 // permanent are the Slack API errors no retry mends, with what to do.
+//
+//nolint:gosec // G101: Slack's error names, not credentials
 var permanent = map[string]string{
 	"channel_not_found":       "the channel does not exist or the bot cannot see it (a private channel: invite the bot)",
 	"not_in_channel":          "invite the bot to the channel",

@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	ds "github.com/drover-dev/drover/internal/desiredstate"
 	"github.com/drover-dev/drover/internal/state"
 	"github.com/drover-dev/drover/internal/store"
 	"github.com/drover-dev/drover/internal/store/sqlcore"
@@ -39,23 +38,13 @@ var insertNotifyingEvent = "WITH e AS (" + insertEvent + "), d AS (" +
 func queueEvent(batch *pgx.Batch, e store.Event, when time.Time) {
 	args := []any{nanos(when), e.Application, e.Service, e.ReleaseChannel, e.DesiredStateID,
 		e.Type, text(e.Actor), text(e.Message), e.Data}
-	if notifies(e.Type) {
+	if state.MayNotify(e.Type) {
 		if n, ok := state.NotifyOf(e); ok {
 			batch.Queue(insertNotifyingEvent, append(args, sqlcore.DeliveryKey(e), n.Type, nanos(when), string(n.Status))...)
 			return
 		}
 	}
 	batch.Queue(insertEvent, args...)
-}
-
-// notifies reports whether events of type typ may notify (state.NotifyOf
-// decides).
-func notifies(typ ds.EventType) bool {
-	switch typ {
-	case ds.EventConverged, ds.EventApprovalRequested, ds.EventBlocked, ds.EventFailed, ds.EventFrozen:
-		return true
-	}
-	return false
 }
 
 // PutNotifyTarget implements store.Store.

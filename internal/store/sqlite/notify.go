@@ -27,7 +27,7 @@ func fanOut(ctx context.Context, tx *wtx, rows eventRows, seqs []int64) error {
 	for i, seq := range seqs {
 		r := rows[i*eventArgs : (i+1)*eventArgs]
 		typ, _ := r[5].(ds.EventType)
-		if !notifies(typ) {
+		if !state.MayNotify(typ) {
 			continue
 		}
 		e := store.Event{Seq: seq, Application: r[1].(string), Service: r[2].(string), ReleaseChannel: r[3].(string), Type: typ}
@@ -45,16 +45,6 @@ func fanOut(ctx context.Context, tx *wtx, rows eventRows, seqs []int64) error {
 		}
 	}
 	return nil
-}
-
-// notifies reports whether events of type typ may notify (state.NotifyOf
-// decides).
-func notifies(typ ds.EventType) bool {
-	switch typ {
-	case ds.EventConverged, ds.EventApprovalRequested, ds.EventBlocked, ds.EventFailed, ds.EventFrozen:
-		return true
-	}
-	return false
 }
 
 // PutNotifyTarget implements store.Store.
