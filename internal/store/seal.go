@@ -69,3 +69,13 @@ func NeedsReseal(s Sealer, b []byte) bool {
 	}
 	return true
 }
+
+// UnsealNotifyTarget opens t's Spec as the stores keep it.
+func UnsealNotifyTarget(s Sealer, t NotifyTarget) (NotifyTarget, error) {
+	spec, err := Unseal(s, t.Spec)
+	if err != nil {
+		return NotifyTarget{}, fmt.Errorf("notification target %s: %w", t.Name, err)
+	}
+	t.Spec = spec
+	return t, nil
+}

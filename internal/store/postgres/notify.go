@@ -72,17 +72,9 @@ func (s *Store) GetNotifyTarget(ctx context.Context, name string) (store.NotifyT
 	if err != nil {
 		return store.NotifyTarget{}, fmt.Errorf("get notification target %s: %w", name, err)
 	}
-	return s.openTarget(t)
+	return store.UnsealNotifyTarget(s.sealer, t)
 }
 
-func (s *Store) openTarget(t store.NotifyTarget) (store.NotifyTarget, error) {
-	spec, err := store.Unseal(s.sealer, t.Spec)
-	if err != nil {
-		return store.NotifyTarget{}, fmt.Errorf("notification target %s: %w", t.Name, err)
-	}
-	t.Spec = spec
-	return t, nil
-}
 
 // ListNotifyTargets implements store.Store.
 func (s *Store) ListNotifyTargets(ctx context.Context) ([]store.NotifyTarget, error) {
@@ -90,7 +82,7 @@ func (s *Store) ListNotifyTargets(ctx context.Context) ([]store.NotifyTarget, er
 	if err != nil {
 		return nil, err
 	}
-	return store.UnsealAll(list, s.openTarget)
+	return store.UnsealAll(list, func(t store.NotifyTarget) (store.NotifyTarget, error) { return store.UnsealNotifyTarget(s.sealer, t) })
 }
 
 // DeleteNotifyTarget implements store.Store.

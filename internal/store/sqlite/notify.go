@@ -75,17 +75,9 @@ func (s *Store) GetNotifyTarget(ctx context.Context, name string) (store.NotifyT
 	if err != nil {
 		return store.NotifyTarget{}, fmt.Errorf("get notification target %s: %w", name, err)
 	}
-	return s.openTarget(t)
+	return store.UnsealNotifyTarget(s.sealer, t)
 }
 
-func (s *Store) openTarget(t store.NotifyTarget) (store.NotifyTarget, error) {
-	spec, err := s.open(t.Spec)
-	if err != nil {
-		return store.NotifyTarget{}, fmt.Errorf("notification target %s: %w", t.Name, err)
-	}
-	t.Spec = spec
-	return t, nil
-}
 
 // ListNotifyTargets implements store.Store.
 func (s *Store) ListNotifyTargets(ctx context.Context) ([]store.NotifyTarget, error) {
@@ -93,7 +85,7 @@ func (s *Store) ListNotifyTargets(ctx context.Context) ([]store.NotifyTarget, er
 	if err != nil {
 		return nil, err
 	}
-	return store.UnsealAll(list, s.openTarget)
+	return store.UnsealAll(list, func(t store.NotifyTarget) (store.NotifyTarget, error) { return store.UnsealNotifyTarget(s.sealer, t) })
 }
 
 // DeleteNotifyTarget implements store.Store.
