@@ -96,6 +96,7 @@ type serverFlags struct {
 	externalURL    string
 	notifyAttempts int
 	notifyBackoff  time.Duration
+	notifyKeep     time.Duration
 	// slackAPIURL is Slack's Web API; slackUsers the file mapping Slack
 	// users to identities.
 	slackAPIURL, slackUsers string
@@ -138,6 +139,7 @@ func (f *serverFlags) register(cmd *cobra.Command, defaultData string) {
 	fl.StringVar(&f.externalURL, "external-url", "", "the address people reach this server's web UI at, for the links in notifications and the source of their CloudEvents (default: the --listen address)")
 	fl.IntVar(&f.notifyAttempts, "notify-max-attempts", 20, "attempts to deliver a notification before it is dead (drover notifications retry sends it again)")
 	fl.DurationVar(&f.notifyBackoff, "notify-max-backoff", 30*time.Second, "the longest wait between two attempts to deliver a notification (the first retry comes after a second, each next one after twice as long)")
+	fl.DurationVar(&f.notifyKeep, "notify-keep-delivered", 30*24*time.Hour, "how long delivered notifications stay listed in the outbox (dead and pending ones stay until delivered or retried)")
 	fl.StringVar(&f.slackUsers, "slack-users", "", "a YAML file mapping Slack users to the drover identities (and roles) their Approve and Reject clicks act as: users: [{slack: U0123ABCD, team: T0123ABCD, identity: alice, roles: [approver@shop]}] (default: none; clicks are refused)")
 	fl.StringVar(&f.slackAPIURL, "slack-api-url", "", "Slack's Web API address (default https://slack.com/api/; an emulation's for tests)")
 	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", 30*time.Second, "on Ctrl-C or SIGTERM, how long applies in flight may still finish before they are stopped (a second signal stops at once)")
@@ -276,7 +278,7 @@ func (f *serverFlags) start(ctx context.Context, log *slog.Logger) (addr string,
 	if ui == "" {
 		ui = scheme + "://" + ln.Addr().String()
 	}
-	notifyCfg := server.NotifyConfig{UIURL: ui, MaxAttempts: f.notifyAttempts, MaxBackoff: f.notifyBackoff, Observer: m.Notifications(st.CountDeliveries),
+	notifyCfg := server.NotifyConfig{UIURL: ui, MaxAttempts: f.notifyAttempts, MaxBackoff: f.notifyBackoff, KeepDelivered: f.notifyKeep, Observer: m.Notifications(st.CountDeliveries),
 		Slack: server.SlackConfig{APIURL: f.slackAPIURL, UsersFile: f.slackUsers}}
 	node := New(Config{Metrics: m, Store: st, DataDir: f.data, Registry: registry, Settings: f.settings, Log: log, Workers: f.workers, Edge: edge, ShutdownGrace: f.shutdownGrace, APIOnly: f.apiOnly,
 		StoreKind: kind, Shared: kind == "postgres", LeaseTTL: f.leaseTTL, Processes: procs, Agents: agents,

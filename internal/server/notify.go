@@ -43,6 +43,9 @@ type NotifyConfig struct {
 	Observer notify.Observer
 	// Slack configures the Slack targets' messages and buttons.
 	Slack SlackConfig
+	// KeepDelivered is how long delivered rows stay in the outbox
+	// (default 30 days); dead and pending ones stay until they are not.
+	KeepDelivered time.Duration
 }
 
 // notifyWake is a channel closed at the server's next change.
@@ -79,7 +82,31 @@ func (s *Server) runNotifications(ctx context.Context) {
 		Store: s.store, Owner: owner, Senders: senders, Describe: s.describeEvent, UIURL: cfg.UIURL,
 		MaxAttempts: cfg.MaxAttempts, MaxBackoff: cfg.MaxBackoff, Observer: cfg.Observer, Log: s.log, Now: s.now,
 	})
+	go s.pruneDeliveries(ctx)
 	d.Run(ctx, s.notifyWake)
+}
+
+// pruneDeliveries deletes, once an hour, the deliveries delivered longer
+// ago than KeepDelivered.
+func (s *Server) pruneDeliveries(ctx context.Context) {
+	keep := s.notifyCfg.KeepDelivered
+	if keep <= 0 {
+		keep = 30 * 24 * time.Hour
+	}
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		if n, err := s.store.PruneDeliveries(ctx, s.now().Add(-keep)); err != nil && ctx.Err() == nil {
+			s.log.Warn("delivered notifications not pruned", "error", err)
+		} else if n > 0 {
+			s.log.Info("delivered notifications pruned", "count", n, "older_than", keep.String())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // describeEvent is what a notification of e says beyond the event: the

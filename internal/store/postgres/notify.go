@@ -75,7 +75,6 @@ func (s *Store) GetNotifyTarget(ctx context.Context, name string) (store.NotifyT
 	return store.UnsealNotifyTarget(s.sealer, t)
 }
 
-
 // ListNotifyTargets implements store.Store.
 func (s *Store) ListNotifyTargets(ctx context.Context) ([]store.NotifyTarget, error) {
 	list, err := sqlcore.ListNotifyTargets(ctx, dialect{}, pgReader{s.pool})
