@@ -82,12 +82,13 @@ dist-check: ## make dist for this machine's platform only, then verify it (hack/
 test: ## Run all tests with the race detector (what CI runs); TESTFLAGS are appended
 	@# The Kubernetes tests need the local control plane's binaries; the first build takes ~10 minutes (cached after).
 	bash hack/kube/build.sh
-	$(GO) test -race -tags $(BUILD_TAGS) -count=1 ./... $(TESTFLAGS)
+	@# -timeout: the end-to-end package runs about ten minutes on two CPUs with the race detector.
+	$(GO) test -race -tags $(BUILD_TAGS) -count=1 -timeout 30m ./... $(TESTFLAGS)
 
 .PHONY: e2e
 e2e: ## Run the end-to-end and Kubernetes end-to-end tests (builds the local cluster binaries first if needed)
 	bash hack/kube/build.sh
-	$(GO) test -race -tags $(BUILD_TAGS) -count=1 ./test/e2e/... ./internal/runtimes/kubernetes/... $(TESTFLAGS)
+	$(GO) test -race -tags $(BUILD_TAGS) -count=1 -timeout 30m ./test/e2e/... ./internal/runtimes/kubernetes/... $(TESTFLAGS)
 
 .PHONY: kube-up
 kube-up: ## Start the local Kubernetes test cluster (hack/kube/up.sh; state dir: DROVER_KUBE_STATE, default /tmp/drover-kube)
