@@ -135,7 +135,8 @@ func (p *planner) eventData(v any) {
 // blocked event when it became BLOCKED or is blocked for another reason.
 // One event per wait, not one per pass (notifications are sent of them).
 func (p *planner) transition(old store.Instance, inst *store.Instance) {
-	if inst.Status == old.Status && (inst.Reason == old.Reason || inst.Status != ds.StatusBlocked) &&
+	sameReason := inst.Reason == old.Reason || old.Reason == ds.ReasonEngineError // an engine error kept the status
+	if inst.Status == old.Status && (sameReason || inst.Status != ds.StatusBlocked) &&
 		inst.DesiredStateID == old.DesiredStateID {
 		return
 	}

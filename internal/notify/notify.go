@@ -181,7 +181,10 @@ func (d *Dispatcher) Run(ctx context.Context, wake func() <-chan struct{}) {
 // Once claims the deliveries due and delivers them; it returns how many it
 // claimed.
 func (d *Dispatcher) Once(ctx context.Context) (int, error) {
-	got, err := d.cfg.Store.ClaimDeliveries(ctx, d.cfg.Owner, d.cfg.Now(), d.cfg.ClaimTTL, 4*d.cfg.Workers)
+	// No more than the workers send at once: each claimed delivery is
+	// sent at once, well within its claim (a send is bounded to half the
+	// claim), so no other server claims it again meanwhile.
+	got, err := d.cfg.Store.ClaimDeliveries(ctx, d.cfg.Owner, d.cfg.Now(), d.cfg.ClaimTTL, d.cfg.Workers)
 	if err != nil || len(got) == 0 {
 		return 0, err
 	}
@@ -225,6 +228,13 @@ func (d *Dispatcher) deliver(ctx context.Context, del store.Delivery) {
 	if ctx.Err() != nil {
 		return // shutting down: the claim expires and the next claim retries
 	}
+	var ra *RetryAfterError
+	if errors.As(err, &ra) {
+		// The target asked to wait: not an attempt that failed.
+		res.Deferred, res.RetryAt = true, res.At.Add(d.backoff(del.Attempts, err))
+		d.finish(ctx, del, res)
+		return
+	}
 	res.Error = err.Error()
 	var perm *PermanentError
 	res.Dead = del.Attempts >= d.cfg.MaxAttempts || errors.As(err, &perm) || errors.Is(err, store.ErrNotFound)
@@ -256,7 +266,7 @@ func (d *Dispatcher) send(ctx context.Context, t store.NotifyTarget, del store.D
 		return &PermanentError{fmt.Errorf("no sender for targets of kind %s on this server", t.Kind)}
 	}
 	n := d.build(ctx, del)
-	sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	sctx, cancel := context.WithTimeout(ctx, min(15*time.Second, d.cfg.ClaimTTL/2))
 	defer cancel()
 	return sender.Send(sctx, t, n)
 }

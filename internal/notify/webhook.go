@@ -149,7 +149,7 @@ func hostOf(raw string) string {
 
 // excerpt is the start of a response body for an error, one line.
 func excerpt(b []byte) string {
-	s := strings.Join(strings.Fields(strings.ToValidUTF8(string(b), "?")), " ")
+	s := strings.Join(strings.Fields(strings.ReplaceAll(strings.ToValidUTF8(string(b), "?"), "\x00", "?")), " ")
 	if s == "" {
 		return ""
 	}

@@ -209,6 +209,9 @@ func (s *Server) putWebhook(ctx context.Context, name string, req apiv1.PutNotif
 	if err := store.CheckNotifyName(name); err != nil {
 		return nil, statusError(apiv1.CodeInvalidArgument, err)
 	}
+	if strings.HasPrefix(name, SlackTargetPrefix) {
+		return nil, errorf(apiv1.CodeInvalidArgument, "notification target %s: names starting with %q are the Slack targets of applications' notifications.slack", name, SlackTargetPrefix)
+	}
 	user, err := requestUser(ctx, "")
 	if err != nil {
 		return nil, err
@@ -440,7 +443,7 @@ func (s *Server) webhookTargets(ctx context.Context, incoming []*config.Source, 
 		}
 		old, err := s.store.GetNotifyTarget(ctx, w.Name)
 		switch {
-		case err == nil && old.Source != "config":
+		case err == nil && (old.Source != "config" || old.Kind != store.NotifyWebhook):
 			errs = append(errs, src.Errorf("webhook.name", "the notification target %s exists, made by drover notifications add: remove it first (drover notifications remove %s) or pick another name", w.Name, w.Name))
 			continue
 		case err != nil && !errors.Is(err, store.ErrNotFound):

@@ -23,13 +23,24 @@ import (
 
 // Slack (docs/notifications.md): the Slack channels of an application's
 // notifications.slack are notification targets drover apply keeps
-// (slack-APP for channel, slack-APP-errors for errorChannel); messages are
+// (slack.APP for channel, slack.APP.errors for errorChannel); messages are
 // posted with the bot token kept as the secret slack-bot-token. Approval
 // requests carry Approve and Reject buttons; Slack posts the clicks to
 // POST /v1/slack/interactions, signed with the app's signing secret (the
 // secret slack-signing-secret), and the clicking Slack user acts as the
 // drover identity the users file (--slack-users) maps them to, with the
 // roles it gives.
+
+// SlackTargetPrefix starts the names of the Slack targets of applications'
+// configs: slack.APP and slack.APP.errors (application names hold no dot,
+// so no two applications' names meet). Other targets may not use it.
+const SlackTargetPrefix = "slack."
+
+// ownSlackTarget reports whether t is a Slack target of application app's
+// config, which its apply may replace or remove.
+func ownSlackTarget(t store.NotifyTarget, app string) bool {
+	return t.Source == "config" && t.Kind == store.NotifySlack && slices.Equal(t.Filter.Applications, []string{app})
+}
 
 // slackInteractionsPath is where Slack posts the clicks.
 const slackInteractionsPath = "/v1/slack/interactions"
@@ -254,10 +265,10 @@ func codeOf(err error) apiv1.ErrorCode {
 }
 
 // slackTargets are the targets an application's notifications.slack makes:
-// slack-APP for its channel (every notification), slack-APP-errors for
+// slack.APP for its channel (every notification), slack.APP.errors for
 // its errorChannel (failed channels).
 func slackTargets(app *config.Application) (keep []store.NotifyTarget, drop []string) {
-	name, errName := "slack-"+app.Name, "slack-"+app.Name+"-errors"
+	name, errName := SlackTargetPrefix+app.Name, SlackTargetPrefix+app.Name+".errors"
 	var sl config.SlackNotifications
 	if app.Notifications != nil && app.Notifications.Slack != nil {
 		sl = *app.Notifications.Slack
@@ -286,7 +297,7 @@ func (s *Server) checkSlackTargets(ctx context.Context, incoming []*config.Sourc
 		keep, _ := slackTargets(src.File.Application)
 		for _, t := range keep {
 			old, err := s.store.GetNotifyTarget(ctx, t.Name)
-			if err == nil && old.Source != "config" {
+			if err == nil && !ownSlackTarget(old, src.File.Application.Name) {
 				return errorf(apiv1.CodeFailedPrecondition, "%s: application.notifications.slack makes the notification target %s, which drover notifications add made; remove that one first (drover notifications remove %s)", src.Path, t.Name, t.Name)
 			}
 			if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -313,7 +324,7 @@ func (s *Server) syncSlackTargets(ctx context.Context, incoming []*config.Source
 		}
 		for _, name := range drop {
 			old, err := s.store.GetNotifyTarget(ctx, name)
-			if err != nil || old.Source != "config" {
+			if err != nil || !ownSlackTarget(old, src.File.Application.Name) {
 				continue
 			}
 			if err := s.store.DeleteNotifyTarget(ctx, name); err != nil && !errors.Is(err, store.ErrNotFound) {

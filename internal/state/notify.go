@@ -70,6 +70,10 @@ func NotifyOf(e Event) (Notify, bool) {
 	case ds.EventFailed:
 		return Notify{NotifyChannelFailed, ds.StatusFailed}, true
 	case ds.EventFrozen:
+		// The freeze's own event, not those of the services it holds.
+		if e.Service != "" {
+			return Notify{}, false
+		}
 		return Notify{NotifyFreezeStarted, ""}, true
 	default:
 	}

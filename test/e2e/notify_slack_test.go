@@ -230,10 +230,10 @@ func TestNotifySlack(t *testing.T) {
 	}
 	s.ok("alice", "apply", dir+"/...")
 	list := s.ok("alice", "notifications")
-	if !strings.Contains(list.stdout, "slack-shop ") || !strings.Contains(list.stdout, "#deploys") || !strings.Contains(list.stdout, "slack-shop-errors") {
+	if !strings.Contains(list.stdout, "slack.shop ") || !strings.Contains(list.stdout, "#deploys") || !strings.Contains(list.stdout, "slack.shop.errors") {
 		t.Errorf("notifications list lacks the application's Slack targets:\n%s", list.stdout)
 	}
-	if r := s.as("alice", "notifications", "remove", "slack-shop"); r.code == 0 || !strings.Contains(r.stderr, "notifications.slack") {
+	if r := s.as("alice", "notifications", "remove", "slack.shop"); r.code == 0 || !strings.Contains(r.stderr, "notifications.slack") {
 		t.Errorf("removing a config's target: %v", r)
 	}
 	v1, ds1 := s.push("alice", "shop", "web", "image=1.0")

@@ -141,8 +141,11 @@ func DeliveryKey(e store.Event) string {
 	return e.Application + "/" + e.Service
 }
 
-// ClipError bounds a delivery error for its column.
+// ClipError bounds a delivery error for its column, as valid UTF-8
+// without NUL (PostgreSQL's TEXT takes neither; a receiver's reply may
+// hold both).
 func ClipError(s string) string {
+	s = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 	if len(s) <= store.MaxDeliveryError {
 		return s
 	}

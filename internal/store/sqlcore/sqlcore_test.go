@@ -1,8 +1,10 @@
 package sqlcore
 
 import (
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // numbered is a Dialect with numbered placeholders; only Numbered matters
@@ -45,5 +47,12 @@ func TestJSONColumn(t *testing.T) {
 	}
 	if err := (JSONColumn{V: &m}).Scan(42); err == nil {
 		t.Error("Scan of an int: no error")
+	}
+}
+
+func TestClipErrorStorable(t *testing.T) {
+	got := ClipError("HTTP 500: \x00\xff" + strings.Repeat("é", 800))
+	if strings.ContainsRune(got, 0) || !utf8.ValidString(got) || len(got) > 1000+len("…") {
+		t.Errorf("ClipError: %q", got)
 	}
 }
