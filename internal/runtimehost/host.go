@@ -83,7 +83,13 @@ type Host struct {
 	discoverEvery time.Duration
 	rediscover    chan struct{}
 
-	mu sync.Mutex
+	// load serializes the slow path of Runtime (read the config, build),
+	// so a lookup that read an older version cannot replace a newer build.
+	load sync.Mutex
+	mu   sync.Mutex
+	// gen counts Invalidates: a config read before one does not mark its
+	// runtime checked.
+	gen uint64
 	// ctx is the parent of every watch (Start's); notify hears of changes.
 	ctx     context.Context
 	notify  func(runtimes.InstanceKey)
@@ -168,6 +174,7 @@ func (h *Host) Start(ctx context.Context, notify func(runtimes.InstanceKey)) err
 func (h *Host) Invalidate() {
 	h.mu.Lock()
 	h.checked = nil
+	h.gen++
 	h.mu.Unlock()
 	select {
 	case h.rediscover <- struct{}{}:
@@ -235,11 +242,16 @@ func (h *Host) discover(ctx context.Context) {
 // Runtime returns the runtime named name, built from its stored config (or
 // rebuilt when the config changed since it was built).
 func (h *Host) Runtime(ctx context.Context, name string) (runtimes.Runtime, error) {
-	h.mu.Lock()
-	if e, ok := h.entries[name]; ok && h.checked[name] {
-		h.mu.Unlock()
-		return e.rt, nil
+	if rt, ok := h.current(name); ok {
+		return rt, nil
 	}
+	h.load.Lock()
+	defer h.load.Unlock()
+	if rt, ok := h.current(name); ok {
+		return rt, nil // another lookup loaded it meanwhile
+	}
+	h.mu.Lock()
+	gen := h.gen
 	h.mu.Unlock()
 	obj, err := h.store.GetConfig(ctx, "runtime", name)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -266,7 +278,7 @@ func (h *Host) Runtime(ctx context.Context, name string) (runtimes.Runtime, erro
 		h.checked = map[string]bool{}
 	}
 	if e, ok := h.entries[name]; ok && e.version == obj.Version && e.linked == linked {
-		h.checked[name] = true
+		h.markChecked(name, gen)
 		return e.rt, nil
 	}
 	var f config.File
@@ -295,8 +307,27 @@ func (h *Host) Runtime(ctx context.Context, name string) (runtimes.Runtime, erro
 		h.entries = map[string]*entry{}
 	}
 	h.entries[name] = e
-	h.checked[name] = true
+	h.markChecked(name, gen)
 	return rt, nil
+}
+
+// current returns the runtime named name when its config was read since the
+// last Invalidate.
+func (h *Host) current(name string) (runtimes.Runtime, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e, ok := h.entries[name]; ok && h.checked[name] {
+		return e.rt, true
+	}
+	return nil, false
+}
+
+// markChecked marks name's config read, unless an Invalidate came since the
+// read began (gen): then the next lookup reads it again. h.mu is held.
+func (h *Host) markChecked(name string, gen uint64) {
+	if h.gen == gen {
+		h.checked[name] = true
+	}
 }
 
 // build builds a runtime here, or the one forwarding to the agent that
